@@ -1,0 +1,5 @@
+//! Subcommands. Each exposes `main(args) -> ExitCode` where `args[0]` is the program name.
+
+pub mod hostlist;
+pub mod idset;
+pub mod r;

@@ -1,0 +1,49 @@
+//! `roster`: one binary, many subcommands.
+//!
+//! Each subcommand owns its argument parsing (they mirror different flux
+//! tools with different conventions), so dispatch here is by the first word.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+mod cmd;
+
+const USAGE: &str = "\
+Usage: roster COMMAND [ARGS...]
+
+Offline tools (mirror flux's):
+  idset     normalize|expand|count|union|intersect|diff|xor  RFC 22 idsets
+  hostlist  [OPTIONS] [HOSTLIST...]                           RFC 29 hostlists (flux hostlist)
+  R         encode|decode|append|diff|intersect|remap|rerank|verify|set-property|parse-config
+                                                             RFC 20 resource sets (flux R)
+
+Run 'roster COMMAND --help' for a command's options.
+";
+
+fn main() -> ExitCode {
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    if args.len() < 2 {
+        eprint!("{USAGE}");
+        return ExitCode::from(2);
+    }
+    let sub = args.remove(1);
+    // args[0] stays the program name so sub-parsers print "roster" in usage.
+    match sub.to_str() {
+        Some("idset") => cmd::idset::main(args),
+        Some("hostlist") => cmd::hostlist::main(args),
+        Some("R") => cmd::r::main(args),
+        Some("-h" | "--help" | "help") => {
+            print!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        Some("-V" | "--version" | "version") => {
+            println!("roster {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("roster: unknown command '{}'", sub.to_string_lossy());
+            eprint!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! RFC 20 resource set R (being written).
