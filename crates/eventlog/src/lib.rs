@@ -1,0 +1,1 @@
+//! RFC 18 eventlogs and crash-safe files (being written).
