@@ -1,0 +1,336 @@
+//! RFC 31 job constraints over nodes (flux-core's librlist `match.c`).
+
+use crate::error::RError;
+use crate::json;
+use crate::node::Node;
+use crate::rset::{invalid_property_char, Rset};
+use crate::zhash::Name;
+use hostlist::Hostlist;
+use idset::IdSet;
+use serde_json::Value;
+use std::collections::HashSet;
+
+/// Characters not allowed in property queries (`^` is allowed: negation).
+const QUERY_INVALID: &str = "!&'\"`|()";
+
+/// Above this many hosts a `hostlist` constraint is matched with
+/// `Hostlist::find` instead of a set of expanded names.
+const EXPAND_LIMIT: usize = 1 << 16;
+
+/// A compiled RFC 31 constraint.
+#[derive(Debug, Clone)]
+pub enum Constraint {
+    /// `{}`: matches everything.
+    Empty,
+    /// `properties`: every entry must hold; `^name` negates.  A property
+    /// also matches the node's hostname.
+    Properties(Vec<String>),
+    /// `hostlist`: the node's hostname is in the list.
+    Hostlist(HostMatch),
+    /// `ranks`: the node's rank is in the set.
+    Ranks(IdSet),
+    /// All sub-constraints hold (vacuously true when empty).
+    And(Vec<Constraint>),
+    /// Some sub-constraint holds (true when empty).
+    Or(Vec<Constraint>),
+    /// Not all sub-constraints hold (false when empty).
+    Not(Vec<Constraint>),
+}
+
+/// Hostnames to match: expanded when small, compressed otherwise.
+#[derive(Debug, Clone)]
+pub enum HostMatch {
+    /// Expanded hostnames.
+    Set(HashSet<String>),
+    /// A large hostlist, searched per node.
+    List(Hostlist),
+}
+
+impl HostMatch {
+    fn contains(&self, host: &str) -> bool {
+        match self {
+            HostMatch::Set(s) => s.contains(host),
+            HostMatch::List(l) => l.find(host).is_some(),
+        }
+    }
+}
+
+fn err(s: impl Into<String>) -> RError {
+    RError::msg(s)
+}
+
+impl Constraint {
+    /// Compile a constraint object (`job_constraint_create`), with
+    /// flux-core's error texts.  Note that, as in flux-core, any error
+    /// inside an `and`/`or`/`not` operand is reported as "Out of memory".
+    pub fn from_json(c: &Value) -> Result<Constraint, RError> {
+        let Value::Object(m) = c else {
+            return Err(err("constraint must be JSON object"));
+        };
+        if m.len() > 1 {
+            return Err(err("constraint must only contain 1 element"));
+        }
+        let Some((op, values)) = m.iter().next() else {
+            return Ok(Constraint::Empty);
+        };
+        match op.as_str() {
+            "properties" => {
+                let Value::Array(a) = values else {
+                    return Err(err("properties value must be an array"));
+                };
+                let mut props = Vec::with_capacity(a.len());
+                for e in a {
+                    let Value::String(s) = e else {
+                        return Err(err("non-string property specified"));
+                    };
+                    if let Some(ch) = invalid_property_char(s, QUERY_INVALID) {
+                        return Err(err(format!("invalid character '{ch}' in property \"{s}\"")));
+                    }
+                    props.push(s.clone());
+                }
+                Ok(Constraint::Properties(props))
+            }
+            "hostlist" => {
+                let mut hl = Hostlist::new();
+                if let Value::Array(a) = values {
+                    for e in a {
+                        // Non-strings are skipped (hostlist_append (NULL)).
+                        if let Value::String(s) = e {
+                            match Hostlist::decode(s) {
+                                Ok(h) => hl.append(&h),
+                                Err(_) => {
+                                    return Err(err(format!(
+                                        "invalid hostlist '{s}' in {}",
+                                        json::dumps(values)
+                                    )))
+                                }
+                            }
+                        }
+                    }
+                }
+                let hm = if hl.len() <= EXPAND_LIMIT {
+                    HostMatch::Set(hl.iter().collect())
+                } else {
+                    HostMatch::List(hl)
+                };
+                Ok(Constraint::Hostlist(hm))
+            }
+            "ranks" => {
+                let mut ids = IdSet::new();
+                if let Value::Array(a) = values {
+                    for e in a {
+                        let parsed = match e {
+                            Value::String(s) => IdSet::parse(s).ok(),
+                            _ => None,
+                        };
+                        match parsed {
+                            Some(p) => ids.add(&p),
+                            None => {
+                                let shown = match e {
+                                    Value::String(s) => s.clone(),
+                                    _ => "(null)".to_string(),
+                                };
+                                return Err(err(format!(
+                                    "invalid idset '{shown}' in {}",
+                                    json::dumps(values)
+                                )));
+                            }
+                        }
+                    }
+                }
+                Ok(Constraint::Ranks(ids))
+            }
+            "and" | "or" | "not" => {
+                let Value::Array(a) = values else {
+                    return Err(err(format!("{op} operator value must be an array")));
+                };
+                let mut subs = Vec::with_capacity(a.len());
+                for e in a {
+                    match Constraint::from_json(e) {
+                        Ok(c) => subs.push(c),
+                        Err(_) => return Err(err("Out of memory")),
+                    }
+                }
+                Ok(match op.as_str() {
+                    "and" => Constraint::And(subs),
+                    "or" => Constraint::Or(subs),
+                    _ => Constraint::Not(subs),
+                })
+            }
+            other => Err(err(format!("unknown constraint operator: {other}"))),
+        }
+    }
+
+    /// Evaluate against a node, performing flux's property lookups on
+    /// `node`'s (copied) property table.
+    fn matches(&self, node: &mut Node) -> bool {
+        match self {
+            Constraint::Empty => true,
+            Constraint::Properties(props) => props.iter().all(|p| has(node, p)),
+            Constraint::Hostlist(h) => node.hostname.as_deref().is_some_and(|n| h.contains(n)),
+            Constraint::Ranks(ids) => ids.contains(node.rank),
+            Constraint::And(v) => v.iter().all(|c| c.matches(node)),
+            Constraint::Or(v) => v.is_empty() || v.iter().any(|c| c.matches(node)),
+            Constraint::Not(v) => !v.iter().all(|c| c.matches(node)),
+        }
+    }
+}
+
+/// `rnode_has`: a property or the hostname, `^` negating.
+fn has(node: &mut Node, property: &str) -> bool {
+    let (prop, negate) = match property.strip_prefix('^') {
+        Some(p) => (p, true),
+        None => (property, false),
+    };
+    let mut found = false;
+    if !node.props.is_empty() {
+        found = node.props.lookup(&Name::new(prop)).is_some();
+    }
+    if !found {
+        found = node.hostname.as_deref() == Some(prop);
+    }
+    found != negate
+}
+
+impl Rset {
+    /// A copy of the nodes matching an RFC 31 constraint object
+    /// (`rlist_copy_constraint`), in list order.  `scheduling` is kept
+    /// when the result is non-empty.
+    ///
+    /// Deviation: flux-core crashes when a `properties` constraint meets a
+    /// node without hostname and without a matching property; here such a
+    /// node simply does not match.
+    pub fn copy_constraint(&self, constraint: &Value) -> Result<Rset, RError> {
+        let c = Constraint::from_json(constraint)?;
+        Ok(self.copy_matching(&c))
+    }
+
+    /// [`Rset::copy_constraint`] with a compiled constraint.
+    pub fn copy_matching(&self, c: &Constraint) -> Rset {
+        let mut result = Rset::new();
+        for n in self.nodes.iter() {
+            // The lookups flux performs while matching happen on the
+            // original's property table before it is copied; replay them
+            // on a scratch node so the copy sees the same table shape.
+            let mut probe = Node {
+                rank: n.rank,
+                hostname: n.hostname.clone(),
+                children: crate::zhash::ZTable::new(),
+                props: n.props.clone(),
+            };
+            if c.matches(&mut probe) {
+                let mut copy = n.copy();
+                copy.props = probe.props.dup();
+                let _ = result.add_node_new(copy);
+            }
+        }
+        if !result.is_empty() {
+            result.scheduling.clone_from(&self.scheduling);
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rl() -> Rset {
+        let r = r#"{"version":1,"execution":{"R_lite":[{"rank":"1-10","children":{"core":"0-1"}}],
+            "nodelist":["foo[1-10]"],"properties":{"foo":"1-3","bar":"7"}}}"#;
+        Rset::from_json_str(r).unwrap_or_default()
+    }
+
+    fn run(c: &str) -> String {
+        let v = json::loads(c.as_bytes()).unwrap_or(Value::Null);
+        match rl().copy_constraint(&v) {
+            Ok(r) => r.dumps(),
+            Err(e) => format!("error: {e}"),
+        }
+    }
+
+    #[test]
+    fn upstream_vectors() {
+        assert_eq!(run(r#"{"properties": ["na"]}"#), "");
+        assert_eq!(run(r#"{"properties": ["foo"]}"#), "rank[1-3]/core[0-1]");
+        assert_eq!(run(r#"{"properties": ["bar"]}"#), "rank7/core[0-1]");
+        assert_eq!(
+            run(r#"{"properties": ["^bar"]}"#),
+            "rank[1-6,8-10]/core[0-1]"
+        );
+        assert_eq!(run(r#"{"properties": ["foo5"]}"#), "rank5/core[0-1]");
+        assert_eq!(
+            run(r#"{"properties": ["^foo5"]}"#),
+            "rank[1-4,6-10]/core[0-1]"
+        );
+        assert_eq!(
+            run(r#"{"hostlist": ["foo[2,3,7]"]}"#),
+            "rank[2-3,7]/core[0-1]"
+        );
+        assert_eq!(
+            run(r#"{ "not": [{"hostlist": ["foo[2,3,7]"]}] }"#),
+            "rank[1,4-6,8-10]/core[0-1]"
+        );
+        assert_eq!(
+            run(r#"{ "not": [{"ranks": ["0-4"]}] }"#),
+            "rank[5-10]/core[0-1]"
+        );
+    }
+
+    #[test]
+    fn empty_operators() {
+        assert_eq!(run("{}"), "rank[1-10]/core[0-1]");
+        assert_eq!(run(r#"{"and": []}"#), "rank[1-10]/core[0-1]");
+        assert_eq!(run(r#"{"or": []}"#), "rank[1-10]/core[0-1]");
+        assert_eq!(run(r#"{"not": []}"#), "");
+        assert_eq!(
+            run(r#"{"and": [{"hostlist": ["foo[1-2]"]}, {"properties": ["foo"]}]}"#),
+            "rank[1-2]/core[0-1]"
+        );
+        assert_eq!(
+            run(r#"{"or": [{"ranks": ["1"]}, {"properties": ["bar"]}]}"#),
+            "rank[1,7]/core[0-1]"
+        );
+    }
+
+    #[test]
+    fn error_texts() {
+        assert_eq!(run("[]"), "error: constraint must be JSON object");
+        assert_eq!(
+            run(r#"{"a":[],"b":[]}"#),
+            "error: constraint must only contain 1 element"
+        );
+        assert_eq!(
+            run(r#"{"foo": []}"#),
+            "error: unknown constraint operator: foo"
+        );
+        assert_eq!(
+            run(r#"{"properties": "x"}"#),
+            "error: properties value must be an array"
+        );
+        assert_eq!(
+            run(r#"{"properties": [1]}"#),
+            "error: non-string property specified"
+        );
+        assert_eq!(
+            run(r#"{"properties": ["a|b"]}"#),
+            "error: invalid character '|' in property \"a|b\""
+        );
+        assert_eq!(
+            run(r#"{"and": 1}"#),
+            "error: and operator value must be an array"
+        );
+        assert_eq!(
+            run(r#"{"and": [{"properties": [1]}]}"#),
+            "error: Out of memory"
+        );
+        assert_eq!(
+            run(r#"{"ranks": ["0-", "1"]}"#),
+            "error: invalid idset '0-' in [\"0-\", \"1\"]"
+        );
+        assert_eq!(
+            run(r#"{"hostlist": ["foo[1-"]}"#),
+            "error: invalid hostlist 'foo[1-' in [\"foo[1-\"]"
+        );
+    }
+}
