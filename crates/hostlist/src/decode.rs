@@ -119,50 +119,80 @@ fn parse_range(item: &str) -> Result<Span, RangeErr> {
     })
 }
 
+/// A token of a hostlist string with what the tokenizer saw inside it.
+struct Token<'a> {
+    text: &'a str,
+    /// Byte offset of the first `[`.
+    first_lb: Option<usize>,
+    /// Whether the token contains a `]`.
+    has_rb: bool,
+}
+
 /// Split `s` into tokens: separators split only outside brackets (a `]`
 /// before any `[` makes the nesting level negative, so the rest of the string
 /// is one token, as in flux-core's `next_tok()`).
-fn tokens(s: &str) -> impl Iterator<Item = &str> {
+fn tokens(s: &str) -> impl Iterator<Item = Token<'_>> {
     let bytes = s.as_bytes();
     let mut pos = 0usize;
     std::iter::from_fn(move || {
         while bytes.get(pos).is_some_and(|&b| is_sep(b)) {
             pos += 1;
         }
-        if pos >= bytes.len() {
+        let start = pos;
+        let rest = bytes.get(start..)?;
+        if rest.is_empty() {
             return None;
         }
-        let start = pos;
         let mut level: i64 = 0;
-        while let Some(&b) = bytes.get(pos) {
-            if level == 0 && is_sep(b) {
-                break;
-            }
+        let mut first_lb = None;
+        let mut has_rb = false;
+        let mut len = rest.len();
+        for (i, &b) in rest.iter().enumerate() {
             match b {
-                b'[' => level += 1,
-                b']' => level -= 1,
+                b',' | b' ' | b'\t' if level == 0 => {
+                    len = i;
+                    break;
+                }
+                b'[' => {
+                    level += 1;
+                    if first_lb.is_none() {
+                        first_lb = Some(i);
+                    }
+                }
+                b']' => {
+                    level -= 1;
+                    has_rb = true;
+                }
                 _ => {}
             }
-            pos += 1;
         }
+        pos = start + len;
         // Token boundaries are ASCII bytes or the ends, so they are char boundaries.
-        s.get(start..pos)
+        Some(Token {
+            text: s.get(start..pos)?,
+            first_lb,
+            has_rb,
+        })
     })
 }
 
 pub(crate) fn decode_into(hl: &mut Hostlist, s: &str) -> Result<(), HostlistError> {
+    // Most real lists are either a few bracket expressions or long comma
+    // lists of short names; reserving for the latter avoids regrowth.
+    hl.entries.reserve(s.len() / 8);
     for tok in tokens(s) {
-        decode_token(hl, tok)?;
+        decode_token(hl, &tok)?;
     }
     Ok(())
 }
 
-fn decode_token(hl: &mut Hostlist, tok: &str) -> Result<(), HostlistError> {
+fn decode_token(hl: &mut Hostlist, t: &Token<'_>) -> Result<(), HostlistError> {
+    let tok = t.text;
     let unmatched = || HostlistError::UnmatchedBracket {
         token: tok.to_string(),
     };
-    let Some(lb) = tok.find('[') else {
-        if tok.contains(']') {
+    let Some(lb) = t.first_lb else {
+        if t.has_rb {
             return Err(unmatched());
         }
         append_bare(hl, truncate_to(tok, MAX_BARE_TOKEN_BYTES));
@@ -170,7 +200,7 @@ fn decode_token(hl: &mut Hostlist, tok: &str) -> Result<(), HostlistError> {
     };
     let prefix = tok.get(..lb).unwrap_or("");
     let rest = tok.get(lb + 1..).unwrap_or("");
-    let Some(rb) = rest.find(']') else {
+    let Some(rb) = rest.bytes().position(|b| b == b']') else {
         return Err(unmatched());
     };
     let list = rest.get(..rb).unwrap_or("");

@@ -174,9 +174,8 @@ fn width_compatible(n: u64, wn: u32, m: u64, wm: u32) -> bool {
     pad(n, wn) == pad(n, wm) || pad(m, wm) == pad(m, wn)
 }
 
-/// Append `n` zero padded to `width` digits.
-fn push_padded(out: &mut String, n: u64, width: u32) {
-    let mut buf = [0u8; 20];
+/// Decimal digits of `n` into the end of `buf`; returns where they start.
+fn format_digits(n: u64, buf: &mut [u8; 20]) -> usize {
     let mut i = buf.len();
     let mut v = n;
     loop {
@@ -186,14 +185,33 @@ fn push_padded(out: &mut String, n: u64, width: u32) {
         }
         v /= 10;
         if v == 0 || i == 0 {
-            break;
+            return i;
         }
     }
-    let ndigits = (buf.len() - i) as u32;
+}
+
+/// Append `n` zero padded to `width` digits.
+fn push_padded(out: &mut String, n: u64, width: u32) {
+    let mut buf = [0u8; 20];
+    let start = format_digits(n, &mut buf);
+    let ndigits = (buf.len() - start) as u32;
     for _ in ndigits..width {
         out.push('0');
     }
-    out.push_str(std::str::from_utf8(buf.get(i..).unwrap_or(&[])).unwrap_or(""));
+    for &b in buf.get(start..).unwrap_or(&[]) {
+        out.push(char::from(b));
+    }
+}
+
+/// Append `n` zero padded to `width` digits to a byte buffer.
+fn push_padded_bytes(out: &mut Vec<u8>, n: u64, width: u32) {
+    let mut buf = [0u8; 20];
+    let start = format_digits(n, &mut buf);
+    let ndigits = (buf.len() - start) as u32;
+    if width > ndigits {
+        out.resize(out.len() + (width - ndigits) as usize, b'0');
+    }
+    out.extend_from_slice(buf.get(start..).unwrap_or(&[]));
 }
 
 /// Length of `n` zero padded to `width` digits.
@@ -254,9 +272,11 @@ impl Hostlist {
 
     /// Encode in flux-core's canonical form (`hostlist_encode()`); `""` when empty.
     pub fn encode(&self) -> String {
-        let mut out = String::with_capacity(self.encoded_len());
+        let mut out = Vec::with_capacity(self.entries.len().saturating_mul(8));
         self.encode_into(&mut out);
-        out
+        // Only whole strings and ASCII digits were written, so this never fails.
+        String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
 
     /// The exact length in bytes of [`Hostlist::encode`]'s result, computed
@@ -280,11 +300,11 @@ impl Hostlist {
         len
     }
 
-    fn encode_into(&self, out: &mut String) {
+    fn encode_into(&self, out: &mut Vec<u8>) {
         self.walk_groups(|piece| match piece {
-            Piece::Str(s) => out.push_str(s),
+            Piece::Str(s) => out.extend_from_slice(s.as_bytes()),
             Piece::Char(c) => out.push(c),
-            Piece::Num(n, w) => push_padded(out, n, w),
+            Piece::Num(n, w) => push_padded_bytes(out, n, w),
             Piece::RunHosts {
                 affix,
                 lo,
@@ -293,13 +313,13 @@ impl Hostlist {
             } => {
                 let mut j = lo;
                 loop {
-                    out.push_str(&affix.prefix);
-                    push_padded(out, j, width);
-                    out.push_str(&affix.suffix);
+                    out.extend_from_slice(affix.prefix.as_bytes());
+                    push_padded_bytes(out, j, width);
+                    out.extend_from_slice(affix.suffix.as_bytes());
                     if j >= hi {
                         break;
                     }
-                    out.push(',');
+                    out.push(b',');
                     j += 1;
                 }
             }
@@ -335,13 +355,13 @@ impl Hostlist {
                     let bracket = first.count() > 1 || same_group(entries.get(i + 1));
                     emit(Piece::Str(prefix));
                     if bracket {
-                        emit(Piece::Char('['));
+                        emit(Piece::Char(b'['));
                     }
                     loop {
                         if let Some(Entry::Range { lo, hi, width, .. }) = entries.get(i) {
                             emit(Piece::Num(*lo, *width));
                             if lo < hi {
-                                emit(Piece::Char('-'));
+                                emit(Piece::Char(b'-'));
                                 emit(Piece::Num(*hi, *width));
                             }
                         }
@@ -350,16 +370,16 @@ impl Hostlist {
                             break;
                         }
                         if bracket {
-                            emit(Piece::Char(','));
+                            emit(Piece::Char(b','));
                         }
                     }
                     if bracket {
-                        emit(Piece::Char(']'));
+                        emit(Piece::Char(b']'));
                     }
                 }
             }
             if i < entries.len() {
-                emit(Piece::Char(','));
+                emit(Piece::Char(b','));
             }
         }
     }
@@ -778,7 +798,7 @@ fn advance(idx: &mut usize, k: &mut u64, count: u64) {
 /// Pieces of the canonical encoding.
 enum Piece<'a> {
     Str(&'a str),
-    Char(char),
+    Char(u8),
     Num(u64, u32),
     RunHosts {
         affix: &'a Affix,

@@ -313,13 +313,90 @@ fn collapse(entries: Vec<Entry>) -> Vec<Entry> {
     rev
 }
 
+/// Precomputed sort key: prefix rank, numbered flag, [`num_key`], original
+/// position (so an unstable sort gives the stable order flux-core's merge
+/// sort produces).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    rank: u32,
+    numbered: bool,
+    num: (u128, u8, u32, u64),
+    pos: u32,
+}
+
+/// Sort entries by [`cmp`], stably.  Prefixes are ranked once (entries
+/// sharing one allocation are recognised without comparing bytes), then the
+/// entries are sorted by precomputed keys.
+fn sort_entries(entries: Vec<Entry>) -> Vec<Entry> {
+    let Ok(n) = u32::try_from(entries.len()) else {
+        let mut entries = entries;
+        entries.sort_by(cmp);
+        return entries;
+    };
+    let mut ids: Vec<u32> = Vec::with_capacity(entries.len());
+    let mut distinct: Vec<&str> = Vec::new();
+    let mut index: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    let mut last: Option<(*const u8, usize, u32)> = None;
+    for e in &entries {
+        let (p, _) = prefix_of(e);
+        let id = match last {
+            Some((ptr, len, id)) if ptr == p.as_ptr() && len == p.len() => id,
+            _ => {
+                let next = u32::try_from(distinct.len()).unwrap_or(u32::MAX);
+                let id = *index.entry(p).or_insert_with(|| {
+                    distinct.push(p);
+                    next
+                });
+                last = Some((p.as_ptr(), p.len(), id));
+                id
+            }
+        };
+        ids.push(id);
+    }
+    let mut by_name: Vec<u32> = (0..u32::try_from(distinct.len()).unwrap_or(u32::MAX)).collect();
+    by_name.sort_unstable_by(|&a, &b| {
+        let x = distinct.get(a as usize).map_or(&[][..], |s| s.as_bytes());
+        let y = distinct.get(b as usize).map_or(&[][..], |s| s.as_bytes());
+        x.cmp(y)
+    });
+    let mut rank = vec![0u32; distinct.len()];
+    for (r, &id) in by_name.iter().enumerate() {
+        if let Some(slot) = rank.get_mut(id as usize) {
+            *slot = u32::try_from(r).unwrap_or(u32::MAX);
+        }
+    }
+    let mut keys: Vec<Key> = entries
+        .iter()
+        .zip(&ids)
+        .zip(0..n)
+        .map(|((e, &id), pos)| {
+            let (numbered, num) = match e {
+                Entry::Range { lo, width, .. } => (true, num_key(*lo, *width)),
+                _ => (false, (0, 0, 0, 0)),
+            };
+            Key {
+                rank: rank.get(id as usize).copied().unwrap_or(u32::MAX),
+                numbered,
+                num,
+                pos,
+            }
+        })
+        .collect();
+    drop(index);
+    drop(distinct);
+    keys.sort_unstable();
+    let mut slots: Vec<Option<Entry>> = entries.into_iter().map(Some).collect();
+    keys.iter()
+        .filter_map(|k| slots.get_mut(k.pos as usize).and_then(Option::take))
+        .collect()
+}
+
 pub(crate) fn sort(hl: &mut Hostlist) {
     expand_runs(hl);
     if hl.entries.len() <= 1 {
         return;
     }
-    let mut entries = std::mem::take(&mut hl.entries);
-    entries.sort_by(cmp);
+    let entries = sort_entries(std::mem::take(&mut hl.entries));
     hl.entries = collapse(coalesce(entries));
     recount(hl);
 }
@@ -365,8 +442,7 @@ pub(crate) fn uniq(hl: &mut Hostlist) {
     if hl.entries.len() <= 1 {
         return;
     }
-    let mut entries = std::mem::take(&mut hl.entries);
-    entries.sort_by(cmp);
+    let entries = sort_entries(std::mem::take(&mut hl.entries));
     let mut out: Vec<Entry> = Vec::with_capacity(entries.len());
     for e in entries {
         if let Some(last) = out.last_mut() {
