@@ -6,3 +6,4 @@
 
 pub mod drain;
 pub mod errno;
+pub mod journal;
