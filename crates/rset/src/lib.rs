@@ -44,6 +44,9 @@ mod rset;
 mod verify;
 pub(crate) mod zhash;
 
+#[cfg(test)]
+mod tests;
+
 pub mod conf;
 pub mod json;
 

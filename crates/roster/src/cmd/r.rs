@@ -1,8 +1,912 @@
-//! `roster R`: mirrors `flux R`.
+//! `roster R`: mirrors `flux R` (flux-core's `src/cmd/flux-R.c`).
+//!
+//! Subcommands read one or more concatenated R objects on stdin (except
+//! `encode` and `parse-config`) and print compact one-line JSON the way
+//! jansson's `json_dumps (R, 0)` does.  Error messages are flux's with the
+//! `flux-R:` prefix replaced by `roster R:`; every failure exits 1.
 use std::ffi::OsString;
+use std::io::{Read, Write};
 use std::process::ExitCode;
 
-pub fn main(_args: Vec<OsString>) -> ExitCode {
-    eprintln!("roster R: not implemented yet");
-    ExitCode::from(1)
+use hostlist::Hostlist;
+use idset::IdSet;
+use rset::json::{self, StreamLoader};
+use rset::{RError, RerankError, Rset};
+use serde_json::{Map, Value};
+
+const PROG: &str = "roster R";
+
+/// A fatal error: message for stderr; exit status 1.
+struct Fatal(String);
+
+type Res<T> = Result<T, Fatal>;
+
+/// `log_msg_exit`.
+fn die<T>(msg: impl Into<String>) -> Res<T> {
+    Err(Fatal(msg.into()))
+}
+
+/// `log_err_exit`: the message plus `strerror (errno)`.
+fn die_errno<T>(msg: impl std::fmt::Display, errno: &str) -> Res<T> {
+    Err(Fatal(format!("{msg}: {errno}")))
+}
+
+// ---------------------------------------------------------------------------
+// Option parsing (a small getopt_long with GNU semantics: permutation,
+// bundled short options, `--name=value`, unique long-option prefixes, `--`).
+
+struct OptSpec {
+    name: &'static str,
+    key: char,
+    arginfo: Option<&'static str>,
+    usage: &'static str,
+}
+
+struct Sub {
+    name: &'static str,
+    usage: &'static str,
+    doc: &'static str,
+    opts: &'static [OptSpec],
+}
+
+const ENCODE_OPTS: &[OptSpec] = &[
+    OptSpec {
+        name: "ranks",
+        key: 'r',
+        arginfo: Some("IDSET"),
+        usage: "Generate an R with ranks in IDSET. If not provided then either match the number of nodes given  in --hosts option, or emit a single rank: \"0\"",
+    },
+    OptSpec {
+        name: "cores",
+        key: 'c',
+        arginfo: Some("IDS"),
+        usage: "Assign cores with IDS to each rank in R. Default is to assign a single core \"0\" to each rank.",
+    },
+    OptSpec {
+        name: "gpus",
+        key: 'g',
+        arginfo: Some("IDS"),
+        usage: "Assign gpu resources with IDS to each rank in R. Default is to assign no gpu resources.",
+    },
+    OptSpec {
+        name: "hosts",
+        key: 'H',
+        arginfo: Some("HOSTS"),
+        usage: "Generate R with nodelist set to HOSTS. By default, duplicate the local hostname to match the number of ranks given in --ranks.",
+    },
+    OptSpec {
+        name: "property",
+        key: 'p',
+        arginfo: Some("NAME[:RANKS]"),
+        usage: "Assign property NAME to target ranks RANKS. If RANKS is not specified then the property applies to all defined ranks. This option may be specified multiple times for each property",
+    },
+    OptSpec {
+        name: "local",
+        key: 'l',
+        arginfo: None,
+        usage: "Generate child resources from local system",
+    },
+    OptSpec {
+        name: "xml",
+        key: 'f',
+        arginfo: Some(""),
+        usage: "Generate child resources from hwloc XML",
+    },
+];
+
+const DECODE_OPTS: &[OptSpec] = &[
+    OptSpec {
+        name: "short",
+        key: 's',
+        arginfo: None,
+        usage: "Print short-form representation of R",
+    },
+    OptSpec {
+        name: "nodelist",
+        key: 'n',
+        arginfo: None,
+        usage: "Print nodelist in hostlist form from R, if any",
+    },
+    OptSpec {
+        name: "ranks",
+        key: 'r',
+        arginfo: None,
+        usage: "Print ranks in idset form from R, if any",
+    },
+    OptSpec {
+        name: "count",
+        key: 'c',
+        arginfo: Some("TYPE"),
+        usage: "Print count of resource TYPE in R (ranks, core, gpu)",
+    },
+    OptSpec {
+        name: "include",
+        key: 'i',
+        arginfo: Some("RANKS"),
+        usage: "Include only specified ranks.",
+    },
+    OptSpec {
+        name: "exclude",
+        key: 'x',
+        arginfo: Some("RANKS"),
+        usage: "Exclude specified ranks.",
+    },
+    OptSpec {
+        name: "properties",
+        key: 'p',
+        arginfo: Some("LIST"),
+        usage: "Filter on properties",
+    },
+];
+
+const SUBS: &[Sub] = &[
+    Sub {
+        name: "append",
+        usage: "",
+        doc: "Append multiple R objects on stdin. Emits an error if resource sets are not disjoint.",
+        opts: &[],
+    },
+    Sub {
+        name: "decode",
+        usage: "[OPTIONS]...",
+        doc: "\nReturn the union of all R objects on stdin and print details or summary of the result. By default an RFC 20 JSON object is emitted on stdout, unless one or more options below are used\n\nOptions:\n",
+        opts: DECODE_OPTS,
+    },
+    Sub {
+        name: "diff",
+        usage: "",
+        doc: "Return the set difference of multiple R objects on stdin. (i.e. (R1 - R2) - R3 ...)",
+        opts: &[],
+    },
+    Sub {
+        name: "encode",
+        usage: "[OPTIONS]...",
+        doc: "\nEncode RFC 20 R objects for testing.\n\nOptions:\n",
+        opts: ENCODE_OPTS,
+    },
+    Sub {
+        name: "intersect",
+        usage: "",
+        doc: "Return the intersection of all R objects on stdin",
+        opts: &[],
+    },
+    Sub {
+        name: "parse-config",
+        usage: "PATH",
+        doc: "Read config from resource.config array",
+        opts: &[],
+    },
+    Sub {
+        name: "remap",
+        usage: "",
+        doc: "Return the union of all R objects on stdin with ranks re-numbered starting from index 0.",
+        opts: &[],
+    },
+    Sub {
+        name: "rerank",
+        usage: "HOSTLIST",
+        doc: "Return the union of all R objects on stdin with ranks re-mapped  based on their index in HOSTLIST.",
+        opts: &[],
+    },
+    Sub {
+        name: "set-property",
+        usage: "PROPERTY:RANKS [PROPERTY:RANKS]...",
+        doc: "Set properties on R object on stdin, emitting the result on stdout",
+        opts: &[],
+    },
+    Sub {
+        name: "verify",
+        usage: "",
+        doc: "Takes 2 R objects on stdin and verifies that the resources in each rank present in R2 has at least resources present for the same rank in R1.",
+        opts: &[],
+    },
+];
+
+fn top_usage() -> String {
+    let mut s = String::new();
+    for (i, sub) in SUBS.iter().enumerate() {
+        let lead = if i == 0 { "Usage" } else { "or" };
+        let usage = if sub.usage.is_empty() { "" } else { sub.usage };
+        s.push_str(&format!("{lead:>5}: {PROG} {} {usage}\n", sub.name));
+    }
+    s.push_str("Read, generate, and process RFC 20 Resource Set objects.\nOptions:\n");
+    s.push_str("  -h, --help               Display this message.\n");
+    s
+}
+
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for word in text.split_whitespace() {
+        if !cur.is_empty() && cur.len() + 1 + word.len() > width {
+            lines.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+    }
+    if !cur.is_empty() {
+        lines.push(cur);
+    }
+    if lines.is_empty() {
+        lines.push(String::new());
+    }
+    lines
+}
+
+fn sub_usage(sub: &Sub) -> String {
+    let mut s = format!("Usage: {PROG} {} {}\n", sub.name, sub.usage);
+    s.push_str(sub.doc);
+    if !sub.doc.ends_with('\n') {
+        s.push('\n');
+    }
+    let width = 25;
+    let mut opts: Vec<(String, &str)> = vec![("-h, --help".into(), "Display this message.")];
+    for o in sub.opts {
+        let arg = match o.arginfo {
+            Some(a) if !a.is_empty() => format!("={a}"),
+            _ => String::new(),
+        };
+        opts.push((format!("-{}, --{}{arg}", o.key, o.name), o.usage));
+    }
+    opts.sort_by(|a, b| a.0.to_lowercase().cmp(&b.0.to_lowercase()));
+    for (info, usage) in opts {
+        let info = format!("  {info}");
+        let lines = wrap(usage, 80 - width);
+        if info.len() < width {
+            s.push_str(&format!("{info:<width$}{}\n", lines[0]));
+        } else {
+            s.push_str(&format!("{info}\n{:width$}{}\n", "", lines[0]));
+        }
+        for l in &lines[1..] {
+            s.push_str(&format!("{:width$}{l}\n", ""));
+        }
+    }
+    s
+}
+
+/// Parsed options: (option name, value) in command-line order, and the
+/// positional arguments.
+struct Parsed {
+    opts: Vec<(&'static str, Option<String>)>,
+    args: Vec<String>,
+}
+
+impl Parsed {
+    fn has(&self, name: &str) -> bool {
+        self.opts.iter().any(|(n, _)| *n == name)
+    }
+    /// The last value given for `name`.
+    fn get(&self, name: &str) -> Option<&str> {
+        self.opts
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, v)| v.as_deref())
+    }
+    fn all(&self, name: &str) -> Vec<&str> {
+        self.opts
+            .iter()
+            .filter(|(n, _)| *n == name)
+            .filter_map(|(_, v)| v.as_deref())
+            .collect()
+    }
+}
+
+enum ParseOutcome {
+    Ok(Parsed),
+    Help,
+    Error(String),
+}
+
+fn parse_opts(sub: &Sub, argv: &[String]) -> ParseOutcome {
+    let prog = format!("{PROG} {}", sub.name);
+    let mut opts = Vec::new();
+    let mut args = Vec::new();
+    let mut i = 0;
+    while i < argv.len() {
+        let a = &argv[i];
+        i += 1;
+        if a == "--" {
+            args.extend(argv[i..].iter().cloned());
+            break;
+        }
+        if let Some(long) = a.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (long, None),
+            };
+            let spec = if name == "help" {
+                return ParseOutcome::Help;
+            } else if let Some(s) = sub.opts.iter().find(|o| o.name == name) {
+                s
+            } else {
+                let cands: Vec<&OptSpec> = sub
+                    .opts
+                    .iter()
+                    .filter(|o| o.name.starts_with(name))
+                    .collect();
+                let help = !name.is_empty() && "help".starts_with(name);
+                match (cands.len(), help) {
+                    (0, true) => return ParseOutcome::Help,
+                    (1, false) => cands[0],
+                    (0, false) => {
+                        return ParseOutcome::Error(format!(
+                            "{prog}: unrecognized option '--{name}'"
+                        ))
+                    }
+                    _ => {
+                        return ParseOutcome::Error(format!(
+                            "{prog}: option '--{name}' is ambiguous"
+                        ))
+                    }
+                }
+            };
+            if spec.arginfo.is_some() {
+                let v = match inline {
+                    Some(v) => v,
+                    None => match argv.get(i) {
+                        Some(v) => {
+                            i += 1;
+                            v.clone()
+                        }
+                        None => {
+                            return ParseOutcome::Error(format!(
+                                "{prog}: option '--{}' requires an argument",
+                                spec.name
+                            ))
+                        }
+                    },
+                };
+                opts.push((spec.name, Some(v)));
+            } else {
+                if inline.is_some() {
+                    return ParseOutcome::Error(format!(
+                        "{prog}: option '--{}' doesn't allow an argument",
+                        spec.name
+                    ));
+                }
+                opts.push((spec.name, None));
+            }
+            continue;
+        }
+        if a.len() > 1 && a.starts_with('-') {
+            let chars: Vec<char> = a[1..].chars().collect();
+            let mut j = 0;
+            while j < chars.len() {
+                let c = chars[j];
+                j += 1;
+                if c == 'h' {
+                    return ParseOutcome::Help;
+                }
+                let Some(spec) = sub.opts.iter().find(|o| o.key == c) else {
+                    return ParseOutcome::Error(format!("{prog}: invalid option -- '{c}'"));
+                };
+                if spec.arginfo.is_some() {
+                    let rest: String = chars[j..].iter().collect();
+                    let v = if !rest.is_empty() {
+                        rest
+                    } else {
+                        match argv.get(i) {
+                            Some(v) => {
+                                i += 1;
+                                v.clone()
+                            }
+                            None => {
+                                return ParseOutcome::Error(format!(
+                                    "{prog}: option requires an argument -- '{c}'"
+                                ))
+                            }
+                        }
+                    };
+                    opts.push((spec.name, Some(v)));
+                    break;
+                }
+                opts.push((spec.name, None));
+            }
+            continue;
+        }
+        args.push(a.clone());
+    }
+    ParseOutcome::Ok(Parsed { opts, args })
+}
+
+// ---------------------------------------------------------------------------
+// Input
+
+/// `rlist_loadf`: every R object on stdin.
+fn load_all(stdin: &[u8]) -> Res<Vec<Rset>> {
+    let mut list = Vec::new();
+    let mut loader = StreamLoader::new(stdin);
+    loop {
+        match loader.next_value() {
+            Ok(v) => match Rset::from_json(&v) {
+                Ok(rl) => list.push(rl),
+                Err(e) => return die(format!("Failed to decode R on stdin: {}", e.flux_text())),
+            },
+            Err(e) => {
+                if list.is_empty() {
+                    return die(format!("Failed to read an R object: {}", e.text));
+                }
+                return Ok(list);
+            }
+        }
+    }
+}
+
+type Transform = fn(&Rset, &Rset) -> Option<Rset>;
+
+/// `rl_transform`: fold the inputs with `f`, at least `min` of them.
+fn transform(cmd: &str, stdin: &[u8], min: usize, f: Transform) -> Res<Rset> {
+    let list = load_all(stdin)?;
+    if list.len() < min {
+        return die(format!("{cmd} requires at least {min} resource sets"));
+    }
+    let mut it = list.into_iter();
+    let Some(mut prev) = it.next() else {
+        return die(format!("{cmd} requires at least {min} resource sets"));
+    };
+    for rl in it {
+        match f(&prev, &rl) {
+            Some(r) => prev = r,
+            None => return die(format!("{cmd} ({}, {}) failed!", prev.dumps(), rl.dumps())),
+        }
+    }
+    Ok(prev)
+}
+
+fn union_all(stdin: &[u8]) -> Res<Rset> {
+    transform("union", stdin, 1, |a, b| a.union(b).ok())
+}
+
+fn puts(out: &mut Vec<u8>, rl: &Rset) {
+    out.extend_from_slice(rl.encode().as_bytes());
+    out.push(b'\n');
+}
+
+// ---------------------------------------------------------------------------
+// Subcommands
+
+fn local_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim_end_matches('\n').to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+fn ranks_string(rl: &Rset) -> String {
+    rl.ranks().encode()
+}
+
+/// `set_one_property`: `NAME[:RANKS]` into the properties object.
+fn set_one_property(o: &mut Map<String, Value>, allranks: &str, s: &str) {
+    let (name, ranks) = match s.split_once(':') {
+        Some((n, r)) => (n, r),
+        None => (s, allranks),
+    };
+    o.insert(name.to_string(), Value::String(ranks.to_string()));
+}
+
+fn assign_props(rl: &mut Rset, specs: &[&str]) -> Res<()> {
+    let allranks = ranks_string(rl);
+    let mut o = Map::new();
+    for s in specs {
+        set_one_property(&mut o, &allranks, s);
+    }
+    if let Err(e) = rl.assign_properties(&Value::Object(o)) {
+        return die(format!("failed to assign properties: {}", e.flux_text()));
+    }
+    Ok(())
+}
+
+fn cmd_encode(p: &Parsed, out: &mut Vec<u8>) -> Res<()> {
+    let gpus = p.get("gpus").unwrap_or("");
+    let mut cores = p.get("cores").unwrap_or("");
+    let topo_src = p.has("local") || p.has("xml");
+    if gpus.is_empty() && cores.is_empty() {
+        cores = "0";
+    } else if topo_src {
+        return die("do not specify --cores or --gpus with --local or --xml");
+    }
+    // get_ranks_and_hostlist
+    let hostlist_from_option = |expected: usize| -> Res<Vec<String>> {
+        match p.get("hosts") {
+            None => {
+                let h = local_hostname();
+                Ok(vec![h; expected])
+            }
+            Some(s) => {
+                let Ok(hl) = Hostlist::decode(s) else {
+                    return die(format!("invalid hostlist '{s}'"));
+                };
+                if expected != 0 && hl.len() != expected {
+                    return die(format!(
+                        "hostname count in '{s}' does not match nranks ({})",
+                        expected as i32
+                    ));
+                }
+                Ok(hl.iter().collect())
+            }
+        }
+    };
+    let (ranks, hosts): (IdSet, Vec<String>) = if !p.has("ranks") {
+        let hosts = if p.has("hosts") {
+            hostlist_from_option(0)?
+        } else {
+            hostlist_from_option(1)?
+        };
+        let n = hosts.len() as u32;
+        let ranks = if n == 0 {
+            IdSet::new()
+        } else {
+            IdSet::from_range(0, n - 1)
+        };
+        (ranks, hosts)
+    } else {
+        let s = p.get("ranks").unwrap_or("");
+        let Ok(ranks) = IdSet::parse(s) else {
+            return die(format!("Failed to decode ranks='{s}' as idset"));
+        };
+        if ranks.len() > rset::MAX_NODES as u64 {
+            return die(RError::TooManyNodes.to_string());
+        }
+        let hosts = hostlist_from_option(ranks.len() as usize)?;
+        (ranks, hosts)
+    };
+    // get_xml
+    let topo = if let Some(path) = p.get("xml") {
+        let text = if path == "-" {
+            let mut s = String::new();
+            if let Err(e) = std::io::stdin().read_to_string(&mut s) {
+                return die_errno(path, &errno_text(&e));
+            }
+            s
+        } else {
+            match std::fs::read_to_string(path) {
+                Ok(s) => s,
+                Err(e) => return die_errno(path, &errno_text(&e)),
+            }
+        };
+        match topo::from_hwloc_xml(&text) {
+            Ok(t) => Some(t),
+            Err(e) => return die(format!("rlist_from_hwloc: {e}")),
+        }
+    } else if p.has("local") {
+        match topo::discover_local() {
+            Ok(t) => Some(t),
+            Err(e) => return die(format!("failed to gather local topology XML: {e}")),
+        }
+    } else {
+        None
+    };
+    let mut rl = Rset::new();
+    for (rank, host) in ranks.iter().zip(hosts.iter()) {
+        if let Some(t) = &topo {
+            if rl.append_node(Some(host), rank, &t.cores, &t.gpus).is_err() {
+                return die_errno("rlist_append", "Success");
+            }
+        } else if rl.append_rank_cores(Some(host), rank, cores).is_err() {
+            return die_errno(format!("rlist_append rank={rank}"), "Invalid argument");
+        }
+        if !gpus.is_empty() {
+            // flux ignores failures here.
+            let _ = rl.rank_add_child(rank, "gpu", gpus);
+        }
+    }
+    let props = p.all("property");
+    if !props.is_empty() {
+        assign_props(&mut rl, &props)?;
+    }
+    puts(out, &rl);
+    Ok(())
+}
+
+fn errno_text(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+fn cmd_append(stdin: &[u8], out: &mut Vec<u8>) -> Res<()> {
+    let list = load_all(stdin)?;
+    let mut result = Rset::new();
+    for mut rl in list {
+        let x = result.intersect_probe(&mut rl);
+        if x.nnodes() > 0 {
+            return die(format!(
+                "R objects '{}' and '{}' overlap",
+                result.dumps(),
+                rl.dumps()
+            ));
+        }
+        if let Err(e) = result.append(&rl) {
+            let errno = match e {
+                RError::Overlap { .. } => "File exists",
+                RError::TooManyNodes => "Cannot allocate memory",
+                _ => "Success",
+            };
+            return die_errno("rlist_append", errno);
+        }
+    }
+    puts(out, &result);
+    Ok(())
+}
+
+fn cmd_decode(p: &Parsed, stdin: &[u8], out: &mut Vec<u8>) -> Res<()> {
+    let mut rl = union_all(stdin)?;
+    if let Some(arg) = p.get("properties") {
+        let props: Vec<Value> = arg
+            .split(',')
+            .filter(|t| !t.is_empty())
+            .map(|t| Value::String(t.to_string()))
+            .collect();
+        let mut c = Map::new();
+        c.insert("properties".into(), Value::Array(props));
+        match rl.copy_constraint(&Value::Object(c)) {
+            Ok(r) => rl = r,
+            Err(e) => {
+                return die_errno(
+                    format!("Invalid property constraint: {}", e.flux_text()),
+                    "Invalid argument",
+                )
+            }
+        }
+    }
+    if let Some(arg) = p.get("include") {
+        let Ok(ranks) = IdSet::parse(arg) else {
+            return die_errno(format!("Invalid ranks option: '{arg}'"), "Invalid argument");
+        };
+        rl = rl.copy_ranks(&ranks);
+    }
+    if let Some(arg) = p.get("exclude") {
+        let Ok(ranks) = IdSet::parse(arg) else {
+            return die_errno(
+                format!("Invalid idset in --exclude option: {arg}"),
+                "Invalid argument",
+            );
+        };
+        rl.remove_ranks(&ranks);
+    }
+    let mut lines = 0;
+    if p.has("short") {
+        out.extend_from_slice(rl.dumps().as_bytes());
+        out.push(b'\n');
+        lines += 1;
+    }
+    if p.has("nodelist") {
+        let Some(hl) = rl.nodelist() else {
+            return die_errno("rlist_nodelist", "Success");
+        };
+        out.extend_from_slice(hl.encode().as_bytes());
+        out.push(b'\n');
+        lines += 1;
+    }
+    if p.has("ranks") {
+        out.extend_from_slice(rl.ranks().encode().as_bytes());
+        out.push(b'\n');
+        lines += 1;
+    }
+    if let Some(ty) = p.get("count") {
+        let count: i64 = match ty {
+            "node" => rl.nnodes() as i64,
+            "core" => rl.core_avail(),
+            other => rl.count(other) as i64,
+        };
+        // printf ("%d") of a C int.
+        out.extend_from_slice(format!("{}\n", count as i32).as_bytes());
+        lines += 1;
+    }
+    if lines == 0 {
+        puts(out, &rl);
+    }
+    Ok(())
+}
+
+fn cmd_verify(stdin: &[u8], err: &mut Vec<u8>) -> Res<ExitCode> {
+    let list = load_all(stdin)?;
+    if list.len() != 2 {
+        return die("verify requires exactly 2 R objects on stdin");
+    }
+    let v = rset::verify(&list[0], &list[1], None);
+    if v.rc != 0 {
+        err.extend_from_slice(format!("{PROG}: {}\n", v.message).as_bytes());
+    }
+    Ok(if v.rc < 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn cmd_rerank(args: &[String], stdin: &[u8], out: &mut Vec<u8>) -> Res<()> {
+    let mut rl = union_all(stdin)?;
+    if args.len() != 1 {
+        return die_errno("Must provide a hostlist for re-ranking", "Success");
+    }
+    if let Err(e) = rl.rerank(&args[0]) {
+        return match e {
+            RerankError::NotFound(_) => die("failed to find one or more provided hosts in R"),
+            RerankError::TooMany { nodes, .. } => {
+                die(format!("Too many hosts specified (expected {nodes})"))
+            }
+            RerankError::TooFew { nodes, .. } => {
+                die(format!("Too few hosts specified (expected {nodes})"))
+            }
+            RerankError::Hostlist(_) => die_errno("rlist_rerank", "Invalid argument"),
+            RerankError::NoHostnames => die_errno("rlist_rerank", "Success"),
+        };
+    }
+    puts(out, &rl);
+    Ok(())
+}
+
+fn cmd_set_property(args: &[String], stdin: &[u8], out: &mut Vec<u8>) -> Res<()> {
+    let mut rl = union_all(stdin)?;
+    let specs: Vec<&str> = args.iter().map(String::as_str).collect();
+    assign_props(&mut rl, &specs)?;
+    puts(out, &rl);
+    Ok(())
+}
+
+fn load_json_file(path: &str) -> Result<Value, (String, i32)> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| (format!("unable to open {path}: {}", errno_text(&e)), -1))?;
+    json::loads(&bytes).map_err(|e| (e.text, e.line))
+}
+
+fn cmd_parse_config(args: &[String], out: &mut Vec<u8>) -> Res<()> {
+    let Some(path) = args.first() else {
+        return die("flux_conf_parse: Invalid argument");
+    };
+    let conf = match rset::conf::parse_path(std::path::Path::new(path)) {
+        Ok(c) => c,
+        Err(e) => return die(format!("flux_conf_parse: {e}")),
+    };
+    // flux_conf_unpack (conf, "{s:{s?o s?s s?s}}", "resource", "config",
+    // "path", "scheduling")
+    let Some(resource) = conf.get("resource") else {
+        return die("Config file error: Object item not found: resource");
+    };
+    let Value::Object(res) = resource else {
+        return die(format!(
+            "Config file error: Expected object, got {}",
+            json::type_name(resource)
+        ));
+    };
+    let config = res.get("config");
+    let string_key = |k: &str| -> Res<Option<&str>> {
+        match res.get(k) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.as_str())),
+            Some(other) => die(format!(
+                "Config file error: Expected string, got {}",
+                json::type_name(other)
+            )),
+        }
+    };
+    let rpath = string_key("path")?;
+    let sched = string_key("scheduling")?;
+    let mut rl = match config {
+        Some(o) => match Rset::from_config(o) {
+            Ok(r) => r,
+            Err(e) => return die(format!("Config file error: {}", e.flux_text())),
+        },
+        None => {
+            let Some(rpath) = rpath else {
+                return die("Config file error: resource.config or resource.path must be defined");
+            };
+            let parsed = load_json_file(rpath)
+                .and_then(|v| Rset::from_json(&v).map_err(|e| (e.flux_text(), e.line())));
+            match parsed {
+                Ok(r) => r,
+                Err((text, -1)) => return die(format!("{rpath}: {text}")),
+                Err((text, line)) => return die(format!("{rpath}: {text} on line {line}")),
+            }
+        }
+    };
+    if let Some(s) = sched {
+        match load_json_file(s) {
+            Ok(v) => rl.set_scheduling(Some(v)),
+            Err((text, -1)) => return die(format!("resource.scheduling: {s}: {text}")),
+            Err((text, line)) => {
+                return die(format!("resource.scheduling: {s}: {text} on line {line}"))
+            }
+        }
+    }
+    puts(out, &rl);
+    Ok(())
+}
+
+fn read_stdin() -> Vec<u8> {
+    let mut buf = Vec::new();
+    let _ = std::io::stdin().lock().read_to_end(&mut buf);
+    buf
+}
+
+fn run(sub: &Sub, p: &Parsed, out: &mut Vec<u8>, err: &mut Vec<u8>) -> Res<ExitCode> {
+    match sub.name {
+        "encode" => cmd_encode(p, out)?,
+        "append" => cmd_append(&read_stdin(), out)?,
+        "diff" => {
+            let r = transform("diff", &read_stdin(), 2, |a, b| a.diff(b).ok())?;
+            puts(out, &r);
+        }
+        "intersect" => {
+            let r = transform("intersect", &read_stdin(), 2, |a, b| Some(a.intersect(b)))?;
+            puts(out, &r);
+        }
+        "remap" => {
+            let mut r = union_all(&read_stdin())?;
+            r.remap();
+            puts(out, &r);
+        }
+        "rerank" => cmd_rerank(&p.args, &read_stdin(), out)?,
+        "decode" => cmd_decode(p, &read_stdin(), out)?,
+        "verify" => return cmd_verify(&read_stdin(), err),
+        "set-property" => cmd_set_property(&p.args, &read_stdin(), out)?,
+        "parse-config" => cmd_parse_config(&p.args, out)?,
+        _ => return die("unknown subcommand"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn main(args: Vec<OsString>) -> ExitCode {
+    let args: Vec<String> = args
+        .into_iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let stderr = |s: &str| {
+        let mut e = std::io::stderr().lock();
+        let _ = e.write_all(s.as_bytes());
+        let _ = e.flush();
+    };
+    let Some(subname) = args.get(1) else {
+        stderr(&top_usage());
+        return ExitCode::from(1);
+    };
+    if subname == "-h" || subname == "--help" {
+        print!("{}", top_usage());
+        return ExitCode::SUCCESS;
+    }
+    let Some(sub) = SUBS.iter().find(|s| s.name == subname) else {
+        if subname.starts_with('-') {
+            stderr(&format!("{PROG}: unrecognized option '{subname}'\n"));
+        }
+        stderr(&top_usage());
+        return ExitCode::from(1);
+    };
+    let parsed = match parse_opts(sub, &args[2..]) {
+        ParseOutcome::Ok(p) => p,
+        ParseOutcome::Help => {
+            print!("{}", sub_usage(sub));
+            return ExitCode::SUCCESS;
+        }
+        ParseOutcome::Error(msg) => {
+            stderr(&format!("{msg}\n{}", sub_usage(sub)));
+            return ExitCode::from(1);
+        }
+    };
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let result = run(sub, &parsed, &mut out, &mut err);
+    {
+        let mut so = std::io::stdout().lock();
+        let _ = so.write_all(&out);
+        let _ = so.flush();
+    }
+    if !err.is_empty() {
+        stderr(&String::from_utf8_lossy(&err));
+    }
+    match result {
+        Ok(code) => code,
+        Err(Fatal(msg)) => {
+            stderr(&format!("{PROG}: {msg}\n"));
+            ExitCode::from(1)
+        }
+    }
 }

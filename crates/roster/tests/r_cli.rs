@@ -1,0 +1,697 @@
+//! `roster R` against flux-core's t0026-flux-R.t and the reference notes.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+struct Out {
+    stdout: String,
+    stderr: String,
+    code: i32,
+}
+
+fn run(args: &[&str], stdin: &str) -> Out {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_roster"))
+        .arg("R")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn roster");
+    if let Some(mut si) = child.stdin.take() {
+        let _ = si.write_all(stdin.as_bytes());
+    }
+    let o = child.wait_with_output().expect("wait roster");
+    Out {
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        code: o.status.code().unwrap_or(-1),
+    }
+}
+
+/// Run and require success; returns stdout.
+fn ok(args: &[&str], stdin: &str) -> String {
+    let o = run(args, stdin);
+    assert_eq!(o.code, 0, "roster R {args:?} failed: {}", o.stderr);
+    o.stdout
+}
+
+fn encode(args: &[&str]) -> String {
+    ok(&[&["encode"], args].concat(), "")
+}
+
+fn line(s: String) -> String {
+    s.trim_end_matches('\n').to_string()
+}
+
+fn decode(args: &[&str], r: &str) -> String {
+    line(ok(&[&["decode"], args].concat(), r))
+}
+
+#[test]
+fn fails_on_invalid_r() {
+    let o = run(&["decode"], "");
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster R: Failed to read an R object: '[' or '{' expected near end of file\n"
+    );
+    let o = run(&["decode"], "{}\n");
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster R: Failed to decode R on stdin: Object item not found: version\n"
+    );
+    assert_eq!(run(&["decode"], "{\"version\": 1}\n").code, 1);
+    let o = run(&["decode"], "{\"version\": 1, \"execution\": {}}\n");
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster R: Failed to decode R on stdin: Object item not found: R_lite\n"
+    );
+    let o = run(&["decode"], "bad json\n");
+    assert_eq!(
+        o.stderr,
+        "roster R: Failed to read an R object: '[' or '{' expected near 'bad'\n"
+    );
+    let o = run(
+        &["decode"],
+        r#"{"version": 2, "execution": {"R_lite": []}}"#,
+    );
+    assert_eq!(
+        o.stderr,
+        "roster R: Failed to decode R on stdin: invalid version=2\n"
+    );
+    // Errors flux reports without text.
+    let o = run(
+        &["decode"],
+        r#"{"version": 1, "execution": {"R_lite": [{"rank": "x", "children": {}}]}}"#,
+    );
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (1, "roster R: Failed to decode R on stdin: \n")
+    );
+}
+
+#[test]
+fn empty_r_lite() {
+    let r = ok(
+        &["decode"],
+        r#"{"version": 1, "execution": {"R_lite": {}}}"#,
+    );
+    assert_eq!(
+        r,
+        "{\"version\": 1, \"execution\": {\"R_lite\": [], \"starttime\": 0.0, \"expiration\": 0.0, \"nodelist\": [\"\"]}}\n"
+    );
+    assert_eq!(decode(&["--count", "core"], &r), "0");
+}
+
+#[test]
+fn encode_defaults() {
+    let r = encode(&[]);
+    assert!(r.starts_with(
+        "{\"version\": 1, \"execution\": {\"R_lite\": [{\"rank\": \"0\", \"children\": {\"core\": \"0\"}}], \"starttime\": 0.0, \"expiration\": 0.0, \"nodelist\": [\""
+    ));
+    assert_eq!(decode(&["--count", "node"], &r), "1");
+    assert_eq!(decode(&["--count", "core"], &r), "1");
+    assert_eq!(decode(&["--count", "gpu"], &r), "0");
+    assert_eq!(decode(&["--short"], &r), "rank0/core0");
+}
+
+#[test]
+fn encode_ranks_cores_gpus_hosts() {
+    assert_eq!(
+        decode(&["--count", "node"], &encode(&["--ranks", "0-1"])),
+        "2"
+    );
+    let r = encode(&["--ranks", "0,2"]);
+    assert_eq!(decode(&["--count", "node"], &r), "2");
+    assert_eq!(decode(&["--count", "core"], &r), "2");
+    assert_eq!(decode(&["--ranks"], &r), "0,2");
+    assert_eq!(
+        decode(&["--count", "node"], &encode(&["--cores", "0-1"])),
+        "1"
+    );
+    assert_eq!(
+        decode(&["--count", "core"], &encode(&["--cores", "0-1"])),
+        "2"
+    );
+    assert_eq!(
+        decode(&["-c", "core"], &encode(&["-c", "0-1", "-r", "0-1"])),
+        "4"
+    );
+    let g = encode(&["--gpus", "0"]);
+    assert_eq!(decode(&["--count", "node"], &g), "1");
+    assert_eq!(decode(&["--count", "gpu"], &g), "1");
+    assert_eq!(decode(&["--count", "core"], &g), "0");
+    let cg = encode(&["--cores", "0-1", "-g", "0"]);
+    assert_eq!(decode(&["--count", "core"], &cg), "2");
+    assert_eq!(decode(&["--count", "gpu"], &cg), "1");
+    let h = encode(&["--hosts=foo[0-1]"]);
+    assert_eq!(decode(&["-c", "node"], &h), "2");
+    assert_eq!(decode(&["--nodelist"], &h), "foo[0-1]");
+    assert_eq!(
+        line(encode(&[
+            "-r", "0-3", "-c", "0-3", "-g", "0", "-H", "foo[0-3]"
+        ])),
+        r#"{"version": 1, "execution": {"R_lite": [{"rank": "0-3", "children": {"gpu": "0", "core": "0-3"}}], "starttime": 0.0, "expiration": 0.0, "nodelist": ["foo[0-3]"]}}"#
+    );
+    assert_eq!(
+        decode(
+            &["--short"],
+            &encode(&["-r", "0-3", "-c", "0-7", "-H", "n[0-3]"])
+        ),
+        "rank[0-3]/core[0-7]"
+    );
+}
+
+#[test]
+fn encode_errors() {
+    let o = run(&["encode", "-r", "0-3", "-H", "foo[0-1]"], "");
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (
+            1,
+            "roster R: hostname count in 'foo[0-1]' does not match nranks (4)\n"
+        )
+    );
+    let o = run(&["encode", "-r", "x"], "");
+    assert_eq!(o.stderr, "roster R: Failed to decode ranks='x' as idset\n");
+    let o = run(&["encode", "-H", "foo["], "");
+    assert_eq!(o.stderr, "roster R: invalid hostlist 'foo['\n");
+    let o = run(&["encode", "-c", "0-1", "--local"], "");
+    assert_eq!(
+        o.stderr,
+        "roster R: do not specify --cores or --gpus with --local or --xml\n"
+    );
+    let o = run(&["encode", "-c", "x"], "");
+    assert_eq!(
+        o.stderr,
+        "roster R: rlist_append rank=0: Invalid argument\n"
+    );
+    let o = run(&["encode", "--bogus"], "");
+    assert_eq!(o.code, 1);
+    assert!(o
+        .stderr
+        .starts_with("roster R encode: unrecognized option '--bogus'\n"));
+}
+
+#[test]
+fn encode_decode_properties() {
+    let p = encode(&[
+        "--hosts=foo[0-1]",
+        "--gpus",
+        "0",
+        "--cores",
+        "0-1",
+        "--property",
+        "xx:0",
+        "--property",
+        "yy:1",
+        "--property",
+        "all",
+    ]);
+    assert_eq!(
+        line(p.clone()),
+        r#"{"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"gpu": "0", "core": "0-1"}}], "starttime": 0.0, "expiration": 0.0, "nodelist": ["foo[0-1]"], "properties": {"yy": "1", "all": "0-1", "xx": "0"}}}"#
+    );
+    check_property_filters(&p);
+    let o = run(&["encode", "-r", "0-3", "-p", "xx:3-5"], "");
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster R: failed to assign properties: ranks 4-5 not found in target resource list\n"
+    );
+}
+
+fn check_property_filters(p: &str) {
+    assert_eq!(decode(&["-c", "node"], p), "2");
+    assert_eq!(decode(&["-c", "node", "--properties", "all"], p), "2");
+    assert_eq!(decode(&["-c", "node", "--properties", "xx"], p), "1");
+    assert_eq!(decode(&["-c", "node", "--properties", "yy"], p), "1");
+    assert_eq!(decode(&["-c", "node", "--properties", "^all"], p), "0");
+    assert_eq!(decode(&["-c", "node", "--properties", "all,yy"], p), "1");
+    assert_eq!(decode(&["--nodelist", "--properties", "xx"], p), "foo0");
+    assert_eq!(decode(&["--nodelist", "--properties", "yy"], p), "foo1");
+    assert_eq!(decode(&["--nodelist", "--properties", "^yy"], p), "foo0");
+    // A property also matches the hostname.
+    assert_eq!(decode(&["--ranks", "--properties", "foo1"], p), "1");
+    let o = run(&["decode", "-p", "a|b"], p);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster R: Invalid property constraint: invalid character '|' in property \"a|b\": Invalid argument\n"
+    );
+}
+
+#[test]
+fn set_property() {
+    let r = encode(&["-r", "0-1", "-c", "0-3", "-H", "foo[0-1]"]);
+    let r = ok(&["set-property", "all"], &r);
+    let p = ok(&["set-property", "xx:0", "yy:1"], &r);
+    check_property_filters(&p);
+    let o = run(&["set-property", "foo:1-2"], &encode(&["-r", "0-1"]));
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster R: failed to assign properties: rank 2 not found in target resource list\n"
+    );
+}
+
+#[test]
+fn decode_include_exclude() {
+    assert_eq!(
+        decode(&["--include", "5-7", "--short"], &encode(&["-r", "0-1023"])),
+        "rank[5-7]/core0"
+    );
+    assert_eq!(
+        decode(&["--exclude", "5-7", "--short"], &encode(&["-r", "1-10"])),
+        "rank[1-4,8-10]/core0"
+    );
+    // flux's core tally is not reduced by --exclude.
+    assert_eq!(
+        decode(
+            &["--exclude", "5-7", "-c", "core"],
+            &encode(&["-r", "1-10"])
+        ),
+        "10"
+    );
+    assert_eq!(
+        decode(
+            &["--exclude", "5-7", "-c", "node"],
+            &encode(&["-r", "1-10"])
+        ),
+        "7"
+    );
+    // Output options print in the order short, nodelist, ranks, count.
+    let r = encode(&["-r", "0-3", "-H", "foo[0-3]"]);
+    assert_eq!(
+        decode(&["-c", "node", "-r", "-n", "-s"], &r),
+        "rank[0-3]/core0\nfoo[0-3]\n0-3\n4"
+    );
+    let o = run(&["decode", "--include", "x"], &r);
+    assert_eq!(
+        o.stderr,
+        "roster R: Invalid ranks option: 'x': Invalid argument\n"
+    );
+    let o = run(&["decode", "--exclude", "x"], &r);
+    assert_eq!(
+        o.stderr,
+        "roster R: Invalid idset in --exclude option: x: Invalid argument\n"
+    );
+}
+
+#[test]
+fn append() {
+    let two = |a: &[&str], b: &[&str]| format!("{}{}", encode(a), encode(b));
+    let o = run(&["append"], &two(&["-r", "0-1"], &["-r", "1-2"]));
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster R: R objects 'rank[0-1]/core0' and 'rank[1-2]/core0' overlap\n"
+    );
+    assert_eq!(
+        run(
+            &["append"],
+            &two(
+                &["-r", "0-1", "-c", "0-1", "-g", "0"],
+                &["-r", "1", "-c", "2-3", "-g", "0"]
+            )
+        )
+        .code,
+        1
+    );
+    let r = ok(
+        &["append"],
+        &two(&["-r", "0-1", "-c", "0-1"], &["-r", "1-2", "-c", "2-3"]),
+    );
+    assert_eq!(
+        decode(&["--short"], &r),
+        "rank0/core[0-1] rank1/core[0-3] rank2/core[2-3]"
+    );
+    let r = ok(
+        &["append"],
+        &two(
+            &["-r", "0-1", "-c", "0-1"],
+            &["-r", "2-3", "-c", "0-1", "-g", "0-1"],
+        ),
+    );
+    assert_eq!(
+        decode(&["--short"], &r),
+        "rank[0-1]/core[0-1] rank[2-3]/core[0-1],gpu[0-1]"
+    );
+    // Appending copies nodes, which reverses flux's child order.
+    assert_eq!(
+        line(ok(
+            &["append"],
+            &encode(&["-r", "0", "-c", "0", "-g", "0", "-H", "a"])
+        )),
+        r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0", "gpu": "0"}}], "starttime": 0.0, "expiration": 0.0, "nodelist": ["a"]}}"#
+    );
+}
+
+#[test]
+fn diff_intersect_remap_rerank() {
+    let two = |a: &[&str], b: &[&str]| format!("{}{}", encode(a), encode(b));
+    let r = ok(
+        &["diff"],
+        &two(&["-r", "0-1", "-c", "0-1"], &["-r", "0-1", "-c", "0"]),
+    );
+    assert_eq!(decode(&["--short"], &r), "rank[0-1]/core1");
+    let r = ok(
+        &["intersect"],
+        &two(&["-r", "0-3", "-c", "0-1"], &["-r", "1-5", "-c", "0"]),
+    );
+    assert_eq!(decode(&["--short"], &r), "rank[1-3]/core0");
+    let r = ok(
+        &["intersect"],
+        &two(&["-r", "0-3", "-c", "0-1"], &["-r", "4-5", "-c", "0"]),
+    );
+    assert_eq!(decode(&["--short"], &r), "");
+    let o = run(&["diff"], &encode(&[]));
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (1, "roster R: diff requires at least 2 resource sets\n")
+    );
+    let o = run(&["intersect"], &encode(&[]));
+    assert_eq!(
+        o.stderr,
+        "roster R: intersect requires at least 2 resource sets\n"
+    );
+    let r = ok(&["remap"], &encode(&["-r", "5,99,1000"]));
+    assert_eq!(decode(&["-s"], &r), "rank[0-2]/core0");
+    let r = ok(
+        &["rerank", "foo[3,2,1,0]"],
+        &encode(&["-r", "0-3", "-H", "foo[0-3]"]),
+    );
+    assert_eq!(decode(&["--nodelist"], &r), "foo[3,2,1,0]");
+    let base = encode(&["-r", "0-3", "-H", "foo[0-3]"]);
+    let o = run(&["rerank", "foo[0-4]"], &base);
+    assert_eq!(
+        o.stderr,
+        "roster R: Too many hosts specified (expected 4)\n"
+    );
+    let o = run(&["rerank", "foo[0-2]"], &base);
+    assert_eq!(o.stderr, "roster R: Too few hosts specified (expected 4)\n");
+    let o = run(&["rerank", "foo[1-4]"], &base);
+    assert_eq!(
+        o.stderr,
+        "roster R: failed to find one or more provided hosts in R\n"
+    );
+    // Diff of identical sets is empty, with flux's empty nodelist.
+    let r = ok(
+        &["diff"],
+        &two(&["-r", "0", "-H", "a"], &["-r", "0", "-H", "a"]),
+    );
+    assert_eq!(
+        line(r),
+        r#"{"version": 1, "execution": {"R_lite": [], "starttime": 0.0, "expiration": 0.0, "nodelist": [""]}}"#
+    );
+}
+
+#[test]
+fn verify() {
+    let two = |a: &[&str], b: &[&str]| format!("{}{}", encode(a), encode(b));
+    let o = run(
+        &["verify"],
+        &two(&["-r", "1-10", "-c", "0-3"], &["-r", "1", "-c", "0-3"]),
+    );
+    assert_eq!((o.code, o.stderr.as_str()), (0, ""));
+    let o = run(
+        &["verify"],
+        &two(&["-r", "1-10", "-c", "0-3"], &["-r", "0", "-c", "0-3"]),
+    );
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (1, "roster R: rank 0 not found in expected ranks\n")
+    );
+    let o = run(
+        &["verify"],
+        &two(
+            &["-r", "1", "-c", "0-3", "-H", "foo1"],
+            &["-r", "1", "-c", "0-3", "-H", "foo12"],
+        ),
+    );
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (
+            1,
+            "roster R: rank 1 got hostname 'foo12', expected 'foo1'\n"
+        )
+    );
+    let o = run(
+        &["verify"],
+        &two(
+            &["-r", "1", "-c", "0-3", "-H", "x"],
+            &["-r", "1", "-c", "0-2", "-H", "x"],
+        ),
+    );
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (1, "roster R: rank 1 (x) missing resources: core3\n")
+    );
+    let o = run(
+        &["verify"],
+        &two(
+            &["-r", "1", "-c", "0-3", "-H", "x"],
+            &["-r", "1", "-c", "0-7", "-g", "1", "-H", "x"],
+        ),
+    );
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (
+            0,
+            "roster R: rank 1 (x) has extra resources: core[4-7],gpu1\n"
+        )
+    );
+    let o = run(&["verify"], &encode(&[]));
+    assert_eq!(
+        o.stderr,
+        "roster R: verify requires exactly 2 R objects on stdin\n"
+    );
+}
+
+#[test]
+fn scheduling_key_is_preserved() {
+    let r = encode(&["-r", "0-3", "-c", "0-3", "-g", "0", "-H", "foo[0-3]"]);
+    // jq '.scheduling = 42' (pretty printed)
+    let mut v: serde_json::Value = serde_json::from_str(&r).expect("json");
+    v["scheduling"] = serde_json::json!(42);
+    let orig = serde_json::to_string_pretty(&v).expect("json");
+    let has42 = |s: &str| {
+        let v: serde_json::Value = serde_json::from_str(s).expect("json");
+        v["scheduling"] == serde_json::json!(42)
+    };
+    assert!(has42(&ok(&["decode"], &orig)));
+    assert!(has42(&ok(&["decode", "--include", "0"], &orig)));
+    assert!(has42(&ok(&["decode", "--exclude", "0"], &orig)));
+    assert!(has42(&ok(
+        &["decode"],
+        &ok(&["append"], &format!("{orig}{}", encode(&["-r", "4"])))
+    )));
+    assert!(has42(&ok(&["decode"], &ok(&["remap"], &orig))));
+    assert!(has42(&ok(
+        &["diff"],
+        &format!("{orig}{}", encode(&["-r", "1"]))
+    )));
+    assert!(has42(&ok(
+        &["intersect"],
+        &format!("{orig}{}", encode(&["-r", "1", "-H", "foo1"]))
+    )));
+}
+
+#[test]
+fn local_and_hosts() {
+    let ncores = decode(&["--count", "cores"], &encode(&["--local"]));
+    let r = encode(&["--local", "--hosts=fluke[0-16]"]);
+    assert_eq!(decode(&["--count", "cores"], &r), ncores);
+    assert_eq!(decode(&["--nodelist"], &r), "fluke[0-16]");
+    assert_eq!(decode(&["--count", "node"], &r), "17");
+}
+
+fn conf_dir(name: &str, toml: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("roster-r-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("resource.toml"), toml).expect("write");
+    dir
+}
+
+fn parse_config(name: &str, toml: &str) -> Out {
+    let dir = conf_dir(name, toml);
+    let o = run(&["parse-config", &dir.to_string_lossy()], "");
+    let _ = std::fs::remove_dir_all(&dir);
+    o
+}
+
+#[test]
+fn parse_config_works() {
+    let o = parse_config(
+        "one",
+        "[[resource.config]]\nhosts = \"foo\"\ncores = \"0-1\"\ngpus = \"0\"\n",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(decode(&["-c", "node"], &o.stdout), "1");
+    assert_eq!(decode(&["-c", "core"], &o.stdout), "2");
+    assert_eq!(decode(&["-c", "gpu"], &o.stdout), "1");
+    assert_eq!(decode(&["--nodelist"], &o.stdout), "foo");
+    let o = parse_config(
+        "multi",
+        "[[resource.config]]\nhosts = \"foo[0-2]\"\ncores = \"0-1\"\n[[resource.config]]\nhosts = \"foo2\"\ngpus = \"0\"\n[[resource.config]]\nhosts = \"foo0\"\nproperties = [\"login\"]\n",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        line(o.stdout.clone()),
+        r#"{"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0-1"}}, {"rank": "2", "children": {"gpu": "0", "core": "0-1"}}], "starttime": 0.0, "expiration": 0.0, "nodelist": ["foo[0-2]"], "properties": {"login": "0"}}}"#
+    );
+    assert_eq!(decode(&["-c", "node"], &o.stdout), "3");
+    assert_eq!(decode(&["-c", "core"], &o.stdout), "6");
+    assert_eq!(decode(&["-c", "gpu"], &o.stdout), "1");
+    assert_eq!(decode(&["--nodelist"], &o.stdout), "foo[0-2]");
+    assert_eq!(decode(&["-p", "login", "--nodelist"], &o.stdout), "foo0");
+}
+
+#[test]
+fn parse_config_errors() {
+    let e = |name: &str, toml: &str| {
+        let o = parse_config(name, toml);
+        assert_eq!(o.code, 1, "{name}");
+        o.stderr
+    };
+    assert_eq!(
+        e("nohosts", "[[resource.config]]\n"),
+        "roster R: Config file error: config[0]: Object item not found: hosts\n"
+    );
+    assert_eq!(
+        e("missing", "[resource]\nnoverify = true\n"),
+        "roster R: Config file error: resource.config or resource.path must be defined\n"
+    );
+    assert_eq!(
+        e("emptyhost", "[[resource.config]]\nhosts = \"foo\"\ncores = \"0-1\"\n[[resource.config]]\nhosts = \"\"\ncores = \"0-3\"\n"),
+        "roster R: Config file error: config[1]: empty hostlist specified\n"
+    );
+    assert_eq!(
+        e(
+            "badhost",
+            "[[resource.config]]\nhosts = \"foo[p]\"\ncores = \"0-1\"\n"
+        ),
+        "roster R: Config file error: config[0]: invalid hostlist 'foo[p]'\n"
+    );
+    assert_eq!(
+        e(
+            "badcores",
+            "[[resource.config]]\nhosts = \"foo0\"\ncores = \"0-\"\n"
+        ),
+        "roster R: Config file error: config[0]: invalid idset cores='0-'\n"
+    );
+    assert_eq!(
+        e(
+            "badgpus",
+            "[[resource.config]]\nhosts = \"foo0\"\ngpus = \"2,1\"\n"
+        ),
+        "roster R: Config file error: config[0]: invalid idset gpus='2,1'\n"
+    );
+    assert_eq!(
+        e("nores", "[[resource.config]]\nhosts = \"foo[0-10]\"\ncores = \"0-1\"\n[[resource.config]]\nhosts = \"foo11\"\n"),
+        "roster R: Config file error: resource.config: foo11 assigned no resources\n"
+    );
+    assert_eq!(
+        e("nohosts2", "[[resource.config]]\nhosts = \"foo[0-10]\"\ncores = \"0-1\"\n[[resource.config]]\ncores = \"0-1\"\n"),
+        "roster R: Config file error: config[1]: Object item not found: hosts\n"
+    );
+    assert_eq!(
+        e("junk", "[[resource.config]]\nhosts = \"foo[0-10]\"\ncores = \"0-1\"\n[[resource.config]]\nhosts = \"foo11\"\ncores = \"0-3\"\njunk = 5\n"),
+        "roster R: Config file error: config[1]: 1 object item(s) left unpacked: junk\n"
+    );
+    assert_eq!(
+        e("badprop", "[[resource.config]]\nhosts = \"foo[0-10]\"\ncores = \"0-1\"\n[[resource.config]]\nhosts = \"foo1\"\nproperties = [\"de^bug\"]\n"),
+        "roster R: Config file error: config[1]: invalid property \"\"de^bug\"\"\n"
+    );
+    assert_eq!(
+        e("intprop", "[[resource.config]]\nhosts = \"foo[0-10]\"\ncores = \"0-1\"\n[[resource.config]]\nhosts = \"foo1\"\nproperties = [1]\n"),
+        "roster R: Config file error: config[1]: invalid property \"1\"\n"
+    );
+    assert_eq!(
+        e("propstr", "[[resource.config]]\nhosts = \"foo[0-10]\"\ncores = \"0-1\"\n[[resource.config]]\nhosts = \"foo11\"\ncores = \"0-3\"\nproperties = \"foo\"\n"),
+        "roster R: Config file error: config[1]: properties must be an array\n"
+    );
+    let o = run(&["parse-config", "/nonexistent-roster-dir"], "");
+    assert_eq!(
+        o.stderr,
+        "roster R: flux_conf_parse: stat: /nonexistent-roster-dir: No such file or directory\n"
+    );
+}
+
+#[test]
+fn parse_config_resource_path() {
+    let dir = std::env::temp_dir().join(format!("roster-r-cli-{}-path", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("conf")).expect("mkdir");
+    let rpath = dir.join("R.path");
+    std::fs::write(&rpath, encode(&["-r", "0-1"])).expect("write");
+    let conf = dir.join("conf");
+    std::fs::write(
+        conf.join("resource.toml"),
+        format!("resource.path = \"{}\"\n", rpath.display()),
+    )
+    .expect("write");
+    let o = run(&["parse-config", &conf.to_string_lossy()], "");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(decode(&["-c", "node"], &o.stdout), "2");
+    std::fs::write(&rpath, "bad json\n").expect("write");
+    let o = run(&["parse-config", &conf.to_string_lossy()], "");
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        format!(
+            "roster R: {}: '[' or '{{' expected near 'bad' on line 1\n",
+            rpath.display()
+        )
+    );
+    std::fs::write(&rpath, "{\"version\": 2, \"execution\": {\"R_lite\": []}}").expect("write");
+    let o = run(&["parse-config", &conf.to_string_lossy()], "");
+    assert_eq!(
+        o.stderr,
+        format!("roster R: {}: invalid version=2\n", rpath.display())
+    );
+    let _ = std::fs::remove_file(&rpath);
+    let o = run(&["parse-config", &conf.to_string_lossy()], "");
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        format!(
+            "roster R: {0}: unable to open {0}: No such file or directory\n",
+            rpath.display()
+        )
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn multiple_inputs_are_unioned() {
+    // decode reads every object and unions them; the union moves
+    // overlapping ranks to the end of flux's node list.
+    let r = format!(
+        "{}{}",
+        encode(&["-r", "0-3", "-c", "0-1"]),
+        encode(&["-r", "1", "-c", "2"])
+    );
+    assert_eq!(
+        decode(&["--short"], &r),
+        "rank[0,2-3]/core[0-1] rank1/core[0-2]"
+    );
+    // Trailing garbage after the last object is ignored, as with jansson.
+    let r = format!("{} garbage", encode(&["-r", "0"]));
+    assert_eq!(decode(&["--short"], &r), "rank0/core0");
+}
+
+#[test]
+fn usage_and_help() {
+    let o = run(&[], "");
+    assert_eq!(o.code, 1);
+    let o = run(&["bogus"], "");
+    assert_eq!(o.code, 1);
+    let o = run(&["decode", "--help"], "");
+    assert_eq!(o.code, 0);
+    assert!(o.stdout.starts_with("Usage: roster R decode [OPTIONS]..."));
+}
