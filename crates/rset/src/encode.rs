@@ -1,6 +1,7 @@
 //! [`Rset`] → R JSON (`rlist_to_R`) and the short form (`rlist_dumps`).
 
 use crate::node::Node;
+use crate::nodelist::FastMap;
 use crate::rset::Rset;
 use crate::zhash::{Name, ZTable};
 use idset::{Format, IdSet};
@@ -56,7 +57,7 @@ fn cmp_with_lookups(rep_children: &ZTable<Arc<IdSet>>, table: &mut ZTable<Arc<Id
 /// order is flux's); otherwise grouping alone is computed.
 fn group<'a>(nodes: impl Iterator<Item = &'a Node>, emulate: bool) -> Vec<Group<'a>> {
     let mut groups: Vec<Group<'a>> = Vec::new();
-    let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut by_hash: FastMap<u64, Vec<usize>> = FastMap::default();
     // For each child count: the name signature of the groups seen so far,
     // or None once two different signatures were seen.
     let mut sigs: HashMap<usize, Option<u64>> = HashMap::new();

@@ -10,6 +10,52 @@ fn empty_ids() -> Arc<IdSet> {
     EMPTY.get_or_init(|| Arc::new(IdSet::new())).clone()
 }
 
+/// Memoized idset operations keyed by the identity of shared idsets.
+///
+/// Nodes built from the same R_lite entry share their child idsets, so
+/// set operations over many nodes repeat the same few computations; this
+/// cache returns the shared result instead of allocating a new set per
+/// node.  Its size is bounded.
+#[derive(Default)]
+pub(crate) struct SetCache {
+    map: crate::nodelist::FastMap<(usize, usize, bool), (Arc<IdSet>, Arc<IdSet>, Arc<IdSet>)>,
+}
+
+impl SetCache {
+    const LIMIT: usize = 4096;
+
+    fn op(&mut self, a: &Arc<IdSet>, b: &Arc<IdSet>, diff: bool) -> Arc<IdSet> {
+        let key = (Arc::as_ptr(a) as usize, Arc::as_ptr(b) as usize, diff);
+        if let Some((_, _, r)) = self.map.get(&key) {
+            return r.clone();
+        }
+        let r = if diff {
+            if a.intersects(b) {
+                Arc::new(a.difference(b))
+            } else {
+                a.clone()
+            }
+        } else {
+            Arc::new(a.intersection(b))
+        };
+        if self.map.len() >= Self::LIMIT {
+            self.map.clear();
+        }
+        self.map.insert(key, (a.clone(), b.clone(), r.clone()));
+        r
+    }
+
+    /// `a - b`.
+    pub(crate) fn difference(&mut self, a: &Arc<IdSet>, b: &Arc<IdSet>) -> Arc<IdSet> {
+        self.op(a, b, true)
+    }
+
+    /// `a ∩ b`.
+    pub(crate) fn intersection(&mut self, a: &Arc<IdSet>, b: &Arc<IdSet>) -> Arc<IdSet> {
+        self.op(a, b, false)
+    }
+}
+
 /// Children flux ignores when verifying (bit mask, as `RNODE_IGNORE_*`).
 pub(crate) const IGNORE_CORE: u8 = 1;
 pub(crate) const IGNORE_GPU: u8 = 2;
@@ -49,7 +95,7 @@ fn add_check(a: &Arc<IdSet>, b: &Arc<IdSet>) -> Option<Arc<IdSet>> {
 impl Node {
     /// `rnode_new`: no resources but an empty `core` child.
     pub(crate) fn new(hostname: Option<Arc<str>>, rank: u32) -> Node {
-        let mut children = ZTable::new();
+        let mut children = ZTable::with_capacity(2);
         children.insert(core_name().clone(), empty_ids());
         Node {
             rank,
@@ -138,15 +184,20 @@ impl Node {
     /// `rnode_diff_ex`: a copy of `self` minus `b`'s ids; non-core children
     /// left empty are removed; children named in `ignore` are cleared.
     pub(crate) fn diff_ex(&self, b: &Node, ignore: u8) -> Node {
+        self.diff_cached(b, ignore, &mut SetCache::default())
+    }
+
+    /// [`Node::diff_ex`] with a shared [`SetCache`].
+    pub(crate) fn diff_cached(&self, b: &Node, ignore: u8, cache: &mut SetCache) -> Node {
         let mut n = self.copy();
         for (name, bids) in b.children.iter() {
             let Some(cur) = n.children.lookup(name) else {
                 continue;
             };
-            if **cur == **bids {
+            if Arc::ptr_eq(cur, bids) || **cur == **bids {
                 *cur = empty_ids();
-            } else if cur.intersects(bids) {
-                *cur = Arc::new(cur.difference(bids));
+            } else {
+                *cur = cache.difference(cur, bids);
             }
             let now_empty = cur.is_empty();
             if !name.is(core_name().as_str()) && now_empty {
@@ -168,16 +219,16 @@ impl Node {
     /// `rnode_intersect`: children present in both with a non-empty
     /// intersection, built on a fresh node in `self`'s child order.  The
     /// lookups into `b` follow flux (they may reorder `b`'s table).
-    pub(crate) fn intersect(&self, b: &mut Node) -> Option<Node> {
+    pub(crate) fn intersect(&self, b: &mut Node, cache: &mut SetCache) -> Option<Node> {
         if self.rank != b.rank || !hostnames_match(&self.hostname, &b.hostname) {
             return None;
         }
         let mut result = Node::new(self.hostname.clone(), self.rank);
         for (name, aids) in self.children.iter() {
             if let Some(bids) = b.children.lookup(name) {
-                let x = aids.intersection(bids);
+                let x = cache.intersection(aids, bids);
                 if !x.is_empty() {
-                    let _ = result.add_child(name, &Arc::new(x));
+                    let _ = result.add_child(name, &x);
                 }
             }
         }
@@ -185,16 +236,16 @@ impl Node {
     }
 
     /// Like [`Node::intersect`] without touching `b`'s table shape.
-    pub(crate) fn intersect_ro(&self, b: &Node) -> Option<Node> {
+    pub(crate) fn intersect_ro(&self, b: &Node, cache: &mut SetCache) -> Option<Node> {
         if self.rank != b.rank || !hostnames_match(&self.hostname, &b.hostname) {
             return None;
         }
         let mut result = Node::new(self.hostname.clone(), self.rank);
         for (name, aids) in self.children.iter() {
             if let Some(bids) = b.children.peek_name(name) {
-                let x = aids.intersection(bids);
+                let x = cache.intersection(aids, bids);
                 if !x.is_empty() {
-                    let _ = result.add_child(name, &Arc::new(x));
+                    let _ = result.add_child(name, &x);
                 }
             }
         }
@@ -255,13 +306,14 @@ impl Node {
     /// A cheap hash of the node's shape (child names and idsets), equal
     /// for nodes that flux's `rnode_cmp` considers identical.
     pub(crate) fn shape_hash(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
+        const K: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut acc: u64 = self.children.len() as u64;
         for (name, ids) in self.children.values_unordered() {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            name.as_str().hash(&mut h);
-            ids.ranges().hash(&mut h);
-            acc = acc.wrapping_add(h.finish());
+            let mut h = name.hash().wrapping_mul(K);
+            for &(lo, hi) in ids.ranges() {
+                h = (h.rotate_left(5) ^ (u64::from(lo) << 32 | u64::from(hi))).wrapping_mul(K);
+            }
+            acc = acc.wrapping_add(h);
         }
         acc
     }
@@ -350,15 +402,19 @@ mod tests {
     fn intersect_requires_same_rank_and_host() {
         let a = node(1, "0-3", Some("0-1"));
         let mut b = node(1, "2-5", Some("1"));
-        let x = a.intersect(&mut b).map(|n| dumps(&n)).unwrap_or_default();
+        let mut cache = SetCache::default();
+        let x = a
+            .intersect(&mut b, &mut cache)
+            .map(|n| dumps(&n))
+            .unwrap_or_default();
         assert_eq!(x, "core[2-3],gpu1");
         let mut c = node(2, "0-3", None);
-        assert!(a.intersect(&mut c).is_none());
+        assert!(a.intersect(&mut c, &mut cache).is_none());
         let mut h1 = node(1, "0", None);
         h1.hostname = Some("foo".into());
         let mut h2 = h1.clone();
         h2.hostname = Some("bar".into());
-        assert!(h1.intersect(&mut h2).is_none());
+        assert!(h1.intersect(&mut h2, &mut cache).is_none());
     }
 
     #[test]

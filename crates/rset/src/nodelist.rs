@@ -25,9 +25,18 @@ impl Hasher for RankHasher {
     fn write_u32(&mut self, i: u32) {
         self.0 = (u64::from(i) ^ 0x5555_5555).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
 }
 
 pub(crate) type RankMap<V> = HashMap<u32, V, BuildHasherDefault<RankHasher>>;
+
+/// A map keyed by already well-mixed or small integers.
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<RankHasher>>;
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct NodeList {
@@ -37,6 +46,11 @@ pub(crate) struct NodeList {
 }
 
 impl NodeList {
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.slots.reserve(n);
+        self.index.reserve(n);
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.live
     }

@@ -131,6 +131,14 @@ impl Rset {
             rl.expiration = expiration;
         }
         if let Value::Array(entries) = r_lite {
+            // Reserve for the nodes the entries describe (bounded).
+            let hint: u64 = entries
+                .iter()
+                .filter_map(|e| e.get("rank")?.as_str())
+                .filter_map(|r| IdSet::parse(r).ok())
+                .map(|r| r.len())
+                .sum();
+            rl.nodes.reserve(hint.min(MAX_NODES as u64) as usize);
             for entry in entries {
                 rl.append_entry(entry)?;
             }

@@ -1,7 +1,7 @@
 //! The resource set type and its set operations (flux-core's `rlist`).
 
 use crate::error::{RError, RerankError};
-use crate::node::Node;
+use crate::node::{Node, SetCache};
 use crate::nodelist::NodeList;
 use crate::zhash::{core_name, gpu_name, Name};
 use crate::MAX_NODES;
@@ -284,6 +284,7 @@ impl Rset {
     /// does a node without any resources.  `scheduling` is kept from
     /// `self` if set, else taken from `other`.
     pub fn append(&mut self, other: &Rset) -> Result<(), RError> {
+        self.nodes.reserve(other.nodes.len());
         for n in other.nodes.iter() {
             if n.total() == 0 {
                 return Err(RError::EmptyNode(n.rank));
@@ -309,9 +310,10 @@ impl Rset {
     pub fn diff(&self, other: &Rset) -> Result<Rset, RError> {
         let mut rl = Rset::new();
         rl.append(self)?;
+        let mut cache = SetCache::default();
         for b in other.nodes.iter() {
             if let Some(na) = rl.nodes.remove(b.rank) {
-                let result = na.diff_ex(b, 0);
+                let result = na.diff_cached(b, 0, &mut cache);
                 if !result.is_empty() {
                     // The rank was detached, so this appends at the end.
                     let _ = rl.add_node(result);
@@ -335,9 +337,10 @@ impl Rset {
     /// not kept; `scheduling` comes from `self` when the result is non-empty.
     pub fn intersect(&self, other: &Rset) -> Rset {
         let mut result = Rset::new();
+        let mut cache = SetCache::default();
         for b in other.nodes.iter() {
             if let Some(a) = self.nodes.get(b.rank) {
-                if let Some(x) = a.intersect_ro(b) {
+                if let Some(x) = a.intersect_ro(b, &mut cache) {
                     if !x.is_empty() {
                         let _ = result.add_node(x);
                     }
@@ -356,9 +359,10 @@ impl Rset {
     #[doc(hidden)]
     pub fn intersect_probe(&self, other: &mut Rset) -> Rset {
         let mut result = Rset::new();
+        let mut cache = SetCache::default();
         for b in other.nodes.iter_mut() {
             if let Some(a) = self.nodes.get(b.rank) {
-                if let Some(x) = a.intersect(b) {
+                if let Some(x) = a.intersect(b, &mut cache) {
                     if !x.is_empty() {
                         let _ = result.add_node(x);
                     }
@@ -528,11 +532,12 @@ impl Rset {
         }
         let ids = IdSet::parse(targets)
             .map_err(|_| RError::msg(format!("Invalid idset string '{targets}'")))?;
-        self.apply_property(name, &ids)
+        let ranks = self.ranks();
+        self.apply_property(name, &ids, &ranks)
     }
 
-    fn apply_property(&mut self, name: &str, ids: &IdSet) -> Result<(), RError> {
-        let unknown = ids.difference(&self.ranks());
+    fn apply_property(&mut self, name: &str, ids: &IdSet, ranks: &IdSet) -> Result<(), RError> {
+        let unknown = ids.difference(ranks);
         let count = unknown.len();
         if count > 0 {
             return Err(RError::msg(format!(
@@ -574,10 +579,11 @@ impl Rset {
                 )));
             }
         }
+        let ranks = self.ranks();
         for (name, val) in map {
             if let Value::String(s) = val {
                 let ids = IdSet::parse(s).unwrap_or_default();
-                self.apply_property(name, &ids)?;
+                self.apply_property(name, &ids, &ranks)?;
             }
         }
         Ok(())

@@ -174,6 +174,14 @@ impl<V> ZTable<V> {
         }
     }
 
+    /// An empty table with room for `n` items before reallocating.
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        ZTable {
+            items: Vec::with_capacity(n),
+            ..ZTable::new()
+        }
+    }
+
     fn limit(&self) -> u64 {
         PRIMES[usize::from(self.prime_index)]
     }
@@ -383,7 +391,7 @@ impl<V: Clone> ZTable<V> {
     /// A copy built the way flux duplicates a table: a fresh table with the
     /// items inserted in this table's iteration order.
     pub(crate) fn dup(&self) -> ZTable<V> {
-        let mut t = ZTable::new();
+        let mut t = ZTable::with_capacity(self.items.len());
         for (k, v) in self.iter() {
             t.insert(k.clone(), v.clone());
         }

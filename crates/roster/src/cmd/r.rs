@@ -449,9 +449,10 @@ fn transform(cmd: &str, stdin: &[u8], min: usize, f: Transform) -> Res<Rset> {
     };
     for rl in it {
         match f(&prev, &rl) {
-            Some(r) => prev = r,
+            Some(r) => discard(std::mem::replace(&mut prev, r)),
             None => return die(format!("{cmd} ({}, {}) failed!", prev.dumps(), rl.dumps())),
         }
+        discard(rl);
     }
     Ok(prev)
 }
@@ -460,9 +461,16 @@ fn union_all(stdin: &[u8]) -> Res<Rset> {
     transform("union", stdin, 1, |a, b| a.union(b).ok())
 }
 
-fn puts(out: &mut Vec<u8>, rl: &Rset) {
+fn puts(out: &mut Vec<u8>, rl: Rset) {
     out.extend_from_slice(rl.encode().as_bytes());
     out.push(b'\n');
+    discard(rl);
+}
+
+/// Skip tearing down a large set: the process is about to exit, and
+/// freeing every node would cost more than the work itself.
+fn discard<T>(v: T) {
+    std::mem::forget(v);
 }
 
 // ---------------------------------------------------------------------------
@@ -600,7 +608,7 @@ fn cmd_encode(p: &Parsed, out: &mut Vec<u8>) -> Res<()> {
     if !props.is_empty() {
         assign_props(&mut rl, &props)?;
     }
-    puts(out, &rl);
+    puts(out, rl);
     Ok(())
 }
 
@@ -632,8 +640,10 @@ fn cmd_append(stdin: &[u8], out: &mut Vec<u8>) -> Res<()> {
             };
             return die_errno("rlist_append", errno);
         }
+        discard(rl);
+        discard(x);
     }
-    puts(out, &result);
+    puts(out, result);
     Ok(())
 }
 
@@ -648,7 +658,7 @@ fn cmd_decode(p: &Parsed, stdin: &[u8], out: &mut Vec<u8>) -> Res<()> {
         let mut c = Map::new();
         c.insert("properties".into(), Value::Array(props));
         match rl.copy_constraint(&Value::Object(c)) {
-            Ok(r) => rl = r,
+            Ok(r) => discard(std::mem::replace(&mut rl, r)),
             Err(e) => {
                 return die_errno(
                     format!("Invalid property constraint: {}", e.flux_text()),
@@ -661,7 +671,8 @@ fn cmd_decode(p: &Parsed, stdin: &[u8], out: &mut Vec<u8>) -> Res<()> {
         let Ok(ranks) = IdSet::parse(arg) else {
             return die_errno(format!("Invalid ranks option: '{arg}'"), "Invalid argument");
         };
-        rl = rl.copy_ranks(&ranks);
+        let r = rl.copy_ranks(&ranks);
+        discard(std::mem::replace(&mut rl, r));
     }
     if let Some(arg) = p.get("exclude") {
         let Ok(ranks) = IdSet::parse(arg) else {
@@ -702,7 +713,9 @@ fn cmd_decode(p: &Parsed, stdin: &[u8], out: &mut Vec<u8>) -> Res<()> {
         lines += 1;
     }
     if lines == 0 {
-        puts(out, &rl);
+        puts(out, rl);
+    } else {
+        discard(rl);
     }
     Ok(())
 }
@@ -741,7 +754,7 @@ fn cmd_rerank(args: &[String], stdin: &[u8], out: &mut Vec<u8>) -> Res<()> {
             RerankError::NoHostnames => die_errno("rlist_rerank", "Success"),
         };
     }
-    puts(out, &rl);
+    puts(out, rl);
     Ok(())
 }
 
@@ -749,7 +762,7 @@ fn cmd_set_property(args: &[String], stdin: &[u8], out: &mut Vec<u8>) -> Res<()>
     let mut rl = union_all(stdin)?;
     let specs: Vec<&str> = args.iter().map(String::as_str).collect();
     assign_props(&mut rl, &specs)?;
-    puts(out, &rl);
+    puts(out, rl);
     Ok(())
 }
 
@@ -818,7 +831,7 @@ fn cmd_parse_config(args: &[String], out: &mut Vec<u8>) -> Res<()> {
             }
         }
     }
-    puts(out, &rl);
+    puts(out, rl);
     Ok(())
 }
 
@@ -834,16 +847,16 @@ fn run(sub: &Sub, p: &Parsed, out: &mut Vec<u8>, err: &mut Vec<u8>) -> Res<ExitC
         "append" => cmd_append(&read_stdin(), out)?,
         "diff" => {
             let r = transform("diff", &read_stdin(), 2, |a, b| a.diff(b).ok())?;
-            puts(out, &r);
+            puts(out, r);
         }
         "intersect" => {
             let r = transform("intersect", &read_stdin(), 2, |a, b| Some(a.intersect(b)))?;
-            puts(out, &r);
+            puts(out, r);
         }
         "remap" => {
             let mut r = union_all(&read_stdin())?;
             r.remap();
-            puts(out, &r);
+            puts(out, r);
         }
         "rerank" => cmd_rerank(&p.args, &read_stdin(), out)?,
         "decode" => cmd_decode(p, &read_stdin(), out)?,
