@@ -1,1 +1,229 @@
-//! (in progress)
+//! Random sequences of allocate / reserve / free / copy / merge / unlink /
+//! promote never break the invariants, and the structural methods agree
+//! with each other (a copy aggregates like the original, regrafting a
+//! subtree restores the aggregate and the jobs).
+
+use crate::alloc::JobKind;
+use crate::graph::{Graph, Pool, VertexId};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+fn base() -> Graph {
+    let mut g = Graph::new();
+    let p = g.pool("cluster").id(0);
+    let root = g.add_root(p);
+    let mem = g.intern("memory");
+    for n in 0..3 {
+        let p = g
+            .pool("node")
+            .id(n)
+            .rank(n)
+            .size(if n == 0 { 2 } else { 1 });
+        let node = g.add_child(root, p).unwrap();
+        for s in 0..2 {
+            let p = g.pool("socket").id(s).rank(n);
+            let sock = g.add_child(node, p).unwrap();
+            for c in 0..3 {
+                let p = g.pool("core").id(s * 3 + c).rank(n);
+                g.add_child(sock, p).unwrap();
+            }
+            g.add_child(sock, Pool::new(mem).size(8).rank(n)).unwrap();
+        }
+    }
+    g
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Alloc {
+        v: usize,
+        n: u64,
+        job: u64,
+    },
+    Reserve {
+        v: usize,
+        n: u64,
+        job: u64,
+        start: u64,
+        len: u64,
+    },
+    Free {
+        v: usize,
+        job: u64,
+        n: Option<u64>,
+    },
+    FreeJob {
+        job: u64,
+    },
+    Promote {
+        job: u64,
+    },
+    Unlink {
+        v: usize,
+    },
+    Regraft {
+        v: usize,
+    },
+    CopyCheck {
+        v: usize,
+    },
+    FindCheck,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..64usize, 1..4u64, 1..6u64).prop_map(|(v, n, job)| Op::Alloc { v, n, job }),
+        2 => (0..64usize, 1..4u64, 6..9u64, 0..40u64, 1..30u64)
+            .prop_map(|(v, n, job, start, len)| Op::Reserve { v, n, job, start, len }),
+        3 => (0..64usize, 1..9u64, proptest::option::of(1..3u64))
+            .prop_map(|(v, job, n)| Op::Free { v, job, n }),
+        1 => (1..9u64).prop_map(|job| Op::FreeJob { job }),
+        1 => (6..9u64).prop_map(|job| Op::Promote { job }),
+        1 => (1..64usize).prop_map(|v| Op::Unlink { v }),
+        1 => (1..64usize).prop_map(|v| Op::Regraft { v }),
+        1 => (0..64usize).prop_map(|v| Op::CopyCheck { v }),
+        1 => Just(Op::FindCheck),
+    ]
+}
+
+fn pick(g: &Graph, k: usize) -> Option<VertexId> {
+    let live: Vec<VertexId> = g.vertices().collect();
+    if live.is_empty() {
+        None
+    } else {
+        live.get(k % live.len()).copied()
+    }
+}
+
+fn job_sizes(g: &Graph) -> BTreeMap<u64, (JobKind, usize)> {
+    g.jobs()
+        .into_iter()
+        .map(|j| (j.id, (j.kind, j.vertices.len())))
+        .collect()
+}
+
+fn apply(g: &mut Graph, op: &Op) -> Result<(), TestCaseError> {
+    match *op {
+        Op::Alloc { v, n, job } => {
+            if let Some(v) = pick(g, v) {
+                let before = g.allocated(v).unwrap_or(0);
+                let avail = g.available(v).unwrap_or(0);
+                match g.allocate(v, n, job) {
+                    Ok(()) => {
+                        prop_assert!(n <= avail, "allocated {n} with {avail} available");
+                        prop_assert_eq!(g.allocated(v).unwrap(), before + n);
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        Op::Reserve {
+            v,
+            n,
+            job,
+            start,
+            len,
+        } => {
+            if let Some(v) = pick(g, v) {
+                let _ = g.reserve(v, n, job, start, start + len);
+            }
+        }
+        Op::Free { v, job, n } => {
+            if let Some(v) = pick(g, v) {
+                let _ = g.free(v, job, n);
+            }
+        }
+        Op::FreeJob { job } => {
+            let had = g.job(job).is_some();
+            prop_assert_eq!(g.free_job(job).is_ok(), had);
+            prop_assert!(g.job(job).is_none());
+        }
+        Op::Promote { job } => {
+            let _ = g.promote(job);
+        }
+        Op::Unlink { v } => {
+            if let Some(v) = pick(g, v) {
+                let before = g.len();
+                let n = g.unlink(v).unwrap();
+                prop_assert_eq!(g.len(), before - n);
+            }
+        }
+        Op::Regraft { v } => {
+            let Some(v) = pick(g, v) else { return Ok(()) };
+            if g.parent(v).is_none() {
+                return Ok(());
+            }
+            // Take the subtree (with its ancestors and records) out and
+            // merge it back: aggregate and jobs are restored.
+            let mut keep = vec![false; g.arena_len()];
+            for a in g.ancestors(v) {
+                keep[a.index()] = true;
+            }
+            g.preorder_from(v.0, &mut |i| keep[i as usize] = true);
+            let piece = g.extract(&|i| keep[i as usize], None, true);
+            piece
+                .check_invariants()
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let agg = g.aggregate_all();
+            let jobs = job_sizes(g);
+            let len = g.len();
+            let path = g.path(v).unwrap();
+            g.unlink(v).unwrap();
+            g.merge(&piece, None)
+                .map_err(|e| TestCaseError::fail(format!("merge {path}: {e}")))?;
+            prop_assert_eq!(g.len(), len);
+            prop_assert_eq!(g.aggregate_all(), agg);
+            prop_assert_eq!(job_sizes(g), jobs);
+            prop_assert!(g.lookup(&path).is_some());
+        }
+        Op::CopyCheck { v } => {
+            let Some(v) = pick(g, v) else { return Ok(()) };
+            match g.copy(v) {
+                Ok(c) => {
+                    c.check_invariants()
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    prop_assert!(c.jobs().is_empty());
+                    let cv = c.lookup(&g.path(v).unwrap()).unwrap();
+                    prop_assert_eq!(c.aggregate(cv).unwrap(), g.aggregate(v).unwrap());
+                    for x in c.vertices() {
+                        prop_assert_eq!(c.allocated(x).unwrap(), 0);
+                        prop_assert!(c.size(x).unwrap() > 0);
+                    }
+                }
+                Err(_) => prop_assert_eq!(g.available(v).unwrap(), 0),
+            }
+        }
+        Op::FindCheck => {
+            let f = g.find(&crate::Pred::True);
+            f.check_invariants()
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(f.aggregate_all(), g.aggregate_all());
+            prop_assert_eq!(job_sizes(&f), job_sizes(g));
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn invariants_hold_under_random_operations(ops in proptest::collection::vec(op(), 1..40)) {
+        let mut g = base();
+        for op in &ops {
+            apply(&mut g, op)?;
+            if let Err(e) = g.check_invariants() {
+                return Err(TestCaseError::fail(format!("after {op:?}: {e}")));
+            }
+        }
+        // Freeing every job restores the full aggregate.
+        let jobs: Vec<u64> = g.jobs().iter().map(|j| j.id).collect();
+        for j in jobs {
+            g.free_job(j).unwrap();
+        }
+        g.check_invariants().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        for v in g.vertices() {
+            prop_assert_eq!(g.available(v).unwrap(), g.size(v).unwrap());
+        }
+    }
+}
