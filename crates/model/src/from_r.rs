@@ -1,1 +1,326 @@
-//! (in progress)
+//! Conversions between RFC 20 R and the resource graph.
+//!
+//! R → graph follows Fluxion's `rv1exec` reader: a `cluster0` root (type
+//! `cluster`, id 0, no rank), one `node` per execution target in rank
+//! order, named after its host (basename = the hostname without its
+//! trailing digits, id = those digits, as Fluxion splits it), carrying the
+//! target's properties (value ""), and one pool per child id (`core`,
+//! `gpu` or any other child name; type and basename = the child name, id
+//! = the child id, size 1, rank = the target's).  Without a nodelist the
+//! node is `node<rank>`.  When R carries a `scheduling` JGF it is used
+//! instead (unless told otherwise), as Fluxion does.
+//!
+//! Graph → R collects, for every `node` pool with a rank, the ids of the
+//! leaf pools below it by type, its name as hostname and its properties
+//! (`name=value` when the value is not empty, as Fluxion's R writer does),
+//! and lets the `rset` crate encode it the way flux-core does.
+
+use crate::alloc::JobId;
+use crate::graph::{Graph, Pool, NONE};
+use crate::ModelError;
+use idset::IdSet;
+use rset::Rset;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+/// Fluxion's hostname split: (basename, id).  No trailing digits gives id
+/// -1; an all-digit name keeps the whole name as basename.
+pub fn split_hostname(h: &str) -> Result<(&str, i64), ModelError> {
+    let digits = h.bytes().rev().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return Ok((h, -1));
+    }
+    let cut = h.len() - digits;
+    let suffix = h.get(cut..).unwrap_or("");
+    let id = suffix
+        .trim_start_matches('0')
+        .parse::<i64>()
+        .or_else(|e| {
+            if suffix.bytes().all(|b| b == b'0') {
+                Ok(0)
+            } else {
+                Err(e)
+            }
+        })
+        .map_err(|_| ModelError::R(format!("hostname '{h}': numeric suffix out of range")))?;
+    let base = if cut == 0 {
+        h
+    } else {
+        h.get(..cut).unwrap_or(h)
+    };
+    Ok((base, id))
+}
+
+impl Graph {
+    /// Build the graph of an R (rv1exec rules; `scheduling` ignored).
+    pub fn from_rset(r: &Rset) -> Result<Graph, ModelError> {
+        let infos = r.node_infos();
+        let total: u64 = infos
+            .iter()
+            .map(|n| 1 + n.children.iter().map(|(_, s)| s.len()).sum::<u64>())
+            .sum();
+        let cap = usize::try_from(total.saturating_add(1)).unwrap_or(usize::MAX);
+        if cap >= NONE as usize {
+            return Err(ModelError::R(format!(
+                "{total} resources do not fit in a graph"
+            )));
+        }
+        let mut g = Graph::with_capacity(cap);
+        let cluster = g.intern("cluster");
+        let root = g.add_root(Pool::new(cluster).id(0));
+        let node_ty = g.intern("node");
+        let mut child_syms: BTreeMap<String, crate::Sym> = BTreeMap::new();
+        for info in &infos {
+            let rank = i64::from(info.rank);
+            let mut p = Pool::new(node_ty).rank(rank);
+            match &info.hostname {
+                Some(h) => {
+                    let (base, id) = split_hostname(h)?;
+                    let b = g.intern(base);
+                    p = p.basename(b).id(id).name(h.as_str());
+                }
+                None => p = p.id(rank),
+            }
+            let node = g.add_child(root, p)?;
+            for prop in &info.properties {
+                g.set_property(node, prop, "")?;
+            }
+            for (name, ids) in &info.children {
+                let ty = match child_syms.get(name) {
+                    Some(&s) => s,
+                    None => {
+                        let s = g.intern(name);
+                        child_syms.insert(name.clone(), s);
+                        s
+                    }
+                };
+                for id in ids.iter() {
+                    g.add_child(node, Pool::new(ty).id(i64::from(id)).rank(rank))?;
+                }
+            }
+        }
+        Ok(g)
+    }
+
+    /// Build the graph of an R given as JSON text.  With `use_scheduling`,
+    /// a `scheduling` key holding a JGF graph is loaded instead of
+    /// `execution` (Fluxion's behaviour unless forced to rv1exec).
+    pub fn from_r_str(s: &str, use_scheduling: bool) -> Result<Graph, ModelError> {
+        let r = Rset::from_json_str(s).map_err(|e| ModelError::R(e.to_string()))?;
+        if use_scheduling {
+            if let Some(sched) = r.scheduling() {
+                if sched.get("graph").is_some() {
+                    return Graph::from_jgf(sched);
+                }
+            }
+        }
+        Graph::from_rset(&r)
+    }
+
+    /// R (as flux-core encodes it) of the whole graph, or of the pools held
+    /// by `job`.  Instance-local properties (`+name`) are left out of a
+    /// job's R, as RFC 31 asks.
+    pub fn to_r(&self, job: Option<JobId>) -> Result<Value, ModelError> {
+        let owned;
+        let g = match job {
+            Some(j) => {
+                owned = self.job_graph(j)?;
+                &owned
+            }
+            None => self,
+        };
+        let node_ty = g.syms.get("node");
+        let mut rlite = Vec::new();
+        let mut hosts: BTreeMap<i64, String> = BTreeMap::new();
+        let mut props: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for v in g.vertices() {
+            let x = &g.v[v.index()];
+            if Some(x.ty) != node_ty || x.rank < 0 {
+                continue;
+            }
+            let rank = u32::try_from(x.rank).map_err(|_| {
+                ModelError::R(format!("{}: rank {} out of range", g.path_of(v.0), x.rank))
+            })?;
+            let mut children: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+            g.preorder_from(v.0, &mut |d| {
+                let dx = &g.v[d as usize];
+                if d == v.0 || dx.first != NONE {
+                    return;
+                }
+                if let Ok(id) = u32::try_from(dx.id) {
+                    children
+                        .entry(g.syms.resolve(dx.ty).to_string())
+                        .or_default()
+                        .push(id);
+                }
+            });
+            let mut cm = Map::new();
+            for (t, mut ids) in children {
+                ids.sort_unstable();
+                ids.dedup();
+                let set: IdSet = ids.into_iter().collect();
+                cm.insert(t, Value::String(set.encode()));
+            }
+            if !cm.contains_key("core") {
+                cm.insert("core".into(), Value::String(String::new()));
+            }
+            rlite.push(json!({"rank": rank.to_string(), "children": cm}));
+            if hosts.insert(x.rank, g.name_of(v.0).into_owned()).is_some() {
+                return Err(ModelError::R(format!("rank {rank} appears on two nodes")));
+            }
+            for (k, val) in g.view(v.0).properties() {
+                if job.is_some() && k.starts_with('+') {
+                    continue;
+                }
+                let name = if val.is_empty() {
+                    k.to_string()
+                } else {
+                    format!("{k}={val}")
+                };
+                props.entry(name).or_default().push(rank);
+            }
+        }
+        let mut exec = Map::new();
+        exec.insert("R_lite".into(), Value::Array(rlite));
+        exec.insert(
+            "nodelist".into(),
+            Value::Array(hosts.into_values().map(Value::String).collect()),
+        );
+        if !props.is_empty() {
+            let mut pm = Map::new();
+            for (k, mut ranks) in props {
+                ranks.sort_unstable();
+                let set: IdSet = ranks.into_iter().collect();
+                pm.insert(k, Value::String(set.encode()));
+            }
+            exec.insert("properties".into(), Value::Object(pm));
+        }
+        let r = Rset::from_json(&json!({"version": 1, "execution": exec}))
+            .map_err(|e| ModelError::R(e.to_string()))?;
+        Ok(r.to_json())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jgf::JgfStyle;
+
+    const EXAMPLE1: &str = r#"{"version":1,"execution":{"R_lite":[{"rank":"19-22","children":{"core":"0-47","gpu":"0-7"}}],"nodelist":["node[186-189]"],"nslots":32,"starttime":1676560542,"expiration":1676562342}}"#;
+
+    #[test]
+    fn split_hostname_like_fluxion() {
+        assert_eq!(split_hostname("node186").unwrap(), ("node", 186));
+        assert_eq!(split_hostname("node00001").unwrap(), ("node", 1));
+        assert_eq!(split_hostname("node000").unwrap(), ("node", 0));
+        assert_eq!(split_hostname("login").unwrap(), ("login", -1));
+        assert_eq!(split_hostname("1234").unwrap(), ("1234", 1234));
+        assert_eq!(split_hostname("a1b2").unwrap(), ("a1b", 2));
+        assert!(split_hostname("n99999999999999999999").is_err());
+    }
+
+    #[test]
+    fn rfc20_example1() {
+        let g = Graph::from_r_str(EXAMPLE1, true).unwrap();
+        assert_eq!(g.len(), 1 + 4 * (1 + 48 + 8));
+        g.check_invariants().unwrap();
+        let agg: Vec<(String, u64)> = g.aggregate_all().into_iter().collect();
+        assert_eq!(
+            agg,
+            vec![
+                ("cluster".into(), 1),
+                ("core".into(), 192),
+                ("gpu".into(), 32),
+                ("node".into(), 4)
+            ]
+        );
+        let n = g.lookup("/cluster0/node186").unwrap();
+        let p = g.get(n).unwrap();
+        assert_eq!(
+            (p.rank(), p.id(), p.basename()),
+            (Some(19), Some(186), "node")
+        );
+        assert!(!p.has_custom_name());
+        let c = g
+            .get(g.lookup("/cluster0/node189/core47").unwrap())
+            .unwrap();
+        assert_eq!((c.rank(), c.id(), c.size()), (Some(22), Some(47), 1));
+        assert!(g.lookup("/cluster0/node189/gpu7").is_some());
+        // Rank order and uniq ids in creation order.
+        assert_eq!(g.get(g.root().unwrap()).unwrap().uniq_id(), 0);
+        assert_eq!(p.uniq_id(), 1);
+    }
+
+    #[test]
+    fn properties_and_padded_hostnames() {
+        let r = r#"{"version":1,"execution":{"R_lite":[{"rank":"0-3","children":{"core":"0-1"}}],
+            "nodelist":["node[0001-0004]"],"properties":{"amd-mi50@gpu":"1-2","debug":"0"}}}"#;
+        let g = Graph::from_r_str(r, true).unwrap();
+        let n = g.get(g.lookup("/cluster0/node0002").unwrap()).unwrap();
+        assert_eq!((n.id(), n.name().as_ref()), (Some(2), "node0002"));
+        assert_eq!(n.property("amd-mi50@gpu"), Some(""));
+        assert_eq!(n.property("debug"), None);
+        let found = g.find_matches(&crate::Pred::parse("property=debug").unwrap());
+        assert_eq!(found.len(), 1);
+        // Back to R: the same document, as flux-core encodes it.
+        let back = g.to_r(None).unwrap();
+        let want = Rset::from_json_str(r).unwrap().to_json();
+        assert_eq!(back, want);
+    }
+
+    #[test]
+    fn missing_nodelist_names_nodes_by_rank() {
+        let r = r#"{"version":1,"execution":{"R_lite":[{"rank":"5","children":{"core":"0"}}]}}"#;
+        let g = Graph::from_r_str(r, true).unwrap();
+        assert!(g.lookup("/cluster0/node5/core0").is_some());
+    }
+
+    #[test]
+    fn invalid_r_is_reported() {
+        let e = Graph::from_r_str(r#"{"version":2}"#, true).unwrap_err();
+        assert!(matches!(e, ModelError::R(_)), "{e}");
+    }
+
+    #[test]
+    fn scheduling_key_is_used_when_present() {
+        let g = Graph::from_r_str(EXAMPLE1, true).unwrap();
+        let jgf = g.to_jgf(JgfStyle::Fluxion);
+        let mut r: Value = serde_json::from_str(EXAMPLE1).unwrap();
+        // Tag one vertex so we can tell which source was used.
+        let mut jgf2 = jgf.clone();
+        jgf2["graph"]["nodes"][1]["metadata"]["properties"] = json!({"from-jgf": ""});
+        r["scheduling"] = jgf2;
+        let s = r.to_string();
+        let a = Graph::from_r_str(&s, true).unwrap();
+        let n = a.get(a.lookup("/cluster0/node186").unwrap()).unwrap();
+        assert_eq!(n.property("from-jgf"), Some(""));
+        let b = Graph::from_r_str(&s, false).unwrap();
+        let n = b.get(b.lookup("/cluster0/node186").unwrap()).unwrap();
+        assert_eq!(n.property("from-jgf"), None);
+        assert_eq!(
+            b.to_jgf_string(JgfStyle::Fluxion),
+            g.to_jgf_string(JgfStyle::Fluxion)
+        );
+        assert_eq!(a.len(), b.len());
+    }
+
+    #[test]
+    fn job_r_holds_only_the_jobs_pools() {
+        let mut g = Graph::from_r_str(EXAMPLE1, true).unwrap();
+        let n = g.lookup("/cluster0/node187").unwrap();
+        g.allocate(n, 1, 11).unwrap();
+        for c in [3, 4, 5] {
+            let v = g.lookup(&format!("/cluster0/node189/core{c}")).unwrap();
+            g.allocate(v, 1, 11).unwrap();
+        }
+        let v = g.lookup("/cluster0/node189/gpu1").unwrap();
+        g.allocate(v, 1, 11).unwrap();
+        let r = g.to_r(Some(11)).unwrap();
+        let want = Rset::from_json_str(
+            r#"{"version":1,"execution":{"R_lite":[{"rank":"20","children":{"core":"0-47","gpu":"0-7"}},{"rank":"22","children":{"core":"3-5","gpu":"1"}}],"nodelist":["node187","node189"]}}"#,
+        )
+        .unwrap()
+        .to_json();
+        assert_eq!(r, want);
+    }
+}
