@@ -16,10 +16,11 @@ fn err(s: impl Into<String>) -> RError {
     RError::msg(s)
 }
 
+/// The fields of one entry: hosts, cores, gpus, properties.
+type Entry<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a Value>);
+
 /// Unpack one entry strictly: `{s:s s?s s?s s?o !}`.
-fn unpack_entry(
-    entry: &Value,
-) -> Result<(&str, Option<&str>, Option<&str>, Option<&Value>), String> {
+fn unpack_entry(entry: &Value) -> Result<Entry<'_>, String> {
     let Value::Object(m) = entry else {
         return Err(format!("Expected object, got {}", type_name(entry)));
     };

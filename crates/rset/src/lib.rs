@@ -45,6 +45,8 @@ mod verify;
 pub(crate) mod zhash;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 pub mod conf;

@@ -18,8 +18,13 @@ fn empty_ids() -> Arc<IdSet> {
 /// node.  Its size is bounded.
 #[derive(Default)]
 pub(crate) struct SetCache {
-    map: crate::nodelist::FastMap<(usize, usize, bool), (Arc<IdSet>, Arc<IdSet>, Arc<IdSet>)>,
+    map: crate::nodelist::FastMap<CacheKey, CacheEntry>,
 }
+
+/// (left operand, right operand, is-difference)
+type CacheKey = (usize, usize, bool);
+/// The operands (kept alive so their addresses stay unique) and result.
+type CacheEntry = (Arc<IdSet>, Arc<IdSet>, Arc<IdSet>);
 
 impl SetCache {
     const LIMIT: usize = 4096;

@@ -11,7 +11,7 @@ use idset::IdSet;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
-fn expect_object<'a>(v: &'a Value) -> Result<&'a Map<String, Value>, RError> {
+fn expect_object(v: &Value) -> Result<&Map<String, Value>, RError> {
     match v {
         Value::Object(m) => Ok(m),
         other => Err(RError::unpack(format!(

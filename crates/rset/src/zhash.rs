@@ -488,7 +488,7 @@ mod tests {
         // Find a name hashing to bucket 0 that is absent.
         let probe = (0..1000)
             .map(|i| format!("x{i}"))
-            .find(|s| bernstein(s) % 3 == 0)
+            .find(|s| bernstein(s).is_multiple_of(3))
             .unwrap_or_default();
         assert!(t.lookup(&Name::new(&probe)).is_none());
         assert_eq!(t.limit(), 17);

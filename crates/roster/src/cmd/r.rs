@@ -250,7 +250,7 @@ fn sub_usage(sub: &Sub) -> String {
         };
         opts.push((format!("-{}, --{}{arg}", o.key, o.name), o.usage));
     }
-    opts.sort_by(|a, b| a.0.to_lowercase().cmp(&b.0.to_lowercase()));
+    opts.sort_by_key(|a| a.0.to_lowercase());
     for (info, usage) in opts {
         let info = format!("  {info}");
         let lines = wrap(usage, 80 - width);
