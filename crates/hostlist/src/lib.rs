@@ -47,6 +47,8 @@ mod decode;
 mod find;
 mod order;
 
+pub use find::Finder;
+
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
@@ -172,6 +174,23 @@ fn pad(n: u64, width: u32) -> u32 {
 /// later comparison, so it is not reproduced.)
 fn width_compatible(n: u64, wn: u32, m: u64, wm: u32) -> bool {
     pad(n, wn) == pad(n, wm) || pad(m, wm) == pad(m, wn)
+}
+
+/// Host `k` of `e` as flux-core's `hostrange_host_tostring()` formats it in
+/// its 271-byte buffer (see [`Hostlist::nth_flux`]).
+fn flux_host(e: &Entry, k: u64) -> Option<Vec<u8>> {
+    const BUF: usize = 271;
+    let host = e.host(k);
+    let prefix_len = match e {
+        Entry::Range { prefix, .. } => prefix.len(),
+        Entry::Single(_) | Entry::Run { .. } => host.len(),
+    };
+    if prefix_len >= BUF {
+        return None;
+    }
+    let mut bytes = host.into_bytes();
+    bytes.truncate(BUF - 1);
+    Some(bytes)
 }
 
 /// Decimal digits of `n` into the end of `buf`; returns where they start.
@@ -429,20 +448,19 @@ impl Hostlist {
     /// cut may fall inside a UTF-8 sequence, hence bytes).  `None` when `i` is
     /// out of range.
     pub fn nth_flux(&self, i: usize) -> Option<Option<Vec<u8>>> {
-        const BUF: usize = 271;
         let (idx, k) = self.locate(u64::try_from(i).ok()?)?;
-        let e = self.entries.get(idx)?;
-        let host = e.host(k);
-        let prefix_len = match e {
-            Entry::Range { prefix, .. } => prefix.len(),
-            Entry::Single(_) | Entry::Run { .. } => host.len(),
-        };
-        if prefix_len >= BUF {
-            return Some(None);
+        self.entries.get(idx).map(|e| flux_host(e, k))
+    }
+
+    /// [`Hostlist::nth_flux`] for every index in order, in O(1) per host.
+    pub fn iter_flux(&self) -> impl Iterator<Item = Option<Vec<u8>>> + '_ {
+        Iter {
+            entries: &self.entries,
+            idx: 0,
+            k: 0,
+            remaining: self.count,
+            make: flux_host,
         }
-        let mut bytes = host.into_bytes();
-        bytes.truncate(BUF - 1);
-        Some(Some(bytes))
     }
 
     /// Index of the first host matching `host`, with flux-core's width-aware
@@ -467,6 +485,12 @@ impl Hostlist {
         self.find(host).is_some()
     }
 
+    /// An index over this list answering [`Hostlist::find`] queries in about
+    /// O(log entries) each (worth it for many queries on a long list).
+    pub fn finder(&self) -> Finder<'_> {
+        Finder::new(&self.entries)
+    }
+
     /// First match of `q`: (entry index, offset in entry, position in list).
     fn find_query(&self, q: &find::Query<'_>) -> Option<(usize, u64, u64)> {
         let mut pos = 0u64;
@@ -486,6 +510,7 @@ impl Hostlist {
             idx: 0,
             k: 0,
             remaining: self.count,
+            make: Entry::host,
         }
     }
 
@@ -872,19 +897,21 @@ fn split_numeric_tail(host: &str) -> Option<(&str, Option<u64>, u32)> {
     Some((prefix, ok.then_some(v), width))
 }
 
-/// Iterator over expanded hostnames.
-struct Iter<'a> {
+/// Iterator over the hosts of a list, each produced by `make` (a hostname,
+/// or flux-core's buffer-limited form).  `nth` skips whole entries.
+struct Iter<'a, T> {
     entries: &'a [Entry],
     idx: usize,
     k: u64,
     remaining: u64,
+    make: fn(&Entry, u64) -> T,
 }
 
-impl Iterator for Iter<'_> {
-    type Item = String;
-    fn next(&mut self) -> Option<String> {
+impl<T> Iterator for Iter<'_, T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
         let e = self.entries.get(self.idx)?;
-        let host = e.host(self.k);
+        let host = (self.make)(e, self.k);
         self.k += 1;
         if self.k >= e.count() {
             self.idx += 1;
@@ -892,6 +919,22 @@ impl Iterator for Iter<'_> {
         }
         self.remaining = self.remaining.saturating_sub(1);
         Some(host)
+    }
+    fn nth(&mut self, n: usize) -> Option<T> {
+        let mut skip = u64::try_from(n).unwrap_or(u64::MAX);
+        while let Some(e) = self.entries.get(self.idx) {
+            let left = e.count() - self.k;
+            if skip < left {
+                self.k += skip;
+                self.remaining = self.remaining.saturating_sub(skip);
+                return self.next();
+            }
+            skip -= left;
+            self.remaining = self.remaining.saturating_sub(left);
+            self.idx += 1;
+            self.k = 0;
+        }
+        None
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
         let n = usize::try_from(self.remaining).unwrap_or(usize::MAX);

@@ -87,6 +87,56 @@ fn model_uniq(v: Vec<String>) -> Vec<String> {
     out
 }
 
+/// Hostlists whose prefixes may end in digits (`f00[7-8]`), for find.
+fn digit_prefix_string() -> impl Strategy<Value = String> {
+    let pfx = prop_oneof![
+        Just(""),
+        Just("f"),
+        Just("f0"),
+        Just("f00"),
+        Just("a1"),
+        Just("n"),
+        Just("x-")
+    ];
+    let elem = prop_oneof![
+        (pfx.clone(), 0u64..40, 0usize..4).prop_map(|(p, n, w)| format!("{p}{n:0w$}")),
+        (
+            pfx,
+            proptest::collection::vec((0u64..30, 0u64..6, 0usize..3), 1..4),
+            prop_oneof![4 => Just(""), 1 => Just("-ib")],
+        )
+            .prop_map(|(p, ranges, sfx)| {
+                let items: Vec<String> = ranges
+                    .into_iter()
+                    .map(|(lo, len, w)| format!("{lo:0w$}-{:0w$}", lo + len))
+                    .collect();
+                format!("{p}[{}]{sfx}", items.join(","))
+            }),
+        Just("f".to_string()),
+        Just("n1x".to_string()),
+    ];
+    proptest::collection::vec(elem, 0..14).prop_map(|v| v.join(","))
+}
+
+fn query_string() -> impl Strategy<Value = String> {
+    (
+        prop_oneof![
+            Just(""),
+            Just("f"),
+            Just("f0"),
+            Just("f00"),
+            Just("a"),
+            Just("a1"),
+            Just("n"),
+            Just("x-")
+        ],
+        0u64..40,
+        0usize..5,
+        prop_oneof![5 => Just(""), 1 => Just("-ib")],
+    )
+        .prop_map(|(p, n, w, s)| format!("{p}{n:0w$}{s}"))
+}
+
 // ---------------------------------------------------------------- literal flux-core sort
 
 fn parts(e: &Entry) -> Option<(&str, u64, u64, u32)> {
@@ -272,6 +322,24 @@ proptest! {
         prop_assert_eq!(n, removed);
         prop_assert_eq!(d.len(), m.len());
         prop_assert_eq!(names(&d), m);
+    }
+
+    #[test]
+    fn finder_matches_find(s in digit_prefix_string(),
+                           qs in proptest::collection::vec(query_string(), 0..12)) {
+        let mut h = decode(&s);
+        for round in 0..2 {
+            let f = h.finder();
+            for q in qs.iter().cloned().chain(names(&h)).chain(["f0000000001".to_string(), "n1x".into(), "".into(), "a b".into()]) {
+                prop_assert_eq!(f.try_find(&q), h.try_find(&q), "query {:?} in {:?} (round {})", q, h.encode(), round);
+            }
+            drop(f);
+            // widths no longer padding their lo after deletes
+            let first: Vec<String> = names(&h).into_iter().step_by(3).collect();
+            for x in first {
+                let _ = h.remove_first(&x);
+            }
+        }
     }
 
     #[test]

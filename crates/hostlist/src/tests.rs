@@ -458,6 +458,23 @@ fn upstream_iteration_with_delete() {
     }
 }
 
+#[test]
+fn iterator_nth_skips_entries() {
+    let h = hl("a[1-5],b,c[0-99]x,d[7-9]");
+    for start in 0..h.len() {
+        for skip in 0..h.len() + 2 {
+            let mut it = h.iter();
+            let first = it.nth(start);
+            assert_eq!(first, h.nth(start));
+            assert_eq!(it.nth(skip), h.nth(start + skip + 1), "{start} {skip}");
+        }
+    }
+    let mut it = h.iter_flux();
+    assert_eq!(it.nth(6), Some(Some(b"c0x".to_vec())));
+    assert_eq!(h.iter_flux().count(), h.len());
+    assert_eq!(h.iter().size_hint(), (h.len(), Some(h.len())));
+}
+
 /// flux-core test/hostlist.c `test_encode_large`.
 #[test]
 fn upstream_encode_large() {
@@ -499,6 +516,9 @@ fn upstream_find() {
     for &(input, arg, rc) in cases {
         let got = hl(input).find(arg).map_or(-1, |i| i as i64);
         assert_eq!(got, rc, "find({input:?}, {arg:?})");
+        let h = hl(input);
+        let via_finder = h.finder().find(arg).map_or(-1, |i| i as i64);
+        assert_eq!(via_finder, rc, "finder({input:?}).find({arg:?})");
         if rc >= 0 {
             assert_eq!(hl(input).nth(rc as usize).as_deref(), Some(arg));
         }

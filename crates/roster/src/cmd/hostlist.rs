@@ -27,7 +27,7 @@
 //! found.  Errors print `roster-hostlist: ERROR: <message>` on stderr and
 //! exit 1, with flux's messages where flux has one.
 
-use hostlist::Hostlist;
+use hostlist::{Finder, Hostlist};
 use idset::IdSet;
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -893,17 +893,42 @@ fn py_getitem(hl: &Hostlist, index: i128) -> PyResult<String> {
     py_host(hl.nth_flux(i).ok_or_else(out_of_range)?)
 }
 
+/// `hl[i]` for ascending `i`, in time linear in the list rather than in
+/// entries times indexes.
+struct PyCursor<'a> {
+    it: Box<dyn Iterator<Item = Option<Vec<u8>>> + 'a>,
+    next: usize,
+    len: usize,
+}
+
+impl<'a> PyCursor<'a> {
+    fn new(hl: &'a Hostlist) -> Self {
+        PyCursor {
+            it: Box::new(hl.iter_flux()),
+            next: 0,
+            len: hl.len(),
+        }
+    }
+
+    /// `hl[idx]`; `idx` must not be below a previous call's.
+    fn get(&mut self, idx: usize) -> PyResult<String> {
+        let out_of_range = || "Hostlist index out of range".to_string();
+        if idx >= self.len || idx < self.next {
+            return Err(out_of_range());
+        }
+        let skip = idx - self.next;
+        self.next = idx + 1;
+        py_host(self.it.nth(skip).ok_or_else(out_of_range)?)
+    }
+}
+
 /// `for host in hl` (the iterator indexes the list, so long names fail as in Python).
 fn py_hosts(hl: &Hostlist) -> PyResult<Vec<String>> {
-    let mut out = Vec::with_capacity(hl.len());
-    for i in 0..hl.len() {
-        out.push(py_host(hl.nth_flux(i).unwrap_or(None))?);
-    }
-    Ok(out)
+    hl.iter_flux().map(py_host).collect()
 }
 
 /// `host in hl`: a name flux-core rejects raises EINVAL.
-fn py_contains(hl: &Hostlist, host: &str) -> PyResult<bool> {
+fn py_contains(hl: &Finder<'_>, host: &str) -> PyResult<bool> {
     hl.try_find(host)
         .map(|r| r.is_some())
         .map_err(|_| "Invalid argument".to_string())
@@ -922,8 +947,8 @@ fn py_delete(hl: &mut Hostlist, hosts: &Hostlist) -> PyResult<i64> {
         }
     })?;
     let mut n: i64 = 0;
-    for i in 0..del.len() {
-        let Some(Some(bytes)) = del.nth_flux(i) else {
+    for bytes in del.iter_flux() {
+        let Some(bytes) = bytes else {
             break;
         };
         let host = String::from_utf8_lossy(&bytes);
@@ -943,8 +968,9 @@ fn py_idset(s: &str) -> PyResult<IdSet> {
 /// flux-hostlist.py `intersect()`.
 fn intersect(hl1: &Hostlist, hl2: &Hostlist) -> PyResult<Hostlist> {
     let mut result = Hostlist::new();
+    let hl2 = hl2.finder();
     for host in py_hosts(hl1)? {
-        if py_contains(hl2, &host)? {
+        if py_contains(&hl2, &host)? {
             py_append_str(&mut result, &host)?;
         }
     }
@@ -955,8 +981,9 @@ fn intersect(hl1: &Hostlist, hl2: &Hostlist) -> PyResult<Hostlist> {
 /// flux-hostlist.py `difference()`.
 fn difference(hl1: &Hostlist, hl2: &Hostlist) -> PyResult<Hostlist> {
     let mut result = Hostlist::new();
+    let hl2 = hl2.finder();
     for host in py_hosts(hl1)? {
-        if !py_contains(hl2, &host)? {
+        if !py_contains(&hl2, &host)? {
             py_append_str(&mut result, &host)?;
         }
     }
@@ -1169,10 +1196,10 @@ fn run(args: &Args) -> PyResult<(String, u8)> {
             names.sort();
             if let Ok(ids) = IdSet::parse(&names.join(",")) {
                 let mut keep = Vec::new();
-                for i in 0..count {
+                for (i, host) in hl.iter_flux().enumerate().take(count) {
                     let excluded = u32::try_from(i).is_ok_and(|i| ids.contains(i));
                     if !excluded {
-                        keep.push(py_getitem(&hl, i as i128)?);
+                        keep.push(py_host(host)?);
                     }
                 }
                 let mut nl = Hostlist::new();
@@ -1199,12 +1226,14 @@ fn run(args: &Args) -> PyResult<(String, u8)> {
             ((len + limit).max(0), len)
         };
         let mut nl = Hostlist::new();
+        let mut cur = PyCursor::new(&hl);
         let mut i = start;
         while i < stop {
-            let h = py_getitem(&hl, i)?;
+            let h = cur.get(usize::try_from(i).unwrap_or(usize::MAX))?;
             py_append_str(&mut nl, &h)?;
             i += 1;
         }
+        drop(cur);
         hl = nl;
     }
 
@@ -1212,11 +1241,22 @@ fn run(args: &Args) -> PyResult<(String, u8)> {
         let mut nl = Hostlist::new();
         if let Some(rest) = nth.strip_prefix('-') {
             let ids = py_idset(rest)?;
+            // hl[-x] for x in reversed(ids): ascending indexes len-x, then
+            // hl[-0] (the first host) last.
+            let len = i128::try_from(hl.len()).unwrap_or(i128::MAX);
+            let mut cur = PyCursor::new(&hl);
             let mut picked = Vec::new();
             for &(lo, hi) in ids.ranges().iter().rev() {
                 let mut x = hi;
                 loop {
-                    picked.push(py_getitem(&hl, -i128::from(x))?);
+                    let idx = len - i128::from(x);
+                    picked.push(if x == 0 {
+                        py_getitem(&hl, 0)?
+                    } else if idx < 0 {
+                        return Err("Hostlist index out of range".to_string());
+                    } else {
+                        cur.get(usize::try_from(idx).unwrap_or(usize::MAX))?
+                    });
                     if x == lo {
                         break;
                     }
@@ -1228,8 +1268,9 @@ fn run(args: &Args) -> PyResult<(String, u8)> {
             }
         } else {
             let ids = py_idset(nth)?;
+            let mut cur = PyCursor::new(&hl);
             for id in ids.iter() {
-                let h = py_getitem(&hl, i128::from(id))?;
+                let h = cur.get(usize::try_from(id).unwrap_or(usize::MAX))?;
                 py_append_str(&mut nl, &h)?;
             }
         }
@@ -1241,8 +1282,9 @@ fn run(args: &Args) -> PyResult<(String, u8)> {
         let hosts = Hostlist::decode(find).map_err(|_| format!("Invalid hostlist: '{find}'"))?;
         let mut ids: Vec<String> = Vec::new();
         let mut notfound = Hostlist::new();
+        let finder = hl.finder();
         for host in py_hosts(&hosts)? {
-            match hl.try_find(&host) {
+            match finder.try_find(&host) {
                 Ok(Some(i)) => ids.push(i.to_string()),
                 Ok(None) => py_append_str(&mut notfound, &host)?,
                 Err(_) => return Err("Invalid argument".to_string()),
