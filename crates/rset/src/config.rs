@@ -5,7 +5,7 @@ use crate::json::{self, type_name};
 use crate::node::Node;
 use crate::rset::{invalid_property_char, Rset};
 use crate::zhash::{core_name, gpu_name, Name};
-use crate::MAX_NODES;
+use crate::{MAX_ITEMS, MAX_NODES};
 use hostlist::Hostlist;
 use idset::IdSet;
 use serde_json::Value;
@@ -66,6 +66,7 @@ impl Rset {
         };
         let mut rl = Rset::new();
         let mut hostmap: HashMap<String, u32> = HashMap::new();
+        let mut items = 0u64;
         for (index, entry) in entries.iter().enumerate() {
             let (hosts, cores, gpus, properties) =
                 unpack_entry(entry).map_err(|e| err(format!("config[{index}]: {e}")))?;
@@ -113,6 +114,10 @@ impl Rset {
             }
             if hl.len() > MAX_NODES {
                 return Err(RError::TooManyNodes);
+            }
+            items = items.saturating_add((hl.len() as u64).saturating_mul(1 + pnames.len() as u64));
+            if items > MAX_ITEMS {
+                return Err(RError::TooLarge);
             }
             for host in hl.iter() {
                 let next = hostmap.len() as u32;

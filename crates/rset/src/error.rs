@@ -1,6 +1,6 @@
 //! Error type.
 
-use crate::MAX_NODES;
+use crate::{MAX_ITEMS, MAX_NODES};
 
 /// Why an R could not be parsed, built or transformed.
 ///
@@ -59,6 +59,9 @@ pub enum RError {
     /// More nodes than this implementation accepts.
     #[error("R describes more than {MAX_NODES} nodes")]
     TooManyNodes,
+    /// More child and property entries than this implementation accepts.
+    #[error("R describes more than {MAX_ITEMS} child and property entries")]
+    TooLarge,
 }
 
 impl RError {
@@ -68,7 +71,7 @@ impl RError {
             RError::Json { text, .. } => text.clone(),
             RError::Version(v) => format!("invalid version={v}"),
             RError::Msg(m) => m.clone(),
-            RError::TooManyNodes => self.to_string(),
+            RError::TooManyNodes | RError::TooLarge => self.to_string(),
             RError::Ranks(_)
             | RError::Child { .. }
             | RError::Overlap { .. }

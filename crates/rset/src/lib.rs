@@ -29,8 +29,9 @@
 //!
 //! Everything is range based, so huge idsets (`0-2147483647`) cost nothing,
 //! but each node is stored individually (about 200 bytes).  Sets are
-//! limited to [`MAX_NODES`] nodes; larger inputs fail with
-//! [`RError::TooManyNodes`] rather than exhausting memory.  JSON nesting is
+//! limited to [`MAX_NODES`] nodes and [`MAX_ITEMS`] child and property
+//! entries; larger inputs fail with [`RError::TooManyNodes`] or
+//! [`RError::TooLarge`] rather than exhausting memory.  JSON nesting is
 //! limited to 2048 levels, as in jansson.
 
 mod config;
@@ -61,6 +62,12 @@ pub use verify::{verify, Verification, VerifyConfig, VerifyMode};
 /// matching flux's per-range hostlist limit).  flux-core itself has no
 /// limit but needs gigabytes of memory well before this.
 pub const MAX_NODES: usize = 1 << 20;
+
+/// The largest number of per-node entries (children plus properties,
+/// summed over nodes) a parsed R or configuration may create (2^23);
+/// larger inputs fail with [`RError::TooLarge`].  Real systems need a
+/// handful per node.
+pub const MAX_ITEMS: u64 = 1 << 23;
 
 /// Characters not allowed in property names (RFC 20; flux-core also
 /// allows `!`, which RFC 20 forbids).

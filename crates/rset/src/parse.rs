@@ -5,7 +5,7 @@ use crate::json::{self, integer_value, is_integer, number_value, type_name};
 use crate::node::Node;
 use crate::rset::Rset;
 use crate::zhash::Name;
-use crate::MAX_NODES;
+use crate::{MAX_ITEMS, MAX_NODES};
 use hostlist::Hostlist;
 use idset::IdSet;
 use serde_json::{Map, Value};
@@ -97,6 +97,16 @@ impl Rset {
     /// Resource limit: more than [`MAX_NODES`] nodes fail with
     /// [`RError::TooManyNodes`] instead of exhausting memory.
     pub fn from_json(o: &Value) -> Result<Rset, RError> {
+        Rset::from_json_limited(o, MAX_NODES, MAX_ITEMS)
+    }
+
+    /// [`Rset::from_json`] with tighter resource limits: at most
+    /// `max_nodes` nodes (capped at [`MAX_NODES`]) and `max_items` child
+    /// entries (capped at [`MAX_ITEMS`]).  Useful for fuzzing, where a
+    /// few bytes (`"rank": "0-1048575"`) can otherwise describe a million
+    /// nodes.
+    pub fn from_json_limited(o: &Value, max_nodes: usize, max_items: u64) -> Result<Rset, RError> {
+        let limits = (max_nodes.min(MAX_NODES), max_items.min(MAX_ITEMS));
         let top = expect_object(o)?;
         let version = expect_integer(required(top, "version")?)? as i32;
         let scheduling = top.get("scheduling");
@@ -138,9 +148,10 @@ impl Rset {
                 .filter_map(|r| IdSet::parse(r).ok())
                 .map(|r| r.len())
                 .sum();
-            rl.nodes.reserve(hint.min(MAX_NODES as u64) as usize);
+            rl.nodes.reserve(hint.min(limits.0 as u64) as usize);
+            let mut items = 0u64;
             for entry in entries {
-                rl.append_entry(entry)?;
+                rl.append_entry(entry, &mut items, limits)?;
             }
         }
         if let Some(nl) = nodelist {
@@ -161,14 +172,28 @@ impl Rset {
     /// Like [`Rset::from_json_str`] for raw bytes (invalid UTF-8 fails
     /// with jansson's error text).
     pub fn from_json_bytes(s: &[u8]) -> Result<Rset, RError> {
+        Rset::from_json_bytes_limited(s, MAX_NODES, MAX_ITEMS)
+    }
+
+    /// [`Rset::from_json_bytes`] with the limits of [`Rset::from_json_limited`].
+    pub fn from_json_bytes_limited(
+        s: &[u8],
+        max_nodes: usize,
+        max_items: u64,
+    ) -> Result<Rset, RError> {
         let v = json::loads(s).map_err(|e| RError::Json {
             text: e.text,
             line: e.line,
         })?;
-        Rset::from_json(&v)
+        Rset::from_json_limited(&v, max_nodes, max_items)
     }
 
-    fn append_entry(&mut self, entry: &Value) -> Result<(), RError> {
+    fn append_entry(
+        &mut self,
+        entry: &Value,
+        items: &mut u64,
+        (max_nodes, max_items): (usize, u64),
+    ) -> Result<(), RError> {
         let m = expect_object(entry)?;
         let ranks = expect_str(required(m, "rank")?)?;
         let children = required(m, "children")?;
@@ -176,16 +201,20 @@ impl Rset {
         if ranks.is_empty() {
             return Ok(());
         }
-        if self.nodes.len() as u64 + ranks.len() > MAX_NODES as u64 {
+        if self.nodes.len() as u64 + ranks.len() > max_nodes as u64 {
             // Ranks may merge into existing nodes; count those precisely
             // (iterating the existing nodes, never the possibly huge idset).
             let existing = self.nodes.iter().filter(|n| ranks.contains(n.rank)).count() as u64;
-            if self.nodes.len() as u64 + ranks.len() - existing > MAX_NODES as u64 {
+            if self.nodes.len() as u64 + ranks.len() - existing > max_nodes as u64 {
                 return Err(RError::TooManyNodes);
             }
         }
         let first = ranks.first().unwrap_or(0);
         let kids = parse_children(children, first)?;
+        *items = items.saturating_add(ranks.len().saturating_mul(kids.len().max(1) as u64));
+        if *items > max_items {
+            return Err(RError::TooLarge);
+        }
         for rank in ranks.iter() {
             let mut n = Node::new(None, rank);
             for (name, ids) in &kids {

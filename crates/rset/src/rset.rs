@@ -579,6 +579,15 @@ impl Rset {
                 )));
             }
         }
+        let total: u64 = map
+            .values()
+            .filter_map(Value::as_str)
+            .filter_map(|s| IdSet::parse(s).ok())
+            .map(|ids| ids.len())
+            .fold(0u64, u64::saturating_add);
+        if total > crate::MAX_ITEMS {
+            return Err(RError::TooLarge);
+        }
         let ranks = self.ranks();
         for (name, val) in map {
             if let Value::String(s) = val {

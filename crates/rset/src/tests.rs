@@ -549,7 +549,28 @@ fn parse_errors() {
         ),
         "<ok>"
     );
-    // Huge inputs are refused, not allocated.
+    // Huge inputs are refused, not allocated; callers may lower the limits.
+    let r16 =
+        r#"{"version": 1, "execution": {"R_lite": [{"rank": "0-16", "children": {"core": "0"}}]}}"#;
+    assert!(matches!(
+        Rset::from_json_bytes_limited(r16.as_bytes(), 16, 100),
+        Err(RError::TooManyNodes)
+    ));
+    assert!(matches!(
+        Rset::from_json_bytes_limited(r16.as_bytes(), 100, 16),
+        Err(RError::TooLarge)
+    ));
+    assert!(Rset::from_json_bytes_limited(r16.as_bytes(), 17, 17).is_ok());
+    let many_children: String = (0..40)
+        .map(|i| format!("\"c{i}\": \"0\""))
+        .collect::<Vec<_>>()
+        .join(",");
+    assert!(matches!(
+        Rset::from_json_str(&format!(
+            r#"{{"version": 1, "execution": {{"R_lite": [{{"rank": "0-1048575", "children": {{{many_children}}}}}]}}}}"#
+        )),
+        Err(RError::TooLarge)
+    ));
     assert!(matches!(
         Rset::from_json_str(
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "0-2147483647", "children": {"core": "0-2147483647"}}]}}"#
