@@ -25,6 +25,18 @@
 //!   does not decrement when nodes are removed; [`Rset::core_avail`]
 //!   reproduces it.
 //!
+//! # Deliberate deviations
+//!
+//! * Inputs beyond [`MAX_NODES`] / [`MAX_ITEMS`] are refused (flux-core
+//!   tries to allocate them).
+//! * A `properties` constraint meeting a node with neither a hostname nor
+//!   the property does not match (flux-core dereferences a NULL hostname).
+//! * Hash-table side effects of read-only operations (lookups done while
+//!   encoding, counting, intersecting or matching) are not persisted in
+//!   the source set; where they influence the result of the same call
+//!   (the R_lite child order, the property order of constraint copies)
+//!   they are replayed.
+//!
 //! # Resource limits
 //!
 //! Everything is range based, so huge idsets (`0-2147483647`) cost nothing,

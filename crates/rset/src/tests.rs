@@ -703,3 +703,31 @@ fn r16k_reproduces_flux_encoding() {
         assert_eq!(a, r);
     }
 }
+
+#[test]
+fn grouping_lookups_can_reorder_children() {
+    // flux compares each node with the earlier groups by looking up the
+    // group's child names in the node's table; a miss in a long chain
+    // grows the node's table, which changes the order it emits children
+    // in (code-derived).  Rank 0 has `core` and a name hashing to the same
+    // bucket; rank 1 (`gpu` + `core`, normally emitted gpu first) misses
+    // that name and is re-bucketed, so it emits core first.
+    let probe = (0..10000)
+        .map(|i| format!("x{i}"))
+        .find(|s| crate::zhash::bernstein(s).is_multiple_of(3))
+        .unwrap_or_default();
+    let s = format!(
+        r#"{{"version":1,"execution":{{"R_lite":[{{"rank":"0","children":{{"core":"0","{probe}":"0"}}}},{{"rank":"1","children":{{"core":"0","gpu":"0"}}}}]}}}}"#
+    );
+    let r = Rset::from_json_str(&s).unwrap_or_default();
+    let out = r.encode();
+    assert!(
+        out.contains(r#"{"rank": "1", "children": {"core": "0", "gpu": "0"}}"#),
+        "{out}"
+    );
+    // Without the earlier group the usual order holds.
+    let r1 = r.copy_ranks(&ids("1"));
+    let mut again = Rset::new();
+    assert!(again.append(&r1).is_ok());
+    assert!(again.encode().contains(r#"{"gpu": "0", "core": "0"}"#));
+}
