@@ -29,6 +29,28 @@
 //!   [`Hostlist::delete`] reproduce flux-core's results exactly, including its
 //!   odd sorted form of duplicates (`[0-20],12,15` sorts to `[0-12,12-15,15-20]`).
 //!
+//! For many lookups in one list, [`Hostlist::finder`] builds an index with
+//! the same matching rules.
+//!
+//! **Untrusted input.** Decoding, [`Hostlist::len`], [`Hostlist::nth`],
+//! [`Hostlist::find`], [`Hostlist::uniq`] of numbered ranges and
+//! [`Hostlist::encoded_len`] never expand ranges, never panic and use
+//! checked arithmetic, so `foo[0-1048575],foo[0-1048575],...` or
+//! `foo[18446744073709551615]` are cheap.  Three things are proportional
+//! to *hosts* rather than to input size, exactly as in flux-core, because
+//! their output is: [`Hostlist::encode`] of hosts from a suffixed bracket
+//! (`x[0-1048575]y` encodes to 1M names; check [`Hostlist::encoded_len`]
+//! first), [`Hostlist::sort`]/[`Hostlist::uniq`] of such hosts (they are
+//! sorted as individual names), and [`Hostlist::sort`] of duplicated
+//! numbered hosts (each duplicate becomes its own range in flux-core's
+//! sorted form).  Iterating is, of course, per host.
+//!
+//! Not every list survives `decode(encode(..))`, in flux-core either: a host
+//! longer than 1,023 bytes printed without brackets is cut when decoded
+//! again, a printed host whose trailing digits exceed 2^64-1 is dropped, and
+//! hosts containing `,`, `[`, `]`, space or tab (possible only from odd
+//! bracket placement such as `a[1]b[2]`) re-parse differently.
+//!
 //! Deliberate deviations (all in corner cases flux-core handles by accident):
 //! range sizes and merges use checked arithmetic, so `foo[0-18446744073709551615]`
 //! is rejected as too large instead of being accepted with a count of 0, and
@@ -37,7 +59,12 @@
 //! flux-core truncates their difference to `int` (only visible for numbers
 //! more than 2^31 apart under the same prefix); hosts produced from a
 //! suffixed bracket are not truncated when the numbers are much wider than
-//! the first range's (flux-core sizes that buffer from the first range).
+//! the first range's (flux-core sizes that buffer from the first range);
+//! when sorting, a split that makes a range width-compatible with a
+//! zero-padded neighbour sorted after it (`a[8-10],a[00,7-10]`) makes
+//! flux-core abort on an assertion, while this crate leaves that pair as it
+//! is; deleting a host from a range ending at 2^64-1 never removes the
+//! whole range (flux-core treats any range ending there as empty).
 
 use std::fmt;
 use std::str::FromStr;

@@ -123,160 +123,151 @@ pub(crate) fn intersect(prev: &Entry, next: &Entry) -> Option<(u64, u64)> {
         .then(|| (nlo, phi.min(nhi)))
 }
 
-const NIL: usize = usize::MAX;
-
-struct Node {
-    e: Entry,
-    prev: usize,
-    next: usize,
+/// True when sorted neighbours `a`, `b` belong to one coalescing group:
+/// numbered ranges with the same prefix and compatible zero padding.
+fn same_group(a: &Entry, b: &Entry) -> bool {
+    match (range_parts(a), range_parts(b)) {
+        (Some((pa, la, _, wa)), Some((pb, lb, _, wb))) => {
+            same_str(pa, pb) && width_compatible(la, wa, lb, wb)
+        }
+        _ => false,
+    }
 }
 
-struct List {
-    nodes: Vec<Node>,
-}
-
-impl List {
-    fn entry(&self, i: usize) -> Option<&Entry> {
-        self.nodes.get(i).map(|n| &n.e)
-    }
-    fn next(&self, i: usize) -> usize {
-        self.nodes.get(i).map_or(NIL, |n| n.next)
-    }
-    fn prev(&self, i: usize) -> usize {
-        self.nodes.get(i).map_or(NIL, |n| n.prev)
-    }
-    fn set_bounds(&mut self, i: usize, lo: Option<u64>, hi: Option<u64>) {
-        if let Some(Node {
-            e: Entry::Range { lo: l, hi: h, .. },
-            ..
-        }) = self.nodes.get_mut(i)
-        {
-            if let Some(v) = lo {
-                *l = v;
-            }
-            if let Some(v) = hi {
-                *h = v;
-            }
-        }
-    }
-    /// Insert `e` right before node `at`.
-    fn insert_before(&mut self, at: usize, e: Entry) {
-        let prev = self.prev(at);
-        let id = self.nodes.len();
-        self.nodes.push(Node { e, prev, next: at });
-        if let Some(n) = self.nodes.get_mut(prev) {
-            n.next = id;
-        }
-        if let Some(n) = self.nodes.get_mut(at) {
-            n.prev = id;
-        }
-    }
-
-    /// Split the overlap of `p` and its successor `c` (duplicates `dlo..=dhi`)
-    /// exactly as `hostlist_coalesce()` does:
-    /// `[a-b],[c-d]` becomes `[a-c], c, c+1, c+1, ..., e-1, e-1, e, [e-max(b,d)]`
-    /// with `e = min(b,d)`.
-    fn split(&mut self, p: usize, c: usize, dlo: u64, dhi: u64) {
-        let Some((prefix, _, phi, pw)) = self.entry(p).and_then(range_parts) else {
-            return;
-        };
-        let prefix = Arc::clone(prefix);
-        let c_hi = if dhi < phi { Some(phi) } else { None };
-        self.set_bounds(c, Some(dhi), c_hi);
-        self.set_bounds(p, None, Some(dlo));
-        let single = |x: u64| Entry::Range {
-            prefix: Arc::clone(&prefix),
-            lo: x,
-            hi: x,
-            width: pw,
-        };
-        let mut x = dlo;
-        loop {
-            if x > dlo {
-                self.insert_before(c, single(x));
-            }
-            if x < dhi {
-                self.insert_before(c, single(x));
-            }
-            if x >= dhi {
+/// `hostlist_coalesce()` on a sorted sequence, computed in closed form.
+///
+/// flux-core scans adjacent pairs right to left, splits each overlapping
+/// pair (`[a-b],[c-d]` becomes `[a-c], c, c+1, c+1, ..., e, [e-max(b,d)]`
+/// with `e = min(b,d)`) and restarts from the right end.  Splits only
+/// happen inside a *group*: a maximal run of sorted ranges with one prefix
+/// whose neighbours are width-compatible.  Such a group is compatible as a
+/// whole (zero-padded ranges sort at their digit boundary, so a run holds
+/// ranges padded to one width followed by unpadded ones with at least that
+/// many digits), and a split never makes a pair across two groups
+/// overlap in sorted order, so groups are independent.  The outcome for a
+/// group depends only on the multiset of its numbers: for each maximal block
+/// of consecutive numbers present, a chain of ranges whose ends are the
+/// block's ends and every number present more than once (`[0-12,12-15,15-20]`),
+/// with the remaining copies as single-number ranges placed at their number
+/// (before the chain at its first number, after it at its last).  That is
+/// what this builds, in time proportional to the ranges plus the output,
+/// where the scan is quadratic.  Property tests compare it with a literal
+/// transcription of flux-core's loop.
+fn coalesce(entries: Vec<Entry>) -> Vec<Entry> {
+    let mut out: Vec<Entry> = Vec::with_capacity(entries.len());
+    let mut start = 0usize;
+    while start < entries.len() {
+        let mut end = start + 1;
+        while let (Some(a), Some(b)) = (entries.get(end - 1), entries.get(end)) {
+            if !same_group(a, b) {
                 break;
             }
-            x += 1;
+            end += 1;
         }
-    }
-}
-
-/// `hostlist_coalesce()` (without its final collapse) on a sorted sequence.
-fn coalesce(entries: Vec<Entry>) -> Vec<Entry> {
-    let overlapping = entries
-        .windows(2)
-        .any(|w| matches!(w, [a, b] if intersect(a, b).is_some()));
-    if !overlapping {
-        return entries;
-    }
-    let n = entries.len();
-    let mut list = List {
-        nodes: entries
-            .into_iter()
-            .enumerate()
-            .map(|(i, e)| Node {
-                e,
-                prev: if i == 0 { NIL } else { i - 1 },
-                next: if i + 1 < n { i + 1 } else { NIL },
-            })
-            .collect(),
-    };
-    // flux-core scans pairs right to left and restarts from the right end
-    // after each split.  After splitting (p, c) the only pair to the right
-    // that can overlap is (c, next of c), because c's high end may have
-    // grown; handle that cascade, then carry on leftwards from p.
-    let mut cur = n - 1;
-    loop {
-        let p = list.prev(cur);
-        if p == NIL {
-            break;
+        let group = entries.get(start..end).unwrap_or(&[]);
+        let overlapping = group
+            .windows(2)
+            .any(|w| matches!(w, [a, b] if intersect(a, b).is_some()));
+        if overlapping {
+            emit_group(group, &mut out);
+        } else {
+            out.extend(group.iter().cloned());
         }
-        let pair = list
-            .entry(p)
-            .zip(list.entry(cur))
-            .and_then(|(a, b)| intersect(a, b));
-        if let Some((dlo, dhi)) = pair {
-            list.split(p, cur, dlo, dhi);
-            let mut x = cur;
-            loop {
-                let y = list.next(x);
-                let Some(ov) = list
-                    .entry(x)
-                    .zip(list.entry(y))
-                    .and_then(|(a, b)| intersect(a, b))
-                else {
-                    break;
-                };
-                list.split(x, y, ov.0, ov.1);
-                x = y;
-            }
-        }
-        cur = p;
-    }
-    // Walk from the head.
-    let mut head = 0usize;
-    while list.prev(head) != NIL {
-        head = list.prev(head);
-    }
-    let mut out = Vec::with_capacity(list.nodes.len());
-    let mut order = Vec::with_capacity(list.nodes.len());
-    let mut i = head;
-    while i != NIL {
-        order.push(i);
-        i = list.next(i);
-    }
-    let mut slots: Vec<Option<Entry>> = list.nodes.into_iter().map(|n| Some(n.e)).collect();
-    for i in order {
-        if let Some(e) = slots.get_mut(i).and_then(Option::take) {
-            out.push(e);
-        }
+        start = end;
     }
     out
+}
+
+/// The closed form of [`coalesce`] for one overlapping group.
+fn emit_group(group: &[Entry], out: &mut Vec<Entry>) {
+    let Some((prefix, _, _, width)) = group.first().and_then(range_parts) else {
+        out.extend(group.iter().cloned());
+        return;
+    };
+    let prefix = Arc::clone(prefix);
+    // Multiplicity of each number: +1 at lo, -1 after hi.
+    let mut events: Vec<(u128, i64)> = Vec::with_capacity(group.len() * 2);
+    for e in group {
+        if let Some((_, lo, hi, _)) = range_parts(e) {
+            events.push((u128::from(lo), 1));
+            events.push((u128::from(hi) + 1, -1));
+        }
+    }
+    events.sort_unstable();
+    // Maximal intervals of constant positive multiplicity: (first, last, count).
+    let mut intervals: Vec<(u64, u64, u64)> = Vec::new();
+    let mut mult: i64 = 0;
+    let mut prev: u128 = 0;
+    let mut k = 0usize;
+    while let Some(&(x, _)) = events.get(k) {
+        if mult > 0 && x > prev {
+            let first = u64::try_from(prev).unwrap_or(u64::MAX);
+            let last = u64::try_from(x - 1).unwrap_or(u64::MAX);
+            intervals.push((first, last, mult.unsigned_abs()));
+        }
+        while let Some(&(y, d)) = events.get(k) {
+            if y != x {
+                break;
+            }
+            mult += d;
+            k += 1;
+        }
+        prev = x;
+    }
+    let range = |lo: u64, hi: u64| Entry::Range {
+        prefix: Arc::clone(&prefix),
+        lo,
+        hi,
+        width,
+    };
+    let mut singles = |out: &mut Vec<Entry>, v: u64, n: u64| {
+        for _ in 0..n {
+            out.push(range(v, v));
+        }
+    };
+    // Blocks of consecutive numbers.
+    let mut i = 0usize;
+    while i < intervals.len() {
+        let mut j = i;
+        while let (Some(a), Some(b)) = (intervals.get(j), intervals.get(j + 1)) {
+            if a.1.checked_add(1) != Some(b.0) {
+                break;
+            }
+            j += 1;
+        }
+        let block = intervals.get(i..=j).unwrap_or(&[]);
+        i = j + 1;
+        let (Some(&(bmin, _, mmin)), Some(&(_, bmax, _))) = (block.first(), block.last()) else {
+            continue;
+        };
+        if bmin == bmax {
+            singles(out, bmin, mmin);
+            continue;
+        }
+        singles(out, bmin, mmin - 1);
+        let mut seg_lo = bmin;
+        for &(s, e, m) in block {
+            if m == 1 {
+                if e == bmax {
+                    out.push(range(seg_lo, bmax));
+                }
+                continue;
+            }
+            let mut v = s.max(bmin + 1);
+            if s == bmin && e == bmin {
+                continue;
+            }
+            loop {
+                out.push(range(seg_lo, v));
+                singles(out, v, if v == bmax { m - 1 } else { m - 2 });
+                seg_lo = v;
+                if v >= e {
+                    break;
+                }
+                v += 1;
+            }
+        }
+    }
 }
 
 /// `hostlist_collapse()`: right to left, join a range with its successor when

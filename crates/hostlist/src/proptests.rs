@@ -288,6 +288,25 @@ proptest! {
     }
 
     #[test]
+    fn sort_matches_literal_on_heavy_overlaps(
+        ranges in proptest::collection::vec((0u64..25, 0u64..12, 0usize..3, 0u8..3), 1..24)
+    ) {
+        // many overlapping ranges of one prefix, some zero padded
+        let s: Vec<String> = ranges
+            .iter()
+            .map(|&(lo, len, w, p)| {
+                let pfx = ["n", "n", "m"][p as usize];
+                format!("{pfx}[{lo:0w$}-{:0w$}]", lo + len)
+            })
+            .collect();
+        let h = decode(&s.join(","));
+        let mut a = h.clone();
+        a.sort();
+        prop_assert_eq!(a.encode(), literal_sort(&h));
+        prop_assert_eq!(a.len(), h.len());
+    }
+
+    #[test]
     fn sort_uniq_match_model(s in hostlist_string(false)) {
         let h = decode(&s);
         let model = names(&h);

@@ -1110,7 +1110,10 @@ fn read_stdin(state: &mut StdinState) -> PyResult<Hostlist> {
         lines.pop();
     }
     for line in lines {
-        py_append_str(&mut hl, line.trim_end())?;
+        // str.rstrip(): Unicode white space plus the \x1c-\x1f separators
+        let line =
+            line.trim_end_matches(|c: char| c.is_whitespace() || ('\x1c'..='\x1f').contains(&c));
+        py_append_str(&mut hl, line)?;
     }
     Ok(hl)
 }
