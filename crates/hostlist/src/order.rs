@@ -220,7 +220,7 @@ fn emit_group(group: &[Entry], out: &mut Vec<Entry>) {
         hi,
         width,
     };
-    let mut singles = |out: &mut Vec<Entry>, v: u64, n: u64| {
+    let singles = |out: &mut Vec<Entry>, v: u64, n: u64| {
         for _ in 0..n {
             out.push(range(v, v));
         }
