@@ -313,6 +313,21 @@ impl Graph {
         }
     }
 
+    /// Units of `i` an open-ended allocation made now could take, given
+    /// every allocation and reservation on it.
+    pub(crate) fn open_free(&self, i: u32) -> u64 {
+        let size = self.v[i as usize].size;
+        if self.v[i as usize].rec == NONE {
+            return size;
+        }
+        size.saturating_sub(Self::peak(&self.profile(i, None), (0, FOREVER)))
+    }
+
+    /// Do reservations exist below `i`?
+    pub(crate) fn reserved_below(&self, i: u32) -> bool {
+        self.rec(i).is_some_and(|r| !r.rshared.is_empty())
+    }
+
     pub(crate) fn has_reservation(&self, i: u32) -> bool {
         self.rec(i).is_some_and(|r| !r.resv.is_empty())
     }
@@ -831,11 +846,14 @@ impl Graph {
         out
     }
 
-    fn agg_apply(&mut self, from: u32, delta: &[(Sym, u64)], add: bool) {
+    /// Apply a change of `child`'s contribution to its ancestors' aggregates
+    /// (starting at `from`, its parent), stopping above a full pool.
+    fn agg_apply(&mut self, child: u32, from: u32, delta: &[(Sym, u64)], add: bool) {
         if delta.is_empty() {
             return;
         }
         let mut cur = from;
+        let mut ch = child;
         while cur != NONE {
             let mut ag = self.v[cur as usize].agg;
             if ag == NONE {
@@ -860,9 +878,13 @@ impl Graph {
                     }
                 }
             }
+            if !self.fanout.is_empty() {
+                self.fanout_update(cur, ch);
+            }
             if self.own_avail(cur) == 0 {
                 break;
             }
+            ch = cur;
             cur = self.v[cur as usize].parent;
         }
     }
@@ -874,7 +896,7 @@ impl Graph {
             return;
         }
         let d = self.contrib(i);
-        self.agg_apply(p, &d, true);
+        self.agg_apply(i, p, &d, true);
     }
 
     /// The subtree rooted at `i` is about to be unlinked.
@@ -884,7 +906,7 @@ impl Graph {
             return;
         }
         let d = self.contrib(i);
-        self.agg_apply(p, &d, false);
+        self.agg_apply(i, p, &d, false);
     }
 
     fn agg_avail_change(&mut self, i: u32, old: u64, new: u64) {
@@ -899,7 +921,7 @@ impl Graph {
             } else {
                 (old - new, false)
             };
-            self.agg_apply(p, &[(ty, d)], add);
+            self.agg_apply(i, p, &[(ty, d)], add);
             return;
         }
         // Crossing zero: the whole subtree appears or disappears.
@@ -914,7 +936,7 @@ impl Graph {
                 }
             }
         }
-        self.agg_apply(p, &d, new > old);
+        self.agg_apply(i, p, &d, new > old);
     }
 
     /// Available units of each type strictly below `v` as kept on inner
@@ -1176,6 +1198,7 @@ impl Graph {
                 return bad(format!("job {j}: vertex index {tv:?} != holders {hv:?}"));
             }
         }
+        self.check_fanout().map_err(ModelError::Invariant)?;
         // Aggregates.
         let fresh = self.aggs_from_scratch();
         for &i in &order {

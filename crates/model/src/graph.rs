@@ -231,6 +231,10 @@ pub struct Graph {
     pub(crate) free_recs: Vec<u32>,
     pub(crate) aggs: Vec<Vec<(Sym, u64)>>,
     pub(crate) jobs: HashMap<JobId, Job>,
+    /// Block-max indexes over the children of wide pools (see `fanout`).
+    pub(crate) fanout: HashMap<u32, crate::fanout::Fanout>,
+    /// Children count from which a pool gets a fan-out index.
+    pub(crate) fanout_min: usize,
     pub(crate) hierarchy: Sym,
     pub(crate) live: usize,
     pub(crate) next_uniq: i64,
@@ -268,6 +272,8 @@ impl Graph {
             free_recs: Vec::new(),
             aggs: Vec::new(),
             jobs: HashMap::new(),
+            fanout: HashMap::new(),
+            fanout_min: crate::fanout::FANOUT_MIN,
             hierarchy,
             live: 0,
             next_uniq: 0,
@@ -397,6 +403,9 @@ impl Graph {
     }
 
     pub(crate) fn link_last(&mut self, par: u32, c: u32) {
+        if !self.fanout.is_empty() {
+            self.fanout.remove(&par);
+        }
         let last = self.v[par as usize].last;
         {
             let cv = &mut self.v[c as usize];
@@ -420,6 +429,9 @@ impl Graph {
         if par == NONE {
             self.roots.retain(|&r| r != c);
             return;
+        }
+        if !self.fanout.is_empty() {
+            self.fanout.remove(&par);
         }
         if prev == NONE {
             self.v[par as usize].first = next;

@@ -739,6 +739,7 @@ impl Graph {
 
     /// Recompute every aggregate (after bulk construction).
     pub(crate) fn rebuild_aggregates(&mut self) {
+        self.fanout.clear();
         for x in &mut self.v {
             x.agg = NONE;
         }

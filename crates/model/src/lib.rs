@@ -15,6 +15,7 @@
 //!   `slot>core[,gpu]`.
 
 pub mod alloc;
+mod fanout;
 pub mod from_r;
 pub mod graph;
 pub mod intern;

@@ -304,16 +304,25 @@ impl Graph {
     }
 
     fn unusable(&self, i: u32, ignore_state: bool) -> bool {
+        if ignore_state {
+            return false;
+        }
         let x = &self.v[i as usize];
-        (!ignore_state && (x.state != State::Up || x.flags & flag::STAGED != 0))
-            || (!ignore_state && self.own_avail(i) == 0)
+        x.state != State::Up || x.flags & flag::STAGED != 0 || self.open_free(i) == 0
     }
 
     /// Units of `ty` free below node `i` (all of them when `ignore`).
     fn free_below(&self, i: u32, ty: Option<Sym>, ignore: bool) -> u64 {
         let Some(ty) = ty else { return 0 };
         if !ignore {
-            return self.avail_below_raw(i, ty);
+            if !self.reserved_below(i) {
+                return self.avail_below_raw(i, ty);
+            }
+            // Reservations below: count exactly what an open-ended
+            // allocation could take.
+            let mut tmp = Vec::new();
+            self.take_units(i, Some(ty), u64::MAX, &mut tmp);
+            return tmp.iter().map(|u| u.1).sum();
         }
         let mut n = 0;
         self.preorder_from(i, &mut |d| {
@@ -338,6 +347,52 @@ impl Graph {
         self.v[i as usize].rec == NONE
     }
 
+    /// Visit one pool while picking nodes; returns whether to descend.
+    #[allow(clippy::too_many_arguments)]
+    fn visit_for_pick(
+        &self,
+        i: u32,
+        req: &Request,
+        t: &Types,
+        ignore: bool,
+        per_node: u64,
+        min_cores: u64,
+        need_nodes: &mut u64,
+        need_slots: &mut u64,
+        out: &mut Vec<(u32, u64)>,
+    ) -> bool {
+        let x = &self.v[i as usize];
+        if x.flags & flag::NO_CONTAINMENT != 0 || self.unusable(i, ignore) {
+            return false;
+        }
+        if x.ty == t.node {
+            if let Some(c) = &req.constraint {
+                if !c.eval(self, i) {
+                    return false;
+                }
+            }
+            if req.exclusive && !ignore && !self.node_wholly_free(i) {
+                return false;
+            }
+            let slots = self.node_slots(i, req, t, ignore);
+            if req.nnodes > 0 {
+                if slots >= per_node {
+                    out.push((i, per_node));
+                    *need_nodes -= 1;
+                }
+            } else if slots > 0 {
+                let take = slots.min(*need_slots);
+                out.push((i, take));
+                *need_slots -= take;
+            }
+            return false;
+        }
+        // Prune subtrees that cannot hold one node's share.
+        !(!ignore
+            && t.core
+                .is_some_and(|c| x.first != NONE && self.avail_below_raw(i, c) < min_cores))
+    }
+
     /// Find node pools able to satisfy `req`, first fit.  Returns (node,
     /// slots to place on it).
     fn pick_nodes(&self, req: &Request, ignore: bool) -> Option<Vec<(u32, u64)>> {
@@ -351,54 +406,63 @@ impl Graph {
         let mut need_slots = u64::from(req.nslots);
         let mut out = Vec::new();
         let min_cores = u64::from(req.cores) * per_node.max(1);
-        let mut stack: Vec<u32> = self.roots.iter().rev().copied().collect();
-        while let Some(i) = stack.pop() {
-            let x = &self.v[i as usize];
-            if x.flags & flag::NO_CONTAINMENT != 0 {
-                continue;
+        let mut need = Vec::new();
+        if let Some(c) = t.core {
+            need.push((c, min_cores));
+        }
+        if let Some(gp) = t.gpu {
+            if req.gpus > 0 {
+                need.push((gp, u64::from(req.gpus) * per_node.max(1)));
             }
-            if self.unusable(i, ignore) {
-                continue;
-            }
-            if x.ty == t.node {
-                if let Some(c) = &req.constraint {
-                    if !c.eval(self, i) {
+        }
+        for &root in &self.roots {
+            // Depth-first walk using sibling links (no per-level buffers,
+            // so a wide level costs nothing until it is reached).
+            let mut i = root;
+            loop {
+                let descend = self.visit_for_pick(
+                    i,
+                    req,
+                    &t,
+                    ignore,
+                    per_node,
+                    min_cores,
+                    &mut need_nodes,
+                    &mut need_slots,
+                    &mut out,
+                );
+                if need_nodes == 0 && req.nnodes > 0 || need_slots == 0 && req.nnodes == 0 {
+                    return Some(out);
+                }
+                if descend {
+                    let first = match self.fanout_next(i, 0, &need) {
+                        Some(c) if !ignore => c,
+                        _ => self.v[i as usize].first,
+                    };
+                    if first != NONE {
+                        i = first;
                         continue;
                     }
                 }
-                if req.exclusive && !ignore && !self.node_wholly_free(i) {
-                    continue;
-                }
-                let slots = self.node_slots(i, req, &t, ignore);
-                if req.nnodes > 0 {
-                    if slots >= per_node {
-                        out.push((i, per_node));
-                        need_nodes -= 1;
-                        if need_nodes == 0 {
-                            return Some(out);
-                        }
+                // Next sibling, climbing up as needed; stop at the root.
+                loop {
+                    if i == root {
+                        break;
                     }
-                } else if slots > 0 {
-                    let take = slots.min(need_slots);
-                    out.push((i, take));
-                    need_slots -= take;
-                    if need_slots == 0 {
-                        return Some(out);
+                    let p = self.v[i as usize].parent;
+                    let nx = match self.fanout_pos(p, i) {
+                        Some(pos) if !ignore => self.fanout_next(p, pos + 1, &need).unwrap_or(NONE),
+                        _ => self.v[i as usize].next,
+                    };
+                    if nx != NONE {
+                        i = nx;
+                        break;
                     }
+                    i = p;
                 }
-                continue;
-            }
-            // Prune subtrees that cannot hold one node's share.
-            if !ignore
-                && t.core
-                    .is_some_and(|c| x.first != NONE && self.avail_below_raw(i, c) < min_cores)
-            {
-                continue;
-            }
-            let mut c = x.last;
-            while c != NONE {
-                stack.push(c);
-                c = self.v[c as usize].prev;
+                if i == root {
+                    break;
+                }
             }
         }
         None
@@ -417,7 +481,7 @@ impl Graph {
                 if x.state != State::Up || x.flags & flag::STAGED != 0 {
                     continue;
                 }
-                let a = self.own_avail(d);
+                let a = self.open_free(d);
                 if a == 0 {
                     continue;
                 }
@@ -481,6 +545,7 @@ impl Graph {
                 reason: "already holds resources".into(),
             });
         }
+        self.ensure_fanout();
         let Some(m) = self.match_request(req) else {
             return Ok(None);
         };

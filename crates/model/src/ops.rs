@@ -133,7 +133,7 @@ impl Graph {
         let mut out = Graph::with_capacity(0);
         out.syms = self.syms.clone();
         out.hierarchy = self.hierarchy;
-        let mut map: HashMap<u32, u32> = HashMap::new();
+        let mut map: Vec<u32> = vec![NONE; self.v.len()];
         let mut order = Vec::new();
         for &r in &self.roots {
             self.preorder_from(r, &mut |i| {
@@ -156,7 +156,7 @@ impl Graph {
             if x.name != NONE {
                 p.name = Some(self.name_of(i).into_owned());
             }
-            let parent = map.get(&x.parent).copied();
+            let parent = map.get(x.parent as usize).copied().filter(|&p| p != NONE);
             let ni = match parent {
                 Some(np) => out.add_child(VertexId(np), p).map(|v| v.0).unwrap_or(NONE),
                 None => {
@@ -186,11 +186,12 @@ impl Graph {
             copy_side(&self.paths, &mut out.paths, i, ni);
             copy_side(&self.uuids, &mut out.uuids, i, ni);
             copy_side(&self.extra, &mut out.extra, i, ni);
-            map.insert(i, ni);
+            map[i as usize] = ni;
         }
         out.next_uniq = out.next_uniq.max(self.next_uniq);
+        let mapped = |i: u32| map.get(i as usize).copied().filter(|&n| n != NONE);
         for e in &self.edges {
-            if let (Some(&s), Some(&d)) = (map.get(&e.src), map.get(&e.dst)) {
+            if let (Some(s), Some(d)) = (mapped(e.src), mapped(e.dst)) {
                 out.edges.push(Edge {
                     src: s,
                     dst: d,
@@ -201,7 +202,7 @@ impl Graph {
         }
         if records {
             for &i in &order {
-                let Some(&ni) = map.get(&i) else { continue };
+                let Some(ni) = mapped(i) else { continue };
                 let (allocs, resv) = self.records_of(i);
                 for (kind, list) in [(JobKind::Allocated, allocs), (JobKind::Reserved, resv)] {
                     for &(j, n) in list {
@@ -370,6 +371,7 @@ impl Graph {
             self.path_override.remove(&x);
             self.uuids.remove(&x);
             self.extra.remove(&x);
+            self.fanout.remove(&x);
         }
         self.live -= sub.len();
         let live = |e: &Edge, g: &Graph| g.is_live(e.src) && g.is_live(e.dst);

@@ -68,6 +68,13 @@ enum Op {
         v: usize,
     },
     FindCheck,
+    MatchAlloc {
+        slots: u32,
+        cores: u32,
+        nodes: u32,
+        exclusive: bool,
+        job: u64,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -83,6 +90,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1..64usize).prop_map(|v| Op::Regraft { v }),
         1 => (0..64usize).prop_map(|v| Op::CopyCheck { v }),
         1 => Just(Op::FindCheck),
+        3 => (1..4u32, 1..5u32, 0..3u32, proptest::bool::ANY, 20..26u64)
+            .prop_map(|(slots, cores, nodes, exclusive, job)| Op::MatchAlloc { slots, cores, nodes, exclusive, job }),
     ]
 }
 
@@ -191,6 +200,38 @@ fn apply(g: &mut Graph, op: &Op) -> Result<(), TestCaseError> {
                     }
                 }
                 Err(_) => prop_assert_eq!(g.available(v).unwrap(), 0),
+            }
+        }
+        Op::MatchAlloc {
+            slots,
+            cores,
+            nodes,
+            exclusive,
+            job,
+        } => {
+            let req = if nodes == 0 {
+                crate::matcher::Request::slots(slots, cores, 0)
+            } else {
+                crate::matcher::Request::nodes(nodes, slots, cores, 0, exclusive)
+            };
+            let had = g.job(job).is_some();
+            let before = g.aggregate_all().get("core").copied().unwrap_or(0);
+            let found = g.match_request(&req).is_some();
+            match g.match_allocate(&req, job) {
+                Ok(Some(m)) => {
+                    prop_assert!(!had && found);
+                    prop_assert!(g.satisfiable(&req));
+                    let after = g.aggregate_all().get("core").copied().unwrap_or(0);
+                    let taken: u64 = if m.exclusive {
+                        before - after
+                    } else {
+                        m.units.iter().map(|u| u.1).sum()
+                    };
+                    prop_assert!(taken >= u64::from(slots * cores.max(1)) || m.exclusive);
+                    prop_assert!(before - after >= u64::from(slots * cores));
+                }
+                Ok(None) => prop_assert!(!found),
+                Err(_) => prop_assert!(had),
             }
         }
         Op::FindCheck => {
