@@ -240,6 +240,10 @@ fn decode_quirks() {
     // Only the first bracket expands; the rest is a literal suffix.
     assert_eq!(expand("a[1-2]b[3-4]"), ["a1b[3-4]", "a2b[3-4]"]);
     assert_eq!(enc("node[01-02]-[1-2,6]"), "node01-[1-2,6],node02-[1-2,6]");
+    let h = hl("node[01-30]-[1-2,6]");
+    assert_eq!(h.len(), 30);
+    assert_eq!(h.nth(0).as_deref(), Some("node01-[1-2,6]"));
+    assert_eq!(h.nth(29).as_deref(), Some("node30-[1-2,6]"));
     // strtoul leniency: leading space/plus count towards the width.
     assert_eq!(expand("foo[ 1]"), ["foo01"]);
     assert_eq!(expand("foo[+1]"), ["foo01"]);
