@@ -200,7 +200,7 @@ fn pad(n: u64, width: u32) -> u32 {
 /// the widths to the other; that rewrite never changes a printed host nor any
 /// later comparison, so it is not reproduced.)
 fn width_compatible(n: u64, wn: u32, m: u64, wm: u32) -> bool {
-    pad(n, wn) == pad(n, wm) || pad(m, wm) == pad(m, wn)
+    wn == wm || pad(n, wn) == pad(n, wm) || pad(m, wm) == pad(m, wn)
 }
 
 /// Host `k` of `e` as flux-core's `hostrange_host_tostring()` formats it in

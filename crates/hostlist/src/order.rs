@@ -154,6 +154,12 @@ fn same_group(a: &Entry, b: &Entry) -> bool {
 /// where the scan is quadratic.  Property tests compare it with a literal
 /// transcription of flux-core's loop.
 fn coalesce(entries: Vec<Entry>) -> Vec<Entry> {
+    let any_overlap = entries
+        .windows(2)
+        .any(|w| matches!(w, [a, b] if intersect(a, b).is_some()));
+    if !any_overlap {
+        return entries;
+    }
     let mut out: Vec<Entry> = Vec::with_capacity(entries.len());
     let mut start = 0usize;
     while start < entries.len() {
@@ -356,6 +362,42 @@ fn sort_entries(entries: Vec<Entry>) -> Vec<Entry> {
             *slot = u32::try_from(r).unwrap_or(u32::MAX);
         }
     }
+    drop(index);
+    drop(distinct);
+    let rank_of = |id: u32| rank.get(id as usize).copied().unwrap_or(u32::MAX);
+    // Common case: no zero-padded range, fewer than 2^31 prefixes.  Then the
+    // key fits one u128: (2 * rank + numbered, lo, position).
+    let simple = by_name.len() < (1 << 31)
+        && entries.iter().all(|e| match e {
+            Entry::Range { lo, width, .. } => *width <= digits(*lo),
+            _ => true,
+        });
+    if simple {
+        let mut keys: Vec<u128> = entries
+            .iter()
+            .zip(&ids)
+            .zip(0..n)
+            .map(|((e, &id), pos)| {
+                let (numbered, lo) = match e {
+                    Entry::Range { lo, .. } => (1u128, *lo),
+                    _ => (0, 0),
+                };
+                ((u128::from(rank_of(id)) * 2 + numbered) << 96)
+                    | (u128::from(lo) << 32)
+                    | u128::from(pos)
+            })
+            .collect();
+        keys.sort_unstable();
+        let mut slots: Vec<Option<Entry>> = entries.into_iter().map(Some).collect();
+        return keys
+            .iter()
+            .filter_map(|&k| {
+                slots
+                    .get_mut((k & 0xffff_ffff) as usize)
+                    .and_then(Option::take)
+            })
+            .collect();
+    }
     let mut keys: Vec<Key> = entries
         .iter()
         .zip(&ids)
@@ -366,15 +408,13 @@ fn sort_entries(entries: Vec<Entry>) -> Vec<Entry> {
                 _ => (false, (0, 0, 0, 0)),
             };
             Key {
-                rank: rank.get(id as usize).copied().unwrap_or(u32::MAX),
+                rank: rank_of(id),
                 numbered,
                 num,
                 pos,
             }
         })
         .collect();
-    drop(index);
-    drop(distinct);
     keys.sort_unstable();
     let mut slots: Vec<Option<Entry>> = entries.into_iter().map(Some).collect();
     keys.iter()
