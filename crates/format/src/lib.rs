@@ -9,19 +9,31 @@
 //!   implementation with flux's `UtilFormatter` conversions and spec
 //!   suffixes, the `?:`/`+:`/`?+:` sentinels, `sort:` prefixes, headers).
 
+mod cmd;
+mod config;
 mod engine;
 mod error;
 mod output;
 mod pyfmt;
 mod pyrepr;
+mod status;
 mod time;
 mod value;
 mod width;
 
+pub use cmd::{CmdOutput, Level, Message};
+pub use config::{
+    no_env, Env, FormatChoice, FormatConfig, Subcommand, DRAIN_DEFAULT, DRAIN_LONG, INFO_FORMAT,
+    LIST_DEFAULT, LIST_RLIST, STATUS_DEFAULT, STATUS_LONG,
+};
 pub use engine::{parse, Chunk, FieldRef};
 pub use error::{PyError, PyResult};
 pub use output::{headings, Deduplicator, Headings, OutputFormat};
 pub use pyrepr::{float_repr, json_dumps, repr_str};
+pub use status::{
+    allocated_ranks, drain_list_prepare, housekeeping_ranks, status_headings, status_prepare,
+    StatusInput, StatusLine, StatusOptions, StatusPlan, STATUS_DEFAULT_STATES, STATUS_VALID_STATES,
+};
 pub use time::{FixedZone, LocalDateTime, LocalZone};
 pub use value::{FieldValue, FormatItem};
 pub use width::wcswidth;
