@@ -467,6 +467,22 @@ fn stdin_quirks() {
     // /dev/null is readable at once and empty
     let o = run(&["-c"]);
     assert_eq!((o.stdout.as_str(), o.code), ("0\n", 0));
+    // input already there is read even with a zero timeout
+    let path = std::env::temp_dir().join(format!("roster-hostlist-{}.txt", std::process::id()));
+    assert!(std::fs::write(&path, "h1\nh2\n").is_ok());
+    let file = std::fs::File::open(&path).ok();
+    let out = Command::new(env!("CARGO_BIN_EXE_roster"))
+        .arg("hostlist")
+        .env("FLUX_HOSTLIST_STDIN_TIMEOUT", "0")
+        .stdin(file.map_or_else(Stdio::null, Stdio::from))
+        .output();
+    let _ = std::fs::remove_file(&path);
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => panic!("run: {e}"),
+    };
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "h[1-2]\n");
+    assert_eq!(out.status.code(), Some(0));
 }
 
 #[test]

@@ -1076,9 +1076,12 @@ fn read_stdin(state: &mut StdinState) -> PyResult<Hostlist> {
                 }
                 let _ = data_tx.send(data);
             });
+            // Python select()s stdin; here a reader thread reports its first
+            // read.  Allow it a few milliseconds to start so that input that is
+            // already there is seen even with a zero timeout.
             let ready = if timeout.is_finite() && timeout < 1e9 {
                 ready_rx
-                    .recv_timeout(Duration::from_secs_f64(timeout))
+                    .recv_timeout(Duration::from_secs_f64(timeout.max(0.02)))
                     .is_ok()
             } else {
                 ready_rx.recv().is_ok()
