@@ -222,6 +222,21 @@ fn t2814_nth() {
 }
 
 #[test]
+fn t2814_find() {
+    assert_eq!(ok(&["-F", "foo1", "foo[1-10]"]), "0");
+    assert_eq!(ok(&["-F", "foo10", "foo[1-10]"]), "9");
+    assert_eq!(ok(&["-F", "foo[1-2]", "foo[1-10]"]), "0 1");
+    assert_eq!(
+        fails(&["-F", "foo1", "foo[2-10]"]),
+        "roster-hostlist: ERROR: host 'foo1' not found\n"
+    );
+    assert_eq!(
+        fails(&["-F", "foo[1-10]", "foo[2-10]"]),
+        "roster-hostlist: ERROR: host 'foo1' not found\n"
+    );
+}
+
+#[test]
 fn t2814_exclude() {
     assert_eq!(ok(&["-x", "foo1", "foo[0-10]"]), "foo[0,2-10]");
     assert_eq!(ok(&["-x", "foo[0-9]", "foo[0-10]"]), "foo10");
