@@ -13,6 +13,7 @@ mod cmd;
 mod config;
 mod engine;
 mod error;
+mod list;
 mod output;
 mod pyfmt;
 mod pyrepr;
@@ -28,6 +29,10 @@ pub use config::{
 };
 pub use engine::{parse, Chunk, FieldRef};
 pub use error::{PyError, PyResult};
+pub use list::{
+    list_headings, list_prepare, ListInput, ListLine, ListOptions, ListPlan, ListView,
+    LIST_VALID_STATES,
+};
 pub use output::{headings, Deduplicator, Headings, OutputFormat};
 pub use pyrepr::{float_repr, json_dumps, repr_str};
 pub use status::{
