@@ -5,7 +5,7 @@
 
 use crate::error::{PyError, PyResult};
 use crate::pyfmt::format_str;
-use crate::pyrepr::{ascii_str, float_repr};
+use crate::pyrepr::ascii_str;
 use crate::time::{LocalDateTime, LocalZone};
 use crate::value::{FieldValue, FormatItem};
 use crate::width::wcswidth;
@@ -566,11 +566,6 @@ pub(crate) fn vformat(
         out.push_str(&format_field(obj, &spec, ctx)?);
     }
     Ok(out)
-}
-
-/// Python `float` text for display (exposed for views).
-pub(crate) fn py_float_str(f: f64) -> String {
-    float_repr(f)
 }
 
 #[cfg(test)]

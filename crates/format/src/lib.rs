@@ -13,6 +13,7 @@ mod cmd;
 mod config;
 mod engine;
 mod error;
+mod eventlog;
 mod list;
 mod output;
 mod pyfmt;
@@ -29,6 +30,7 @@ pub use config::{
 };
 pub use engine::{parse, Chunk, FieldRef};
 pub use error::{PyError, PyResult};
+pub use eventlog::{EventFormat, EventLogFormatter, TimeFormat};
 pub use list::{
     list_headings, list_prepare, ListInput, ListLine, ListOptions, ListPlan, ListView,
     LIST_VALID_STATES,
