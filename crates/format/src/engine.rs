@@ -573,7 +573,9 @@ mod tests {
     use super::*;
     use crate::time::FixedZone;
 
-    fn chunks(fmt: &str) -> Vec<(String, Option<(String, String, Option<char>)>)> {
+    type Flat = Vec<(String, Option<(String, String, Option<char>)>)>;
+
+    fn chunks(fmt: &str) -> Flat {
         parse(fmt)
             .unwrap_or_default()
             .into_iter()

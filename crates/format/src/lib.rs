@@ -16,6 +16,8 @@ mod error;
 mod eventlog;
 mod list;
 mod output;
+#[cfg(test)]
+mod proptests;
 mod pyfmt;
 mod pyrepr;
 mod status;

@@ -226,6 +226,7 @@ pub(crate) fn format_str(s: &str, spec: &str, type_name: &str) -> PyResult<Strin
 }
 
 /// Insert group separators into a digit string.
+#[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87 (MSRV 1.80)
 fn group_digits(digits: &str, sep: char, every: usize) -> String {
     let chars: Vec<char> = digits.chars().collect();
     let n = chars.len();

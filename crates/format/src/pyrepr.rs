@@ -32,7 +32,7 @@ fn push_escaped(out: &mut String, c: char, ascii_only: bool) {
         '\t' => out.push_str("\\t"),
         '\n' => out.push_str("\\n"),
         '\r' => out.push_str("\\r"),
-        _ if u < 0x7f && u >= 0x20 => out.push(c),
+        _ if (0x20..0x7f).contains(&u) => out.push(c),
         _ if !ascii_only && u >= 0x7f && is_printable(c) => out.push(c),
         _ if u <= 0xff => {
             let _ = write!(out, "\\x{u:02x}");
