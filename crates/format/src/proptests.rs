@@ -131,7 +131,7 @@ proptest! {
         of.sort_items(&mut items).unwrap_or_else(|e| panic!("{e}"));
         let mut want: Vec<&Row> = rows.iter().collect();
         if rev {
-            want.sort_by(|a, b| b.n.cmp(&a.n));
+            want.sort_by_key(|r| std::cmp::Reverse(r.n));
         } else {
             want.sort_by_key(|r| r.n);
         }
