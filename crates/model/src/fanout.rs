@@ -27,7 +27,9 @@ pub(crate) struct Fanout {
     kids: Vec<u32>,
     pos: HashMap<u32, u32>,
     types: Vec<Sym>,
-    /// `blocks[t][b]`: max over block b of the units of `types[t]`.
+    /// `vals[t][k]`: units of `types[t]` child k contributes.
+    vals: Vec<Vec<u64>>,
+    /// `blocks[t][b]`: max over block b of `vals[t]`.
     blocks: Vec<Vec<u64>>,
 }
 
@@ -68,17 +70,6 @@ impl Graph {
         own + self.avail_below_raw(c, t)
     }
 
-    fn block_max(&self, kids: &[u32], b: usize, t: Sym) -> u64 {
-        let lo = b * BLOCK;
-        let hi = (lo + BLOCK).min(kids.len());
-        kids.get(lo..hi)
-            .unwrap_or(&[])
-            .iter()
-            .map(|&c| self.child_value(c, t))
-            .max()
-            .unwrap_or(0)
-    }
-
     fn fanout_build(&self, p: u32) -> Fanout {
         let kids: Vec<u32> = self.kids(p).map(|c| c.0).collect();
         let pos = kids
@@ -95,21 +86,33 @@ impl Graph {
                 .map(|l| l.iter().map(|e| e.0).collect())
                 .unwrap_or_default()
         };
-        let nb = kids.len().div_ceil(BLOCK);
-        let blocks = types
+        let vals: Vec<Vec<u64>> = types
             .iter()
-            .map(|&t| (0..nb).map(|b| self.block_max(&kids, b, t)).collect())
+            .map(|&t| kids.iter().map(|&c| self.child_value(c, t)).collect())
+            .collect();
+        let blocks = vals
+            .iter()
+            .map(|v| {
+                v.chunks(BLOCK)
+                    .map(|c| c.iter().copied().max().unwrap_or(0))
+                    .collect()
+            })
             .collect();
         Fanout {
             kids,
             pos,
             types,
+            vals,
             blocks,
         }
     }
 
     /// Build the missing indexes of every wide pool.
     pub fn ensure_fanout(&mut self) {
+        if !self.fanout_dirty {
+            return;
+        }
+        self.fanout_dirty = false;
         let min = self.fanout_min;
         let mut todo = Vec::new();
         for (i, x) in self.v.iter().enumerate() {
@@ -133,17 +136,31 @@ impl Graph {
     pub(crate) fn fanout_update(&mut self, p: u32, c: u32) {
         let Some(f) = self.fanout.get(&p) else { return };
         let Some(&pos) = f.pos.get(&c) else { return };
-        let b = pos as usize / BLOCK;
-        let vals: Vec<u64> = f
-            .types
-            .iter()
-            .map(|&t| self.block_max(&f.kids, b, t))
-            .collect();
-        if let Some(f) = self.fanout.get_mut(&p) {
-            for (ti, v) in vals.into_iter().enumerate() {
-                if let Some(slot) = f.blocks.get_mut(ti).and_then(|x| x.get_mut(b)) {
-                    *slot = v;
-                }
+        let new: Vec<u64> = f.types.iter().map(|&t| self.child_value(c, t)).collect();
+        let Some(f) = self.fanout.get_mut(&p) else {
+            return;
+        };
+        let k = pos as usize;
+        let b = k / BLOCK;
+        for (ti, nv) in new.into_iter().enumerate() {
+            let (Some(vals), Some(blocks)) = (f.vals.get_mut(ti), f.blocks.get_mut(ti)) else {
+                continue;
+            };
+            let Some(slot) = vals.get_mut(k) else {
+                continue;
+            };
+            let old = std::mem::replace(slot, nv);
+            let Some(m) = blocks.get_mut(b) else { continue };
+            if nv >= *m {
+                *m = nv;
+            } else if old == *m {
+                let lo = b * BLOCK;
+                let hi = (lo + BLOCK).min(vals.len());
+                *m = vals
+                    .get(lo..hi)
+                    .and_then(|x| x.iter().max())
+                    .copied()
+                    .unwrap_or(0);
             }
         }
     }
@@ -169,7 +186,7 @@ impl Graph {
                 return Err(format!("fan-out index on unlinked vertex {p}"));
             }
             let fresh = self.fanout_build(p);
-            if fresh.kids != f.kids {
+            if fresh.kids != f.kids || fresh.types == f.types && fresh.vals != f.vals {
                 return Err(format!("{}: fan-out children out of date", self.path_of(p)));
             }
             for (ti, t) in f.types.iter().enumerate() {

@@ -235,6 +235,8 @@ pub struct Graph {
     pub(crate) fanout: HashMap<u32, crate::fanout::Fanout>,
     /// Children count from which a pool gets a fan-out index.
     pub(crate) fanout_min: usize,
+    /// Set by structural changes; `ensure_fanout` rescans only then.
+    pub(crate) fanout_dirty: bool,
     pub(crate) hierarchy: Sym,
     pub(crate) live: usize,
     pub(crate) next_uniq: i64,
@@ -274,6 +276,7 @@ impl Graph {
             jobs: HashMap::new(),
             fanout: HashMap::new(),
             fanout_min: crate::fanout::FANOUT_MIN,
+            fanout_dirty: true,
             hierarchy,
             live: 0,
             next_uniq: 0,
@@ -403,6 +406,7 @@ impl Graph {
     }
 
     pub(crate) fn link_last(&mut self, par: u32, c: u32) {
+        self.fanout_dirty = true;
         if !self.fanout.is_empty() {
             self.fanout.remove(&par);
         }
@@ -430,6 +434,7 @@ impl Graph {
             self.roots.retain(|&r| r != c);
             return;
         }
+        self.fanout_dirty = true;
         if !self.fanout.is_empty() {
             self.fanout.remove(&par);
         }

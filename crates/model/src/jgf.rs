@@ -740,6 +740,7 @@ impl Graph {
     /// Recompute every aggregate (after bulk construction).
     pub(crate) fn rebuild_aggregates(&mut self) {
         self.fanout.clear();
+        self.fanout_dirty = true;
         for x in &mut self.v {
             x.agg = NONE;
         }
