@@ -132,6 +132,9 @@ fn amount_of(list: &[(JobId, u64)], j: JobId) -> u64 {
         .map_or(0, |e| e.1)
 }
 
+/// (allocations, reservations) of one pool.
+pub(crate) type RecordLists<'a> = (&'a [(JobId, u64)], &'a [(JobId, u64)]);
+
 /// Intersection test of half-open windows.
 fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
     a.0 < b.1 && b.0 < a.1
@@ -343,7 +346,7 @@ impl Graph {
     }
 
     /// Raw access for serializers: (allocations, reservations) of `i`.
-    pub(crate) fn records_of(&self, i: u32) -> (&[(JobId, u64)], &[(JobId, u64)]) {
+    pub(crate) fn records_of(&self, i: u32) -> RecordLists<'_> {
         match self.rec(i) {
             None => (&[], &[]),
             Some(r) => (&r.allocs, &r.resv),

@@ -19,6 +19,9 @@ use std::fmt;
 
 pub(crate) const NONE: u32 = u32::MAX;
 
+/// Tags of one pool: key and optional value.
+pub(crate) type TagList = Vec<(Sym, Option<Box<str>>)>;
+
 /// Index of a pool in its [`Graph`].  Ids are only meaningful for the graph
 /// that issued them; methods validate them and report
 /// [`ModelError::NoVertex`] for stale or foreign ids.
@@ -216,7 +219,7 @@ pub struct Graph {
     pub(crate) syms: Interner,
     pub(crate) names: Vec<Box<str>>,
     pub(crate) props: HashMap<u32, Vec<(Sym, Box<str>)>>,
-    pub(crate) tags: HashMap<u32, Vec<(Sym, Option<Box<str>>)>>,
+    pub(crate) tags: HashMap<u32, TagList>,
     /// Paths in subsystems other than the containment hierarchy.
     pub(crate) paths: HashMap<u32, Vec<(Sym, Box<str>)>>,
     /// Containment paths that differ from the one derived from names.
@@ -624,7 +627,7 @@ impl Graph {
                     continue;
                 }
                 let hit = path == p || (path.starts_with(p) && path[p.len()..].starts_with('/'));
-                if hit && best.is_none_or(|(l, _)| p.len() > l) {
+                if hit && best.map_or(true, |(l, _)| p.len() > l) {
                     best = Some((p.len(), v));
                 }
             }

@@ -388,9 +388,10 @@ impl Graph {
             return false;
         }
         // Prune subtrees that cannot hold one node's share.
-        !(!ignore
-            && t.core
-                .is_some_and(|c| x.first != NONE && self.avail_below_raw(i, c) < min_cores))
+        ignore
+            || !t
+                .core
+                .is_some_and(|c| x.first != NONE && self.avail_below_raw(i, c) < min_cores)
     }
 
     /// Find node pools able to satisfy `req`, first fit.  Returns (node,
