@@ -11,15 +11,19 @@
 //!   Match) are in [`ops`] and [`select`].
 //! * Conversions: [`jgf`] (JSON Graph Format as in RFC 20/40 and as
 //!   Fluxion writes it) and [`from_r`] (RFC 20 R).
+//! * [`hwloc`]: a node (sockets, cores, GPUs) from an hwloc XML topology
+//!   or from local discovery.
 //! * [`matcher`]: a first jobspec matcher for `node>slot>core[,gpu]` and
-//!   `slot>core[,gpu]`.
+//!   `slot>core[,gpu]`; [`jobspec`] reads jobspecs written in YAML or JSON.
 
 pub mod alloc;
 mod fanout;
 pub mod from_r;
 pub mod graph;
+pub mod hwloc;
 pub mod intern;
 pub mod jgf;
+pub mod jobspec;
 pub mod matcher;
 pub mod ops;
 pub mod select;
@@ -78,4 +82,6 @@ pub enum ModelError {
     R(String),
     #[error("jobspec: {0}")]
     Jobspec(String),
+    #[error("hwloc: {0}")]
+    Hwloc(String),
 }

@@ -173,14 +173,23 @@ impl Request {
     /// Parse an RFC 25 V1 jobspec given as JSON.
     pub fn from_jobspec(js: &Value) -> Result<Request, ModelError> {
         let bad = |s: &str| ModelError::Jobspec(s.to_string());
-        match js.get("version").and_then(Value::as_i64) {
-            Some(1) => {}
-            _ => return Err(bad("version must be 1")),
+        match js.get("version") {
+            None => return Err(bad("'version' is missing")),
+            Some(v) if v.as_i64() == Some(1) => {}
+            Some(v) => {
+                return Err(ModelError::Jobspec(format!("version must be 1, not {v}")));
+            }
         }
-        let res = js
-            .get("resources")
-            .and_then(Value::as_array)
-            .ok_or_else(|| bad("'resources' must be an array"))?;
+        let res = match js.get("resources") {
+            None => return Err(bad("'resources' is missing")),
+            Some(Value::Array(a)) => a,
+            Some(v) => {
+                return Err(ModelError::Jobspec(format!(
+                    "'resources' must be an array, not {}",
+                    crate::jobspec::describe(v)
+                )))
+            }
+        };
         let [top] = res.as_slice() else {
             return Err(bad("'resources' must have exactly one entry"));
         };
@@ -615,7 +624,7 @@ mod tests {
             )),
             "jobspec: unsupported or repeated resource 'memory' in a slot"
         );
-        assert_eq!(e(json!({"version":2})), "jobspec: version must be 1");
+        assert_eq!(e(json!({"version":2})), "jobspec: version must be 1, not 2");
     }
 
     #[test]
