@@ -1,0 +1,665 @@
+//! The TOML configuration of `roster serve --config PATH`.
+//!
+//! `PATH` is a file, or a directory whose `*.toml` files are read in name
+//! order and merged (as a Flux broker's `--config-path` directory is):
+//! tables spread over several files merge, but a key defined in two files
+//! is an error naming both.  A flux administrator can therefore point
+//! Roster at an existing Flux configuration directory.
+//!
+//! # Tables
+//!
+//! * `[resource]` ([`ResourceConfig`]): the keys of flux-config-resource(5)
+//!   with flux-core's types, defaults and error texts, plus Roster
+//!   extensions (below).  Types are checked strictly (a TOML float is not
+//!   an integer, `"true"` is not a boolean) and an unknown key is an error.
+//! * `[serve]` ([`ServeConfig`]): Roster's own daemon settings.
+//! * Tables that Flux configurations commonly contain but Roster does not
+//!   use are accepted and ignored, whatever they hold: [`IGNORED_TABLES`]
+//!   (`bootstrap`, `systemd`, `exec`, `queues`, ...).  Their names are
+//!   kept in [`Config::ignored_tables`].
+//! * Any other top-level table or key is an error naming it.
+//!
+//! # `[resource]` keys
+//!
+//! | key | type | default | notes |
+//! |---|---|---|---|
+//! | `path` | string | unset | JSON R file; ignored when `config` is present |
+//! | `config` | array of tables | unset | `[[resource.config]]` entries (`hosts`, `cores`, `gpus`, `properties`) |
+//! | `scheduling` | string | unset | JSON file stored as R's `scheduling` key; needs `path` or `config` |
+//! | `exclude` | string | unset | idset or hostlist, kept raw (resolved against R by the core) |
+//! | `norestrict` | boolean | false | |
+//! | `noverify` | boolean | false | overrides `verify` |
+//! | `verify` | boolean or table | implicit | see [`rset::VerifyConfig`]; absent = [`rset::VerifyConfig::module_default`] |
+//! | `rediscover` | boolean | false | |
+//! | `journal-max` | integer | 100000 | not range-checked, as in flux-core |
+//! | `history` | string (FSD) | `"90d"` | `"inf"` never truncates, `"0"` truncates up to the checkpoint |
+//! | `no-update-watch` | boolean | false | test option |
+//!
+//! Roster extensions (not understood by flux-core, which would reject them):
+//!
+//! | key | type | default | notes |
+//! |---|---|---|---|
+//! | `groups` | table of strings | empty | RFC 28 resource groups: group name → idset or hostlist, kept raw in file order |
+//! | `torpid-max` | string (FSD) | `"30s"` | a node silent this long is torpid; `"0"` disables |
+//! | `offline-timeout` | string (FSD) | `"60s"` | a node silent this long is offline |
+//!
+//! Durations are Flux Standard Durations parsed as flux-core does
+//! ([`parse_fsd`]).
+//!
+//! # `[serve]` keys
+//!
+//! | key | type | notes |
+//! |---|---|---|
+//! | `statedir` | string | state directory (default: [`rpc::uri::Env::default_statedir`]) |
+//! | `listen` | array of strings | service URIs, each checked with [`rpc::uri::Uri::parse`]; at least one |
+//! | `token-file` | string | bearer token file for TCP clients |
+//! | `monitor-force-up` | boolean | consider every rank up (flux's `monitor-force-up` module argument) |
+//! | `parent-R` | string | R of an enclosing allocation (flux's `job-info` inventory source) |
+//!
+//! Relative paths are kept as written (relative to the daemon's working
+//! directory, as flux-core does).
+//!
+//! # Building R
+//!
+//! [`Config::from_path`] only parses and type-checks.  The configured R is
+//! built by [`ResourceConfig::inventory`], which reads `path` and
+//! `scheduling` and converts `[[resource.config]]`, with flux-core's error
+//! texts; `roster serve --check` should call both.
+//!
+//! # Errors
+//!
+//! [`ConfigError`]'s `Display` starts with the file the offending key came
+//! from; [`ConfigError::flux_text`] gives flux-core's wording.
+
+mod error;
+mod fsd;
+mod load;
+
+use std::path::{Path, PathBuf};
+
+use rpc::uri::Uri;
+use rset::{Rset, VerifyConfig};
+use serde_json::Value;
+
+pub use error::{ConfigError, ErrorKind};
+pub use fsd::{format_fsd, parse_fsd, FsdError};
+
+use error::{jansson_type, toml_type};
+use load::Source;
+
+/// Top-level tables of Flux configurations that Roster accepts and ignores.
+pub const IGNORED_TABLES: &[&str] = &[
+    "bootstrap",
+    "systemd",
+    "exec",
+    "sched-fluxion-qmanager",
+    "sched-fluxion-resource",
+    "queues",
+    "policy",
+    "job-manager",
+    "kvs",
+    "access",
+    "tbon",
+    "ingest",
+    "archive",
+    "cron",
+    "heartbeat",
+];
+
+/// Default `journal-max`.
+pub const DEFAULT_JOURNAL_MAX: i64 = 100_000;
+/// Default `history` (flux-core 0.88: "90d").
+pub const DEFAULT_HISTORY: &str = "90d";
+/// Default `torpid-max` (Roster extension).
+pub const DEFAULT_TORPID_MAX: &str = "30s";
+/// Default `offline-timeout` (Roster extension).
+pub const DEFAULT_OFFLINE_TIMEOUT: &str = "60s";
+
+/// How much `resource.eventlog` history to keep when truncating at start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum History {
+    /// `"inf"`: never truncate.
+    Inf,
+    /// Keep this many seconds (0: keep nothing older than the checkpoint).
+    Seconds(f64),
+}
+
+impl History {
+    /// Parse an FSD; infinite durations are [`History::Inf`].
+    pub fn parse(s: &str) -> Result<History, FsdError> {
+        let v = parse_fsd(s)?;
+        Ok(if v.is_infinite() {
+            History::Inf
+        } else {
+            History::Seconds(v)
+        })
+    }
+
+    /// Seconds, or `None` for infinity (the form `store::history_cutoff` takes).
+    pub fn seconds(self) -> Option<f64> {
+        match self {
+            History::Inf => None,
+            History::Seconds(s) => Some(s),
+        }
+    }
+}
+
+impl Default for History {
+    fn default() -> Self {
+        History::Seconds(90.0 * 86400.0)
+    }
+}
+
+/// The `[resource]` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourceConfig {
+    /// `path`: file holding a JSON R.
+    pub path: Option<String>,
+    /// `config`: the `[[resource.config]]` array, converted to JSON (an
+    /// array; its entries are checked by [`ResourceConfig::inventory`]).
+    pub config: Option<Value>,
+    /// `scheduling`: JSON file to store as R's `scheduling` key.
+    pub scheduling: Option<String>,
+    /// `exclude`: idset or hostlist, unparsed.
+    pub exclude: Option<String>,
+    /// `norestrict`.
+    pub norestrict: bool,
+    /// `noverify`.
+    pub noverify: bool,
+    /// `verify`, when given (`None`: the module default applies, see
+    /// [`ResourceConfig::verify_config`]).
+    pub verify: Option<VerifyConfig>,
+    /// `rediscover`.
+    pub rediscover: bool,
+    /// `journal-max`.
+    pub journal_max: i64,
+    /// `history`.
+    pub history: History,
+    /// `no-update-watch`.
+    pub no_update_watch: bool,
+    /// `groups` (Roster): group name → idset or hostlist, in file order.
+    pub groups: Vec<(String, String)>,
+    /// `torpid-max` (Roster) in seconds; 0 disables torpid detection.
+    pub torpid_max: f64,
+    /// `offline-timeout` (Roster) in seconds.
+    pub offline_timeout: f64,
+    origin_path: Option<String>,
+    origin_config: Option<String>,
+    origin_scheduling: Option<String>,
+}
+
+impl Default for ResourceConfig {
+    fn default() -> Self {
+        ResourceConfig {
+            path: None,
+            config: None,
+            scheduling: None,
+            exclude: None,
+            norestrict: false,
+            noverify: false,
+            verify: None,
+            rediscover: false,
+            journal_max: DEFAULT_JOURNAL_MAX,
+            history: History::default(),
+            no_update_watch: false,
+            groups: Vec::new(),
+            torpid_max: 30.0,
+            offline_timeout: 60.0,
+            origin_path: None,
+            origin_config: None,
+            origin_scheduling: None,
+        }
+    }
+}
+
+/// The `[serve]` table.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServeConfig {
+    /// `statedir`.
+    pub statedir: Option<PathBuf>,
+    /// `listen`: service URIs (`None` when not configured).
+    pub listen: Option<Vec<Uri>>,
+    /// `token-file`.
+    pub token_file: Option<PathBuf>,
+    /// `monitor-force-up`.
+    pub monitor_force_up: bool,
+    /// `parent-R`.
+    pub parent_r: Option<PathBuf>,
+}
+
+/// A whole configuration.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Config {
+    /// `[resource]`.
+    pub resource: ResourceConfig,
+    /// `[serve]`.
+    pub serve: ServeConfig,
+    /// Names of the [`IGNORED_TABLES`] present, in file order.
+    pub ignored_tables: Vec<String>,
+    /// Files read, in order (empty for [`Config::from_str`]).
+    pub files: Vec<PathBuf>,
+}
+
+impl Config {
+    /// Read a TOML file, or all `*.toml` files of a directory (merged).
+    pub fn from_path(path: &Path) -> Result<Config, ConfigError> {
+        let src = load::load_path(path)?;
+        Config::from_source(src)
+    }
+
+    /// Parse one TOML document; `origin` names it in error messages.
+    pub fn from_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let src = load::load_str(text, origin)?;
+        Config::from_source(src)
+    }
+
+    /// Whether an ignored table (e.g. `bootstrap`) is present.
+    pub fn has_table(&self, name: &str) -> bool {
+        self.ignored_tables.iter().any(|t| t == name)
+    }
+
+    fn from_source(src: Source) -> Result<Config, ConfigError> {
+        let mut cfg = Config {
+            files: src.files.clone(),
+            ..Config::default()
+        };
+        for (name, value) in &src.table {
+            let origin = src.origin(name);
+            match name.as_str() {
+                "resource" | "serve" => {
+                    let toml::Value::Table(t) = value else {
+                        return Err(ConfigError::new(
+                            origin,
+                            ErrorKind::NotATable {
+                                name: name.clone(),
+                                got: toml_type(value),
+                                jansson_got: jansson_type(value),
+                            },
+                        ));
+                    };
+                    let tctx = TableCtx {
+                        src: &src,
+                        name: name.as_str(),
+                        table: t,
+                    };
+                    if name == "resource" {
+                        cfg.resource = parse_resource(&tctx)?;
+                    } else {
+                        cfg.serve = parse_serve(&tctx)?;
+                    }
+                }
+                n if IGNORED_TABLES.contains(&n) => cfg.ignored_tables.push(name.clone()),
+                _ => {
+                    let kind = if value.is_table() {
+                        ErrorKind::UnknownTable(name.clone())
+                    } else {
+                        ErrorKind::UnknownTopKey(name.clone())
+                    };
+                    return Err(ConfigError::new(origin, kind));
+                }
+            }
+        }
+        Ok(cfg)
+    }
+}
+
+/// A table being validated.
+struct TableCtx<'a> {
+    src: &'a Source,
+    name: &'a str,
+    table: &'a toml::Table,
+}
+
+impl TableCtx<'_> {
+    fn origin(&self, key: &str) -> Option<String> {
+        self.src
+            .origin(&format!("{}.{key}", self.name))
+            .map(str::to_string)
+    }
+
+    fn err(&self, key: &str, kind: ErrorKind) -> ConfigError {
+        ConfigError {
+            origin: self.origin(key),
+            kind,
+        }
+    }
+
+    fn type_err(&self, key: &str, expected: &'static str, v: &toml::Value) -> ConfigError {
+        self.err(
+            key,
+            ErrorKind::Type {
+                table: self.name.to_string(),
+                key: key.to_string(),
+                expected,
+                got: toml_type(v),
+                jansson_got: jansson_type(v),
+            },
+        )
+    }
+
+    fn string(&self, key: &str) -> Result<Option<String>, ConfigError> {
+        match self.table.get(key) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => Ok(Some(s.clone())),
+            Some(v) => Err(self.type_err(key, "a string", v)),
+        }
+    }
+
+    fn boolean(&self, key: &str) -> Result<bool, ConfigError> {
+        match self.table.get(key) {
+            None => Ok(false),
+            Some(toml::Value::Boolean(b)) => Ok(*b),
+            Some(v) => Err(self.type_err(key, "a boolean", v)),
+        }
+    }
+
+    fn integer(&self, key: &str, default: i64) -> Result<i64, ConfigError> {
+        match self.table.get(key) {
+            None => Ok(default),
+            Some(toml::Value::Integer(i)) => Ok(*i),
+            Some(v) => Err(self.type_err(key, "an integer", v)),
+        }
+    }
+
+    /// Keys of the table not in `known`, as an error (file order).
+    fn check_unknown(&self, known: &[&str]) -> Result<(), ConfigError> {
+        let unknown: Vec<String> = self
+            .table
+            .keys()
+            .filter(|k| !known.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        match unknown.first().cloned() {
+            None => Ok(()),
+            Some(first) => Err(self.err(
+                &first,
+                ErrorKind::UnknownKeys {
+                    table: self.name.to_string(),
+                    keys: unknown,
+                },
+            )),
+        }
+    }
+
+    fn duration(&self, key: &'static str, default: &str) -> Result<f64, ConfigError> {
+        let text = self.string(key)?;
+        let text = text.as_deref().unwrap_or(default);
+        parse_fsd(text).map_err(|reason| {
+            self.err(
+                key,
+                ErrorKind::Duration {
+                    key,
+                    value: text.to_string(),
+                    reason,
+                },
+            )
+        })
+    }
+}
+
+/// `[resource]` keys: flux-core's, in the order its `parse_config()`
+/// unpacks them (type errors are reported in this order, before unknown
+/// keys), then Roster's extensions.
+const RESOURCE_KEYS: &[&str] = &[
+    "path",
+    "scheduling",
+    "config",
+    "exclude",
+    "norestrict",
+    "noverify",
+    "no-update-watch",
+    "rediscover",
+    "journal-max",
+    "verify",
+    "history",
+    "groups",
+    "torpid-max",
+    "offline-timeout",
+];
+
+fn parse_resource(t: &TableCtx) -> Result<ResourceConfig, ConfigError> {
+    let mut r = ResourceConfig {
+        path: t.string("path")?,
+        scheduling: t.string("scheduling")?,
+        ..ResourceConfig::default()
+    };
+    r.config = match t.table.get("config") {
+        None => None,
+        Some(toml::Value::Array(a)) => {
+            Some(rset::conf::toml_to_json(&toml::Value::Array(a.clone())))
+        }
+        Some(v) => return Err(t.type_err("config", "an array of tables", v)),
+    };
+    r.exclude = t.string("exclude")?;
+    r.norestrict = t.boolean("norestrict")?;
+    r.noverify = t.boolean("noverify")?;
+    r.no_update_watch = t.boolean("no-update-watch")?;
+    r.rediscover = t.boolean("rediscover")?;
+    r.journal_max = t.integer("journal-max", DEFAULT_JOURNAL_MAX)?;
+    let history = t.string("history")?;
+    let groups = match t.table.get("groups") {
+        None => Vec::new(),
+        Some(toml::Value::Table(g)) => {
+            let mut out = Vec::with_capacity(g.len());
+            for (name, v) in g {
+                match v {
+                    toml::Value::String(s) => out.push((name.clone(), s.clone())),
+                    v => {
+                        return Err(ConfigError {
+                            origin: t.origin(&format!("groups.{name}")),
+                            kind: ErrorKind::Type {
+                                table: "resource.groups".to_string(),
+                                key: name.clone(),
+                                expected: "a string",
+                                got: toml_type(v),
+                                jansson_got: jansson_type(v),
+                            },
+                        })
+                    }
+                }
+            }
+            out
+        }
+        Some(v) => return Err(t.type_err("groups", "a table", v)),
+    };
+    r.groups = groups;
+    // torpid-max / offline-timeout type checks happen in duration() below,
+    // after the unknown-key check; check their types now to keep the order
+    // "types, then unknown keys, then values".
+    t.string("torpid-max")?;
+    t.string("offline-timeout")?;
+
+    t.check_unknown(RESOURCE_KEYS)?;
+
+    if let Some(v) = t.table.get("verify") {
+        let json = rset::conf::toml_to_json(v);
+        r.verify = Some(
+            VerifyConfig::from_json(Some(&json))
+                .map_err(|e| t.err("verify", ErrorKind::Verify(e.to_string())))?,
+        );
+    }
+    if let Some(h) = history {
+        r.history = match History::parse(&h) {
+            Ok(v) => v,
+            Err(_) => return Err(t.err("history", ErrorKind::History(h))),
+        };
+    }
+    r.torpid_max = t.duration("torpid-max", DEFAULT_TORPID_MAX)?;
+    r.offline_timeout = t.duration("offline-timeout", DEFAULT_OFFLINE_TIMEOUT)?;
+    let set_origin = |key: &str| t.table.get(key).and_then(|_| t.origin(key));
+    r.origin_path = set_origin("path");
+    r.origin_config = set_origin("config");
+    r.origin_scheduling = set_origin("scheduling");
+    Ok(r)
+}
+
+const SERVE_KEYS: &[&str] = &[
+    "statedir",
+    "listen",
+    "token-file",
+    "monitor-force-up",
+    "parent-R",
+];
+
+fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
+    let mut s = ServeConfig {
+        statedir: t.string("statedir")?.map(PathBuf::from),
+        ..ServeConfig::default()
+    };
+    let mut listen_raw = None;
+    match t.table.get("listen") {
+        None => {}
+        Some(toml::Value::Array(a)) => {
+            let mut uris = Vec::with_capacity(a.len());
+            for (i, v) in a.iter().enumerate() {
+                match v {
+                    toml::Value::String(u) => uris.push(u.clone()),
+                    v => return Err(t.type_err(&format!("listen[{i}]"), "a string", v)),
+                }
+            }
+            listen_raw = Some(uris);
+        }
+        Some(v) => return Err(t.type_err("listen", "an array of strings", v)),
+    }
+    s.token_file = t.string("token-file")?.map(PathBuf::from);
+    s.monitor_force_up = t.boolean("monitor-force-up")?;
+    s.parent_r = t.string("parent-R")?.map(PathBuf::from);
+
+    t.check_unknown(SERVE_KEYS)?;
+
+    if let Some(raw) = listen_raw {
+        if raw.is_empty() {
+            return Err(t.err(
+                "listen",
+                ErrorKind::Invalid {
+                    table: "serve".to_string(),
+                    message: "listen must name at least one URI".to_string(),
+                },
+            ));
+        }
+        let mut uris = Vec::with_capacity(raw.len());
+        for (i, u) in raw.iter().enumerate() {
+            let uri = Uri::parse(u).map_err(|e| {
+                t.err(
+                    "listen",
+                    ErrorKind::Invalid {
+                        table: "serve".to_string(),
+                        message: format!("listen[{i}]: {e}"),
+                    },
+                )
+            })?;
+            uris.push(uri);
+        }
+        s.listen = Some(uris);
+    }
+    Ok(s)
+}
+
+/// jansson's `json_load_file()`: the value, or (text, line).
+fn load_json_file(path: &str) -> Result<Value, (String, i32)> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| (format!("unable to open {path}: {}", load::io_text(&e)), -1))?;
+    rset::json::loads(&bytes).map_err(|e| (e.text, e.line))
+}
+
+fn rerror_text(e: &rset::RError) -> String {
+    let t = e.flux_text();
+    if t.is_empty() {
+        e.to_string()
+    } else {
+        t
+    }
+}
+
+impl ResourceConfig {
+    /// The file that defined `path`, `config` or `scheduling` (for messages).
+    pub fn origin_of(&self, key: &str) -> Option<&str> {
+        match key {
+            "path" => self.origin_path.as_deref(),
+            "config" => self.origin_config.as_deref(),
+            "scheduling" => self.origin_scheduling.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The verification configuration in force: the `verify` value if
+    /// given, else [`VerifyConfig::module_default`].  (`noverify`, checked
+    /// by the caller, disables verification altogether.)
+    pub fn verify_config(&self) -> VerifyConfig {
+        self.verify
+            .clone()
+            .unwrap_or_else(VerifyConfig::module_default)
+    }
+
+    /// Build the configured R as flux-core's resource module does:
+    /// `[[resource.config]]` if present (then `path` is ignored), else the
+    /// JSON file at `path`, else `None`; then `scheduling`, if set, is read
+    /// and stored as R's `scheduling` key.  Error texts are flux-core's
+    /// (prefixed, in `Display`, with the file that set the key):
+    ///
+    /// * `error parsing [resource.config] array: config[1]: invalid hostlist 'foo['`
+    /// * `/noexist: unable to open /noexist: No such file or directory on line -1`
+    /// * `error parsing R: invalid version=42`
+    /// * `resource.scheduling requires resource.path or [resource.config]`
+    /// * `error loading resource.scheduling: <jansson text> on line <n>`
+    pub fn inventory(&self) -> Result<Option<Rset>, ConfigError> {
+        let origin_path = self.origin_path.as_deref();
+        let origin_sched = self.origin_scheduling.as_deref();
+        // flux-core's order: the R object (config array converted with
+        // rlist_from_config and encoded, or the JSON file at path), then
+        // the scheduling key set on that object, then the object parsed
+        // as R by the inventory.
+        let (r_json, origin_r) = if let Some(conf) = &self.config {
+            let rl = Rset::from_config(conf).map_err(|e| {
+                ConfigError::new(
+                    self.origin_config.as_deref(),
+                    ErrorKind::ConfigArray(rerror_text(&e)),
+                )
+            })?;
+            (Some(rl.to_json()), self.origin_config.as_deref())
+        } else if let Some(path) = &self.path {
+            let v = load_json_file(path).map_err(|(text, line)| {
+                ConfigError::new(
+                    origin_path,
+                    ErrorKind::PathLoad {
+                        path: path.clone(),
+                        text,
+                        line,
+                    },
+                )
+            })?;
+            (Some(v), origin_path)
+        } else {
+            (None, None)
+        };
+        let r_json = match (r_json, &self.scheduling) {
+            (None, None) => return Ok(None),
+            (None, Some(_)) => {
+                return Err(ConfigError::new(
+                    origin_sched,
+                    ErrorKind::SchedulingWithoutR,
+                ));
+            }
+            (Some(j), None) => j,
+            (Some(j), Some(sched)) => {
+                let v = load_json_file(sched).map_err(|(text, line)| {
+                    ConfigError::new(origin_sched, ErrorKind::SchedulingLoad { text, line })
+                })?;
+                let mut j = j;
+                match &mut j {
+                    Value::Object(m) => {
+                        m.insert("scheduling".to_string(), v);
+                    }
+                    _ => return Err(ConfigError::new(origin_sched, ErrorKind::SchedulingSet)),
+                }
+                j
+            }
+        };
+        let rl = Rset::from_json(&r_json)
+            .map_err(|e| ConfigError::new(origin_r, ErrorKind::ParseR(rerror_text(&e))))?;
+        Ok(Some(rl))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,766 @@
+use super::*;
+use std::fs;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::from_str(text, "test.toml")
+}
+
+fn err(text: &str) -> ConfigError {
+    match parse(text) {
+        Ok(c) => panic!("expected an error for {text:?}, got {c:?}"),
+        Err(e) => e,
+    }
+}
+
+fn data(name: &str) -> String {
+    format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn defaults() {
+    for c in [parse("").unwrap_or_default(), Config::default()] {
+        let r = &c.resource;
+        assert_eq!(r.path, None);
+        assert_eq!(r.config, None);
+        assert_eq!(r.scheduling, None);
+        assert_eq!(r.exclude, None);
+        assert!(!r.norestrict && !r.noverify && !r.rediscover && !r.no_update_watch);
+        assert_eq!(r.verify, None);
+        assert_eq!(r.verify_config(), VerifyConfig::module_default());
+        assert_eq!(r.journal_max, 100_000);
+        assert_eq!(r.history, History::Seconds(7_776_000.0));
+        assert_eq!(r.history.seconds(), Some(7_776_000.0));
+        assert!(r.groups.is_empty());
+        assert_eq!(r.torpid_max, 30.0);
+        assert_eq!(r.offline_timeout, 60.0);
+        assert_eq!(c.serve, ServeConfig::default());
+        assert!(c.ignored_tables.is_empty());
+    }
+    // An empty [resource] table is the same as none.
+    let c = parse("[resource]\n[serve]\n").unwrap_or_default();
+    assert_eq!(c.resource, ResourceConfig::default());
+    assert_eq!(c.serve.listen, None);
+    assert!(parse("").is_ok());
+}
+
+#[test]
+fn every_resource_key() {
+    let c = parse(
+        r#"
+[resource]
+path = "/etc/flux/system/R"
+scheduling = "/etc/flux/system/sched.json"
+exclude = "test[3,108]"
+norestrict = true
+noverify = true
+rediscover = true
+journal-max = 42
+history = "100d"
+no-update-watch = true
+verify = { default = "allow-extra", gpu = "ignore" }
+torpid-max = "0"
+offline-timeout = "2m"
+
+[resource.groups]
+exclude = "login[1-2]"
+batch = "0-15"
+
+[[resource.config]]
+hosts = "test[1-100]"
+cores = "0-7"
+"#,
+    );
+    let c = match c {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    };
+    let r = &c.resource;
+    assert_eq!(r.path.as_deref(), Some("/etc/flux/system/R"));
+    assert_eq!(r.scheduling.as_deref(), Some("/etc/flux/system/sched.json"));
+    assert_eq!(r.exclude.as_deref(), Some("test[3,108]"));
+    assert!(r.norestrict && r.noverify && r.rediscover && r.no_update_watch);
+    assert_eq!(r.journal_max, 42);
+    assert_eq!(r.history, History::Seconds(8_640_000.0));
+    let v = r.verify.clone().unwrap_or_default();
+    assert!(v.is_explicit());
+    assert_eq!(v.mode("core"), rset::VerifyMode::AllowExtra);
+    assert_eq!(v.mode("gpu"), rset::VerifyMode::Ignore);
+    assert_eq!(v.mode("hostname"), rset::VerifyMode::AllowExtra);
+    assert_eq!(r.verify_config(), v);
+    assert_eq!(r.torpid_max, 0.0);
+    assert_eq!(r.offline_timeout, 120.0);
+    assert_eq!(
+        r.groups,
+        vec![
+            ("exclude".to_string(), "login[1-2]".to_string()),
+            ("batch".to_string(), "0-15".to_string())
+        ]
+    );
+    assert_eq!(
+        r.config,
+        Some(serde_json::json!([{"hosts": "test[1-100]", "cores": "0-7"}]))
+    );
+    assert_eq!(r.origin_of("path"), Some("test.toml"));
+    assert_eq!(r.origin_of("exclude"), None);
+}
+
+#[test]
+fn verify_values() {
+    let v = |text: &str| {
+        parse(&format!("[resource]\nverify = {text}\n"))
+            .map(|c| c.resource.verify.unwrap_or_default())
+    };
+    let t = v("true").unwrap_or_default();
+    assert!(t.is_explicit());
+    assert_eq!(t.mode("gpu"), rset::VerifyMode::Strict);
+    let f = v("false").unwrap_or_default();
+    assert_eq!(f.mode("core"), rset::VerifyMode::Ignore);
+    // An empty table starts from default=strict and is explicit.
+    let e = v("{}").unwrap_or_default();
+    assert!(e.is_explicit());
+    assert_eq!(e.mode("hostname"), rset::VerifyMode::Strict);
+    let cases = [
+        ("\"strict\"", "verify must be a table or boolean"),
+        ("1", "verify must be a table or boolean"),
+        ("{ core = 1 }", "verify.core mode must be a string"),
+        (
+            "{ core = \"bogus\" }",
+            "verify.core: unknown verify mode 'bogus'",
+        ),
+        (
+            "{ cores = \"strict\" }",
+            "verify: unsupported resource type: cores",
+        ),
+        (
+            "{ memory = \"ignore\" }",
+            "verify: unsupported resource type: memory",
+        ),
+    ];
+    for (text, msg) in cases {
+        let e = err(&format!("[resource]\nverify = {text}\n"));
+        assert_eq!(
+            e.to_string(),
+            format!("test.toml: [resource]: {msg}"),
+            "{text}"
+        );
+        assert_eq!(e.flux_text(), msg);
+    }
+}
+
+#[test]
+fn resource_type_errors() {
+    let cases = [
+        (
+            "path = 1",
+            "path must be a string, got integer",
+            "Expected string, got integer",
+        ),
+        (
+            "scheduling = true",
+            "scheduling must be a string, got boolean",
+            "Expected string, got true",
+        ),
+        (
+            "exclude = [1]",
+            "exclude must be a string, got array",
+            "Expected string, got array",
+        ),
+        (
+            "norestrict = \"yes\"",
+            "norestrict must be a boolean, got string",
+            "Expected true or false, got string",
+        ),
+        (
+            "noverify = 1",
+            "noverify must be a boolean, got integer",
+            "Expected true or false, got integer",
+        ),
+        (
+            "rediscover = 0.0",
+            "rediscover must be a boolean, got float",
+            "Expected true or false, got real",
+        ),
+        (
+            "no-update-watch = {}",
+            "no-update-watch must be a boolean, got table",
+            "Expected true or false, got object",
+        ),
+        (
+            "journal-max = 1.5",
+            "journal-max must be an integer, got float",
+            "Expected integer, got real",
+        ),
+        (
+            "journal-max = \"10\"",
+            "journal-max must be an integer, got string",
+            "Expected integer, got string",
+        ),
+        (
+            "history = 0",
+            "history must be a string, got integer",
+            "Expected string, got integer",
+        ),
+        (
+            "history = false",
+            "history must be a string, got boolean",
+            "Expected string, got false",
+        ),
+        (
+            "torpid-max = 30",
+            "torpid-max must be a string, got integer",
+            "Expected string, got integer",
+        ),
+        (
+            "offline-timeout = 1979-05-27",
+            "offline-timeout must be a string, got datetime",
+            "Expected string, got string",
+        ),
+        (
+            "groups = \"x\"",
+            "groups must be a table, got string",
+            "Expected object, got string",
+        ),
+    ];
+    for (line, msg, flux) in cases {
+        let e = err(&format!("[resource]\n{line}\n"));
+        assert_eq!(
+            e.to_string(),
+            format!("test.toml: [resource]: {msg}"),
+            "{line}"
+        );
+        assert_eq!(
+            e.flux_text(),
+            format!("error parsing [resource] configuration: {flux}"),
+            "{line}"
+        );
+    }
+    let e = err("[resource]\nconfig = \"foo\"\n");
+    assert_eq!(
+        e.to_string(),
+        "test.toml: [resource]: config must be an array of tables, got string"
+    );
+    assert_eq!(
+        e.flux_text(),
+        "error parsing [resource.config] array: resource config must be an array"
+    );
+    let e = err("[resource.groups]\nbatch = 1\n");
+    assert_eq!(
+        e.to_string(),
+        "test.toml: [resource.groups]: batch must be a string, got integer"
+    );
+    let e = err("resource = 1\n");
+    assert_eq!(
+        e.to_string(),
+        "test.toml: resource must be a table, got integer"
+    );
+    assert_eq!(
+        e.flux_text(),
+        "error parsing [resource] configuration: Expected object, got integer"
+    );
+    let e = err("serve = \"x\"\n");
+    assert_eq!(
+        e.to_string(),
+        "test.toml: serve must be a table, got string"
+    );
+}
+
+#[test]
+fn unknown_keys_and_tables() {
+    let e = err("[resource]\nfoo = 42\n");
+    assert_eq!(e.to_string(), "test.toml: [resource]: unknown key 'foo'");
+    assert_eq!(
+        e.flux_text(),
+        "error parsing [resource] configuration: 1 object item(s) left unpacked: foo"
+    );
+    let e = err("[resource]\nfoo = 42\npath = \"/x\"\nbar = 1\n");
+    assert_eq!(
+        e.to_string(),
+        "test.toml: [resource]: unknown keys 'foo', 'bar'"
+    );
+    assert_eq!(
+        e.flux_text(),
+        "error parsing [resource] configuration: 2 object item(s) left unpacked: foo, bar"
+    );
+    // Like jansson: a type error wins over an unknown key, and types are
+    // checked in flux-core's unpack order, whatever the file order.
+    let e = err("[resource]\nfoo = 42\njournal-max = \"x\"\npath = 1\n");
+    assert_eq!(
+        e.to_string(),
+        "test.toml: [resource]: path must be a string, got integer"
+    );
+    // A type error also wins over an invalid value.
+    let e = err("[resource]\nhistory = \"foobar\"\nnoverify = 1\n");
+    assert!(e.to_string().contains("noverify must be a boolean"), "{e}");
+    // Unknown keys win over invalid values.
+    let e = err("[resource]\nhistory = \"foobar\"\nfoo = 1\n");
+    assert_eq!(e.to_string(), "test.toml: [resource]: unknown key 'foo'");
+    // Flux module arguments are not [resource] keys.
+    let e = err("[resource]\nmonitor-force-up = true\n");
+    assert_eq!(
+        e.to_string(),
+        "test.toml: [resource]: unknown key 'monitor-force-up'"
+    );
+
+    let e = err("[foo]\nx = 1\n");
+    assert_eq!(e.to_string(), "test.toml: unknown table [foo]");
+    let e = err("foo = 1\n");
+    assert_eq!(e.to_string(), "test.toml: unknown top-level key 'foo'");
+    let e = err("[[resourcex]]\nx = 1\n");
+    assert_eq!(
+        e.to_string(),
+        "test.toml: unknown top-level key 'resourcex'"
+    );
+    let e = err("[serve]\nlisten = [\"unix:///x\"]\nfoo = 1\n");
+    assert_eq!(e.to_string(), "test.toml: [serve]: unknown key 'foo'");
+    assert_eq!(e.flux_text(), "[serve]: unknown key 'foo'");
+}
+
+#[test]
+fn ignored_tables() {
+    let c = parse(
+        r#"
+[bootstrap]
+curve_cert = "/etc/flux/system/curve.cert"
+hosts = [{ host = "test[1-3]" }]
+[systemd]
+enable = true
+[exec]
+imp = "/usr/libexec/flux/flux-imp"
+[sched-fluxion-qmanager]
+queue-policy = "easy"
+[sched-fluxion-resource]
+match-policy = "lonodex"
+[queues.debug]
+requires = ["debug"]
+[policy.jobspec.defaults.system]
+duration = "1h"
+[job-manager]
+inactive-age-limit = "7d"
+[kvs]
+checkpoint-period = "30m"
+[access]
+allow-guest-user = true
+[tbon]
+tcp_user_timeout = "2m"
+[ingest.validator]
+plugins = ["jobspec"]
+[archive]
+dbpath = "/var/lib/flux/job-archive.sqlite"
+[cron]
+directory = "/etc/flux/system/cron.d"
+[heartbeat]
+period = "5s"
+"#,
+    );
+    let c = match c {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(c.ignored_tables.len(), IGNORED_TABLES.len());
+    assert!(c.has_table("bootstrap"));
+    assert!(c.has_table("heartbeat"));
+    assert!(!c.has_table("resource"));
+    // Whatever they hold.
+    assert!(parse("bootstrap = 1\nqueues = []\n").is_ok());
+    assert!(!parse("").unwrap_or_default().has_table("bootstrap"));
+}
+
+#[test]
+fn history_values() {
+    let h =
+        |s: &str| parse(&format!("[resource]\nhistory = \"{s}\"\n")).map(|c| c.resource.history);
+    assert_eq!(h("inf"), Ok(History::Inf));
+    assert_eq!(h("infinity"), Ok(History::Inf));
+    assert_eq!(h("0"), Ok(History::Seconds(0.0)));
+    assert_eq!(h("90d"), Ok(History::Seconds(7_776_000.0)));
+    assert_eq!(h("100d"), Ok(History::Seconds(8_640_000.0)));
+    assert_eq!(h("1.5h"), Ok(History::Seconds(5400.0)));
+    assert_eq!(History::Inf.seconds(), None);
+    for bad in ["foobar", "-1", "1w", "nan", "5 d"] {
+        let e = err(&format!("[resource]\nhistory = \"{bad}\"\n"));
+        assert_eq!(
+            e.to_string(),
+            format!("test.toml: [resource]: invalid history time '{bad}'")
+        );
+        assert_eq!(e.flux_text(), "invalid history time");
+    }
+}
+
+#[test]
+fn roster_durations() {
+    let c =
+        parse("[resource]\ntorpid-max = \"5m\"\noffline-timeout = \"0.5\"\n").unwrap_or_default();
+    assert_eq!(c.resource.torpid_max, 300.0);
+    assert_eq!(c.resource.offline_timeout, 0.5);
+    let c = parse("[resource]\ntorpid-max = \"inf\"\n").unwrap_or_default();
+    assert!(c.resource.torpid_max.is_infinite());
+    let e = err("[resource]\ntorpid-max = \"bad\"\n");
+    assert_eq!(
+        e.to_string(),
+        "test.toml: [resource]: invalid torpid-max duration 'bad': invalid duration suffix"
+    );
+    let e = err("[resource]\noffline-timeout = \"-5s\"\n");
+    assert_eq!(
+        e.to_string(),
+        "test.toml: [resource]: invalid offline-timeout duration '-5s': duration is negative"
+    );
+}
+
+#[test]
+fn serve_table() {
+    let c = parse(
+        r#"
+[serve]
+statedir = "/var/lib/roster"
+listen = ["unix:///run/roster.sock", "tcp://127.0.0.1:8050", "flux:///run/flux/local"]
+token-file = "/etc/roster/token"
+monitor-force-up = true
+parent-R = "/tmp/R.json"
+"#,
+    )
+    .unwrap_or_default();
+    let s = &c.serve;
+    assert_eq!(s.statedir, Some(PathBuf::from("/var/lib/roster")));
+    assert_eq!(
+        s.listen,
+        Some(vec![
+            Uri::Unix(PathBuf::from("/run/roster.sock")),
+            Uri::Tcp {
+                host: "127.0.0.1".into(),
+                port: 8050
+            },
+            Uri::Flux(PathBuf::from("/run/flux/local")),
+        ])
+    );
+    assert_eq!(s.token_file, Some(PathBuf::from("/etc/roster/token")));
+    assert!(s.monitor_force_up);
+    assert_eq!(s.parent_r, Some(PathBuf::from("/tmp/R.json")));
+
+    let cases = [
+        ("statedir = 1", "[serve]: statedir must be a string, got integer"),
+        ("listen = \"unix:///x\"", "[serve]: listen must be an array of strings, got string"),
+        ("listen = [\"unix:///x\", 5]", "[serve]: listen[1] must be a string, got integer"),
+        ("listen = []", "[serve]: listen must name at least one URI"),
+        (
+            "listen = [\"unix:///x\", \"http://x\"]",
+            "[serve]: listen[1]: invalid URI 'http://x': expected unix:///PATH, tcp://HOST:PORT or flux:///PATH",
+        ),
+        (
+            "listen = [\"tcp://host\"]",
+            "[serve]: listen[0]: invalid URI 'tcp://host': expected tcp://HOST:PORT with a port in 1-65535",
+        ),
+        ("token-file = false", "[serve]: token-file must be a string, got boolean"),
+        ("monitor-force-up = \"true\"", "[serve]: monitor-force-up must be a boolean, got string"),
+        ("parent-R = []", "[serve]: parent-R must be a string, got array"),
+        ("parent-r = \"x\"", "[serve]: unknown key 'parent-r'"),
+    ];
+    for (line, msg) in cases {
+        let e = err(&format!("[serve]\n{line}\n"));
+        assert_eq!(e.to_string(), format!("test.toml: {msg}"), "{line}");
+    }
+}
+
+#[test]
+fn syntax_errors_name_file_and_line() {
+    let e = err("[resource]\npath = \n");
+    let s = e.to_string();
+    assert!(s.starts_with("test.toml:2: "), "{s}");
+    let e = err("[resource]\n[resource]\n");
+    assert!(e.to_string().starts_with("test.toml:2: "), "{e}");
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    if let Err(e) = fs::write(dir.join(name), text) {
+        panic!("write {name}: {e}");
+    }
+}
+
+fn tempdir() -> tempfile::TempDir {
+    match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => panic!("tempdir: {e}"),
+    }
+}
+
+#[test]
+fn directory_merge() {
+    let c = Config::from_path(Path::new(&data("confdir")));
+    let c = match c {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(c.files.len(), 3);
+    assert!(c
+        .files
+        .iter()
+        .all(|f| f.extension().is_some_and(|e| e == "toml")));
+    assert!(c.files.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(c.resource.exclude.as_deref(), Some("foo0"));
+    assert!(c.resource.noverify);
+    assert_eq!(c.resource.history, History::Inf);
+    assert_eq!(c.serve.statedir, Some(PathBuf::from("/var/lib/roster")));
+    assert_eq!(c.serve.listen.as_ref().map(Vec::len), Some(2));
+    assert_eq!(
+        c.ignored_tables,
+        vec!["bootstrap", "tbon", "job-manager", "queues"]
+    );
+    let origin = c.resource.origin_of("config").unwrap_or_default();
+    assert!(origin.ends_with("confdir/10-resource.toml"), "{origin}");
+    let rl = c.resource.inventory();
+    let rl = match rl {
+        Ok(Some(rl)) => rl,
+        other => panic!("{other:?}"),
+    };
+    // t0026 parse-config vector.
+    assert_eq!(rl.nnodes(), 3);
+    assert_eq!(rl.count("core"), 6);
+    assert_eq!(rl.count("gpu"), 1);
+    assert_eq!(
+        rl.nodelist().map(|h| h.encode()),
+        Some("foo[0-2]".to_string())
+    );
+    assert_eq!(rl.property_ranks("login").to_string(), "0");
+}
+
+#[test]
+fn directory_merge_errors_name_files() {
+    let d = tempdir();
+    write(d.path(), "a.toml", "[resource]\npath = \"/a\"\n");
+    write(d.path(), "b.toml", "[resource]\npath = \"/b\"\n");
+    let e = Config::from_path(d.path())
+        .err()
+        .unwrap_or_else(|| panic!("no error"));
+    let a = d.path().join("a.toml").display().to_string();
+    let b = d.path().join("b.toml").display().to_string();
+    assert_eq!(
+        e.to_string(),
+        format!("{b}: resource.path: already defined in {a}")
+    );
+
+    // A table defined whole in one file and a key of it in another.
+    let d = tempdir();
+    write(d.path(), "a.toml", "[resource.groups]\nx = \"0\"\n");
+    write(d.path(), "b.toml", "[resource]\ngroups = \"y\"\n");
+    let e = Config::from_path(d.path())
+        .err()
+        .unwrap_or_else(|| panic!("no error"));
+    let a = d.path().join("a.toml").display().to_string();
+    let b = d.path().join("b.toml").display().to_string();
+    assert_eq!(
+        e.to_string(),
+        format!("{b}: resource.groups: already defined in {a}")
+    );
+
+    // Errors name the file holding the offending key.
+    let d = tempdir();
+    write(d.path(), "a.toml", "[resource]\npath = \"/a\"\n");
+    write(
+        d.path(),
+        "b.toml",
+        "[resource]\nfoo = 1\n[serve]\nstatedir = \"/s\"\n",
+    );
+    write(d.path(), "c.toml", "[resource]\njournal-max = \"x\"\n");
+    let e = Config::from_path(d.path())
+        .err()
+        .unwrap_or_else(|| panic!("no error"));
+    let c = d.path().join("c.toml").display().to_string();
+    assert_eq!(
+        e.to_string(),
+        format!("{c}: [resource]: journal-max must be an integer, got string")
+    );
+    fs::remove_file(d.path().join("c.toml")).unwrap_or(());
+    let e = Config::from_path(d.path())
+        .err()
+        .unwrap_or_else(|| panic!("no error"));
+    let b = d.path().join("b.toml").display().to_string();
+    assert_eq!(e.to_string(), format!("{b}: [resource]: unknown key 'foo'"));
+
+    // Syntax errors name the file and line.
+    let d = tempdir();
+    write(d.path(), "a.toml", "[resource]\n\n\npath = /x\n");
+    let e = Config::from_path(d.path())
+        .err()
+        .unwrap_or_else(|| panic!("no error"));
+    let a = d.path().join("a.toml").display().to_string();
+    assert!(e.to_string().starts_with(&format!("{a}:4: ")), "{e}");
+
+    // An empty directory is an empty configuration.
+    let d = tempdir();
+    let c = Config::from_path(d.path());
+    assert_eq!(c.map(|c| c.resource), Ok(ResourceConfig::default()));
+
+    // A single file works too.
+    let d = tempdir();
+    write(d.path(), "roster.conf", "[resource]\njournal-max = 7\n");
+    let c = Config::from_path(&d.path().join("roster.conf")).unwrap_or_default();
+    assert_eq!(c.resource.journal_max, 7);
+    assert_eq!(c.files, vec![d.path().join("roster.conf")]);
+}
+
+#[test]
+fn missing_path() {
+    let e = Config::from_path(Path::new("/nonexistent/roster.toml"));
+    assert_eq!(
+        e.err().map(|e| e.to_string()),
+        Some("/nonexistent/roster.toml: No such file or directory".to_string())
+    );
+}
+
+fn inventory_err(text: &str) -> String {
+    let c = match parse(text) {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    };
+    match c.resource.inventory() {
+        Ok(r) => panic!("expected an error, got {r:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn inventory_from_config_array() {
+    // t2315 example.
+    let c = parse(
+        r#"
+[[resource.config]]
+hosts = "foo[0-10]"
+cores = "0-3"
+[[resource.config]]
+hosts = "foo[9,10]"
+gpus = "0-1"
+[[resource.config]]
+hosts = "foo[0-2]"
+properties = ["debug"]
+[[resource.config]]
+hosts = "foo[3-10]"
+properties = ["batch"]
+"#,
+    )
+    .unwrap_or_default();
+    let rl = c.resource.inventory().ok().flatten().unwrap_or_default();
+    assert_eq!(rl.nnodes(), 11);
+    assert_eq!(rl.count("core"), 44);
+    assert_eq!(rl.count("gpu"), 4);
+    assert_eq!(rl.property_ranks("debug").to_string(), "0-2");
+    assert_eq!(rl.property_ranks("batch").to_string(), "3-10");
+    assert_eq!(rl.starttime(), 0.0);
+    assert_eq!(rl.expiration(), 0.0);
+
+    // path is ignored when config is present, even if it does not exist.
+    let c = parse(
+        "[resource]\npath = \"/noexist\"\n[[resource.config]]\nhosts = \"a\"\ncores = \"0\"\n",
+    )
+    .unwrap_or_default();
+    assert_eq!(
+        c.resource.inventory().ok().flatten().map(|r| r.nnodes()),
+        Some(1)
+    );
+
+    let cases = [
+        ("[resource]\nconfig = []\n", "no hosts configured"),
+        ("[[resource.config]]\nhosts = \"foo[\"\n", "config[0]: invalid hostlist 'foo['"),
+        ("[[resource.config]]\nhosts = \"\"\n", "config[0]: empty hostlist specified"),
+        ("[[resource.config]]\nhosts = \"a\"\ncores = \"0-\"\n", "config[0]: invalid idset cores='0-'"),
+        (
+            "[[resource.config]]\nhosts = \"a\"\ncores = \"0\"\n[[resource.config]]\nhosts = \"a\"\ngpus = \"2,1\"\n",
+            "config[1]: invalid idset gpus='2,1'",
+        ),
+        (
+            "[[resource.config]]\nhosts = \"a\"\ncores = \"0\"\njunk = 1\n",
+            "config[0]: 1 object item(s) left unpacked: junk",
+        ),
+        (
+            "[[resource.config]]\nhosts = \"a\"\ncores = \"0\"\nproperties = \"x\"\n",
+            "config[0]: properties must be an array",
+        ),
+        (
+            "[[resource.config]]\nhosts = \"a\"\ncores = \"0\"\nproperties = [\"de^bug\"]\n",
+            "config[0]: invalid property \"\"de^bug\"\"",
+        ),
+        ("[[resource.config]]\nhosts = \"foo11\"\n", "resource.config: foo11 assigned no resources"),
+    ];
+    for (text, msg) in cases {
+        assert_eq!(
+            inventory_err(text),
+            format!("test.toml: error parsing [resource.config] array: {msg}"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn inventory_from_path_and_scheduling() {
+    let r = data("R.json");
+    let c = parse(&format!("[resource]\npath = \"{r}\"\n")).unwrap_or_default();
+    let rl = c.resource.inventory().ok().flatten().unwrap_or_default();
+    assert_eq!(rl.nnodes(), 2);
+    assert_eq!(rl.count("core"), 8);
+    assert_eq!(rl.scheduling(), None);
+
+    let s = data("scheduling.json");
+    let c = parse(&format!(
+        "[resource]\npath = \"{r}\"\nscheduling = \"{s}\"\n"
+    ))
+    .unwrap_or_default();
+    let rl = c.resource.inventory().ok().flatten().unwrap_or_default();
+    assert_eq!(
+        rl.scheduling(),
+        Some(&serde_json::json!({"graph": {"nodes": [], "edges": []}}))
+    );
+    assert!(rl.encode().contains("\"scheduling\""));
+
+    // scheduling with a config array.
+    let c = parse(&format!(
+        "[resource]\nscheduling = \"{s}\"\n[[resource.config]]\nhosts = \"a\"\ncores = \"0\"\n"
+    ))
+    .unwrap_or_default();
+    let rl = c.resource.inventory().ok().flatten().unwrap_or_default();
+    assert!(rl.scheduling().is_some());
+
+    assert_eq!(
+        inventory_err("[resource]\npath = \"/noexist\"\n"),
+        "test.toml: /noexist: unable to open /noexist: No such file or directory on line -1"
+    );
+    let v42 = data("R-version42.json");
+    assert_eq!(
+        inventory_err(&format!("[resource]\npath = \"{v42}\"\n")),
+        "test.toml: error parsing R: invalid version=42"
+    );
+    let e = inventory_err(&format!("[resource]\nscheduling = \"{s}\"\n"));
+    assert_eq!(
+        e,
+        "test.toml: resource.scheduling requires resource.path or [resource.config]"
+    );
+    let bad = data("bad-scheduling.json");
+    let e = inventory_err(&format!(
+        "[resource]\npath = \"{r}\"\nscheduling = \"{bad}\"\n"
+    ));
+    assert!(
+        e.starts_with("test.toml: error loading resource.scheduling: "),
+        "{e}"
+    );
+    assert!(e.ends_with(" on line 3"), "{e}");
+    let e = inventory_err(&format!(
+        "[resource]\npath = \"{r}\"\nscheduling = \"/noexist\"\n"
+    ));
+    assert_eq!(
+        e,
+        "test.toml: error loading resource.scheduling: unable to open /noexist: No such file or directory on line -1"
+    );
+    // Malformed R JSON.
+    let e = inventory_err(&format!("[resource]\npath = \"{bad}\"\n"));
+    assert!(e.starts_with(&format!("test.toml: {bad}: ")), "{e}");
+    assert!(e.ends_with(" on line 3"), "{e}");
+    // A JSON R that is not an object cannot take a scheduling key.
+    let d = tempdir();
+    let arr = d.path().join("arr.json");
+    write(d.path(), "arr.json", "[1]\n");
+    let e = inventory_err(&format!(
+        "[resource]\npath = \"{}\"\nscheduling = \"{s}\"\n",
+        arr.display()
+    ));
+    assert_eq!(e, "test.toml: failed to set scheduling key in R");
+
+    // Nothing configured: no R.
+    assert_eq!(parse("").unwrap_or_default().resource.inventory(), Ok(None));
+}
