@@ -183,9 +183,8 @@ pub struct ResourceConfig {
     pub torpid_max: f64,
     /// `offline-timeout` (Roster) in seconds.
     pub offline_timeout: f64,
-    origin_path: Option<String>,
-    origin_config: Option<String>,
-    origin_scheduling: Option<String>,
+    /// Key → file that set it, for the keys present.
+    origins: Vec<(String, String)>,
 }
 
 impl Default for ResourceConfig {
@@ -205,9 +204,7 @@ impl Default for ResourceConfig {
             groups: Vec::new(),
             torpid_max: 30.0,
             offline_timeout: 60.0,
-            origin_path: None,
-            origin_config: None,
-            origin_scheduling: None,
+            origins: Vec::new(),
         }
     }
 }
@@ -486,10 +483,11 @@ fn parse_resource(t: &TableCtx) -> Result<ResourceConfig, ConfigError> {
     }
     r.torpid_max = t.duration("torpid-max", DEFAULT_TORPID_MAX)?;
     r.offline_timeout = t.duration("offline-timeout", DEFAULT_OFFLINE_TIMEOUT)?;
-    let set_origin = |key: &str| t.table.get(key).and_then(|_| t.origin(key));
-    r.origin_path = set_origin("path");
-    r.origin_config = set_origin("config");
-    r.origin_scheduling = set_origin("scheduling");
+    r.origins = t
+        .table
+        .keys()
+        .filter_map(|k| t.origin(k).map(|o| (k.clone(), o)))
+        .collect();
     Ok(r)
 }
 
@@ -572,14 +570,13 @@ fn rerror_text(e: &rset::RError) -> String {
 }
 
 impl ResourceConfig {
-    /// The file that defined `path`, `config` or `scheduling` (for messages).
+    /// The file (or origin name) that set `key` of `[resource]`, e.g.
+    /// `exclude`, for messages about its value; `None` if it is not set.
     pub fn origin_of(&self, key: &str) -> Option<&str> {
-        match key {
-            "path" => self.origin_path.as_deref(),
-            "config" => self.origin_config.as_deref(),
-            "scheduling" => self.origin_scheduling.as_deref(),
-            _ => None,
-        }
+        self.origins
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, o)| o.as_str())
     }
 
     /// The verification configuration in force: the `verify` value if
@@ -603,20 +600,18 @@ impl ResourceConfig {
     /// * `resource.scheduling requires resource.path or [resource.config]`
     /// * `error loading resource.scheduling: <jansson text> on line <n>`
     pub fn inventory(&self) -> Result<Option<Rset>, ConfigError> {
-        let origin_path = self.origin_path.as_deref();
-        let origin_sched = self.origin_scheduling.as_deref();
+        let origin_path = self.origin_of("path");
+        let origin_sched = self.origin_of("scheduling");
+        let origin_config = self.origin_of("config");
         // flux-core's order: the R object (config array converted with
         // rlist_from_config and encoded, or the JSON file at path), then
         // the scheduling key set on that object, then the object parsed
         // as R by the inventory.
         let (r_json, origin_r) = if let Some(conf) = &self.config {
             let rl = Rset::from_config(conf).map_err(|e| {
-                ConfigError::new(
-                    self.origin_config.as_deref(),
-                    ErrorKind::ConfigArray(rerror_text(&e)),
-                )
+                ConfigError::new(origin_config, ErrorKind::ConfigArray(rerror_text(&e)))
             })?;
-            (Some(rl.to_json()), self.origin_config.as_deref())
+            (Some(rl.to_json()), origin_config)
         } else if let Some(path) = &self.path {
             let v = load_json_file(path).map_err(|(text, line)| {
                 ConfigError::new(

@@ -101,7 +101,12 @@ cores = "0-7"
         Some(serde_json::json!([{"hosts": "test[1-100]", "cores": "0-7"}]))
     );
     assert_eq!(r.origin_of("path"), Some("test.toml"));
-    assert_eq!(r.origin_of("exclude"), None);
+    assert_eq!(r.origin_of("exclude"), Some("test.toml"));
+    assert_eq!(r.origin_of("groups"), Some("test.toml"));
+    assert_eq!(
+        parse("").unwrap_or_default().resource.origin_of("path"),
+        None
+    );
 }
 
 #[test]
@@ -506,6 +511,8 @@ fn directory_merge() {
     );
     let origin = c.resource.origin_of("config").unwrap_or_default();
     assert!(origin.ends_with("confdir/10-resource.toml"), "{origin}");
+    let origin = c.resource.origin_of("history").unwrap_or_default();
+    assert!(origin.ends_with("confdir/20-serve.toml"), "{origin}");
     let rl = c.resource.inventory();
     let rl = match rl {
         Ok(Some(rl)) => rl,
