@@ -1,0 +1,326 @@
+//! Binding the sockets and the accept loops.
+
+use crate::http::{serve_connection, Ctx, Peer};
+use crate::{io_text, Incoming, ListenOptions, TransportError, SHUTDOWN_GRACE};
+use rpc::uri::Uri;
+use std::io;
+use std::net::ToSocketAddrs;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// Bound sockets, ready to serve.  Binding happens in [`Listeners::bind`]
+/// (synchronously, so a daemon can report readiness right after);
+/// [`Listeners::run`] accepts and serves.  Unix socket files are removed
+/// when the listeners stop (or are dropped without running).
+#[derive(Debug)]
+pub struct Listeners {
+    items: Vec<Bound>,
+    opts: ListenOptions,
+}
+
+#[derive(Debug)]
+enum Bound {
+    Unix {
+        uri: Uri,
+        listener: std::os::unix::net::UnixListener,
+        file: SocketFile,
+    },
+    Tcp {
+        uri: Uri,
+        listener: std::net::TcpListener,
+    },
+}
+
+impl Bound {
+    fn uri(&self) -> &Uri {
+        match self {
+            Bound::Unix { uri, .. } | Bound::Tcp { uri, .. } => uri,
+        }
+    }
+}
+
+/// A socket file this process created; removed on drop if it is still the
+/// same file (a successor may have replaced it).
+#[derive(Debug)]
+struct SocketFile {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        if let Ok(md) = std::fs::symlink_metadata(&self.path) {
+            if md.dev() == self.dev && md.ino() == self.ino {
+                if let Err(e) = std::fs::remove_file(&self.path) {
+                    tracing::warn!(path = %self.path.display(), "cannot remove socket: {}", io_text(&e));
+                }
+            }
+        }
+    }
+}
+
+impl Listeners {
+    /// Bind every URI.  Unix: the parent directory is created if missing;
+    /// a leftover socket file is replaced only if nothing accepts on it;
+    /// the socket gets `opts.socket_mode`.  TCP: needs `opts.token`; port 0
+    /// picks a free port (see [`Listeners::addresses`]).  `flux://` is not
+    /// supported here.  On error nothing stays bound.
+    pub fn bind(uris: &[Uri], opts: &ListenOptions) -> Result<Listeners, TransportError> {
+        let mut items = Vec::with_capacity(uris.len());
+        for uri in uris {
+            let b = match uri {
+                Uri::Unix(path) => bind_unix(uri, path, opts.socket_mode)?,
+                Uri::Tcp { host, port } => bind_tcp(uri, host, *port, opts)?,
+                Uri::Flux(_) => return Err(TransportError::Unsupported { uri: uri.clone() }),
+            };
+            tracing::info!(uri = %b.uri(), "listening");
+            items.push(b);
+        }
+        Ok(Listeners {
+            items,
+            opts: opts.clone(),
+        })
+    }
+
+    /// The bound addresses, in the order given to `bind`; TCP ones carry
+    /// the real port.
+    pub fn addresses(&self) -> Vec<Uri> {
+        self.items.iter().map(|b| b.uri().clone()).collect()
+    }
+
+    /// Accept and serve until `shutdown` becomes true (or its sender is
+    /// dropped).  Then stop accepting, give in-flight requests up to
+    /// [`SHUTDOWN_GRACE`] to finish, drop the remaining connections (each
+    /// gets its [`Incoming::Disconnect`]) and remove the Unix socket files.
+    ///
+    /// Must be called within a tokio runtime (any flavour).
+    pub async fn run(
+        self,
+        tx: std::sync::mpsc::Sender<Incoming>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<(), TransportError> {
+        let ctx = Arc::new(Ctx::new(tx, &self.opts));
+        // Every connection task holds a clone; all dropped = all done.
+        let (live_tx, mut live_rx) = mpsc::channel::<()>(1);
+        let mut files = Vec::new();
+        let mut loops = Vec::new();
+        for b in self.items {
+            let acceptor = match b {
+                Bound::Unix {
+                    uri,
+                    listener,
+                    file,
+                } => {
+                    files.push(file);
+                    let l = tokio::net::UnixListener::from_std(listener).map_err(|source| {
+                        TransportError::Io {
+                            context: format!("cannot serve {uri}"),
+                            source,
+                        }
+                    })?;
+                    Acceptor::Unix(uri, l)
+                }
+                Bound::Tcp { uri, listener } => {
+                    let l = tokio::net::TcpListener::from_std(listener).map_err(|source| {
+                        TransportError::Io {
+                            context: format!("cannot serve {uri}"),
+                            source,
+                        }
+                    })?;
+                    Acceptor::Tcp(uri, l)
+                }
+            };
+            loops.push(tokio::spawn(accept_loop(
+                acceptor,
+                Arc::clone(&ctx),
+                shutdown.clone(),
+                live_tx.clone(),
+            )));
+        }
+        drop(live_tx);
+        for l in loops {
+            if let Err(e) = l.await {
+                tracing::warn!("accept loop failed: {e}");
+            }
+        }
+        // Connection tasks bound their own grace; this is a backstop.
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE + Duration::from_secs(1), live_rx.recv()).await;
+        drop(files);
+        Ok(())
+    }
+}
+
+fn bind_err(uri: &Uri) -> impl FnOnce(io::Error) -> TransportError + '_ {
+    move |source| TransportError::Bind {
+        uri: uri.clone(),
+        source,
+    }
+}
+
+fn bind_unix(uri: &Uri, path: &Path, mode: u32) -> Result<Bound, TransportError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(bind_err(uri))?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(md) if !md.file_type().is_socket() => {
+            return Err(TransportError::NotASocket {
+                uri: uri.clone(),
+                path: path.to_path_buf(),
+            })
+        }
+        Ok(_) => match std::os::unix::net::UnixStream::connect(path) {
+            Ok(_) => return Err(TransportError::InUse { uri: uri.clone() }),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                tracing::info!(path = %path.display(), "removing stale socket");
+                std::fs::remove_file(path).map_err(bind_err(uri))?;
+            }
+            Err(e) => return Err(bind_err(uri)(e)),
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(bind_err(uri)(e)),
+    }
+    let listener = std::os::unix::net::UnixListener::bind(path).map_err(bind_err(uri))?;
+    let md = std::fs::symlink_metadata(path).map_err(bind_err(uri))?;
+    // From here on the file is ours: the guard removes it on any error.
+    let file = SocketFile {
+        path: path.to_path_buf(),
+        dev: md.dev(),
+        ino: md.ino(),
+    };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(bind_err(uri))?;
+    listener.set_nonblocking(true).map_err(bind_err(uri))?;
+    Ok(Bound::Unix {
+        uri: uri.clone(),
+        listener,
+        file,
+    })
+}
+
+fn bind_tcp(
+    uri: &Uri,
+    host: &str,
+    port: u16,
+    opts: &ListenOptions,
+) -> Result<Bound, TransportError> {
+    if !matches!(opts.token.as_deref(), Some(t) if !t.is_empty()) {
+        return Err(TransportError::TokenRequired { uri: uri.clone() });
+    }
+    let addrs: Vec<_> = (host, port)
+        .to_socket_addrs()
+        .map_err(bind_err(uri))?
+        .collect();
+    let mut last = io::Error::new(
+        io::ErrorKind::AddrNotAvailable,
+        format!("{host} resolves to no address"),
+    );
+    for addr in addrs {
+        match std::net::TcpListener::bind(addr) {
+            Ok(listener) => {
+                listener.set_nonblocking(true).map_err(bind_err(uri))?;
+                let local = listener.local_addr().map_err(bind_err(uri))?;
+                let real = Uri::Tcp {
+                    host: local.ip().to_string(),
+                    port: local.port(),
+                };
+                return Ok(Bound::Tcp {
+                    uri: real,
+                    listener,
+                });
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(bind_err(uri)(last))
+}
+
+enum Acceptor {
+    Unix(Uri, tokio::net::UnixListener),
+    Tcp(Uri, tokio::net::TcpListener),
+}
+
+/// Resolves once shutdown is requested (or can never be requested).
+pub(crate) async fn shutdown_signalled(rx: &mut watch::Receiver<bool>) {
+    loop {
+        if *rx.borrow_and_update() {
+            return;
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn accept_loop(
+    acceptor: Acceptor,
+    ctx: Arc<Ctx>,
+    mut shutdown: watch::Receiver<bool>,
+    live: mpsc::Sender<()>,
+) {
+    let uri = match &acceptor {
+        Acceptor::Unix(u, _) | Acceptor::Tcp(u, _) => u.clone(),
+    };
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            _ = shutdown_signalled(&mut shutdown) => break,
+            r = accept(&acceptor) => r,
+        };
+        match accepted {
+            Ok(Accepted::Unix(stream)) => {
+                let uid = match stream.peer_cred() {
+                    Ok(c) => Some(c.uid()),
+                    Err(e) => {
+                        tracing::warn!(%uri, "cannot read peer credentials: {}", io_text(&e));
+                        None
+                    }
+                };
+                tokio::spawn(serve_connection(
+                    stream,
+                    Peer::Unix { uid },
+                    Arc::clone(&ctx),
+                    shutdown.clone(),
+                    live.clone(),
+                ));
+            }
+            Ok(Accepted::Tcp(stream)) => {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(serve_connection(
+                    stream,
+                    Peer::Tcp,
+                    Arc::clone(&ctx),
+                    shutdown.clone(),
+                    live.clone(),
+                ));
+            }
+            Err(e) => {
+                tracing::warn!(%uri, "accept failed: {}", io_text(&e));
+                // Out of descriptors or memory: back off instead of spinning.
+                if e.raw_os_error().is_some_and(is_resource_exhaustion) {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+    tracing::info!(%uri, "no longer accepting");
+}
+
+enum Accepted {
+    Unix(tokio::net::UnixStream),
+    Tcp(tokio::net::TcpStream),
+}
+
+async fn accept(a: &Acceptor) -> io::Result<Accepted> {
+    match a {
+        Acceptor::Unix(_, l) => l.accept().await.map(|(s, _)| Accepted::Unix(s)),
+        Acceptor::Tcp(_, l) => l.accept().await.map(|(s, _)| Accepted::Tcp(s)),
+    }
+}
+
+/// EMFILE, ENFILE, ENOBUFS, ENOMEM.
+fn is_resource_exhaustion(errno: i32) -> bool {
+    matches!(errno, 24 | 23 | 105 | 12)
+}

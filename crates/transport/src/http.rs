@@ -1,0 +1,420 @@
+//! One HTTP connection: requests in, replies out, per [`rpc::wire`].
+
+use crate::bind::shutdown_signalled;
+use crate::{next_conn_id, Incoming, ListenOptions, SHUTDOWN_GRACE};
+use bytes::Bytes;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::{Body, Frame, SizeHint};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rpc::errno::{EIO, ENOSYS, EOVERFLOW, EPERM, EPROTO};
+use rpc::{wire, Reply, Role, RpcError};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, watch};
+
+/// What every connection of a `run` shares.
+pub(crate) struct Ctx {
+    tx: Sender<Incoming>,
+    owner_uid: u32,
+    token: Option<Vec<u8>>,
+}
+
+impl Ctx {
+    pub(crate) fn new(tx: Sender<Incoming>, opts: &ListenOptions) -> Ctx {
+        Ctx {
+            tx,
+            owner_uid: opts.owner_uid,
+            token: opts.token.as_ref().map(|t| t.as_bytes().to_vec()),
+        }
+    }
+}
+
+/// Who is on the other end of a connection.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Peer {
+    /// Unix socket; `uid` from the peer credentials (None if unreadable).
+    Unix { uid: Option<u32> },
+    /// TCP: the bearer token decides.
+    Tcp,
+}
+
+/// How long a client may take to send a request head.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub(crate) async fn serve_connection<S>(
+    stream: S,
+    peer: Peer,
+    ctx: Arc<Ctx>,
+    mut shutdown: watch::Receiver<bool>,
+    _live: mpsc::Sender<()>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = hyper::service::service_fn(move |req| {
+        let ctx = Arc::clone(&ctx);
+        async move { Ok::<_, Infallible>(handle(req, peer, &ctx).await) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), svc);
+    tokio::pin!(conn);
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = shutdown_signalled(&mut shutdown) => {
+            conn.as_mut().graceful_shutdown();
+            match tokio::time::timeout(SHUTDOWN_GRACE, conn.as_mut()).await {
+                Ok(r) => r,
+                Err(_) => {
+                    tracing::debug!("dropping a connection still busy at shutdown");
+                    Ok(())
+                }
+            }
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!("connection ended with an error: {e}");
+    }
+}
+
+/// Sends the `Disconnect` of a connection id when dropped: after a
+/// non-streaming reply, at the end of a stream, or when the client goes
+/// away (hyper drops the handler future or the response body).
+struct DisconnectGuard {
+    conn: rpc::ConnId,
+    tx: Sender<Incoming>,
+}
+
+impl Drop for DisconnectGuard {
+    fn drop(&mut self) {
+        // The service may be gone already; nothing to tell then.
+        let _ = self.tx.send(Incoming::Disconnect(self.conn));
+    }
+}
+
+/// A response body: a complete one, or NDJSON lines as replies arrive.
+enum ReplyBody {
+    Full(Option<Bytes>),
+    Stream {
+        rx: mpsc::UnboundedReceiver<Reply>,
+        done: bool,
+        guard: DisconnectGuard,
+    },
+}
+
+impl Body for ReplyBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            ReplyBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            ReplyBody::Stream { rx, done, guard } => {
+                if *done {
+                    return Poll::Ready(None);
+                }
+                match rx.poll_recv(cx) {
+                    Poll::Ready(Some(reply)) => {
+                        *done = reply.is_err();
+                        let line = wire::stream_line(&reply);
+                        Poll::Ready(Some(Ok(Frame::data(Bytes::from(line)))))
+                    }
+                    Poll::Ready(None) => {
+                        *done = true;
+                        tracing::warn!(
+                            conn = guard.conn,
+                            "service dropped a streaming request without an end-of-stream reply"
+                        );
+                        Poll::Ready(None)
+                    }
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ReplyBody::Full(b) => b.is_none(),
+            ReplyBody::Stream { done, .. } => *done,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ReplyBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            ReplyBody::Full(None) => SizeHint::with_exact(0),
+            ReplyBody::Stream { .. } => SizeHint::default(),
+        }
+    }
+}
+
+fn json_response(status: StatusCode, body: String) -> Response<ReplyBody> {
+    let mut resp = Response::new(ReplyBody::Full(
+        (!body.is_empty()).then(|| Bytes::from(body)),
+    ));
+    *resp.status_mut() = status;
+    if resp.body().size_hint().exact() != Some(0) {
+        resp.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(wire::JSON));
+    }
+    resp
+}
+
+/// An error reply: `status`, the error object, and the errno header.
+fn error_response(status: StatusCode, e: &RpcError) -> Response<ReplyBody> {
+    let body = serde_json::to_string(&wire::error_json(e)).unwrap_or_default();
+    let mut resp = json_response(status, body);
+    resp.headers_mut()
+        .insert(wire::ERRNUM_HEADER, HeaderValue::from(e.errnum));
+    resp
+}
+
+/// An RPC error reply, status per [`wire::http_status`].
+fn rpc_error_response(e: &RpcError) -> Response<ReplyBody> {
+    let status = StatusCode::from_u16(wire::http_status(e.errnum))
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    error_response(status, e)
+}
+
+fn reply_response(reply: Reply) -> Response<ReplyBody> {
+    match reply {
+        Ok(v) => json_response(StatusCode::OK, wire::body_of(&v)),
+        Err(e) => rpc_error_response(&e),
+    }
+}
+
+/// Compare without an early exit on the first differing byte.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Does the request carry `Authorization: Bearer <token>`?
+fn authorized<B>(req: &Request<B>, token: &[u8]) -> bool {
+    let Some(v) = req.headers().get(wire::AUTH_HEADER) else {
+        return false;
+    };
+    let Ok(v) = v.to_str() else {
+        return false;
+    };
+    let Some((scheme, given)) = v.trim().split_once(' ') else {
+        return false;
+    };
+    scheme.eq_ignore_ascii_case("bearer") && constant_time_eq(given.trim().as_bytes(), token)
+}
+
+fn wants_streaming<B>(req: &Request<B>) -> bool {
+    req.headers()
+        .get(wire::STREAMING_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            let v = v.trim();
+            v == "1" || v.eq_ignore_ascii_case("true")
+        })
+        .unwrap_or(false)
+}
+
+fn too_large() -> Response<ReplyBody> {
+    error_response(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &RpcError::new(
+            EOVERFLOW,
+            format!(
+                "request body exceeds the limit of {} bytes",
+                wire::MAX_REQUEST_BODY
+            ),
+        ),
+    )
+}
+
+async fn handle<B>(req: Request<B>, peer: Peer, ctx: &Ctx) -> Response<ReplyBody>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (role, userid) = match peer {
+        Peer::Unix { uid: Some(uid) } if uid == ctx.owner_uid || uid == 0 => {
+            (Role::Owner, Some(uid))
+        }
+        Peer::Unix { uid } => (Role::Guest, uid),
+        Peer::Tcp => {
+            let ok = ctx.token.as_deref().is_some_and(|t| authorized(&req, t));
+            if !ok {
+                let mut resp = error_response(
+                    StatusCode::UNAUTHORIZED,
+                    &RpcError::new(
+                        EPERM,
+                        "authentication required: missing or wrong bearer token",
+                    ),
+                );
+                resp.headers_mut()
+                    .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                return resp;
+            }
+            (Role::Owner, None)
+        }
+    };
+    let path = req.uri().path();
+    let Some(topic) = wire::topic_of(path).map(str::to_string) else {
+        return error_response(
+            StatusCode::NOT_FOUND,
+            &RpcError::new(
+                ENOSYS,
+                format!(
+                    "no endpoint {path}: expected POST {}TOPIC",
+                    wire::PATH_PREFIX
+                ),
+            ),
+        );
+    };
+    if req.method() != Method::POST {
+        let mut resp = error_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &RpcError::new(
+                EPROTO,
+                format!("method {} is not allowed on {path}: use POST", req.method()),
+            ),
+        );
+        resp.headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("POST"));
+        return resp;
+    }
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > wire::MAX_REQUEST_BODY as u64) {
+        return too_large();
+    }
+    let streaming = wants_streaming(&req);
+    let body = match Limited::new(req.into_body(), wire::MAX_REQUEST_BODY)
+        .collect()
+        .await
+    {
+        Ok(c) => c.to_bytes(),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
+        Err(e) => {
+            tracing::debug!("error reading a request body: {e}");
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &RpcError::new(EPROTO, format!("error reading request body: {e}")),
+            );
+        }
+    };
+    let payload = match wire::payload_of(&body) {
+        Ok(v) => v,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
+    };
+
+    let conn = next_conn_id();
+    let (replies, mut rx) = mpsc::unbounded_channel();
+    let request = rpc::Request {
+        conn,
+        matchtag: 1,
+        topic,
+        payload,
+        streaming,
+        role,
+        userid,
+    };
+    tracing::debug!(conn, topic = %request.topic, streaming, ?role, "request");
+    if ctx
+        .tx
+        .send(Incoming::Request {
+            req: request,
+            replies,
+        })
+        .is_err()
+    {
+        return rpc_error_response(&RpcError::new(EIO, "the service is not running"));
+    }
+    let guard = DisconnectGuard {
+        conn,
+        tx: ctx.tx.clone(),
+    };
+    if streaming {
+        let mut resp = Response::new(ReplyBody::Stream {
+            rx,
+            done: false,
+            guard,
+        });
+        resp.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(wire::NDJSON));
+        return resp;
+    }
+    // If the client goes away meanwhile, hyper drops this future and the
+    // guard sends the Disconnect.
+    let reply = rx.recv().await;
+    drop(guard);
+    match reply {
+        Some(reply) => reply_response(reply),
+        None => rpc_error_response(&RpcError::new(
+            EIO,
+            "service ended the request without a reply",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_comparison() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+        let req = |v: &str| {
+            Request::builder()
+                .header("authorization", v)
+                .body(())
+                .unwrap()
+        };
+        assert!(authorized(&req("Bearer tok"), b"tok"));
+        assert!(authorized(&req("bearer  tok "), b"tok"));
+        assert!(!authorized(&req("Bearer tok2"), b"tok"));
+        assert!(!authorized(&req("Basic tok"), b"tok"));
+        assert!(!authorized(&req("tok"), b"tok"));
+        assert!(!authorized(&Request::new(()), b"tok"));
+    }
+
+    #[test]
+    fn streaming_flag() {
+        let req = |v: &str| {
+            Request::builder()
+                .header(wire::STREAMING_HEADER, v)
+                .body(())
+                .unwrap()
+        };
+        assert!(wants_streaming(&req("1")));
+        assert!(wants_streaming(&req("true")));
+        assert!(!wants_streaming(&req("0")));
+        assert!(!wants_streaming(&Request::new(())));
+    }
+
+    #[test]
+    fn error_status_and_header() {
+        let r = rpc_error_response(&RpcError::bare(rpc::errno::EBUSY));
+        assert_eq!(r.status(), StatusCode::CONFLICT);
+        assert_eq!(r.headers()[wire::ERRNUM_HEADER], "16");
+        assert_eq!(r.headers()[CONTENT_TYPE], wire::JSON);
+        let ok = reply_response(Ok(serde_json::Value::Null));
+        assert_eq!(ok.status(), StatusCode::OK);
+        assert!(ok.headers().get(CONTENT_TYPE).is_none());
+        assert!(ok.body().is_end_stream());
+    }
+}

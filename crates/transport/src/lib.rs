@@ -1,0 +1,205 @@
+//! Roster's HTTP listeners: HTTP/1.1 over Unix (`unix://`) and TCP
+//! (`tcp://`) sockets, speaking the conventions of [`rpc::wire`].
+//!
+//! The listeners do no RPC work themselves.  Each HTTP request becomes one
+//! [`rpc::Request`] (a fresh [`rpc::ConnId`], matchtag 1) delivered as an
+//! [`Incoming::Request`] on a std channel, together with the sender on which
+//! the service answers.  When the request is over (its reply was written,
+//! the stream ended, or the client went away) the listener sends exactly one
+//! [`Incoming::Disconnect`] for its connection id, so the service can drop
+//! whatever it still holds for it (RFC 6 disconnect semantics).
+//!
+//! Requests that fail before reaching the RPC layer (authentication, bad
+//! path or method, oversized or non-JSON body) are answered here, with an
+//! HTTP status and an error object as [`rpc::wire`] prescribes.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), transport::TransportError> {
+//! use transport::{Incoming, ListenOptions, Listeners};
+//! let uri = rpc::uri::Uri::parse("unix:///tmp/roster-demo/roster.sock").unwrap();
+//! let listeners = Listeners::bind(&[uri], &ListenOptions::default())?;
+//! let (tx, rx) = std::sync::mpsc::channel::<Incoming>();
+//! let (_stop, shutdown) = tokio::sync::watch::channel(false);
+//! std::thread::spawn(move || {
+//!     while let Ok(msg) = rx.recv() {
+//!         if let Incoming::Request { req, replies } = msg {
+//!             let _ = replies.send(Ok(serde_json::json!({"topic": req.topic})));
+//!         }
+//!     }
+//! });
+//! listeners.run(tx, shutdown).await
+//! # }
+//! ```
+
+mod bind;
+mod http;
+
+use rpc::uri::Uri;
+use std::fmt;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+pub use bind::Listeners;
+
+/// What a listener hands to the service loop.
+#[derive(Debug)]
+pub enum Incoming {
+    /// A request and the channel its replies go to.  A non-streaming
+    /// request takes the first reply only; a streaming one takes replies
+    /// until the first `Err`.
+    Request {
+        req: rpc::Request,
+        replies: tokio::sync::mpsc::UnboundedSender<rpc::Reply>,
+    },
+    /// The connection is gone: drop every request it still has, without
+    /// replying.  Sent exactly once per [`rpc::ConnId`] handed out in a
+    /// `Request`.
+    Disconnect(rpc::ConnId),
+}
+
+/// How the listeners decide roles and set up their sockets.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ListenOptions {
+    /// The instance owner: Unix peers with this uid (or uid 0) get
+    /// [`rpc::Role::Owner`], every other uid [`rpc::Role::Guest`].
+    pub owner_uid: u32,
+    /// The bearer token TCP clients must present (`Authorization: Bearer
+    /// <token>`).  TCP listeners cannot be bound without one.
+    pub token: Option<String>,
+    /// Permission bits of Unix sockets (default `0o666`: anyone may
+    /// connect; roles restrict what guests may do).
+    pub socket_mode: u32,
+}
+
+impl Default for ListenOptions {
+    /// The current process's uid as owner, no token, mode `0o666`.
+    fn default() -> Self {
+        ListenOptions {
+            owner_uid: rpc::uri::current_uid(),
+            token: None,
+            socket_mode: 0o666,
+        }
+    }
+}
+
+impl fmt::Debug for ListenOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListenOptions")
+            .field("owner_uid", &self.owner_uid)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("socket_mode", &format_args!("{:#o}", self.socket_mode))
+            .finish()
+    }
+}
+
+/// Errors setting up or running the listeners.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// Something accepts connections on the Unix socket already.
+    #[error("address {uri} is in use by another process")]
+    InUse { uri: Uri },
+    /// The socket path exists and is not a socket (never removed).
+    #[error("cannot listen on {uri}: {} exists and is not a socket", path.display())]
+    NotASocket { uri: Uri, path: std::path::PathBuf },
+    /// `tcp://` without a (non-empty) token.
+    #[error("cannot listen on {uri}: TCP listener requires a token file")]
+    TokenRequired { uri: Uri },
+    /// A URI form this crate does not listen on (`flux://`).
+    #[error("cannot listen on {uri}: flux:// listeners are not supported yet")]
+    Unsupported { uri: Uri },
+    /// Creating, binding or configuring the socket failed.
+    #[error("cannot listen on {uri}: {}", io_text(.source))]
+    Bind {
+        uri: Uri,
+        #[source]
+        source: io::Error,
+    },
+    /// An I/O failure while running.
+    #[error("{context}: {}", io_text(.source))]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// How long in-flight requests may take to finish after shutdown is
+/// signalled before their connections are dropped.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh connection id, unique for the life of the process.  Every
+/// listener of the service (including ones outside this crate) must draw
+/// its ids from here so that they never collide.
+pub fn next_conn_id() -> rpc::ConnId {
+    NEXT_CONN.fetch_add(1, Ordering::Relaxed)
+}
+
+/// An I/O error's text without Rust's " (os error N)" suffix, as C tools
+/// print `strerror`.
+pub(crate) fn io_text(e: &io::Error) -> String {
+    let s = e.to_string();
+    match (e.raw_os_error(), s.rfind(" (os error ")) {
+        (Some(_), Some(i)) if s.ends_with(')') => s[..i].to_string(),
+        _ => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_text_strips_os_error_suffix() {
+        let e = io::Error::from_raw_os_error(2);
+        assert_eq!(io_text(&e), "No such file or directory");
+        let e = io::Error::other("custom (x)");
+        assert_eq!(io_text(&e), "custom (x)");
+    }
+
+    #[test]
+    fn conn_ids_are_fresh() {
+        let a = next_conn_id();
+        let b = next_conn_id();
+        assert!(b > a);
+    }
+
+    #[test]
+    fn options_debug_hides_token() {
+        let o = ListenOptions {
+            owner_uid: 5,
+            token: Some("sekrit".into()),
+            socket_mode: 0o600,
+        };
+        let s = format!("{o:?}");
+        assert!(!s.contains("sekrit"), "{s}");
+        assert!(s.contains("0o600"), "{s}");
+    }
+
+    #[test]
+    fn error_texts() {
+        let uri = Uri::Unix("/run/r.sock".into());
+        assert_eq!(
+            TransportError::InUse { uri: uri.clone() }.to_string(),
+            "address unix:///run/r.sock is in use by another process"
+        );
+        assert_eq!(
+            TransportError::Bind {
+                uri,
+                source: io::Error::from_raw_os_error(13)
+            }
+            .to_string(),
+            "cannot listen on unix:///run/r.sock: Permission denied"
+        );
+        let tcp = Uri::Tcp {
+            host: "127.0.0.1".into(),
+            port: 80,
+        };
+        assert_eq!(
+            TransportError::TokenRequired { uri: tcp }.to_string(),
+            "cannot listen on tcp://127.0.0.1:80: TCP listener requires a token file"
+        );
+    }
+}
