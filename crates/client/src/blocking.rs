@@ -1,0 +1,197 @@
+//! Synchronous wrapper around [`crate::Client`] for callers without an
+//! async runtime (the CLI).  Each client owns a current-thread tokio
+//! runtime, created on first use.  Do not call these methods from inside
+//! an async runtime (tokio refuses nested `block_on`).
+
+use crate::ClientError;
+use rpc::uri::Uri;
+use serde_json::Value;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use tokio::runtime::Runtime;
+
+/// A blocking client of one Roster service; same methods as
+/// [`crate::Client`].
+#[derive(Debug)]
+pub struct Client {
+    inner: crate::Client,
+    rt: OnceLock<Arc<Runtime>>,
+}
+
+impl Client {
+    /// See [`crate::Client::new`].
+    pub fn new(uri: Uri) -> Client {
+        Client::wrap(crate::Client::new(uri))
+    }
+
+    /// See [`crate::Client::with_token`].
+    pub fn with_token(self, token: String) -> Client {
+        Client {
+            inner: self.inner.with_token(token),
+            rt: self.rt,
+        }
+    }
+
+    /// See [`crate::Client::from_env`].
+    pub fn from_env(
+        explicit_uri: Option<&str>,
+        token_file: Option<&Path>,
+    ) -> Result<Client, ClientError> {
+        crate::Client::from_env(explicit_uri, token_file).map(Client::wrap)
+    }
+
+    /// Wrap an async client.
+    pub fn wrap(inner: crate::Client) -> Client {
+        Client {
+            inner,
+            rt: OnceLock::new(),
+        }
+    }
+
+    /// The async client inside.
+    pub fn inner(&self) -> &crate::Client {
+        &self.inner
+    }
+
+    /// The service URI.
+    pub fn uri(&self) -> &Uri {
+        self.inner.uri()
+    }
+
+    fn runtime(&self) -> Result<Arc<Runtime>, ClientError> {
+        if let Some(rt) = self.rt.get() {
+            return Ok(Arc::clone(rt));
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(ClientError::Io)?;
+        // A concurrent first call may have won; use whichever is stored.
+        let _ = self.rt.set(Arc::new(rt));
+        self.rt
+            .get()
+            .map(Arc::clone)
+            .ok_or_else(|| ClientError::Protocol("cannot set up the client runtime".into()))
+    }
+
+    fn block<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, ClientError>>,
+    ) -> Result<T, ClientError> {
+        self.runtime()?.block_on(f)
+    }
+
+    /// See [`crate::Client::rpc`].
+    pub fn rpc(&self, topic: &str, payload: Value) -> Result<Value, ClientError> {
+        self.block(self.inner.rpc(topic, payload))
+    }
+
+    /// See [`crate::Client::stream`].
+    pub fn stream(&self, topic: &str, payload: Value) -> Result<ReplyStream, ClientError> {
+        let rt = self.runtime()?;
+        let inner = rt.block_on(self.inner.stream(topic, payload))?;
+        Ok(ReplyStream { inner, rt })
+    }
+
+    /// See [`crate::Client::status`].
+    pub fn status(&self) -> Result<Value, ClientError> {
+        self.block(self.inner.status())
+    }
+
+    /// See [`crate::Client::sched_status`].
+    pub fn sched_status(&self) -> Result<Value, ClientError> {
+        self.block(self.inner.sched_status())
+    }
+
+    /// See [`crate::Client::drain`].
+    pub fn drain(
+        &self,
+        targets: &str,
+        reason: Option<&str>,
+        mode: Option<&str>,
+    ) -> Result<(), ClientError> {
+        self.block(self.inner.drain(targets, reason, mode))
+    }
+
+    /// See [`crate::Client::undrain`].
+    pub fn undrain(
+        &self,
+        targets: &str,
+        reason: Option<&str>,
+        mode: Option<&str>,
+    ) -> Result<(), ClientError> {
+        self.block(self.inner.undrain(targets, reason, mode))
+    }
+
+    /// See [`crate::Client::reload`].
+    pub fn reload(
+        &self,
+        path: impl AsRef<Path>,
+        xml: bool,
+        force: bool,
+    ) -> Result<(), ClientError> {
+        self.block(self.inner.reload(path, xml, force))
+    }
+
+    /// See [`crate::Client::expiration_update`].
+    pub fn expiration_update(&self, expiration: f64) -> Result<(), ClientError> {
+        self.block(self.inner.expiration_update(expiration))
+    }
+
+    /// See [`crate::Client::get`].
+    pub fn get(&self) -> Result<Value, ClientError> {
+        self.block(self.inner.get())
+    }
+
+    /// See [`crate::Client::journal`].
+    pub fn journal(&self) -> Result<ReplyStream, ClientError> {
+        self.stream("resource.journal", serde_json::json!({}))
+    }
+
+    /// See [`crate::Client::acquire`].
+    pub fn acquire(&self, group: Option<&str>) -> Result<ReplyStream, ClientError> {
+        self.stream("resource.acquire", crate::payload::group(group))
+    }
+
+    /// See [`crate::Client::release`].
+    pub fn release(&self, group: &str, targets: &str) -> Result<(), ClientError> {
+        self.block(self.inner.release(group, targets))
+    }
+
+    /// See [`crate::Client::monitor_force_up`].
+    pub fn monitor_force_up(&self, ranks: &str) -> Result<(), ClientError> {
+        self.block(self.inner.monitor_force_up(ranks))
+    }
+
+    /// See [`crate::Client::monitor_force_down`].
+    pub fn monitor_force_down(&self, ranks: &str) -> Result<(), ClientError> {
+        self.block(self.inner.monitor_force_down(ranks))
+    }
+
+    /// See [`crate::Client::monitor_waitup`].
+    pub fn monitor_waitup(&self, up: i64) -> Result<(), ClientError> {
+        self.block(self.inner.monitor_waitup(up))
+    }
+
+    /// See [`crate::Client::acquire_mute`].
+    pub fn acquire_mute(&self) -> Result<(), ClientError> {
+        self.block(self.inner.acquire_mute())
+    }
+}
+
+/// A blocking [`crate::ReplyStream`]: an iterator over the payloads of a
+/// streaming request.  Ends (`None`) after ENODATA or after yielding an
+/// error.  Dropping it cancels the request.
+#[derive(Debug)]
+pub struct ReplyStream {
+    inner: crate::ReplyStream,
+    rt: Arc<Runtime>,
+}
+
+impl Iterator for ReplyStream {
+    type Item = Result<Value, ClientError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.rt.block_on(self.inner.next())
+    }
+}

@@ -1,0 +1,396 @@
+//! One HTTP exchange over a fresh connection.
+//!
+//! hyper's HTTP/1 client splits a connection into a request sender and a
+//! connection future that performs the I/O.  Instead of spawning that
+//! future on a runtime, every await here polls it alongside, so nothing
+//! outlives the exchange: dropping an [`Exchange`] (or a [`LineStream`])
+//! closes the socket at once, which is what cancels a streaming request.
+
+use crate::{ClientError, ReplyStream};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{Connection, SendRequest};
+use hyper::header::{HeaderValue, CONTENT_TYPE, HOST};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rpc::uri::Uri;
+use rpc::{wire, RpcError};
+use serde_json::Value;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Largest non-streaming reply body, and largest single stream line.
+const MAX_REPLY: usize = 1 << 30;
+
+/// A Unix or TCP stream.
+#[derive(Debug)]
+enum Stream {
+    Unix(tokio::net::UnixStream),
+    Tcp(tokio::net::TcpStream),
+}
+
+impl Stream {
+    async fn connect(uri: &Uri) -> io::Result<Stream> {
+        match uri {
+            Uri::Unix(path) => tokio::net::UnixStream::connect(path)
+                .await
+                .map(Stream::Unix),
+            Uri::Tcp { host, port } => {
+                let s = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+                let _ = s.set_nodelay(true);
+                Ok(Stream::Tcp(s))
+            }
+            Uri::Flux(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "flux:// is not supported by this client (use unix:// or tcp://)",
+            )),
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Unix(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+type Driver = Pin<Box<Connection<TokioIo<Stream>, Full<Bytes>>>>;
+
+/// The I/O side of a connection, polled whenever we wait on it.
+struct Conn {
+    driver: Option<Driver>,
+    // Kept so the connection is not shut down early.
+    send: Option<SendRequest<Full<Bytes>>>,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("open", &self.driver.is_some())
+            .finish()
+    }
+}
+
+impl Conn {
+    /// Await `fut` while driving the connection.
+    async fn drive<F: Future>(&mut self, fut: F) -> F::Output {
+        tokio::pin!(fut);
+        loop {
+            let Some(driver) = self.driver.as_mut() else {
+                return fut.await;
+            };
+            tokio::select! {
+                biased;
+                out = &mut fut => return out,
+                r = driver.as_mut() => {
+                    // Closed or failed: whatever `fut` waits on now resolves
+                    // (with an error if the exchange was cut short).
+                    let _ = r;
+                    self.driver = None;
+                }
+            }
+        }
+    }
+}
+
+/// A hyper error as a client error: I/O failures as `Io`, the rest (e.g.
+/// "connection closed before message completed") as `Protocol`.
+fn hyper_err(e: hyper::Error) -> ClientError {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&e);
+    while let Some(s) = src {
+        if let Some(io) = s.downcast_ref::<io::Error>() {
+            return ClientError::Io(io::Error::new(io.kind(), e.to_string()));
+        }
+        src = s.source();
+    }
+    ClientError::Protocol(format!("error talking to the service: {e}"))
+}
+
+/// A request sent and its response head received.
+pub(crate) struct Exchange {
+    conn: Conn,
+    resp: Response<Incoming>,
+    topic: String,
+}
+
+impl Exchange {
+    pub(crate) async fn start(
+        uri: &Uri,
+        token: Option<&str>,
+        topic: &str,
+        payload: &Value,
+        streaming: bool,
+    ) -> Result<Exchange, ClientError> {
+        if wire::topic_of(&wire::path_for(topic)) != Some(topic) {
+            return Err(ClientError::Protocol(format!(
+                "invalid topic '{topic}': expected letters, digits and '.-_'"
+            )));
+        }
+        let connect_err = |source| ClientError::Connect {
+            uri: uri.clone(),
+            source,
+        };
+        let stream = Stream::connect(uri).await.map_err(connect_err)?;
+        let (send, driver) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(hyper_err)?;
+        let mut conn = Conn {
+            driver: Some(Box::pin(driver)),
+            send: None,
+        };
+        let host = match uri {
+            Uri::Tcp { .. } => uri.to_string().trim_start_matches("tcp://").to_string(),
+            _ => "localhost".to_string(),
+        };
+        let body = wire::body_of(payload);
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(wire::path_for(topic))
+            .header(HOST, host);
+        if !body.is_empty() {
+            req = req.header(CONTENT_TYPE, wire::JSON);
+        }
+        if streaming {
+            req = req.header(wire::STREAMING_HEADER, "1");
+        }
+        if let Some(t) = token {
+            let v = HeaderValue::from_str(&format!("Bearer {t}")).map_err(|_| {
+                ClientError::Protocol(
+                    "the token contains characters not allowed in HTTP headers".into(),
+                )
+            })?;
+            req = req.header(wire::AUTH_HEADER, v);
+        }
+        let req = req.body(Full::new(Bytes::from(body))).map_err(|e| {
+            ClientError::Protocol(format!("cannot build a request for {topic}: {e}"))
+        })?;
+        let mut send = send;
+        let resp = conn
+            .drive(send.send_request(req))
+            .await
+            .map_err(hyper_err)?;
+        conn.send = Some(send);
+        Ok(Exchange {
+            conn,
+            resp,
+            topic: topic.to_string(),
+        })
+    }
+
+    async fn body(self) -> Result<(StatusCode, Option<i32>, Bytes, String), ClientError> {
+        let Exchange {
+            mut conn,
+            resp,
+            topic,
+        } = self;
+        let status = resp.status();
+        let errnum = resp
+            .headers()
+            .get(wire::ERRNUM_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<i32>().ok());
+        let collected = conn
+            .drive(Limited::new(resp.into_body(), MAX_REPLY).collect())
+            .await;
+        let body = match collected {
+            Ok(c) => c.to_bytes(),
+            Err(e) => match e.downcast::<hyper::Error>() {
+                Ok(he) => return Err(hyper_err(*he)),
+                Err(other) => {
+                    return Err(ClientError::Protocol(format!("reply to {topic}: {other}")))
+                }
+            },
+        };
+        Ok((status, errnum, body, topic))
+    }
+
+    /// The single reply of a non-streaming request.
+    pub(crate) async fn reply(self) -> Result<Value, ClientError> {
+        let (status, errnum, body, topic) = self.body().await?;
+        if status != StatusCode::OK {
+            return Err(error_reply(status, errnum, &body, &topic));
+        }
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&body)
+            .map_err(|e| ClientError::Protocol(format!("the reply to {topic} is not JSON: {e}")))
+    }
+
+    /// Turn a streaming exchange into its line stream (or the error the
+    /// service answered instead).
+    pub(crate) async fn into_stream(self) -> Result<ReplyStream, ClientError> {
+        if self.resp.status() != StatusCode::OK {
+            let (status, errnum, body, topic) = self.body().await?;
+            return Err(error_reply(status, errnum, &body, &topic));
+        }
+        let Exchange { conn, resp, topic } = self;
+        Ok(ReplyStream {
+            inner: LineStream {
+                conn,
+                body: resp.into_body(),
+                buf: Vec::new(),
+                scanned: 0,
+                done: false,
+                topic,
+            },
+        })
+    }
+}
+
+/// The error of a non-200 reply: the error object of its body, else its
+/// errno header, else a protocol error naming the status.
+fn error_reply(status: StatusCode, errnum: Option<i32>, body: &[u8], topic: &str) -> ClientError {
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        if let Some(e) = wire::as_error(&v) {
+            return ClientError::Rpc(e);
+        }
+    }
+    match errnum {
+        Some(n) => ClientError::Rpc(RpcError::bare(n)),
+        None => ClientError::Protocol(format!(
+            "unexpected HTTP status {status} in reply to {topic}"
+        )),
+    }
+}
+
+/// NDJSON reply lines, decoded as they arrive.
+pub(crate) struct LineStream {
+    conn: Conn,
+    body: Incoming,
+    buf: Vec<u8>,
+    /// `buf[..scanned]` holds no newline.
+    scanned: usize,
+    done: bool,
+    topic: String,
+}
+
+impl std::fmt::Debug for LineStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LineStream")
+            .field("topic", &self.topic)
+            .field("buffered", &self.buf.len())
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+impl LineStream {
+    pub(crate) async fn next(&mut self) -> Option<Result<Value, ClientError>> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if let Some(line) = self.take_line() {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                return self.decode(&line);
+            }
+            let frame = self.conn.drive(self.body.frame()).await;
+            match frame {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buf.extend_from_slice(&data);
+                        if self.buf.len() > MAX_REPLY {
+                            return self.fail(ClientError::Protocol(format!(
+                                "a line of the {} reply stream exceeds {MAX_REPLY} bytes",
+                                self.topic
+                            )));
+                        }
+                    }
+                }
+                Some(Err(e)) => return self.fail(hyper_err(e)),
+                None => {
+                    if self.buf.iter().all(u8::is_ascii_whitespace) {
+                        let topic = self.topic.clone();
+                        return self.fail(ClientError::Protocol(format!(
+                            "the {topic} reply stream ended without an end-of-stream response"
+                        )));
+                    }
+                    // A last line without its newline.
+                    self.buf.push(b'\n');
+                }
+            }
+        }
+    }
+
+    fn take_line(&mut self) -> Option<Vec<u8>> {
+        match self.buf[self.scanned..].iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                let end = self.scanned + i;
+                let mut line: Vec<u8> = self.buf.drain(..=end).collect();
+                line.pop();
+                self.scanned = 0;
+                Some(line)
+            }
+            None => {
+                self.scanned = self.buf.len();
+                None
+            }
+        }
+    }
+
+    fn decode(&mut self, line: &[u8]) -> Option<Result<Value, ClientError>> {
+        let parsed = std::str::from_utf8(line)
+            .map_err(|e| e.to_string())
+            .and_then(|s| wire::parse_stream_line(s).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(Ok(v)) => Some(Ok(v)),
+            Ok(Err(e)) if e.is_end_of_stream() => {
+                self.done = true;
+                None
+            }
+            Ok(Err(e)) => self.fail(ClientError::Rpc(e)),
+            Err(e) => {
+                let topic = self.topic.clone();
+                self.fail(ClientError::Protocol(format!(
+                    "invalid line in the {topic} reply stream: {e}"
+                )))
+            }
+        }
+    }
+
+    fn fail(&mut self, e: ClientError) -> Option<Result<Value, ClientError>> {
+        self.done = true;
+        Some(Err(e))
+    }
+}

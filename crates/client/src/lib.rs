@@ -1,0 +1,439 @@
+//! Client library for Roster's RPCs over `unix://` and `tcp://` (HTTP/1.1
+//! with the conventions of [`rpc::wire`]).
+//!
+//! [`Client`] is async (tokio); [`blocking::Client`] wraps it with its own
+//! current-thread runtime for synchronous callers such as the CLI.
+//!
+//! Every call opens one connection and closes it when the reply is read;
+//! a [`ReplyStream`] keeps its connection until it is dropped, and dropping
+//! it is how a stream is cancelled (the service sees the disconnect).
+//!
+//! ```no_run
+//! let c = client::blocking::Client::from_env(None, None)?;
+//! println!("{}", c.status()?);
+//! for update in c.journal()? {
+//!     println!("{}", update?);
+//! }
+//! # Ok::<(), client::ClientError>(())
+//! ```
+
+pub mod blocking;
+mod conn;
+mod status;
+
+use conn::Exchange;
+use rpc::uri::{Uri, UriError};
+use rpc::RpcError;
+use serde_json::{json, Map, Value};
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use status::{DrainEntry, Status};
+
+/// Environment variable naming the token file for `tcp://` services.
+pub const TOKEN_FILE_ENV: &str = "ROSTER_TOKEN_FILE";
+
+/// Errors of client calls.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The service could not be reached.
+    #[error("cannot connect to {uri}: {}", io_text(.source))]
+    Connect {
+        uri: Uri,
+        #[source]
+        source: io::Error,
+    },
+    /// The service answered with an error (displays as its errstr, or
+    /// `strerror(errnum)` when it has none).
+    #[error("{0}")]
+    Rpc(RpcError),
+    /// The service's answer did not follow the wire conventions.
+    #[error("{0}")]
+    Protocol(String),
+    /// The connection failed mid-call.
+    #[error("{}", io_text(.0))]
+    Io(io::Error),
+    /// The service URI (argument or `ROSTER_URI`) is malformed.
+    #[error("{0}")]
+    Uri(UriError),
+    /// The token file could not be read, or is empty.
+    #[error("cannot read token file {}: {}", path.display(), io_text(.source))]
+    TokenFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl ClientError {
+    /// The errno this error stands for: the RPC's errnum, the OS error of
+    /// a failed connection or read, `EPROTO` for protocol violations,
+    /// `EINVAL` for a bad URI.
+    pub fn errnum(&self) -> i32 {
+        match self {
+            ClientError::Rpc(e) => e.errnum,
+            ClientError::Connect { source, .. }
+            | ClientError::Io(source)
+            | ClientError::TokenFile { source, .. } => {
+                source.raw_os_error().unwrap_or(rpc::errno::EIO)
+            }
+            ClientError::Protocol(_) => rpc::errno::EPROTO,
+            ClientError::Uri(_) => rpc::errno::EINVAL,
+        }
+    }
+
+    /// The RPC error, if the service answered with one.
+    pub fn rpc_error(&self) -> Option<&RpcError> {
+        match self {
+            ClientError::Rpc(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<RpcError> for ClientError {
+    fn from(e: RpcError) -> Self {
+        ClientError::Rpc(e)
+    }
+}
+
+/// An I/O error's text without Rust's " (os error N)" suffix.
+pub(crate) fn io_text(e: &io::Error) -> String {
+    let s = e.to_string();
+    match (e.raw_os_error(), s.rfind(" (os error ")) {
+        (Some(_), Some(i)) if s.ends_with(')') => s[..i].to_string(),
+        _ => s,
+    }
+}
+
+/// A client of one Roster service.  Cheap to clone; holds no connection.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Client {
+    uri: Uri,
+    token: Option<String>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("uri", &self.uri)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// Read a token file: its content without surrounding white space; an
+/// empty file is an error.
+pub fn read_token_file(path: &Path) -> Result<String, ClientError> {
+    let err = |source| ClientError::TokenFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    let text = std::fs::read_to_string(path).map_err(err)?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the file is empty",
+        )));
+    }
+    Ok(token.to_string())
+}
+
+impl Client {
+    /// A client of the service at `uri`, without a token.
+    pub fn new(uri: Uri) -> Client {
+        Client { uri, token: None }
+    }
+
+    /// Send `Authorization: Bearer <token>` (needed for the owner role
+    /// over TCP).
+    pub fn with_token(mut self, token: String) -> Client {
+        self.token = Some(token);
+        self
+    }
+
+    /// The service URI: `explicit_uri`, else `$ROSTER_URI`, else the
+    /// default socket ([`rpc::uri::client_uri`]).  The token: read from
+    /// `token_file`, else from the file named by `$ROSTER_TOKEN_FILE`,
+    /// else none.
+    pub fn from_env(
+        explicit_uri: Option<&str>,
+        token_file: Option<&Path>,
+    ) -> Result<Client, ClientError> {
+        let uri = rpc::uri::client_uri(explicit_uri).map_err(ClientError::Uri)?;
+        let env_file = std::env::var_os(TOKEN_FILE_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
+        let token = match token_file.map(Path::to_path_buf).or(env_file) {
+            Some(p) => Some(read_token_file(&p)?),
+            None => None,
+        };
+        Ok(Client { uri, token })
+    }
+
+    /// The service URI.
+    pub fn uri(&self) -> &Uri {
+        &self.uri
+    }
+
+    /// One request, one reply.  `Value::Null` means no payload, both in
+    /// the request and in the returned reply.
+    pub async fn rpc(&self, topic: &str, payload: Value) -> Result<Value, ClientError> {
+        let ex = Exchange::start(&self.uri, self.token.as_deref(), topic, &payload, false).await?;
+        ex.reply().await
+    }
+
+    /// A streaming request.  An error the service answers before the
+    /// stream starts (authentication, bad topic...) is returned here;
+    /// afterwards see [`ReplyStream::next`].
+    pub async fn stream(&self, topic: &str, payload: Value) -> Result<ReplyStream, ClientError> {
+        let ex = Exchange::start(&self.uri, self.token.as_deref(), topic, &payload, true).await?;
+        ex.into_stream().await
+    }
+
+    /// `resource.status`: `{R, drain, online, offline, exclude, torpid}`
+    /// (see [`Status`] for a typed view).
+    pub async fn status(&self) -> Result<Value, ClientError> {
+        self.rpc("resource.status", Value::Null).await
+    }
+
+    /// `resource.sched-status`: `{all, down, allocated}`, each an R.
+    pub async fn sched_status(&self) -> Result<Value, ClientError> {
+        self.rpc("resource.sched-status", Value::Null).await
+    }
+
+    /// `resource.drain {targets, reason?, mode?}`; `mode` is `update`,
+    /// `overwrite` or `force-overwrite`.
+    pub async fn drain(
+        &self,
+        targets: &str,
+        reason: Option<&str>,
+        mode: Option<&str>,
+    ) -> Result<(), ClientError> {
+        self.rpc("resource.drain", payload::targets(targets, reason, mode))
+            .await
+            .map(drop)
+    }
+
+    /// `resource.undrain {targets, reason?, mode?}`.
+    pub async fn undrain(
+        &self,
+        targets: &str,
+        reason: Option<&str>,
+        mode: Option<&str>,
+    ) -> Result<(), ClientError> {
+        self.rpc("resource.undrain", payload::targets(targets, reason, mode))
+            .await
+            .map(drop)
+    }
+
+    /// `resource.reload {path, xml, force}`.  `path` is sent as given
+    /// (flux's CLI resolves it with `realpath` first).
+    pub async fn reload(
+        &self,
+        path: impl AsRef<Path>,
+        xml: bool,
+        force: bool,
+    ) -> Result<(), ClientError> {
+        self.rpc(
+            "resource.reload",
+            payload::reload(path.as_ref(), xml, force),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// `resource.expiration-update {expiration}`.
+    pub async fn expiration_update(&self, expiration: f64) -> Result<(), ClientError> {
+        self.rpc(
+            "resource.expiration-update",
+            payload::expiration(expiration),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// `resource.get`: `{R, method}`.
+    pub async fn get(&self) -> Result<Value, ClientError> {
+        self.rpc("resource.get", Value::Null).await
+    }
+
+    /// `resource.journal` (payload `{}`): `{events:[...], R?}` updates,
+    /// the backlog, then the `{events:[]}` sentinel, then live events.
+    pub async fn journal(&self) -> Result<ReplyStream, ClientError> {
+        self.stream("resource.journal", json!({})).await
+    }
+
+    /// `resource.acquire`: payload `{}`, or `{"group": G}` for a resource
+    /// group (RFC 28 groups draft).
+    pub async fn acquire(&self, group: Option<&str>) -> Result<ReplyStream, ClientError> {
+        self.stream("resource.acquire", payload::group(group)).await
+    }
+
+    /// `resource.release {group, targets}` (RFC 28 groups draft).
+    pub async fn release(&self, group: &str, targets: &str) -> Result<(), ClientError> {
+        self.rpc(
+            "resource.release",
+            json!({"group": group, "targets": targets}),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// `resource.monitor-force-up {ranks}`.
+    pub async fn monitor_force_up(&self, ranks: &str) -> Result<(), ClientError> {
+        self.rpc("resource.monitor-force-up", json!({ "ranks": ranks }))
+            .await
+            .map(drop)
+    }
+
+    /// `resource.monitor-force-down {ranks}`.
+    pub async fn monitor_force_down(&self, ranks: &str) -> Result<(), ClientError> {
+        self.rpc("resource.monitor-force-down", json!({ "ranks": ranks }))
+            .await
+            .map(drop)
+    }
+
+    /// `resource.monitor-waitup {up}`: answers once exactly `up` ranks are
+    /// online.
+    pub async fn monitor_waitup(&self, up: i64) -> Result<(), ClientError> {
+        self.rpc("resource.monitor-waitup", json!({ "up": up }))
+            .await
+            .map(drop)
+    }
+
+    /// `resource.acquire-mute` (payload `{}`).
+    pub async fn acquire_mute(&self) -> Result<(), ClientError> {
+        self.rpc("resource.acquire-mute", json!({})).await.map(drop)
+    }
+}
+
+/// The replies of a streaming request, read line by line as they arrive.
+/// Dropping it closes the connection, which cancels the request.
+#[derive(Debug)]
+pub struct ReplyStream {
+    inner: conn::LineStream,
+}
+
+impl ReplyStream {
+    /// The next payload; `None` once the stream ended normally (ENODATA)
+    /// or after an error was returned.  Any other error reply comes as
+    /// `Some(Err(ClientError::Rpc(..)))`.  A stream that ends without an
+    /// error reply yields `Some(Err(ClientError::Protocol(..)))`.
+    #[allow(clippy::should_implement_trait)]
+    pub async fn next(&mut self) -> Option<Result<Value, ClientError>> {
+        self.inner.next().await
+    }
+}
+
+/// Request payloads (shared with [`blocking`]).
+pub(crate) mod payload {
+    use super::*;
+
+    pub fn targets(targets: &str, reason: Option<&str>, mode: Option<&str>) -> Value {
+        let mut m = Map::new();
+        m.insert("targets".into(), Value::from(targets));
+        if let Some(r) = reason {
+            m.insert("reason".into(), Value::from(r));
+        }
+        if let Some(mode) = mode {
+            m.insert("mode".into(), Value::from(mode));
+        }
+        Value::Object(m)
+    }
+
+    pub fn reload(path: &Path, xml: bool, force: bool) -> Value {
+        json!({"path": path.to_string_lossy(), "xml": xml, "force": force})
+    }
+
+    pub fn expiration(expiration: f64) -> Value {
+        json!({ "expiration": expiration })
+    }
+
+    pub fn group(group: Option<&str>) -> Value {
+        match group {
+            Some(g) => json!({ "group": g }),
+            None => json!({}),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_shapes() {
+        assert_eq!(
+            payload::targets("0-1", None, None).to_string(),
+            r#"{"targets":"0-1"}"#
+        );
+        assert_eq!(
+            payload::targets("x", Some("why"), Some("update")).to_string(),
+            r#"{"targets":"x","reason":"why","mode":"update"}"#
+        );
+        assert_eq!(
+            payload::reload(Path::new("/a"), true, false).to_string(),
+            r#"{"path":"/a","xml":true,"force":false}"#
+        );
+        assert_eq!(payload::group(None).to_string(), "{}");
+        assert_eq!(payload::group(Some("g")).to_string(), r#"{"group":"g"}"#);
+        assert_eq!(
+            payload::expiration(1234.0).to_string(),
+            r#"{"expiration":1234.0}"#
+        );
+    }
+
+    #[test]
+    fn error_texts_and_errnums() {
+        let e = ClientError::Connect {
+            uri: Uri::Unix("/run/roster.sock".into()),
+            source: io::Error::from_raw_os_error(2),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cannot connect to unix:///run/roster.sock: No such file or directory"
+        );
+        assert_eq!(e.errnum(), 2);
+        let e = ClientError::Rpc(RpcError::bare(rpc::errno::EBUSY));
+        assert_eq!(e.to_string(), "Device or resource busy");
+        assert_eq!(e.errnum(), 16);
+        let e = ClientError::Rpc(RpcError::new(22, "bad targets"));
+        assert_eq!(e.to_string(), "bad targets");
+        assert_eq!(
+            ClientError::Protocol("x".into()).errnum(),
+            rpc::errno::EPROTO
+        );
+    }
+
+    #[test]
+    fn token_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("tok");
+        std::fs::write(&p, "abc\n").unwrap();
+        assert_eq!(read_token_file(&p).unwrap(), "abc");
+        std::fs::write(&p, " \n").unwrap();
+        let e = read_token_file(&p).unwrap_err();
+        assert!(e.to_string().contains("is empty"), "{e}");
+        let missing = dir.path().join("nope");
+        let e = read_token_file(&missing).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "cannot read token file {}: No such file or directory",
+                missing.display()
+            )
+        );
+        let c = Client::from_env(Some("tcp://h:1"), Some(&p));
+        assert!(c.is_err());
+        std::fs::write(&p, "tok").unwrap();
+        let c = Client::from_env(Some("tcp://h:1"), Some(&p)).unwrap();
+        assert_eq!(c.token.as_deref(), Some("tok"));
+        assert!(!format!("{c:?}").contains("tok\""));
+        assert!(matches!(
+            Client::from_env(Some("bogus"), None),
+            Err(ClientError::Uri(_))
+        ));
+    }
+}
