@@ -295,22 +295,14 @@ fn scan(xml: &str) -> Option<Layout> {
         let mut pkg_here = pkg;
         let mut pci_here = pci;
         match ty.as_str() {
-            "package" | "socket" => {
-                if kept(node) {
-                    pkg_here = Some(layout.sockets);
-                    layout.sockets += 1;
-                }
+            "package" | "socket" if kept(node) => {
+                pkg_here = Some(layout.sockets);
+                layout.sockets += 1;
             }
-            "core" => {
-                if kept(node) {
-                    layout.cores.push(pkg);
-                }
-            }
-            "pcidev" | "pci" => {
-                if pci_kept(node) {
-                    n_pci += 1;
-                    pci_here = Some(node.id());
-                }
+            "core" if kept(node) => layout.cores.push(pkg),
+            "pcidev" | "pci" if pci_kept(node) => {
+                n_pci += 1;
+                pci_here = Some(node.id());
             }
             "osdev" => {
                 let backend = node

@@ -16,6 +16,8 @@ Offline tools (mirror flux's):
   hostlist  [OPTIONS] [HOSTLIST...]                           RFC 29 hostlists (flux hostlist)
   R         encode|decode|append|diff|intersect|remap|rerank|verify|set-property|parse-config
                                                              RFC 20 resource sets (flux R)
+  graph     [-L FILE] [OPTIONS] [COMMAND...]                 RFC 4 resource graph queries and matching
+                                                             (like Fluxion's resource-query)
 
 Run 'roster COMMAND --help' for a command's options.
 ";
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
         Some("idset") => cmd::idset::main(args),
         Some("hostlist") => cmd::hostlist::main(args),
         Some("R") => cmd::r::main(args),
+        Some("graph") => cmd::graph::main(args),
         Some("-h" | "--help" | "help") => {
             print!("{USAGE}");
             ExitCode::SUCCESS

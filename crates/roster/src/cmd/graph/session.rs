@@ -1,0 +1,696 @@
+//! The command engine of `roster graph`: one [`Session`] holds the graph,
+//! the jobs matched so far and the match timings; [`Session::run_line`]
+//! runs one command line.
+//!
+//! Text output follows resource-query: a match prints the allocated R on
+//! one line (as `json_dumps (R, 0)`; with its `scheduling` JGF for
+//! `--format rv1`, or only the JGF for `--format jgf`), then an `INFO:`
+//! banner; failures print `ERROR: ...` on stderr.  With `--json` each
+//! command prints exactly one JSON object on one line (errors too, as
+//! `{"command": ..., "error": ...}`), so replies pair with commands.
+//!
+//! Job ids count from 1 and are consumed by every `match allocate*`
+//! attempt that gets as far as matching (found or not), as resource-query
+//! does; `satisfiability` and failed commands consume none.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::time::Instant;
+
+use clap::ValueEnum;
+use model::hwloc::HwlocOptions;
+use model::jgf::JgfStyle;
+use model::matcher::Request;
+use model::{Graph, ModelError, Pred, State};
+use rset::Rset;
+use serde_json::{json, Map, Value};
+
+use super::LoadFormat;
+
+/// How graph-valued results (match, find, copy) are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// RFC 20 R without `scheduling` (Fluxion's default match format).
+    #[value(name = "rv1_nosched", alias = "R")]
+    Rv1Nosched,
+    /// RFC 20 R with the JGF of the resources in `scheduling`.
+    #[value(name = "rv1")]
+    Rv1,
+    /// The JGF alone, in Fluxion's compact form.
+    #[value(name = "jgf")]
+    Jgf,
+}
+
+/// What running a line did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// The command was reported as failed.
+    Failed,
+    /// `quit`: stop reading commands.
+    Quit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobState {
+    Allocated,
+    Canceled,
+}
+
+impl JobState {
+    fn as_str(self) -> &'static str {
+        match self {
+            JobState::Allocated => "ALLOCATED",
+            JobState::Canceled => "CANCELED",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct JobRec {
+    state: JobState,
+    at: i64,
+    jobspec: String,
+    overhead: f64,
+}
+
+/// Command table: (name, abbreviation, arguments, description).
+const COMMANDS: &[(&str, &str, &str, &str)] = &[
+    (
+        "match",
+        "m",
+        "allocate|allocate_with_satisfiability|satisfiability JOBSPEC",
+        "match a jobspec (YAML or JSON file) and allocate it now, or test whether it could ever be satisfied",
+    ),
+    ("free", "c", "JOBID", "free the resources of a job (alias: cancel)"),
+    (
+        "find",
+        "f",
+        "EXPR",
+        "resources matching EXPR (e.g. status=down, property=ssd, type=node and sched-now=allocated) with their children and ancestors",
+    ),
+    (
+        "aggregate",
+        "ag",
+        "[PATH]",
+        "available units by type at and below PATH (default: the root)",
+    ),
+    (
+        "copy",
+        "cp",
+        "[PATH]",
+        "the available resources at and below PATH (sizes = available units)",
+    ),
+    ("info", "i", "JOBID", "state of a job"),
+    ("list", "l", "", "every job matched so far"),
+    ("stat", "s", "", "graph size and match statistics"),
+    ("set-status", "t", "PATH up|down", "set the state of a resource"),
+    ("get-status", "e", "PATH", "print the state of a resource"),
+    ("set-property", "p", "PATH KEY=VALUE", "set a property of a resource"),
+    ("get-property", "g", "PATH", "print the properties of a resource"),
+    (
+        "remove",
+        "rm",
+        "PATH",
+        "unlink a resource and everything below it",
+    ),
+    (
+        "attach",
+        "j",
+        "FILE [PATH]",
+        "merge the resources of an R, JGF or hwloc file (at PATH)",
+    ),
+    ("help", "h", "[COMMAND]", "list the commands"),
+    ("quit", "q", "", "stop"),
+];
+
+/// The command list for `--help`.
+pub const COMMANDS_HELP: &str = "\
+Commands (one per line; abbreviations in parentheses):
+  match (m) allocate|allocate_with_satisfiability|satisfiability JOBSPEC
+  free (c, cancel) JOBID      find (f) EXPR          aggregate (ag) [PATH]
+  copy (cp) [PATH]            info (i) JOBID         list (l)
+  stat (s)                    set-status (t) PATH up|down
+  get-status (e) PATH         set-property (p) PATH KEY=VALUE
+  get-property (g) PATH       remove (rm) PATH       attach (j) FILE [PATH]
+  help (h) [COMMAND]          quit (q)
+Blank lines and lines starting with '#' are ignored.";
+
+/// A failed command: the message (without the `ERROR: ` prefix).
+struct CmdError(String);
+
+impl From<ModelError> for CmdError {
+    fn from(e: ModelError) -> Self {
+        CmdError(e.to_string())
+    }
+}
+
+type CmdResult = Result<(), CmdError>;
+
+fn fail<T>(msg: impl Into<String>) -> Result<T, CmdError> {
+    Err(CmdError(msg.into()))
+}
+
+/// A loaded graph and the state of the jobs scheduled on it.
+pub struct Session {
+    g: Graph,
+    format: Format,
+    json: bool,
+    next_jobid: u64,
+    jobs: BTreeMap<u64, JobRec>,
+    /// Match timings (seconds) of the jobs matched: min, max, sum.
+    perf: Option<(f64, f64, f64)>,
+    load_format: LoadFormat,
+    rank: i64,
+}
+
+/// Text output of one command, and its JSON form.
+struct Reply {
+    text: String,
+    json: Map<String, Value>,
+}
+
+impl Reply {
+    fn new(command: &str) -> Reply {
+        let mut json = Map::new();
+        json.insert("command".into(), Value::String(command.into()));
+        Reply {
+            text: String::new(),
+            json,
+        }
+    }
+    fn set(&mut self, k: &str, v: impl Into<Value>) {
+        self.json.insert(k.into(), v.into());
+    }
+    fn line(&mut self, s: impl AsRef<str>) {
+        self.text.push_str(s.as_ref());
+        self.text.push('\n');
+    }
+    fn banner(&mut self, lines: &[String]) {
+        self.line("INFO: =============================");
+        for l in lines {
+            self.line(format!("INFO: {l}"));
+        }
+        self.line("INFO: =============================");
+    }
+}
+
+impl Session {
+    pub fn new(g: Graph, format: Format, json: bool) -> Session {
+        Session {
+            g,
+            format,
+            json,
+            next_jobid: 1,
+            jobs: BTreeMap::new(),
+            perf: None,
+            load_format: LoadFormat::Auto,
+            rank: 0,
+        }
+    }
+
+    /// How `attach` reads its files.
+    pub fn set_load_options(&mut self, fmt: LoadFormat, rank: i64) {
+        self.load_format = fmt;
+        self.rank = rank;
+    }
+
+    #[cfg(test)]
+    pub fn graph(&self) -> &Graph {
+        &self.g
+    }
+
+    /// Run one command line, writing its result to `out` and errors to
+    /// `err` (to `out` as JSON with `--json`).
+    pub fn run_line(&mut self, line: &str, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            return Outcome::Ok;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some(&first) = words.first() else {
+            return Outcome::Ok;
+        };
+        let name = canonical(first);
+        if name == Some("quit") {
+            return Outcome::Quit;
+        }
+        let mut reply = Reply::new(name.unwrap_or(first));
+        let res = match name {
+            None => fail(format!("unknown command '{first}' (try 'help')")),
+            Some(n) => self.dispatch(n, &words, &mut reply),
+        };
+        match res {
+            Ok(()) => {
+                let _ = if self.json {
+                    writeln!(out, "{}", Value::Object(reply.json))
+                } else {
+                    out.write_all(reply.text.as_bytes())
+                };
+                Outcome::Ok
+            }
+            Err(CmdError(msg)) => {
+                if self.json {
+                    let mut o = Map::new();
+                    o.insert("command".into(), Value::String(line.into()));
+                    o.insert("error".into(), Value::String(msg));
+                    let _ = writeln!(out, "{}", Value::Object(o));
+                } else {
+                    // Whatever the command printed before failing goes first.
+                    let _ = out.write_all(reply.text.as_bytes());
+                    let _ = out.flush();
+                    let _ = writeln!(err, "ERROR: {msg}");
+                }
+                Outcome::Failed
+            }
+        }
+    }
+
+    fn dispatch(&mut self, name: &str, w: &[&str], r: &mut Reply) -> CmdResult {
+        let args = w.get(1..).unwrap_or(&[]);
+        let usage = || -> CmdResult {
+            let spec = COMMANDS.iter().find(|c| c.0 == name).map_or("", |c| c.2);
+            fail(format!("malformed command: usage: {name} {spec}"))
+        };
+        match (name, args) {
+            ("match", [sub, file]) => self.cmd_match(sub, file, r),
+            ("free", [j]) => self.cmd_free(j, r),
+            ("find", a) if !a.is_empty() => self.cmd_find(&a.join(" "), r),
+            ("aggregate", [] | [_]) => self.cmd_aggregate(args.first().copied(), r),
+            ("copy", [] | [_]) => self.cmd_copy(args.first().copied(), r),
+            ("info", [j]) => self.cmd_info(j, r),
+            ("list", []) => {
+                let mut jobs = Vec::new();
+                for (&id, rec) in &self.jobs {
+                    r.line(info_line(id, rec));
+                    jobs.push(info_json(id, rec));
+                }
+                r.set("jobs", jobs);
+                Ok(())
+            }
+            ("stat", []) => self.cmd_stat(r),
+            ("set-status", [p, s]) => self.cmd_set_status(p, s, r),
+            ("get-status", [p]) => {
+                let v = self.vertex(p)?;
+                let st = self.g.try_get(v)?.state().as_str();
+                r.line(format!("{p} is {st}"));
+                r.set("path", *p);
+                r.set("status", st);
+                Ok(())
+            }
+            ("set-property", [p, kv]) => self.cmd_set_property(p, kv, r),
+            ("get-property", [p]) => self.cmd_get_property(p, r),
+            ("remove", [p]) => {
+                let n = self.g.unlink_path(p)?;
+                r.set("path", *p);
+                r.set("removed", n);
+                Ok(())
+            }
+            ("attach", [f] | [f, _]) => self.cmd_attach(f, args.get(1).copied(), r),
+            ("help", [] | [_]) => cmd_help(args.first().copied(), r),
+            _ => usage(),
+        }
+    }
+
+    fn vertex(&self, path: &str) -> Result<model::VertexId, CmdError> {
+        self.g
+            .lookup(path)
+            .ok_or_else(|| CmdError(ModelError::NoPath(path.into()).to_string()))
+    }
+
+    fn cmd_match(&mut self, sub: &str, file: &str, r: &mut Reply) -> CmdResult {
+        #[derive(PartialEq)]
+        enum Op {
+            Allocate,
+            AllocateSat,
+            Sat,
+        }
+        let op = match sub {
+            "allocate" => Op::Allocate,
+            "allocate_with_satisfiability" => Op::AllocateSat,
+            "satisfiability" => Op::Sat,
+            _ => return fail(format!("unknown subcmd {sub}")),
+        };
+        r.set("command", format!("match {sub}"));
+        r.set("jobspec", file);
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| CmdError(format!("can't open {file}: {e}")))?;
+        let req = Request::from_jobspec_str(&text).map_err(|e| CmdError(format!("{file}: {e}")))?;
+        if op == Op::Sat {
+            let sat = self.g.satisfiable(&req);
+            r.set("satisfiable", sat);
+            r.banner(&[format!(
+                "{} request",
+                if sat { "Satisfiable" } else { "Unsatisfiable" }
+            )]);
+            return Ok(());
+        }
+        let jobid = self.next_jobid;
+        let t0 = Instant::now();
+        let m = self.g.match_allocate(&req, jobid)?;
+        let elapsed = t0.elapsed().as_secs_f64();
+        self.next_jobid += 1;
+        r.set("jobid", jobid);
+        if m.is_none() {
+            let mut lines = vec!["No matching resources found".to_string()];
+            r.set("status", "NOMATCH");
+            if op == Op::AllocateSat {
+                let sat = self.g.satisfiable(&req);
+                r.set("satisfiable", sat);
+                if !sat {
+                    lines.push("Unsatisfiable request".into());
+                }
+            }
+            lines.push(format!("JOBID={jobid}"));
+            r.banner(&lines);
+            return Ok(());
+        }
+        let at = 0i64;
+        let duration = req.duration;
+        let job_g = self.g.job_graph(jobid)?;
+        let mut rv =
+            Rset::from_json(&self.g.to_r(Some(jobid))?).map_err(|e| CmdError(format!("R: {e}")))?;
+        rv.set_starttime(at as f64);
+        rv.set_expiration(if duration > 0.0 {
+            at as f64 + duration
+        } else {
+            0.0
+        });
+        self.emit_graph(&job_g, Some(rv), r);
+        r.set("status", "ALLOCATED");
+        r.set("at", at);
+        r.banner(&[
+            format!("JOBID={jobid}"),
+            "RESOURCES=ALLOCATED".into(),
+            "SCHEDULED AT=Now".into(),
+        ]);
+        self.jobs.insert(
+            jobid,
+            JobRec {
+                state: JobState::Allocated,
+                at,
+                jobspec: file.to_string(),
+                overhead: elapsed,
+            },
+        );
+        self.perf = Some(match self.perf {
+            None => (elapsed, elapsed, elapsed),
+            Some((lo, hi, sum)) => (lo.min(elapsed), hi.max(elapsed), sum + elapsed),
+        });
+        Ok(())
+    }
+
+    /// Write a graph-valued result in the session's format.  `r` is the R
+    /// to print (computed from `g` when `None`).
+    fn emit_graph(&self, g: &Graph, r: Option<Rset>, reply: &mut Reply) {
+        if g.is_empty() {
+            // Nothing found: no document (null in JSON).
+            let key = if self.format == Format::Jgf {
+                "jgf"
+            } else {
+                "R"
+            };
+            reply.set(key, Value::Null);
+            return;
+        }
+        let jgf = || g.to_jgf(JgfStyle::Fluxion);
+        let r_of = |r: Option<Rset>| -> Result<Rset, String> {
+            match r {
+                Some(r) => Ok(r),
+                None => {
+                    let v = g.to_r(None).map_err(|e| e.to_string())?;
+                    Rset::from_json(&v).map_err(|e| format!("R: {e}"))
+                }
+            }
+        };
+        let value = match self.format {
+            Format::Jgf => {
+                let v = jgf();
+                reply.set("jgf", v.clone());
+                v
+            }
+            Format::Rv1Nosched | Format::Rv1 => match r_of(r) {
+                Ok(mut rs) => {
+                    if self.format == Format::Rv1 {
+                        rs.set_scheduling(Some(jgf()));
+                    }
+                    let v = rs.to_json();
+                    reply.set("R", v.clone());
+                    v
+                }
+                Err(e) => {
+                    // A graph without node pools has no R; show its JGF.
+                    reply.set("R_error", e);
+                    let v = jgf();
+                    reply.set("jgf", v.clone());
+                    v
+                }
+            },
+        };
+        reply.line(rset::json::dumps(&value));
+    }
+
+    fn cmd_free(&mut self, j: &str, r: &mut Reply) -> CmdResult {
+        let jobid = parse_jobid(j)?;
+        match self.jobs.get_mut(&jobid) {
+            Some(rec) if rec.state == JobState::Allocated => {
+                self.g.free_job(jobid)?;
+                rec.state = JobState::Canceled;
+                r.set("jobid", jobid);
+                r.set("status", rec.state.as_str());
+                Ok(())
+            }
+            _ => fail(format!("nonexistent job {jobid}")),
+        }
+    }
+
+    fn cmd_find(&mut self, expr: &str, r: &mut Reply) -> CmdResult {
+        let p = Pred::parse(expr)?;
+        let found = self.g.find(&p);
+        r.set("expression", expr);
+        r.set("count", found.len());
+        self.emit_graph(&found, None, r);
+        r.banner(&[format!("EXPRESSION=\"{expr}\"")]);
+        Ok(())
+    }
+
+    fn cmd_aggregate(&mut self, path: Option<&str>, r: &mut Reply) -> CmdResult {
+        let (agg, at) = match path {
+            Some(p) => (self.g.aggregate(self.vertex(p)?)?, p.to_string()),
+            None => (
+                self.g.aggregate_all(),
+                self.g
+                    .root()
+                    .and_then(|v| self.g.path(v))
+                    .unwrap_or_else(|| "/".into()),
+            ),
+        };
+        let mut m = Map::new();
+        for (t, n) in &agg {
+            r.line(format!("{t}: {n}"));
+            m.insert(t.clone(), json!(n));
+        }
+        r.set("path", at);
+        r.set("aggregate", m);
+        Ok(())
+    }
+
+    fn cmd_copy(&mut self, path: Option<&str>, r: &mut Reply) -> CmdResult {
+        let c = match path {
+            Some(p) => self.g.copy(self.vertex(p)?)?,
+            None => self.g.copy_all(),
+        };
+        if let Some(p) = path {
+            r.set("path", p);
+        }
+        self.emit_graph(&c, None, r);
+        Ok(())
+    }
+
+    fn cmd_info(&mut self, j: &str, r: &mut Reply) -> CmdResult {
+        let jobid = parse_jobid(j)?;
+        let Some(rec) = self.jobs.get(&jobid) else {
+            return fail(format!("nonexistent job {jobid}"));
+        };
+        r.line(info_line(jobid, rec));
+        if let Value::Object(o) = info_json(jobid, rec) {
+            for (k, v) in o {
+                r.set(&k, v);
+            }
+        }
+        Ok(())
+    }
+
+    fn cmd_stat(&mut self, r: &mut Reply) -> CmdResult {
+        let vertices = self.g.len();
+        let edges = vertices.saturating_sub(self.g.roots().count()) + self.g.edges().count();
+        let njobs = self.jobs.len();
+        let (min, max, avg) = match self.perf {
+            Some((lo, hi, sum)) => (lo, hi, sum / njobs.max(1) as f64),
+            None => (0.0, 0.0, 0.0),
+        };
+        r.line(format!("INFO: Num. of Vertices: {vertices}"));
+        r.line(format!("INFO: Num. of Edges: {edges}"));
+        r.line(format!("INFO: Num. of Jobs Matched: {njobs}"));
+        r.line(format!("INFO: Min. Match Time: {}", fmt_g(min)));
+        r.line(format!("INFO: Max. Match Time: {}", fmt_g(max)));
+        r.line(format!("INFO: Avg. Match Time: {}", fmt_g(avg)));
+        r.set("vertices", vertices);
+        r.set("edges", edges);
+        r.set("jobs", njobs);
+        r.set("min", min);
+        r.set("max", max);
+        r.set("avg", avg);
+        Ok(())
+    }
+
+    fn cmd_set_status(&mut self, p: &str, s: &str, r: &mut Reply) -> CmdResult {
+        let v = self.vertex(p)?;
+        let Some(st) = State::parse(s) else {
+            return fail(format!("unrecognized status '{s}'"));
+        };
+        self.g.set_state(v, st)?;
+        r.set("path", p);
+        r.set("status", st.as_str());
+        Ok(())
+    }
+
+    fn cmd_set_property(&mut self, p: &str, kv: &str, r: &mut Reply) -> CmdResult {
+        let v = self.vertex(p)?;
+        let (k, val) = match kv.split_once('=') {
+            Some((k, val)) if !k.is_empty() && !val.is_empty() => (k, val),
+            _ => {
+                return fail(format!(
+                    "incorrect input format '{kv}': use set-property PATH PROPERTY=VALUE"
+                ))
+            }
+        };
+        self.g.set_property(v, k, val)?;
+        r.set("path", p);
+        r.set("property", k);
+        r.set("value", val);
+        Ok(())
+    }
+
+    fn cmd_get_property(&mut self, p: &str, r: &mut Reply) -> CmdResult {
+        let v = self.vertex(p)?;
+        let pool = self.g.try_get(v)?;
+        let mut props: Vec<(&str, &str)> = pool.properties().collect();
+        props.sort_unstable();
+        let mut m = Map::new();
+        if props.is_empty() {
+            r.line(format!(
+                "No properties were found for {p} (vtx's uniq_id={}).",
+                pool.uniq_id()
+            ));
+        }
+        for (k, val) in props {
+            r.line(format!("{k}={val}"));
+            m.insert(k.to_string(), Value::String(val.to_string()));
+        }
+        r.set("path", p);
+        r.set("properties", m);
+        Ok(())
+    }
+
+    fn cmd_attach(&mut self, file: &str, at: Option<&str>, r: &mut Reply) -> CmdResult {
+        let hw = HwlocOptions {
+            rank: self.rank,
+            hostname: Some(super::local_hostname()),
+            sockets: true,
+        };
+        let other = super::load_file(file, self.load_format, &hw).map_err(CmdError)?;
+        let added = self.g.merge(&other, at)?;
+        r.set("file", file);
+        if let Some(p) = at {
+            r.set("path", p);
+        }
+        r.set("added", added.len());
+        Ok(())
+    }
+}
+
+fn cmd_help(which: Option<&str>, r: &mut Reply) -> CmdResult {
+    let mut list = Vec::new();
+    for &(name, abbr, args, note) in COMMANDS {
+        if which.is_some_and(|w| canonical(w) != Some(name)) {
+            continue;
+        }
+        r.line(format!("INFO: {name} ({abbr}) {args} -- {note}"));
+        list.push(json!({"name": name, "abbr": abbr, "args": args, "description": note}));
+    }
+    if list.is_empty() {
+        return fail(format!("unknown command: {}", which.unwrap_or("")));
+    }
+    r.set("commands", list);
+    Ok(())
+}
+
+/// The command a word names (full name, abbreviation or alias).
+fn canonical(w: &str) -> Option<&'static str> {
+    if w == "cancel" {
+        return Some("free");
+    }
+    COMMANDS.iter().find(|c| c.0 == w || c.1 == w).map(|c| c.0)
+}
+
+fn parse_jobid(s: &str) -> Result<u64, CmdError> {
+    s.parse::<u64>()
+        .map_err(|_| CmdError(format!("invalid jobid '{s}'")))
+}
+
+/// resource-query's `INFO: <jobid>, <state>, <at>, <jobspec>, <overhead>`.
+fn info_line(id: u64, rec: &JobRec) -> String {
+    format!(
+        "INFO: {id}, {}, {}, {}, {}",
+        rec.state.as_str(),
+        rec.at,
+        rec.jobspec,
+        fmt_g(rec.overhead)
+    )
+}
+
+fn info_json(id: u64, rec: &JobRec) -> Value {
+    json!({"jobid": id, "status": rec.state.as_str(), "at": rec.at,
+           "jobspec": rec.jobspec, "overhead": rec.overhead})
+}
+
+/// A double as C++ streams print it by default (`%g`: 6 significant
+/// digits, trailing zeros dropped, exponent form below 1e-4 or from 1e6).
+pub(crate) fn fmt_g(x: f64) -> String {
+    if x == 0.0 {
+        return "0".into();
+    }
+    if !x.is_finite() {
+        return if x.is_nan() {
+            "nan".into()
+        } else if x > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        };
+    }
+    // Exponent after rounding to 6 significant digits.
+    let sci = format!("{x:.5e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if !(-4..6).contains(&exp) {
+        let mut out = trim(mant);
+        let _ = write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+        out
+    } else {
+        let decimals = usize::try_from(5 - exp).unwrap_or(0);
+        trim(&format!("{x:.decimals$}"))
+    }
+}
+
+#[cfg(test)]
+mod tests;
