@@ -267,8 +267,7 @@ impl Exchange {
             inner: LineStream {
                 conn,
                 body: resp.into_body(),
-                buf: Vec::new(),
-                scanned: 0,
+                buf: LineBuffer::default(),
                 done: false,
                 topic,
             },
@@ -296,9 +295,7 @@ fn error_reply(status: StatusCode, errnum: Option<i32>, body: &[u8], topic: &str
 pub(crate) struct LineStream {
     conn: Conn,
     body: Incoming,
-    buf: Vec<u8>,
-    /// `buf[..scanned]` holds no newline.
-    scanned: usize,
+    buf: LineBuffer,
     done: bool,
     topic: String,
 }
@@ -319,7 +316,7 @@ impl LineStream {
             if self.done {
                 return None;
             }
-            if let Some(line) = self.take_line() {
+            if let Some(line) = self.buf.pop() {
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
@@ -329,7 +326,7 @@ impl LineStream {
             match frame {
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
-                        self.buf.extend_from_slice(&data);
+                        self.buf.push(&data);
                         if self.buf.len() > MAX_REPLY {
                             return self.fail(ClientError::Protocol(format!(
                                 "a line of the {} reply stream exceeds {MAX_REPLY} bytes",
@@ -340,31 +337,15 @@ impl LineStream {
                 }
                 Some(Err(e)) => return self.fail(hyper_err(e)),
                 None => {
-                    if self.buf.iter().all(u8::is_ascii_whitespace) {
+                    if self.buf.is_blank() {
                         let topic = self.topic.clone();
                         return self.fail(ClientError::Protocol(format!(
                             "the {topic} reply stream ended without an end-of-stream response"
                         )));
                     }
                     // A last line without its newline.
-                    self.buf.push(b'\n');
+                    self.buf.push(b"\n");
                 }
-            }
-        }
-    }
-
-    fn take_line(&mut self) -> Option<Vec<u8>> {
-        match self.buf[self.scanned..].iter().position(|&b| b == b'\n') {
-            Some(i) => {
-                let end = self.scanned + i;
-                let mut line: Vec<u8> = self.buf.drain(..=end).collect();
-                line.pop();
-                self.scanned = 0;
-                Some(line)
-            }
-            None => {
-                self.scanned = self.buf.len();
-                None
             }
         }
     }
@@ -392,5 +373,111 @@ impl LineStream {
     fn fail(&mut self, e: ClientError) -> Option<Result<Value, ClientError>> {
         self.done = true;
         Some(Err(e))
+    }
+}
+
+/// Bytes received and not yet split into lines.  Each byte is scanned
+/// once and consumed lines are dropped in bulk, so a frame holding many
+/// lines costs time proportional to its size.
+#[derive(Debug, Default)]
+struct LineBuffer {
+    buf: Vec<u8>,
+    /// Start of the unconsumed bytes.
+    start: usize,
+    /// `buf[start..scanned]` holds no newline.
+    scanned: usize,
+}
+
+impl LineBuffer {
+    fn push(&mut self, data: &[u8]) {
+        if self.start > 0 && self.start >= self.buf.len() / 2 {
+            self.buf.drain(..self.start);
+            self.scanned -= self.start;
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(data);
+    }
+
+    /// The next complete line, without its newline.
+    fn pop(&mut self) -> Option<Vec<u8>> {
+        let rest = self.buf.get(self.scanned..)?;
+        match rest.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                let end = self.scanned + i;
+                let line = self.buf.get(self.start..end).map(<[u8]>::to_vec);
+                self.start = end + 1;
+                self.scanned = self.start;
+                line
+            }
+            None => {
+                self.scanned = self.buf.len();
+                None
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    fn is_blank(&self) -> bool {
+        match self.buf.get(self.start..) {
+            Some(rest) => rest.iter().all(u8::is_ascii_whitespace),
+            None => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn lines_of(chunks: &[Vec<u8>]) -> (Vec<Vec<u8>>, Vec<u8>) {
+        let mut b = LineBuffer::default();
+        let mut out = Vec::new();
+        for c in chunks {
+            b.push(c);
+            while let Some(l) = b.pop() {
+                out.push(l);
+            }
+        }
+        let rest = b.buf[b.start..].to_vec();
+        assert_eq!(rest.len(), b.len());
+        (out, rest)
+    }
+
+    #[test]
+    fn splits_lines_across_chunks() {
+        let (lines, rest) = lines_of(&[b"ab\nc".to_vec(), b"d\n\ne".to_vec()]);
+        assert_eq!(lines, vec![b"ab".to_vec(), b"cd".to_vec(), b"".to_vec()]);
+        assert_eq!(rest, b"e");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn any_chunking_gives_the_same_lines(
+            lines in proptest::collection::vec("[a-z{}:\"0-9 ]{0,20}", 0..20),
+            cuts in proptest::collection::vec(0usize..400, 0..10),
+        ) {
+            let mut text = Vec::new();
+            for l in &lines {
+                text.extend_from_slice(l.as_bytes());
+                text.push(b'\n');
+            }
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(text.len())).collect();
+            cuts.sort_unstable();
+            let mut chunks = Vec::new();
+            let mut at = 0;
+            for c in cuts.into_iter().chain([text.len()]) {
+                chunks.push(text[at..c].to_vec());
+                at = c;
+            }
+            let (got, rest) = lines_of(&chunks);
+            let want: Vec<Vec<u8>> = lines.iter().map(|l| l.as_bytes().to_vec()).collect();
+            prop_assert_eq!(got, want);
+            prop_assert!(rest.is_empty());
+        }
     }
 }

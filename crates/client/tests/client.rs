@@ -218,6 +218,17 @@ fn async_client_over_unix() {
         assert_eq!(err.errnum(), EPROTO);
         assert_eq!(err.to_string(), "no way");
 
+        // Many lines, arriving in large frames.
+        let s = c
+            .stream("test.stream", json!({"count": 20000}))
+            .await
+            .unwrap();
+        let (items, err) = collect(s).await;
+        assert!(err.is_none());
+        assert_eq!(items.len(), 20000);
+        assert_eq!(items[19999], json!({"n": 19999}));
+        svc.seen();
+
         let s = c.stream("test.stream", json!({"count": 0})).await.unwrap();
         assert_eq!(collect(s).await.0, Vec::<Value>::new());
 
