@@ -19,6 +19,10 @@ Offline tools (mirror flux's):
   graph     [-L FILE] [OPTIONS] [COMMAND...]                 RFC 4 resource graph queries and matching
                                                              (like Fluxion's resource-query)
 
+Service clients (mirror flux's):
+  resource  status|list|info|R|drain|undrain|reload|eventlog|acquire|release
+                                                             the resource service (flux resource)
+
 Run 'roster COMMAND --help' for a command's options.
 ";
 
@@ -35,6 +39,7 @@ fn main() -> ExitCode {
         Some("hostlist") => cmd::hostlist::main(args),
         Some("R") => cmd::r::main(args),
         Some("graph") => cmd::graph::main(args),
+        Some("resource") => cmd::resource::main(args),
         Some("-h" | "--help" | "help") => {
             print!("{USAGE}");
             ExitCode::SUCCESS

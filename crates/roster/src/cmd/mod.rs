@@ -4,3 +4,4 @@ pub mod graph;
 pub mod hostlist;
 pub mod idset;
 pub mod r;
+pub mod resource;

@@ -1,0 +1,149 @@
+//! Sub-commands that send one request (`drain TARGETS`, `undrain`,
+//! `reload`, `acquire-mute`, `release`) and Roster's `acquire` stream.
+
+use super::argparse::Namespace;
+use super::service::{Service, StreamItem};
+use super::sys::realpath;
+use super::Ctx;
+use format::Level;
+use rpc::errno::{EEXIST, ENODATA};
+use serde_json::{Map, Value};
+
+/// The `mode` of a drain or undrain request from `-u` / `-f` / `-ff`;
+/// `Err` when both were given.
+fn mode(ns: &Namespace) -> Result<Option<&'static str>, &'static str> {
+    let force = ns.count("force");
+    let update = ns.flag("update");
+    if update && force > 0 {
+        return Err("Only one of --force and --update may be specified");
+    }
+    Ok(if update {
+        Some("update")
+    } else if force == 1 {
+        Some("overwrite")
+    } else if force >= 2 {
+        Some("force-overwrite")
+    } else {
+        None
+    })
+}
+
+/// `{targets, mode?, reason?}`: no `reason` key when no words were given.
+fn payload(ns: &Namespace, mode: Option<&str>) -> Value {
+    let mut m = Map::new();
+    m.insert(
+        "targets".into(),
+        Value::from(ns.str("targets").unwrap_or("")),
+    );
+    if let Some(mode) = mode {
+        m.insert("mode".into(), Value::from(mode));
+    }
+    let reason = ns.list("reason");
+    if !reason.is_empty() {
+        m.insert("reason".into(), Value::from(reason.join(" ")));
+    }
+    Value::Object(m)
+}
+
+/// `drain [-f|-ff|-u] TARGETS [REASON...]`.  Errors print as `[Errno N]
+/// text`; EEXIST adds a hint to use `--force`.
+pub fn drain(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+    let mode = match mode(ns) {
+        Ok(m) => m,
+        Err(msg) => return ctx.fail(msg),
+    };
+    match svc.rpc("resource.drain", payload(ns, mode)) {
+        Ok(_) => 0,
+        Err(e) => {
+            ctx.log(Level::Error, &e.os_error_str());
+            if e.errnum() == EEXIST && matches!(e, super::service::SvcError::Rpc(_)) {
+                ctx.log(
+                    Level::Info,
+                    "Use --force to overwrite existing drain reason",
+                );
+            }
+            1
+        }
+    }
+}
+
+/// `undrain [-f|-ff|-u] TARGETS [REASON...]`.
+pub fn undrain(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+    let mode = match mode(ns) {
+        Ok(m) => m,
+        Err(msg) => return ctx.fail(msg),
+    };
+    match svc.rpc("resource.undrain", payload(ns, mode)) {
+        Ok(_) => 0,
+        Err(e) => ctx.rpc_fail(&e),
+    }
+}
+
+/// `reload [-x] [-f] PATH`: sends the real path.
+pub fn reload(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+    let path = realpath(ns.str("path").unwrap_or(""), &ctx.cwd);
+    let mut m = Map::new();
+    m.insert("path".into(), Value::from(path));
+    m.insert("xml".into(), Value::from(ns.flag("xml")));
+    m.insert("force".into(), Value::from(ns.flag("force")));
+    match svc.rpc("resource.reload", Value::Object(m)) {
+        Ok(_) => 0,
+        Err(e) => ctx.rpc_fail(&e),
+    }
+}
+
+/// `acquire-mute`.
+pub fn acquire_mute(ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+    match svc.rpc("resource.acquire-mute", Value::Object(Map::new())) {
+        Ok(_) => 0,
+        Err(e) => ctx.rpc_fail(&e),
+    }
+}
+
+/// `release GROUP TARGETS`: prints nothing on success.
+pub fn release(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+    let mut m = Map::new();
+    m.insert("group".into(), Value::from(ns.str("group").unwrap_or("")));
+    m.insert(
+        "targets".into(),
+        Value::from(ns.str("targets").unwrap_or("")),
+    );
+    match svc.rpc("resource.release", Value::Object(m)) {
+        Ok(_) => 0,
+        Err(e) => ctx.rpc_fail(&e),
+    }
+}
+
+/// `acquire [-g GROUP]`: every response of `resource.acquire` as one line
+/// of compact JSON, flushed as it arrives, until the stream ends (exit 0
+/// on ENODATA) or the process is interrupted.
+pub fn acquire(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+    let mut m = Map::new();
+    if let Some(g) = ns.str("group") {
+        m.insert("group".into(), Value::from(g));
+    }
+    let mut stream = match svc.stream("resource.acquire", Value::Object(m)) {
+        Ok(s) => s,
+        Err(e) => return ctx.rpc_fail(&e),
+    };
+    loop {
+        match stream.next(None) {
+            StreamItem::Payload(v) => {
+                let line = serde_json::to_string(&v).unwrap_or_default();
+                if writeln!(ctx.out, "{line}")
+                    .and_then(|()| ctx.out.flush())
+                    .is_err()
+                {
+                    return 1;
+                }
+            }
+            StreamItem::End(e)
+                if e.errnum() == ENODATA && matches!(e, super::service::SvcError::Rpc(_)) =>
+            {
+                return 0
+            }
+            StreamItem::End(e) => return ctx.rpc_fail(&e),
+            StreamItem::Timeout => continue,
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! `status`, the `drain` listing, `list`, `info` and `R`: fetch the
+//! payloads as flux's Python bindings do and render them with the
+//! `format` crate.
+
+use super::argparse::Namespace;
+use super::config;
+use super::service::{Service, SvcError};
+use super::Ctx;
+use format::{
+    allocated_ranks, drain_list_prepare, housekeeping_ranks, list_prepare, no_env, status_prepare,
+    FormatConfig, Level, ListInput, ListOptions, ListView, StatusInput, StatusOptions, Subcommand,
+};
+use idset::IdSet;
+use rpc::errno::ENOSYS;
+use serde_json::{json, Value};
+
+/// `resource_list()`: `resource.sched-status` (or `$FLUX_RESOURCE_LIST_RPC`),
+/// falling back to `sched.resource-status` when the first answers ENOSYS.
+pub fn sched_status(ctx: &Ctx<'_>, svc: &mut dyn Service) -> Result<Value, SvcError> {
+    let topic = (ctx.env)("FLUX_RESOURCE_LIST_RPC")
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| "resource.sched-status".into());
+    match svc.rpc(&topic, Value::Null) {
+        Err(e) if e.errnum() == ENOSYS && !matches!(e, SvcError::Connect(_)) => {
+            svc.rpc("sched.resource-status", Value::Null)
+        }
+        r => r,
+    }
+}
+
+/// The empty `resource.status` payload flux substitutes for empty input.
+fn empty_status() -> Value {
+    json!({"R": null, "offline": "", "online": "", "exclude": "", "torpid": "", "drain": {}})
+}
+
+/// Read all of stdin as JSON (`json.loads`); empty input is `None`.
+fn read_stdin_json(ctx: &mut Ctx<'_>, empty_ok: bool) -> Result<Option<Value>, String> {
+    let mut text = String::new();
+    ctx.stdin
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.is_empty() && empty_ok {
+        return Ok(None);
+    }
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// `--config-file FILE`: a JSON instance configuration.
+fn read_config_file(path: &str) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        let m = e.to_string();
+        let m = m.split(" (os error").next().unwrap_or(&m).to_string();
+        format!("{m}: '{path}'")
+    })?;
+    serde_json::from_str(&text).map_err(|e| e.to_string())
+}
+
+/// `config.get`; a service without it (ENOSYS) has no configuration.
+fn config_get(svc: &mut dyn Service) -> Result<Option<Value>, SvcError> {
+    match svc.rpc("config.get", Value::Null) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.errnum() == ENOSYS && !matches!(e, SvcError::Connect(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn status_options(ns: &Namespace, ctx: &Ctx<'_>) -> StatusOptions {
+    StatusOptions {
+        format: ns.str("format").unwrap_or("default").to_string(),
+        states: ns.str("states").map(String::from),
+        include: ns.str("include").map(String::from),
+        queues: ns.list("queue").to_vec(),
+        no_header: ns.flag("no_header"),
+        color: ctx.color(ns.str("color")),
+        skip_empty: ns.flag("skip_empty"),
+    }
+}
+
+/// The RPC half of `status` and the drain listing.
+fn status_render(
+    plan: &format::StatusPlan,
+    opts: &StatusOptions,
+    ctx: &mut Ctx<'_>,
+    svc: &mut dyn Service,
+    from_stdin: bool,
+    config_file: Option<&str>,
+) -> i32 {
+    let mut allocated = IdSet::new();
+    let mut housekeeping = IdSet::new();
+    let status = if from_stdin {
+        match read_stdin_json(ctx, true) {
+            Ok(v) => v.unwrap_or_else(empty_status),
+            Err(e) => return ctx.fail(&e),
+        }
+    } else {
+        let status = match svc.rpc("resource.status", Value::Null) {
+            Ok(v) => v,
+            Err(e) => return ctx.rpc_fail(&e),
+        };
+        if let Ok(stats) = svc.rpc("job-manager.stats-get", Value::Null) {
+            if let Ok(ids) = housekeeping_ranks(&stats) {
+                housekeeping = ids;
+            }
+        }
+        if let Ok(ss) = sched_status(ctx, svc) {
+            match allocated_ranks(&ss) {
+                Ok(ids) => allocated = ids,
+                Err(e) => return ctx.fail(&e.to_string()),
+            }
+        }
+        status
+    };
+    let mut config: Option<Value> = None;
+    if !opts.queues.is_empty() {
+        config = match config_file {
+            Some(path) => match read_config_file(path) {
+                Ok(v) => Some(v),
+                Err(e) => return ctx.fail(&e),
+            },
+            None if from_stdin => Some(json!({})),
+            None => match config_get(svc) {
+                Ok(v) => Some(v.unwrap_or_else(|| json!({}))),
+                Err(e) => return ctx.rpc_fail(&e),
+            },
+        };
+    }
+    let input = StatusInput {
+        status: &status,
+        allocated: &allocated,
+        housekeeping: &housekeeping,
+        config: config.as_ref(),
+    };
+    let out = plan.render(&input, ctx.zone);
+    ctx.emit(&out)
+}
+
+/// `roster resource status`.
+pub fn status(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+    let opts = status_options(ns, ctx);
+    // `-s help` and invalid states are reported before the configuration
+    // files are read, as flux does.
+    let precheck = StatusOptions {
+        format: "default".into(),
+        ..opts.clone()
+    };
+    if let Err(out) = status_prepare(&precheck, &FormatConfig::new(Subcommand::Status), &no_env) {
+        return ctx.emit(&out);
+    }
+    let cfg = match config::load(Subcommand::Status, ctx.env) {
+        Ok(c) => c,
+        Err(e) => return ctx.fail(&e),
+    };
+    let plan = match status_prepare(&opts, &cfg, ctx.env) {
+        Ok(p) => p,
+        Err(out) => return ctx.emit(&out),
+    };
+    let from_stdin = ns.flag("from_stdin");
+    let config_file = ns.str("config_file").map(String::from);
+    status_render(&plan, &opts, ctx, svc, from_stdin, config_file.as_deref())
+}
+
+/// `roster resource drain` without targets: the drained nodes.
+pub fn drain_list(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+    let opts = StatusOptions {
+        states: None,
+        skip_empty: false,
+        ..status_options(ns, ctx)
+    };
+    let drain_cfg = match config::load(Subcommand::Drain, ctx.env) {
+        Ok(c) => c,
+        Err(e) => return ctx.fail(&e),
+    };
+    let status_cfg = match config::load(Subcommand::Status, ctx.env) {
+        Ok(c) => c,
+        Err(e) => return ctx.fail(&e),
+    };
+    let plan = match drain_list_prepare(&opts, &drain_cfg, &status_cfg, ctx.env) {
+        Ok(p) => p,
+        Err(out) => return ctx.emit(&out),
+    };
+    status_render(&plan, &opts, ctx, svc, false, None)
+}
+
+/// `roster resource list`, `info` and `R`.
+pub fn list(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service, view: ListView) -> i32 {
+    let opts = ListOptions {
+        format: ns.str("format").unwrap_or("default").to_string(),
+        states: ns.str("states").map(String::from),
+        include: ns.str("include").map(String::from),
+        queues: ns.list("queue").to_vec(),
+        skip_empty: ns.flag("skip_empty"),
+        no_skip_empty: ns.flag("no_skip_empty"),
+        no_header: ns.flag("no_header"),
+    };
+    let plan = match list_prepare(view, &opts) {
+        Ok(p) => p,
+        Err(out) => return ctx.emit(&out),
+    };
+    let (sched, config) = if ns.flag("from_stdin") {
+        let sched = match read_stdin_json(ctx, false) {
+            Ok(v) => v.unwrap_or(Value::Null),
+            Err(e) => return ctx.fail(&e),
+        };
+        let config = match ns.str("config_file") {
+            Some(path) => match read_config_file(path) {
+                Ok(v) => Some(v),
+                Err(e) => return ctx.fail(&e),
+            },
+            None => None,
+        };
+        (sched, config)
+    } else {
+        let sched = match sched_status(ctx, svc) {
+            Ok(v) => v,
+            Err(e) => return ctx.rpc_fail(&e),
+        };
+        let config = match config_get(svc) {
+            Ok(c) => c,
+            Err(e) => {
+                let text = format!("Could not get flux config: {}", e.os_error_str());
+                ctx.log(Level::Warning, &text);
+                None
+            }
+        };
+        (sched, config)
+    };
+    let cfg = if view == ListView::R {
+        FormatConfig::new(Subcommand::List)
+    } else {
+        match config::load(Subcommand::List, ctx.env) {
+            Ok(c) => c,
+            Err(e) => return ctx.fail(&e),
+        }
+    };
+    let input = ListInput {
+        sched_status: &sched,
+        config: config.as_ref(),
+    };
+    let out = plan.render(&input, &cfg, ctx.env, ctx.zone);
+    ctx.emit(&out)
+}
