@@ -26,6 +26,7 @@ mod actions;
 pub(crate) mod argparse;
 mod config;
 mod eventlog;
+mod remote;
 pub(crate) mod service;
 mod sys;
 mod views;
@@ -397,43 +398,6 @@ pub fn run(
     code
 }
 
-/// The service used outside tests: connects on first use.
-struct Lazy {
-    uri: Option<String>,
-    token_file: Option<std::path::PathBuf>,
-}
-
-impl Service for Lazy {
-    fn rpc(
-        &mut self,
-        _topic: &str,
-        _payload: serde_json::Value,
-    ) -> Result<serde_json::Value, SvcError> {
-        Err(self.unavailable())
-    }
-
-    fn stream(
-        &mut self,
-        _topic: &str,
-        _payload: serde_json::Value,
-    ) -> Result<Box<dyn service::ReplyStream>, SvcError> {
-        Err(self.unavailable())
-    }
-}
-
-impl Lazy {
-    fn unavailable(&self) -> SvcError {
-        let uri = match rpc::uri::client_uri(self.uri.as_deref()) {
-            Ok(u) => u.to_string(),
-            Err(e) => return SvcError::Connect(e.to_string()),
-        };
-        let _ = &self.token_file;
-        SvcError::Connect(format!(
-            "cannot connect to {uri}: the Roster client library is not built into this binary yet"
-        ))
-    }
-}
-
 /// Entry point: `args[0]` is the program name.
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let words: Vec<String> = args
@@ -473,10 +437,10 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         now: &now,
     };
     let mut make = |ns: &Namespace| -> Box<dyn Service> {
-        Box::new(Lazy {
-            uri: ns.str("uri").map(String::from),
-            token_file: ns.str("token_file").map(std::path::PathBuf::from),
-        })
+        Box::new(remote::Remote::new(
+            ns.str("uri").map(String::from),
+            ns.str("token_file").map(std::path::PathBuf::from),
+        ))
     };
     let code = run(&words, &mut ctx, &mut make);
     let _ = out.flush();

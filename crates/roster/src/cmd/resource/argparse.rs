@@ -526,9 +526,7 @@ impl Parser {
     }
 
     fn find_exact(&self, s: &str) -> Option<usize> {
-        self.args
-            .iter()
-            .position(|a| a.opts.contains(&s))
+        self.args.iter().position(|a| a.opts.contains(&s))
     }
 
     /// All option strings in registration order (`_option_string_actions`).

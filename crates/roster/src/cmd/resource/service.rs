@@ -42,6 +42,7 @@ impl SvcError {
     }
 
     /// An error reply.
+    #[cfg(test)]
     pub fn rpc(errnum: i32, errstr: &str) -> SvcError {
         SvcError::Rpc(RpcError::new(errnum, errstr))
     }
