@@ -118,3 +118,55 @@ impl ReplyStream for Stream {
         got
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_errors_map_to_cli_errors() {
+        let e = svc_error(ClientError::Rpc(RpcError::new(
+            17,
+            "rank 1 already drained",
+        )));
+        assert_eq!(e.os_error_str(), "[Errno 17] rank 1 already drained");
+        let e = svc_error(ClientError::Protocol("bad reply".into()));
+        assert_eq!(e.message(), "bad reply");
+        assert_eq!(e.errnum(), rpc::errno::EPROTO);
+        let uri = rpc::uri::Uri::parse("unix:///run/x.sock")
+            .unwrap_or(rpc::uri::Uri::Unix(PathBuf::from("/")));
+        let e = svc_error(ClientError::Connect {
+            uri,
+            source: std::io::Error::from_raw_os_error(2),
+        });
+        assert_eq!(
+            e,
+            SvcError::Connect(
+                "cannot connect to unix:///run/x.sock: No such file or directory".into()
+            )
+        );
+        assert!(matches!(item(None), StreamItem::End(SvcError::Rpc(ref r)) if r.errnum == ENODATA));
+        assert!(matches!(
+            item(Some(Ok(Value::Null))),
+            StreamItem::Payload(Value::Null)
+        ));
+    }
+
+    #[test]
+    fn unreachable_service_fails_on_first_use() {
+        let mut r = Remote::new(Some("unix:///nonexistent/roster-test.sock".into()), None);
+        let e = r.rpc("resource.status", Value::Null).err();
+        assert_eq!(
+            e.map(|e| e.message()),
+            Some(
+                "cannot connect to unix:///nonexistent/roster-test.sock: No such file or directory"
+                    .into()
+            )
+        );
+        let mut r = Remote::new(Some("http://x".into()), None);
+        assert!(matches!(
+            r.stream("resource.journal", Value::Null),
+            Err(SvcError::Connect(_))
+        ));
+    }
+}

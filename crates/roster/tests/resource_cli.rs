@@ -1,0 +1,295 @@
+//! `roster resource` against a real `roster serve` on a temporary state
+//! directory: drain/undrain, status, the drain listing, list/R and the
+//! eventlog, checked against flux-core's t2311/t2355 expectations.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Out {
+    stdout: String,
+    stderr: String,
+    code: i32,
+}
+
+struct Server {
+    child: Child,
+    dir: PathBuf,
+    uri: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn roster() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_roster"))
+}
+
+/// Whether this build has `roster serve` at all.
+fn have_serve() -> bool {
+    let o = roster().args(["serve", "--help"]).output();
+    match o {
+        Ok(o) => !String::from_utf8_lossy(&o.stderr).contains("unknown command 'serve'"),
+        Err(_) => false,
+    }
+}
+
+fn start(name: &str) -> Option<Server> {
+    if !have_serve() {
+        eprintln!("roster serve is not built into this binary yet; skipping");
+        return None;
+    }
+    let dir = std::env::temp_dir().join(format!("roster-rescli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("state")).expect("create state dir");
+    let config = dir.join("roster.toml");
+    std::fs::write(
+        &config,
+        "[resource]\nnoverify = true\n\n[[resource.config]]\nhosts = \"fake[0-3]\"\ncores = \"0-3\"\n",
+    )
+    .expect("write config");
+    let sock = dir.join("roster.sock");
+    let uri = format!("unix://{}", sock.display());
+    let child = roster()
+        .arg("serve")
+        .arg("--statedir")
+        .arg(dir.join("state"))
+        .arg("--listen")
+        .arg(&uri)
+        .arg("--config")
+        .arg(&config)
+        .arg("--monitor-force-up")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn roster serve");
+    let server = Server { child, dir, uri };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if sock.exists() {
+            let o = run(&server, &["status", "-no", "{nnodes}", "-s", "all"]);
+            if o.code == 0 && !o.stdout.is_empty() {
+                return Some(server);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("roster serve did not come up on {}", server.uri);
+}
+
+fn run(s: &Server, args: &[&str]) -> Out {
+    let o = roster()
+        .arg("resource")
+        .arg("--uri")
+        .arg(&s.uri)
+        .args(args)
+        .env("XDG_CONFIG_HOME", s.dir.join("xdg"))
+        .env("XDG_CONFIG_DIRS", s.dir.join("xdg"))
+        .env("TZ", "UTC")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run roster resource");
+    Out {
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        code: o.status.code().unwrap_or(-1),
+    }
+}
+
+fn ok(s: &Server, args: &[&str]) -> String {
+    let o = run(s, args);
+    assert_eq!(o.code, 0, "roster resource {args:?}: {}", o.stderr);
+    o.stdout
+}
+
+#[test]
+fn drain_undrain_status_and_listing() {
+    let Some(s) = start("drain") else { return };
+    assert_eq!(
+        ok(&s, &["status", "-no", "{state} {nnodes} {nodelist}"]),
+        "avail 4 fake[0-3]\n"
+    );
+    // t2311: drain works with no reason, then a reason can be added
+    assert_eq!(ok(&s, &["drain", "1"]), "");
+    assert_eq!(ok(&s, &["status", "-s", "drain", "-no", "{ranks}"]), "1\n");
+    assert_eq!(ok(&s, &["drain", "1", "test_reason_01"]), "");
+    // ... but not replaced without --force
+    let o = run(&s, &["drain", "0-1", "test_reason_fail"]);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster-resource: ERROR: [Errno 17] rank 1 already drained\n\
+         roster-resource: INFO: Use --force to overwrite existing drain reason\n"
+    );
+    assert_eq!(
+        ok(&s, &["drain", "-n", "-o", "{ranks} {reason}"]),
+        "1 test_reason_01\n"
+    );
+    assert_eq!(
+        ok(&s, &["drain", "--force", "1", "test_reason_updated"]),
+        ""
+    );
+    assert!(ok(&s, &["drain"]).contains("test_reason_updated"));
+    let listing = ok(&s, &["drain"]);
+    let mut lines = listing.lines();
+    assert_eq!(
+        lines.next(),
+        Some("TIME         STATE    REASON                         NODELIST")
+    );
+    let line = lines.next().unwrap_or("");
+    assert!(
+        line.ends_with(" drained  test_reason_updated            fake1"),
+        "{line}"
+    );
+    // --update drains only the undrained rank
+    assert_eq!(
+        ok(&s, &["drain", "--update", "0-1", "test_reason_update"]),
+        ""
+    );
+    assert_eq!(ok(&s, &["status", "-s", "drain", "-no", "{nnodes}"]), "2\n");
+    assert_eq!(
+        ok(&s, &["list", "-n", "-s", "down", "-o", "{nnodes}"]),
+        "2\n"
+    );
+    // undrain fails if any rank is not drained
+    let o = run(&s, &["undrain", "0-2"]);
+    assert_eq!(o.code, 1);
+    assert_eq!(o.stderr, "roster-resource: ERROR: rank 2 not drained\n");
+    assert_eq!(ok(&s, &["undrain", "0-1", "all", "done"]), "");
+    assert_eq!(ok(&s, &["status", "-s", "drain", "-no", "{nnodes}"]), "0\n");
+    assert_eq!(ok(&s, &["undrain", "--force", "0-1"]), "");
+    // hostnames work as targets
+    assert_eq!(ok(&s, &["drain", "fake[2-3]", "maint"]), "");
+    assert_eq!(
+        ok(&s, &["status", "-s", "drain", "-no", "{ranks} {nodelist}"]),
+        "2-3 fake[2-3]\n"
+    );
+    assert_eq!(ok(&s, &["undrain", "fake[2-3]"]), "");
+}
+
+#[test]
+fn list_info_and_r() {
+    let Some(s) = start("list") else { return };
+    assert_eq!(ok(&s, &["info"]), "4 Nodes, 16 Cores, 0 GPUs\n");
+    assert_eq!(
+        ok(&s, &["list", "-no", "{state} {nnodes} {ncores} {nodelist}"]),
+        "free 4 16 fake[0-3]\nallocated 0 0 \ndown 0 0 \n"
+    );
+    let r = ok(&s, &["R", "-i", "fake[0-1]"]);
+    let v: serde_json::Value = serde_json::from_str(r.trim_end()).expect("R is JSON");
+    assert_eq!(v["execution"]["R_lite"][0]["rank"], "0-1");
+    assert_eq!(v["execution"]["nodelist"][0], "fake[0-1]");
+}
+
+#[test]
+fn eventlog_backlog_wait_and_include() {
+    let Some(s) = start("eventlog") else { return };
+    assert_eq!(ok(&s, &["drain", "0", "testing"]), "");
+    assert_eq!(ok(&s, &["undrain", "0"]), "");
+    let json = ok(&s, &["eventlog", "-f", "json"]);
+    let events: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    let names: Vec<&str> = events.iter().filter_map(|e| e["name"].as_str()).collect();
+    assert!(names.contains(&"resource-define"), "{names:?}");
+    let drain = events
+        .iter()
+        .find(|e| e["name"] == "drain")
+        .expect("a drain event");
+    assert_eq!(drain["context"]["idset"], "0");
+    assert_eq!(drain["context"]["reason"], "testing");
+    // the backlog is in time order
+    let ts: Vec<f64> = events
+        .iter()
+        .filter_map(|e| e["timestamp"].as_f64())
+        .collect();
+    assert!(ts.windows(2).all(|w| w[0] <= w[1]), "{ts:?}");
+    // --wait implies --follow and stops at the matching event
+    let o = run(
+        &s,
+        &[
+            "eventlog",
+            "-f",
+            "json",
+            "--wait=drain",
+            "-m",
+            "reason=testing",
+            "-t",
+            "10",
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o
+        .stdout
+        .lines()
+        .last()
+        .unwrap_or("")
+        .contains("\"testing\""));
+    // never satisfied: fails after the timeout
+    let o = run(
+        &s,
+        &[
+            "eventlog",
+            "--wait=drain",
+            "--match-context=reason=nonexistent",
+            "--timeout=0.5",
+        ],
+    );
+    assert_eq!(o.code, 1);
+    assert_eq!(o.stderr, "roster-resource: ERROR: ETIMEDOUT\n");
+    // --include keeps events about rank 0 only
+    let inc = ok(&s, &["eventlog", "--include=0", "-f", "json"]);
+    for line in inc.lines() {
+        let e: serde_json::Value = serde_json::from_str(line).expect("JSON line");
+        let ids = e["context"]["idset"]
+            .as_str()
+            .or(e["context"]["ranks"].as_str())
+            .unwrap_or("");
+        let set = idset_contains_0(ids);
+        assert!(set, "{line}");
+    }
+    let o = run(&s, &["eventlog", "--include=42"]);
+    assert_eq!(o.code, 1);
+    // a follower sees a live drain
+    let mut child = roster()
+        .args([
+            "resource",
+            "--uri",
+            &s.uri,
+            "eventlog",
+            "-HF",
+            "--wait=drain",
+            "-m",
+            "reason=live",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn follower");
+    let stdout = child.stdout.take().expect("follower stdout");
+    let mut reader = BufReader::new(stdout);
+    let mut first = String::new();
+    let _ = reader.read_line(&mut first);
+    assert_eq!(ok(&s, &["drain", "2", "live"]), "");
+    let status = child.wait().expect("follower exits");
+    assert!(status.success());
+    let mut rest = String::new();
+    for l in reader.lines().map_while(Result::ok) {
+        rest = l;
+    }
+    assert!(rest.contains("drain") && rest.contains("live"), "{rest}");
+}
+
+fn idset_contains_0(s: &str) -> bool {
+    s.split(',').any(|part| match part.split_once('-') {
+        Some((a, _)) => a == "0",
+        None => part == "0",
+    })
+}
