@@ -293,3 +293,41 @@ fn idset_contains_0(s: &str) -> bool {
         None => part == "0",
     })
 }
+
+#[test]
+fn acquire_streams_json_lines_and_release_answers() {
+    let Some(s) = start("acquire") else { return };
+    let mut child = roster()
+        .args(["resource", "--uri", &s.uri, "acquire"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn acquire");
+    let stdout = child.stdout.take().expect("acquire stdout");
+    let mut reader = BufReader::new(stdout);
+    let mut first = String::new();
+    let _ = reader.read_line(&mut first);
+    let v: serde_json::Value = serde_json::from_str(first.trim_end()).expect("first line is JSON");
+    assert!(v.is_object(), "{first}");
+    // one compact object per line
+    assert!(
+        !first.trim_end().contains('\n') && !first.contains(": "),
+        "{first}"
+    );
+    assert_eq!(ok(&s, &["drain", "1", "for acquire"]), "");
+    let mut second = String::new();
+    let _ = reader.read_line(&mut second);
+    let v: serde_json::Value =
+        serde_json::from_str(second.trim_end()).expect("second line is JSON");
+    assert!(v.to_string().contains('1'), "{second}");
+    let _ = child.kill();
+    let _ = child.wait();
+    // release of targets never shrunk is refused by the service
+    let o = run(&s, &["release", "default", "3"]);
+    assert_ne!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.code == 0 || o.stderr.starts_with("roster-resource: ERROR: "),
+        "{}",
+        o.stderr
+    );
+}
