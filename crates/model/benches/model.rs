@@ -141,7 +141,8 @@ fn benches(c: &mut Criterion) {
 
     // Half the machine busy with 8-core jobs spread over every node.
     let mut half = build();
-    let mut hj = 1_000_000u64;
+    // Far from the ids the timed loops use (they run for millions of iterations).
+    let mut hj = 1u64 << 40;
     for _ in 0..(NODES as u64 * 6) {
         hj += 1;
         half.match_allocate(&slot8, hj)

@@ -7,6 +7,10 @@ use rset::Rset;
 const TWO_SOCKETS: &str = include_str!("../../tests/data/hwloc/v2-2socket-2gpu.xml");
 const RESTRICTED: &str = include_str!("../../tests/data/hwloc/v2-restricted-amd.xml");
 const V1_NOHOST: &str = include_str!("../../tests/data/hwloc/v1-nohost.xml");
+/// Real `lstopo-no-graphics --of xml` output (hwloc 2.9, a 2-core VM with a
+/// virtio disk and NIC), and the same exported as v1.
+const LSTOPO: &str = include_str!("../../tests/data/hwloc/lstopo-vm.xml");
+const LSTOPO_V1: &str = include_str!("../../tests/data/hwloc/lstopo-vm-v1.xml");
 
 fn paths(g: &Graph) -> Vec<String> {
     let mut out = Vec::new();
@@ -77,6 +81,8 @@ fn r_agrees_with_flux_core_counts() {
         (TWO_SOCKETS, "tiny7"),
         (RESTRICTED, "corona12"),
         (V1_NOHOST, "node0"),
+        (LSTOPO, "vm"),
+        (LSTOPO_V1, "vm"),
     ] {
         let t = topo::from_hwloc_xml(xml).unwrap();
         let g = Graph::from_hwloc_xml(xml, &HwlocOptions::default()).unwrap();
@@ -90,6 +96,25 @@ fn r_agrees_with_flux_core_counts() {
         .unwrap()
         .to_json();
         assert_eq!(g.to_r(None).unwrap(), want, "{host}");
+    }
+}
+
+#[test]
+fn real_lstopo_output() {
+    for xml in [LSTOPO, LSTOPO_V1] {
+        let g = Graph::from_hwloc_xml(xml, &HwlocOptions::default()).unwrap();
+        assert_eq!(
+            paths(&g),
+            [
+                "/cluster0",
+                "/cluster0/vm",
+                "/cluster0/vm/socket0",
+                "/cluster0/vm/socket0/core0",
+                "/cluster0/vm/socket0/core1",
+            ]
+        );
+        let n = g.get(g.lookup("/cluster0/vm").unwrap()).unwrap();
+        assert_eq!((n.basename(), n.id()), ("vm", None));
     }
 }
 
