@@ -135,7 +135,11 @@ Commands (one per line; abbreviations in parentheses):
   get-status (e) PATH         set-property (p) PATH KEY=VALUE
   get-property (g) PATH       remove (rm) PATH       attach (j) FILE [PATH]
   help (h) [COMMAND]          quit (q)
-Blank lines and lines starting with '#' are ignored.";
+Blank lines and lines starting with '#' are ignored.
+
+Exit status: 0 when every command succeeded; 1 when loading failed or any
+command failed (it is reported and the next commands still run); 2 for a
+usage error.  A match that finds no resources is an answer, not a failure.";
 
 /// A failed command: the message (without the `ERROR: ` prefix).
 struct CmdError(String);
