@@ -150,6 +150,42 @@ attributes:
         );
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// A V1 jobspec reads the same whether written as JSON or YAML.
+        #[test]
+        fn yaml_and_json_agree(nnodes in 0u32..4, per in 1u32..8, cores in 1u32..16,
+                               gpus in 0u32..3, exclusive: bool, duration in 0u32..100_000) {
+            let mut slot = serde_json::json!({"type": "slot", "count": per, "label": "task",
+                "with": [{"type": "core", "count": cores}]});
+            if gpus > 0 {
+                if let Some(w) = slot["with"].as_array_mut() {
+                    w.push(serde_json::json!({"type": "gpu", "count": gpus}));
+                }
+            }
+            let top = if nnodes > 0 {
+                serde_json::json!({"type": "node", "count": nnodes, "exclusive": exclusive,
+                                   "with": [slot]})
+            } else {
+                slot
+            };
+            let js = serde_json::json!({"version": 1, "resources": [top],
+                "tasks": [{"command": ["x"], "slot": "task", "count": {"per_slot": 1}}],
+                "attributes": {"system": {"duration": duration}}});
+            let yaml = serde_norway::to_string(&js).unwrap();
+            let a = Request::from_jobspec_str(&yaml).unwrap();
+            let b = Request::from_jobspec_str(&js.to_string()).unwrap();
+            proptest::prop_assert_eq!(&a, &b);
+            let mut want = if nnodes > 0 {
+                Request::nodes(nnodes, per, cores, gpus, exclusive)
+            } else {
+                Request::slots(per, cores, gpus)
+            };
+            want.duration = f64::from(duration);
+            proptest::prop_assert_eq!(a, want);
+        }
+    }
+
     #[test]
     fn content_errors_name_the_field() {
         assert_eq!(err("resources: []\n"), "jobspec: 'version' is missing");
