@@ -7,3 +7,6 @@
 pub mod drain;
 pub mod errno;
 pub mod journal;
+pub mod service;
+
+pub use service::{Init, Input, Inventory, Level, Method, Output, Service, Settings, StartError};

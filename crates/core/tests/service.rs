@@ -1,0 +1,525 @@
+//! The service core driven directly, with a simulated clock.
+
+use eventlog::Event;
+use roster_core::errno::*;
+use roster_core::*;
+use rpc::{ReplyTo, Request, Role};
+use serde_json::{json, Value};
+
+fn r4() -> Inventory {
+    let text = r#"{"version":1,"execution":{"R_lite":[{"rank":"0-3","children":{"core":"0-3"}}],"nodelist":["fake[0-3]"],"starttime":0.0,"expiration":0.0}}"#;
+    Inventory::from_json_text(text, Method::Configuration).unwrap()
+}
+
+struct Harness {
+    svc: Service,
+    now: f64,
+    next_conn: u64,
+}
+
+fn start_with(init: Init) -> (Harness, Vec<Output>) {
+    let mut out = Vec::new();
+    let svc = Service::new(init, &mut out).expect("start");
+    (
+        Harness {
+            svc,
+            now: 1000.0,
+            next_conn: 1,
+        },
+        out,
+    )
+}
+
+fn start() -> Harness {
+    start_with(Init {
+        now: 999.0,
+        inventory: Some(r4()),
+        ..Default::default()
+    })
+    .0
+}
+
+impl Harness {
+    fn req(&mut self, topic: &str, payload: Value, role: Role, streaming: bool) -> (ReplyTo, Vec<Output>) {
+        self.now += 1.0;
+        let conn = self.next_conn;
+        self.next_conn += 1;
+        let req = Request {
+            conn,
+            matchtag: 1,
+            topic: topic.into(),
+            payload,
+            streaming,
+            role,
+            userid: None,
+        };
+        let to = req.reply_to();
+        let mut out = Vec::new();
+        self.svc.handle(self.now, Input::Request(req), &mut out);
+        (to, out)
+    }
+
+    /// A non-streaming owner RPC: its single reply.
+    fn rpc(&mut self, topic: &str, payload: Value) -> Result<Value, RpcError> {
+        let (to, out) = self.req(topic, payload, Role::Owner, false);
+        let replies: Vec<_> = replies_to(&out, to);
+        assert_eq!(replies.len(), 1, "{topic}: {out:?}");
+        replies.into_iter().next().unwrap()
+    }
+}
+
+fn replies_to(out: &[Output], to: ReplyTo) -> Vec<Result<Value, RpcError>> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Reply { to: t, reply } if *t == to => Some(reply.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn persisted(out: &[Output]) -> Vec<Event> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Persist(e) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn err(r: Result<Value, RpcError>) -> (i32, String) {
+    let e = r.unwrap_err();
+    (e.errnum, e.errstr.unwrap_or_default())
+}
+
+#[test]
+fn start_defines_r_and_posts_restart() {
+    let (h, out) = start_with(Init {
+        now: 5.0,
+        inventory: Some(r4()),
+        ..Default::default()
+    });
+    assert!(matches!(out[0], Output::WriteR(_)));
+    let p = persisted(&out);
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].name, "resource-define");
+    assert_eq!(p[0].get("method"), Some(&json!("configuration")));
+    let names: Vec<_> = h.svc.journal().events().map(|e| e.name.clone()).collect();
+    assert_eq!(names, ["restart", "resource-define"]);
+    let restart = h.svc.journal().events().next().unwrap();
+    assert_eq!(restart.get("ranks"), Some(&json!("0-3")));
+    assert_eq!(restart.get("online"), Some(&json!("")));
+    assert_eq!(restart.get("nodelist"), Some(&json!("fake[0-3]")));
+}
+
+#[test]
+fn force_up_posts_online_before_restart() {
+    let (h, _) = start_with(Init {
+        now: 5.0,
+        inventory: Some(r4()),
+        settings: Settings {
+            monitor_force_up: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let names: Vec<_> = h.svc.journal().events().map(|e| e.name.clone()).collect();
+    assert_eq!(names, ["online", "restart", "resource-define"]);
+    assert_eq!(h.svc.up().encode(), "0-3");
+}
+
+#[test]
+fn drain_persists_before_reply_and_reply_before_followers() {
+    let mut h = start();
+    let (jto, jout) = h.req("resource.journal", Value::Null, Role::Owner, true);
+    assert_eq!(replies_to(&jout, jto).len(), 3); // restart batch, define, sentinel
+    let (to, out) = h.req("resource.drain", json!({"targets": "1", "reason": "x"}), Role::Owner, false);
+    let pos_persist = out.iter().position(|o| matches!(o, Output::Persist(_))).unwrap();
+    let pos_reply = out
+        .iter()
+        .position(|o| matches!(o, Output::Reply { to: t, .. } if *t == to))
+        .unwrap();
+    let pos_follow = out
+        .iter()
+        .position(|o| matches!(o, Output::Reply { to: t, .. } if *t == jto))
+        .unwrap();
+    assert!(pos_persist < pos_reply && pos_reply < pos_follow, "{out:?}");
+    let ev = &persisted(&out)[0];
+    assert_eq!(ev.name, "drain");
+    assert_eq!(
+        Value::Object(ev.context.clone().unwrap()),
+        json!({"idset": "1", "nodelist": "fake1", "reason": "x", "overwrite": 0})
+    );
+}
+
+#[test]
+fn drain_undrain_matrix() {
+    let mut h = start();
+    assert_eq!(h.rpc("resource.drain", json!({"targets": "1", "reason": "r"})), Ok(Value::Null));
+    assert_eq!(
+        err(h.rpc("resource.drain", json!({"targets": "0-1"}))),
+        (EEXIST, "rank 1 already drained".into())
+    );
+    // update drains the undrained rank, keeps the other's reason
+    assert_eq!(
+        h.rpc("resource.drain", json!({"targets": "0-1", "reason": "new", "mode": "update"})),
+        Ok(Value::Null)
+    );
+    let st = h.rpc("resource.status", Value::Null).unwrap();
+    let drain = st["drain"].as_object().unwrap();
+    let reasons: Vec<_> = drain.values().map(|v| v["reason"].as_str().unwrap().to_string()).collect();
+    assert!(reasons.contains(&"r".to_string()) && reasons.contains(&"new".to_string()), "{st}");
+    // hostnames
+    assert_eq!(h.rpc("resource.drain", json!({"targets": "fake3"})), Ok(Value::Null));
+    assert_eq!(h.svc.drained().encode(), "0-1,3");
+    assert_eq!(
+        err(h.rpc("resource.drain", json!({"targets": "fake[3-5]"}))),
+        (EINVAL, "invalid targets: invalid hosts: fake[4-5]".into())
+    );
+    assert_eq!(err(h.rpc("resource.drain", json!({"targets": ""}))), (EINVAL, "idset is empty".into()));
+    assert_eq!(
+        err(h.rpc("resource.drain", json!({"targets": "0-4"}))),
+        (EINVAL, "idset is out of range".into())
+    );
+    assert_eq!(err(h.rpc("resource.drain", json!({}))).0, EPROTO);
+    assert_eq!(
+        err(h.rpc("resource.drain", json!({"targets": "2", "mode": "bad"}))),
+        (EINVAL, "Invalid mode specified".into())
+    );
+    // undrain
+    assert_eq!(
+        err(h.rpc("resource.undrain", json!({"targets": "1-2"}))),
+        (EEXIST, "rank 2 not drained".into())
+    );
+    assert_eq!(h.rpc("resource.undrain", json!({"targets": "0-1"})), Ok(Value::Null));
+    assert_eq!(
+        err(h.rpc("resource.undrain", json!({"targets": "1", "mode": "force"}))),
+        (EINVAL, "invalid undrain mode 'force' specified".into())
+    );
+    assert_eq!(h.rpc("resource.undrain", json!({"targets": "0-3", "mode": "update"})), Ok(Value::Null));
+    assert!(h.svc.drained().is_empty());
+}
+
+#[test]
+fn roles_and_unknown_topics() {
+    let mut h = start();
+    let (to, out) = h.req("resource.drain", json!({"targets": "1"}), Role::Guest, false);
+    assert_eq!(
+        err(replies_to(&out, to).remove(0)),
+        (EPERM, "Request requires owner credentials".into())
+    );
+    for t in ["resource.journal", "resource.reload", "resource.undrain", "resource.get"] {
+        let (to, out) = h.req(t, json!({}), Role::Guest, true);
+        assert_eq!(replies_to(&out, to)[0].clone().unwrap_err().errnum, EPERM, "{t}");
+    }
+    let (to, out) = h.req("resource.status", Value::Null, Role::Guest, false);
+    assert!(replies_to(&out, to)[0].is_ok());
+    assert_eq!(
+        err(h.rpc("kvs.lookup", json!({}))),
+        (ENOSYS, "No service matching kvs.lookup is registered".into())
+    );
+    assert_eq!(err(h.rpc("resource.nope", json!({}))).0, ENOSYS);
+}
+
+#[test]
+fn status_shape() {
+    let mut h = start();
+    h.rpc("resource.drain", json!({"targets": "0-1", "reason": "a"})).unwrap();
+    let st = h.rpc("resource.status", Value::Null).unwrap();
+    assert_eq!(st["online"], json!(""));
+    assert_eq!(st["offline"], json!("0-3"));
+    assert_eq!(st["exclude"], json!(""));
+    assert_eq!(st["torpid"], json!(""));
+    assert_eq!(st["drain"]["0-1"]["reason"], json!("a"));
+    assert!(st["R"].get("scheduling").is_none());
+    let keys: Vec<_> = st.as_object().unwrap().keys().cloned().collect();
+    assert_eq!(keys, ["R", "drain", "online", "offline", "exclude", "torpid"]);
+}
+
+#[test]
+fn journal_backlog_batches_and_sentinel() {
+    let mut h = start();
+    for i in 0..250 {
+        let t = format!("{}", i % 4);
+        h.rpc("resource.drain", json!({"targets": t, "mode": "force-overwrite"})).unwrap();
+    }
+    let (to, out) = h.req("resource.journal", Value::Null, Role::Owner, true);
+    let r = replies_to(&out, to);
+    let sizes: Vec<usize> = r.iter().map(|x| x.as_ref().unwrap()["events"].as_array().unwrap().len()).collect();
+    // restart (1) then define alone, then 250 drains: 100,100,50, then sentinel
+    assert_eq!(sizes, [1, 1, 100, 100, 50, 0]);
+    assert!(r[1].as_ref().unwrap().get("R").is_some());
+    assert!(r[0].as_ref().unwrap().get("R").is_none());
+    // not streaming: EPROTO
+    let (to, out) = h.req("resource.journal", Value::Null, Role::Owner, false);
+    assert_eq!(
+        err(replies_to(&out, to).remove(0)),
+        (EPROTO, "journal requires streaming RPC flag".into())
+    );
+}
+
+#[test]
+fn journal_cancel_and_disconnect() {
+    let mut h = start();
+    let (jto, _) = h.req("resource.journal", Value::Null, Role::Owner, true);
+    assert_eq!(h.svc.followers(), 1);
+    // cancel from another connection does nothing
+    let (_, out) = h.req("resource.journal-cancel", json!({"matchtag": 1}), Role::Owner, false);
+    assert!(replies_to(&out, jto).is_empty());
+    let mut out = Vec::new();
+    let req = Request {
+        conn: jto.conn,
+        matchtag: 2,
+        topic: "resource.journal-cancel".into(),
+        payload: json!({"matchtag": 1}),
+        streaming: false,
+        role: Role::Owner,
+        userid: None,
+    };
+    h.svc.handle(2000.0, Input::Request(req), &mut out);
+    assert_eq!(replies_to(&out, jto), vec![Err(RpcError::bare(ENODATA))]);
+    assert_eq!(h.svc.followers(), 0);
+    let (jto2, _) = h.req("resource.journal", Value::Null, Role::Owner, true);
+    let mut out = Vec::new();
+    h.svc.handle(2001.0, Input::Disconnect(jto2.conn), &mut out);
+    assert!(out.is_empty());
+    assert_eq!(h.svc.followers(), 0);
+}
+
+#[test]
+fn truncation_invariant() {
+    let (mut h, _) = start_with(Init {
+        now: 5.0,
+        inventory: Some(r4()),
+        settings: Settings {
+            journal_max: 10,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    for i in 0..30 {
+        let t = format!("{}", i % 4);
+        h.rpc("resource.drain", json!({"targets": t, "mode": "update"})).unwrap();
+        if i >= 8 {
+            assert_eq!(h.svc.journal().len(), 10);
+            assert_eq!(h.svc.journal().events().next().unwrap().name, "truncate");
+        }
+    }
+}
+
+fn ev(ts: f64, name: &str, c: Value) -> Event {
+    Event::with_context(ts, name, c).unwrap()
+}
+
+fn replayed(events: Vec<Event>, checkpoint: Option<Value>) -> String {
+    let (h, _) = start_with(Init {
+        now: 10_000.0,
+        inventory: Some(r4()),
+        stored_events: events,
+        checkpoint,
+        ..Default::default()
+    });
+    h.svc.drained().encode()
+}
+
+#[test]
+fn replay_remap_table() {
+    let d = |ids: &str, nl: &str| ev(100.0, "drain", json!({"idset": ids, "nodelist": nl, "reason": "x", "overwrite": 0}));
+    assert_eq!(replayed(vec![d("1-2", "fake[1-2]")], None), "1-2");
+    assert_eq!(replayed(vec![d("1-2", "fake[2-3]")], None), "2-3");
+    assert_eq!(replayed(vec![d("1-2", "fake[3-4]")], None), "3");
+    assert_eq!(replayed(vec![d("42", "fake42")], None), "");
+    let cp = |nl: &str| json!({"timestamp": 50.0, "drain_state": {"0": {"timestamp": 40.0, "reason": "c", "nodelist": nl}}});
+    assert_eq!(replayed(vec![], Some(cp("fake3"))), "3");
+    assert_eq!(replayed(vec![], Some(cp("fake13"))), "");
+}
+
+#[test]
+fn replay_modes_match_live() {
+    let mut h = start();
+    h.rpc("resource.drain", json!({"targets": "0-1", "reason": "a"})).unwrap();
+    h.rpc("resource.drain", json!({"targets": "1-2", "reason": "b", "mode": "update"})).unwrap();
+    h.rpc("resource.drain", json!({"targets": "0", "reason": "c", "mode": "overwrite"})).unwrap();
+    h.rpc("resource.drain", json!({"targets": "2", "mode": "force-overwrite"})).unwrap();
+    h.rpc("resource.undrain", json!({"targets": "1"})).unwrap();
+    let live = h.rpc("resource.status", Value::Null).unwrap()["drain"].clone();
+    let events: Vec<Event> = h
+        .svc
+        .journal()
+        .events()
+        .filter(|e| e.name == "drain" || e.name == "undrain")
+        .cloned()
+        .collect();
+    let (mut h2, _) = start_with(Init {
+        now: 99_999.0,
+        inventory: Some(r4()),
+        stored_events: events,
+        ..Default::default()
+    });
+    assert_eq!(h2.rpc("resource.status", Value::Null).unwrap()["drain"], live);
+}
+
+#[test]
+fn replay_errors_refuse_start() {
+    let mut out = Vec::new();
+    let bad = Init {
+        now: 5.0,
+        inventory: Some(r4()),
+        stored_events: vec![ev(1.0, "drain", json!({"idset": "1"}))],
+        ..Default::default()
+    };
+    let e = Service::new(bad, &mut out).unwrap_err();
+    assert_eq!(e.to_string(), "resource.eventlog line 1: drain parse error");
+}
+
+#[test]
+fn excluded_drains_are_undrained_at_start() {
+    let (h, out) = start_with(Init {
+        now: 5.0,
+        inventory: Some(r4()),
+        settings: Settings {
+            exclude: Some("fake1".into()),
+            ..Default::default()
+        },
+        stored_events: vec![ev(1.0, "drain", json!({"idset": "1", "nodelist": "fake1", "overwrite": 0}))],
+        ..Default::default()
+    });
+    assert_eq!(h.svc.excluded().encode(), "1");
+    assert!(h.svc.drained().is_empty());
+    let p = persisted(&out);
+    assert_eq!(p[0].name, "undrain");
+    assert_eq!(Value::Object(p[0].context.clone().unwrap()), json!({"idset": "1", "nodelist": "fake1"}));
+    let mut out = Vec::new();
+    let e = Service::new(
+        Init {
+            now: 5.0,
+            inventory: Some(r4()),
+            settings: Settings {
+                exclude: Some("7".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        &mut out,
+    )
+    .unwrap_err();
+    assert_eq!(e.to_string(), "error decoding exclude set 7: exclude set 7 is out of range");
+}
+
+#[test]
+fn excluded_targets_cannot_be_drained_without_mode() {
+    let (mut h, _) = start_with(Init {
+        now: 5.0,
+        inventory: Some(r4()),
+        settings: Settings {
+            exclude: Some("0".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    h.rpc("resource.drain", json!({"targets": "1", "reason": "x"})).unwrap();
+    assert_eq!(
+        err(h.rpc("resource.drain", json!({"targets": "0-1"}))),
+        (EEXIST, "ranks 0-1 already drained or excluded".into())
+    );
+}
+
+#[test]
+fn checkpoint_round_trip() {
+    let mut h = start();
+    h.rpc("resource.drain", json!({"targets": "0,2", "reason": "keep me"})).unwrap();
+    h.rpc("resource.drain", json!({"targets": "3"})).unwrap();
+    let before = h.rpc("resource.status", Value::Null).unwrap()["drain"].clone();
+    let mut out = Vec::new();
+    h.svc.handle(5000.0, Input::Shutdown, &mut out);
+    let cp = out
+        .iter()
+        .find_map(|o| match o {
+            Output::WriteCheckpoint(v) => Some(v.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(cp["drain_state"]["0,2"]["nodelist"], json!("fake[0,2]"));
+    // a restart with only the checkpoint (history truncated away)
+    let (mut h2, _) = start_with(Init {
+        now: 6000.0,
+        inventory: Some(r4()),
+        checkpoint: Some(cp),
+        ..Default::default()
+    });
+    assert_eq!(h2.rpc("resource.status", Value::Null).unwrap()["drain"], before);
+}
+
+#[test]
+fn shutdown_ends_streams() {
+    let mut h = start();
+    let (jto, _) = h.req("resource.journal", Value::Null, Role::Owner, true);
+    let mut out = Vec::new();
+    h.svc.handle(3000.0, Input::Shutdown, &mut out);
+    assert_eq!(replies_to(&out, jto), vec![Err(RpcError::bare(ENODATA))]);
+}
+
+#[test]
+fn expiration_update_and_get() {
+    let mut h = start();
+    assert_eq!(err(h.rpc("resource.expiration-update", json!({}))).0, EPROTO);
+    let (to, out) = h.req("resource.expiration-update", json!({"expiration": 1234.0}), Role::Owner, false);
+    assert!(replies_to(&out, to)[0].is_ok());
+    assert!(matches!(out[0], Output::WriteR(_)));
+    assert_eq!(persisted(&out)[0].name, "resource-update");
+    let g = h.rpc("resource.get", Value::Null).unwrap();
+    assert_eq!(g["method"], json!("configuration"));
+    assert_eq!(g["R"]["execution"]["expiration"], json!(1234.0));
+}
+
+#[test]
+fn reload_checks_size() {
+    let mut h = start();
+    let (to, out) = h.req("resource.reload", json!({"path": "/x", "xml": false, "force": false}), Role::Owner, false);
+    assert!(matches!(out[0], Output::LoadR { .. }));
+    assert!(replies_to(&out, to).is_empty());
+    let big = rset::Rset::from_json_str(
+        r#"{"version":1,"execution":{"R_lite":[{"rank":"0-7","children":{"core":"0"}}]}}"#,
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    h.svc.handle(
+        3000.0,
+        Input::Reloaded {
+            to,
+            force: false,
+            result: Ok(big.clone()),
+        },
+        &mut out,
+    );
+    assert_eq!(
+        err(replies_to(&out, to).remove(0)).1,
+        "resource object contains ranks execeeding size=4 (override with -f))"
+    );
+    let mut out = Vec::new();
+    h.svc.handle(3001.0, Input::Reloaded { to, force: true, result: Ok(big) }, &mut out);
+    assert!(replies_to(&out, to)[0].is_ok());
+    assert_eq!(persisted(&out)[0].get("method"), Some(&json!("reload")));
+    assert_eq!(h.svc.size(), 8);
+}
+
+#[test]
+fn force_down_and_waitup() {
+    let (mut h, _) = start_with(Init {
+        now: 5.0,
+        inventory: Some(r4()),
+        settings: Settings {
+            monitor_force_up: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let (wto, out) = h.req("resource.monitor-waitup", json!({"up": 2}), Role::Owner, false);
+    assert!(replies_to(&out, wto).is_empty());
+    let (_, out) = h.req("resource.monitor-force-down", json!({"ranks": "2-3"}), Role::Owner, false);
+    assert_eq!(replies_to(&out, wto), vec![Ok(Value::Null)]);
+    assert_eq!(h.svc.online().encode(), "0-1");
+    let names: Vec<_> = h.svc.journal().events().map(|e| e.name.clone()).collect();
+    assert_eq!(names.last().unwrap(), "offline");
+    let ss = h.rpc("resource.sched-status", Value::Null).unwrap();
+    assert_eq!(ss["down"]["execution"]["R_lite"][0]["rank"], json!("2-3"));
+}
