@@ -142,7 +142,10 @@ pub enum Output {
     /// Replace the drain checkpoint.
     WriteCheckpoint(Value),
     /// Send a reply.  For a streaming request an `Err` ends the stream.
-    Reply { to: ReplyTo, reply: Reply },
+    Reply {
+        to: ReplyTo,
+        reply: Reply,
+    },
     /// Load R for `resource.reload` and come back with [`Input::Reloaded`].
     LoadR {
         to: ReplyTo,
@@ -150,7 +153,10 @@ pub enum Output {
         xml: bool,
         force: bool,
     },
-    Log { level: Level, msg: String },
+    Log {
+        level: Level,
+        msg: String,
+    },
 }
 
 /// Something that happened.
@@ -277,7 +283,13 @@ impl Service {
         if init.settings.monitor_force_up && svc.size > 0 {
             let all = IdSet::from_range(0, svc.size - 1);
             svc.online = all.clone();
-            svc.post(now, "online", ctx(vec![("idset", idset_str(&all))]), false, out);
+            svc.post(
+                now,
+                "online",
+                ctx(vec![("idset", idset_str(&all))]),
+                false,
+                out,
+            );
         }
         let ranks = if svc.size > 0 {
             IdSet::from_range(0, svc.size - 1)
@@ -380,9 +392,8 @@ impl Service {
                 "R is unavailable for mapping hostnames to ranks",
             ));
         }
-        let hl = Hostlist::decode(s).map_err(|_| {
-            RpcError::new(EINVAL, "invalid targets: Hostlist cannot be decoded")
-        })?;
+        let hl = Hostlist::decode(s)
+            .map_err(|_| RpcError::new(EINVAL, "invalid targets: Hostlist cannot be decoded"))?;
         let mut ranks = Vec::new();
         let mut missing = Hostlist::new();
         for h in hl.iter() {
@@ -407,9 +418,7 @@ impl Service {
             spec: spec.to_string(),
             reason,
         };
-        let ids = self
-            .decode_targets(spec)
-            .map_err(|e| err(e.message()))?;
+        let ids = self.decode_targets(spec).map_err(|e| err(e.message()))?;
         if self.size > 0 {
             if let Some(last) = ids.last() {
                 if last >= self.size {
@@ -461,7 +470,10 @@ impl Service {
         for (key, entry) in state {
             let bad = || StartError::Checkpoint(key.clone());
             let ids = IdSet::parse(key).map_err(|_| bad())?;
-            let t = entry.get("timestamp").and_then(Value::as_f64).ok_or_else(bad)?;
+            let t = entry
+                .get("timestamp")
+                .and_then(Value::as_f64)
+                .ok_or_else(bad)?;
             let reason = match entry.get("reason") {
                 None | Some(Value::Null) => None,
                 Some(Value::String(s)) if s.is_empty() => None,
@@ -605,7 +617,14 @@ impl Service {
         }
     }
 
-    fn post(&mut self, now: f64, name: &str, c: Map<String, Value>, persist: bool, out: &mut Vec<Output>) {
+    fn post(
+        &mut self,
+        now: f64,
+        name: &str,
+        c: Map<String, Value>,
+        persist: bool,
+        out: &mut Vec<Output>,
+    ) {
         if let Some(ev) = self.record(now, name, c, persist, out) {
             self.publish(&ev, out);
         }
@@ -634,7 +653,14 @@ impl Service {
     fn request(&mut self, now: f64, req: Request, out: &mut Vec<Output>) {
         let to = req.reply_to();
         if self.stopped {
-            Self::reply(out, to, Err(RpcError::new(ENOSYS, "the resource service is shutting down")));
+            Self::reply(
+                out,
+                to,
+                Err(RpcError::new(
+                    ENOSYS,
+                    "the resource service is shutting down",
+                )),
+            );
             return;
         }
         let topic = req.topic.as_str();
@@ -665,7 +691,11 @@ impl Service {
                 | "resource.monitor-waitup"
         );
         if !known {
-            Self::reply(out, to, Err(RpcError::new(ENOSYS, "unknown service method")));
+            Self::reply(
+                out,
+                to,
+                Err(RpcError::new(ENOSYS, "unknown service method")),
+            );
             return;
         }
         if owner_only(topic) && req.role != Role::Owner {
@@ -865,7 +895,11 @@ impl Service {
 
     /// Backlog in batches of up to 100 (a `resource-define` alone, with R),
     /// the `{events:[]}` sentinel, then live events.
-    fn journal_rpc(&mut self, req: &Request, out: &mut Vec<Output>) -> Result<Option<Value>, RpcError> {
+    fn journal_rpc(
+        &mut self,
+        req: &Request,
+        out: &mut Vec<Output>,
+    ) -> Result<Option<Value>, RpcError> {
         if !req.streaming {
             return Err(RpcError::new(EPROTO, "journal requires streaming RPC flag"));
         }
@@ -919,7 +953,11 @@ impl Service {
         })
     }
 
-    fn journal_cancel(&mut self, req: &Request, out: &mut Vec<Output>) -> Result<Option<Value>, RpcError> {
+    fn journal_cancel(
+        &mut self,
+        req: &Request,
+        out: &mut Vec<Output>,
+    ) -> Result<Option<Value>, RpcError> {
         let target = Self::cancel_target(req)?;
         if let Some(pos) = self.followers.iter().position(|t| *t == target) {
             self.followers.remove(pos);
@@ -928,8 +966,15 @@ impl Service {
         Ok(None)
     }
 
-    fn reload_rpc(&mut self, to: ReplyTo, p: &Value, out: &mut Vec<Output>) -> Result<Option<Value>, RpcError> {
-        let path = Self::str_field(p, "path", true)?.unwrap_or_default().to_string();
+    fn reload_rpc(
+        &mut self,
+        to: ReplyTo,
+        p: &Value,
+        out: &mut Vec<Output>,
+    ) -> Result<Option<Value>, RpcError> {
+        let path = Self::str_field(p, "path", true)?
+            .unwrap_or_default()
+            .to_string();
         let xml = p.get("xml").and_then(Value::as_bool).ok_or_else(proto)?;
         let force = p.get("force").and_then(Value::as_bool).ok_or_else(proto)?;
         out.push(Output::LoadR {
@@ -970,7 +1015,10 @@ impl Service {
                 }
                 out.push(Output::Log {
                     level: Level::Warn,
-                    msg: format!("resource object contains ranks exceeding size={}", self.size),
+                    msg: format!(
+                        "resource object contains ranks exceeding size={}",
+                        self.size
+                    ),
                 });
             }
         }
@@ -1026,7 +1074,13 @@ impl Service {
 
     /// `monitor-force-up {ranks?}` / `monitor-force-down {ranks}`: test
     /// hooks that change the online set.
-    fn force(&mut self, now: f64, p: &Value, up: bool, out: &mut Vec<Output>) -> Result<(), RpcError> {
+    fn force(
+        &mut self,
+        now: f64,
+        p: &Value,
+        up: bool,
+        out: &mut Vec<Output>,
+    ) -> Result<(), RpcError> {
         let all = if self.size > 0 {
             IdSet::from_range(0, self.size - 1)
         } else {
@@ -1057,15 +1111,32 @@ impl Service {
         self.lost.add(&left);
         self.lost.subtract(&joined);
         if !left.is_empty() {
-            self.post(now, "offline", ctx(vec![("idset", idset_str(&left))]), false, out);
+            self.post(
+                now,
+                "offline",
+                ctx(vec![("idset", idset_str(&left))]),
+                false,
+                out,
+            );
         }
         if !joined.is_empty() {
-            self.post(now, "online", ctx(vec![("idset", idset_str(&joined))]), false, out);
+            self.post(
+                now,
+                "online",
+                ctx(vec![("idset", idset_str(&joined))]),
+                false,
+                out,
+            );
         }
         self.check_waitups(out);
     }
 
-    fn waitup(&mut self, to: ReplyTo, p: &Value, out: &mut Vec<Output>) -> Result<Option<Value>, RpcError> {
+    fn waitup(
+        &mut self,
+        to: ReplyTo,
+        p: &Value,
+        out: &mut Vec<Output>,
+    ) -> Result<Option<Value>, RpcError> {
         let up = p.get("up").and_then(Value::as_i64).ok_or_else(proto)?;
         if up < 0 || up > i64::from(self.size) {
             return Err(RpcError::new(EPROTO, "up value is out of range"));

@@ -40,7 +40,13 @@ fn start() -> Harness {
 }
 
 impl Harness {
-    fn req(&mut self, topic: &str, payload: Value, role: Role, streaming: bool) -> (ReplyTo, Vec<Output>) {
+    fn req(
+        &mut self,
+        topic: &str,
+        payload: Value,
+        role: Role,
+        streaming: bool,
+    ) -> (ReplyTo, Vec<Output>) {
         self.now += 1.0;
         let conn = self.next_conn;
         self.next_conn += 1;
@@ -132,8 +138,16 @@ fn drain_persists_before_reply_and_reply_before_followers() {
     let mut h = start();
     let (jto, jout) = h.req("resource.journal", Value::Null, Role::Owner, true);
     assert_eq!(replies_to(&jout, jto).len(), 3); // restart batch, define, sentinel
-    let (to, out) = h.req("resource.drain", json!({"targets": "1", "reason": "x"}), Role::Owner, false);
-    let pos_persist = out.iter().position(|o| matches!(o, Output::Persist(_))).unwrap();
+    let (to, out) = h.req(
+        "resource.drain",
+        json!({"targets": "1", "reason": "x"}),
+        Role::Owner,
+        false,
+    );
+    let pos_persist = out
+        .iter()
+        .position(|o| matches!(o, Output::Persist(_)))
+        .unwrap();
     let pos_reply = out
         .iter()
         .position(|o| matches!(o, Output::Reply { to: t, .. } if *t == to))
@@ -154,28 +168,46 @@ fn drain_persists_before_reply_and_reply_before_followers() {
 #[test]
 fn drain_undrain_matrix() {
     let mut h = start();
-    assert_eq!(h.rpc("resource.drain", json!({"targets": "1", "reason": "r"})), Ok(Value::Null));
+    assert_eq!(
+        h.rpc("resource.drain", json!({"targets": "1", "reason": "r"})),
+        Ok(Value::Null)
+    );
     assert_eq!(
         err(h.rpc("resource.drain", json!({"targets": "0-1"}))),
         (EEXIST, "rank 1 already drained".into())
     );
     // update drains the undrained rank, keeps the other's reason
     assert_eq!(
-        h.rpc("resource.drain", json!({"targets": "0-1", "reason": "new", "mode": "update"})),
+        h.rpc(
+            "resource.drain",
+            json!({"targets": "0-1", "reason": "new", "mode": "update"})
+        ),
         Ok(Value::Null)
     );
     let st = h.rpc("resource.status", Value::Null).unwrap();
     let drain = st["drain"].as_object().unwrap();
-    let reasons: Vec<_> = drain.values().map(|v| v["reason"].as_str().unwrap().to_string()).collect();
-    assert!(reasons.contains(&"r".to_string()) && reasons.contains(&"new".to_string()), "{st}");
+    let reasons: Vec<_> = drain
+        .values()
+        .map(|v| v["reason"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        reasons.contains(&"r".to_string()) && reasons.contains(&"new".to_string()),
+        "{st}"
+    );
     // hostnames
-    assert_eq!(h.rpc("resource.drain", json!({"targets": "fake3"})), Ok(Value::Null));
+    assert_eq!(
+        h.rpc("resource.drain", json!({"targets": "fake3"})),
+        Ok(Value::Null)
+    );
     assert_eq!(h.svc.drained().encode(), "0-1,3");
     assert_eq!(
         err(h.rpc("resource.drain", json!({"targets": "fake[3-5]"}))),
         (EINVAL, "invalid targets: invalid hosts: fake[4-5]".into())
     );
-    assert_eq!(err(h.rpc("resource.drain", json!({"targets": ""}))), (EINVAL, "idset is empty".into()));
+    assert_eq!(
+        err(h.rpc("resource.drain", json!({"targets": ""}))),
+        (EINVAL, "idset is empty".into())
+    );
     assert_eq!(
         err(h.rpc("resource.drain", json!({"targets": "0-4"}))),
         (EINVAL, "idset is out of range".into())
@@ -190,32 +222,58 @@ fn drain_undrain_matrix() {
         err(h.rpc("resource.undrain", json!({"targets": "1-2"}))),
         (EEXIST, "rank 2 not drained".into())
     );
-    assert_eq!(h.rpc("resource.undrain", json!({"targets": "0-1"})), Ok(Value::Null));
+    assert_eq!(
+        h.rpc("resource.undrain", json!({"targets": "0-1"})),
+        Ok(Value::Null)
+    );
     assert_eq!(
         err(h.rpc("resource.undrain", json!({"targets": "1", "mode": "force"}))),
         (EINVAL, "invalid undrain mode 'force' specified".into())
     );
-    assert_eq!(h.rpc("resource.undrain", json!({"targets": "0-3", "mode": "update"})), Ok(Value::Null));
+    assert_eq!(
+        h.rpc(
+            "resource.undrain",
+            json!({"targets": "0-3", "mode": "update"})
+        ),
+        Ok(Value::Null)
+    );
     assert!(h.svc.drained().is_empty());
 }
 
 #[test]
 fn roles_and_unknown_topics() {
     let mut h = start();
-    let (to, out) = h.req("resource.drain", json!({"targets": "1"}), Role::Guest, false);
+    let (to, out) = h.req(
+        "resource.drain",
+        json!({"targets": "1"}),
+        Role::Guest,
+        false,
+    );
     assert_eq!(
         err(replies_to(&out, to).remove(0)),
         (EPERM, "Request requires owner credentials".into())
     );
-    for t in ["resource.journal", "resource.reload", "resource.undrain", "resource.get"] {
+    for t in [
+        "resource.journal",
+        "resource.reload",
+        "resource.undrain",
+        "resource.get",
+    ] {
         let (to, out) = h.req(t, json!({}), Role::Guest, true);
-        assert_eq!(replies_to(&out, to)[0].clone().unwrap_err().errnum, EPERM, "{t}");
+        assert_eq!(
+            replies_to(&out, to)[0].clone().unwrap_err().errnum,
+            EPERM,
+            "{t}"
+        );
     }
     let (to, out) = h.req("resource.status", Value::Null, Role::Guest, false);
     assert!(replies_to(&out, to)[0].is_ok());
     assert_eq!(
         err(h.rpc("kvs.lookup", json!({}))),
-        (ENOSYS, "No service matching kvs.lookup is registered".into())
+        (
+            ENOSYS,
+            "No service matching kvs.lookup is registered".into()
+        )
     );
     assert_eq!(err(h.rpc("resource.nope", json!({}))).0, ENOSYS);
 }
@@ -223,7 +281,8 @@ fn roles_and_unknown_topics() {
 #[test]
 fn status_shape() {
     let mut h = start();
-    h.rpc("resource.drain", json!({"targets": "0-1", "reason": "a"})).unwrap();
+    h.rpc("resource.drain", json!({"targets": "0-1", "reason": "a"}))
+        .unwrap();
     let st = h.rpc("resource.status", Value::Null).unwrap();
     assert_eq!(st["online"], json!(""));
     assert_eq!(st["offline"], json!("0-3"));
@@ -232,7 +291,10 @@ fn status_shape() {
     assert_eq!(st["drain"]["0-1"]["reason"], json!("a"));
     assert!(st["R"].get("scheduling").is_none());
     let keys: Vec<_> = st.as_object().unwrap().keys().cloned().collect();
-    assert_eq!(keys, ["R", "drain", "online", "offline", "exclude", "torpid"]);
+    assert_eq!(
+        keys,
+        ["R", "drain", "online", "offline", "exclude", "torpid"]
+    );
 }
 
 #[test]
@@ -240,11 +302,18 @@ fn journal_backlog_batches_and_sentinel() {
     let mut h = start();
     for i in 0..250 {
         let t = format!("{}", i % 4);
-        h.rpc("resource.drain", json!({"targets": t, "mode": "force-overwrite"})).unwrap();
+        h.rpc(
+            "resource.drain",
+            json!({"targets": t, "mode": "force-overwrite"}),
+        )
+        .unwrap();
     }
     let (to, out) = h.req("resource.journal", Value::Null, Role::Owner, true);
     let r = replies_to(&out, to);
-    let sizes: Vec<usize> = r.iter().map(|x| x.as_ref().unwrap()["events"].as_array().unwrap().len()).collect();
+    let sizes: Vec<usize> = r
+        .iter()
+        .map(|x| x.as_ref().unwrap()["events"].as_array().unwrap().len())
+        .collect();
     // restart (1) then define alone, then 250 drains: 100,100,50, then sentinel
     assert_eq!(sizes, [1, 1, 100, 100, 50, 0]);
     assert!(r[1].as_ref().unwrap().get("R").is_some());
@@ -263,7 +332,12 @@ fn journal_cancel_and_disconnect() {
     let (jto, _) = h.req("resource.journal", Value::Null, Role::Owner, true);
     assert_eq!(h.svc.followers(), 1);
     // cancel from another connection does nothing
-    let (_, out) = h.req("resource.journal-cancel", json!({"matchtag": 1}), Role::Owner, false);
+    let (_, out) = h.req(
+        "resource.journal-cancel",
+        json!({"matchtag": 1}),
+        Role::Owner,
+        false,
+    );
     assert!(replies_to(&out, jto).is_empty());
     let mut out = Vec::new();
     let req = Request {
@@ -298,7 +372,8 @@ fn truncation_invariant() {
     });
     for i in 0..30 {
         let t = format!("{}", i % 4);
-        h.rpc("resource.drain", json!({"targets": t, "mode": "update"})).unwrap();
+        h.rpc("resource.drain", json!({"targets": t, "mode": "update"}))
+            .unwrap();
         if i >= 8 {
             assert_eq!(h.svc.journal().len(), 10);
             assert_eq!(h.svc.journal().events().next().unwrap().name, "truncate");
@@ -323,7 +398,13 @@ fn replayed(events: Vec<Event>, checkpoint: Option<Value>) -> String {
 
 #[test]
 fn replay_remap_table() {
-    let d = |ids: &str, nl: &str| ev(100.0, "drain", json!({"idset": ids, "nodelist": nl, "reason": "x", "overwrite": 0}));
+    let d = |ids: &str, nl: &str| {
+        ev(
+            100.0,
+            "drain",
+            json!({"idset": ids, "nodelist": nl, "reason": "x", "overwrite": 0}),
+        )
+    };
     assert_eq!(replayed(vec![d("1-2", "fake[1-2]")], None), "1-2");
     assert_eq!(replayed(vec![d("1-2", "fake[2-3]")], None), "2-3");
     assert_eq!(replayed(vec![d("1-2", "fake[3-4]")], None), "3");
@@ -336,10 +417,23 @@ fn replay_remap_table() {
 #[test]
 fn replay_modes_match_live() {
     let mut h = start();
-    h.rpc("resource.drain", json!({"targets": "0-1", "reason": "a"})).unwrap();
-    h.rpc("resource.drain", json!({"targets": "1-2", "reason": "b", "mode": "update"})).unwrap();
-    h.rpc("resource.drain", json!({"targets": "0", "reason": "c", "mode": "overwrite"})).unwrap();
-    h.rpc("resource.drain", json!({"targets": "2", "mode": "force-overwrite"})).unwrap();
+    h.rpc("resource.drain", json!({"targets": "0-1", "reason": "a"}))
+        .unwrap();
+    h.rpc(
+        "resource.drain",
+        json!({"targets": "1-2", "reason": "b", "mode": "update"}),
+    )
+    .unwrap();
+    h.rpc(
+        "resource.drain",
+        json!({"targets": "0", "reason": "c", "mode": "overwrite"}),
+    )
+    .unwrap();
+    h.rpc(
+        "resource.drain",
+        json!({"targets": "2", "mode": "force-overwrite"}),
+    )
+    .unwrap();
     h.rpc("resource.undrain", json!({"targets": "1"})).unwrap();
     let live = h.rpc("resource.status", Value::Null).unwrap()["drain"].clone();
     let events: Vec<Event> = h
@@ -355,7 +449,10 @@ fn replay_modes_match_live() {
         stored_events: events,
         ..Default::default()
     });
-    assert_eq!(h2.rpc("resource.status", Value::Null).unwrap()["drain"], live);
+    assert_eq!(
+        h2.rpc("resource.status", Value::Null).unwrap()["drain"],
+        live
+    );
 }
 
 #[test]
@@ -380,14 +477,21 @@ fn excluded_drains_are_undrained_at_start() {
             exclude: Some("fake1".into()),
             ..Default::default()
         },
-        stored_events: vec![ev(1.0, "drain", json!({"idset": "1", "nodelist": "fake1", "overwrite": 0}))],
+        stored_events: vec![ev(
+            1.0,
+            "drain",
+            json!({"idset": "1", "nodelist": "fake1", "overwrite": 0}),
+        )],
         ..Default::default()
     });
     assert_eq!(h.svc.excluded().encode(), "1");
     assert!(h.svc.drained().is_empty());
     let p = persisted(&out);
     assert_eq!(p[0].name, "undrain");
-    assert_eq!(Value::Object(p[0].context.clone().unwrap()), json!({"idset": "1", "nodelist": "fake1"}));
+    assert_eq!(
+        Value::Object(p[0].context.clone().unwrap()),
+        json!({"idset": "1", "nodelist": "fake1"})
+    );
     let mut out = Vec::new();
     let e = Service::new(
         Init {
@@ -402,7 +506,10 @@ fn excluded_drains_are_undrained_at_start() {
         &mut out,
     )
     .unwrap_err();
-    assert_eq!(e.to_string(), "error decoding exclude set 7: exclude set 7 is out of range");
+    assert_eq!(
+        e.to_string(),
+        "error decoding exclude set 7: exclude set 7 is out of range"
+    );
 }
 
 #[test]
@@ -416,7 +523,8 @@ fn excluded_targets_cannot_be_drained_without_mode() {
         },
         ..Default::default()
     });
-    h.rpc("resource.drain", json!({"targets": "1", "reason": "x"})).unwrap();
+    h.rpc("resource.drain", json!({"targets": "1", "reason": "x"}))
+        .unwrap();
     assert_eq!(
         err(h.rpc("resource.drain", json!({"targets": "0-1"}))),
         (EEXIST, "ranks 0-1 already drained or excluded".into())
@@ -426,7 +534,11 @@ fn excluded_targets_cannot_be_drained_without_mode() {
 #[test]
 fn checkpoint_round_trip() {
     let mut h = start();
-    h.rpc("resource.drain", json!({"targets": "0,2", "reason": "keep me"})).unwrap();
+    h.rpc(
+        "resource.drain",
+        json!({"targets": "0,2", "reason": "keep me"}),
+    )
+    .unwrap();
     h.rpc("resource.drain", json!({"targets": "3"})).unwrap();
     let before = h.rpc("resource.status", Value::Null).unwrap()["drain"].clone();
     let mut out = Vec::new();
@@ -446,7 +558,10 @@ fn checkpoint_round_trip() {
         checkpoint: Some(cp),
         ..Default::default()
     });
-    assert_eq!(h2.rpc("resource.status", Value::Null).unwrap()["drain"], before);
+    assert_eq!(
+        h2.rpc("resource.status", Value::Null).unwrap()["drain"],
+        before
+    );
 }
 
 #[test]
@@ -461,8 +576,16 @@ fn shutdown_ends_streams() {
 #[test]
 fn expiration_update_and_get() {
     let mut h = start();
-    assert_eq!(err(h.rpc("resource.expiration-update", json!({}))).0, EPROTO);
-    let (to, out) = h.req("resource.expiration-update", json!({"expiration": 1234.0}), Role::Owner, false);
+    assert_eq!(
+        err(h.rpc("resource.expiration-update", json!({}))).0,
+        EPROTO
+    );
+    let (to, out) = h.req(
+        "resource.expiration-update",
+        json!({"expiration": 1234.0}),
+        Role::Owner,
+        false,
+    );
     assert!(replies_to(&out, to)[0].is_ok());
     assert!(matches!(out[0], Output::WriteR(_)));
     assert_eq!(persisted(&out)[0].name, "resource-update");
@@ -474,7 +597,12 @@ fn expiration_update_and_get() {
 #[test]
 fn reload_checks_size() {
     let mut h = start();
-    let (to, out) = h.req("resource.reload", json!({"path": "/x", "xml": false, "force": false}), Role::Owner, false);
+    let (to, out) = h.req(
+        "resource.reload",
+        json!({"path": "/x", "xml": false, "force": false}),
+        Role::Owner,
+        false,
+    );
     assert!(matches!(out[0], Output::LoadR { .. }));
     assert!(replies_to(&out, to).is_empty());
     let big = rset::Rset::from_json_str(
@@ -496,7 +624,15 @@ fn reload_checks_size() {
         "resource object contains ranks execeeding size=4 (override with -f))"
     );
     let mut out = Vec::new();
-    h.svc.handle(3001.0, Input::Reloaded { to, force: true, result: Ok(big) }, &mut out);
+    h.svc.handle(
+        3001.0,
+        Input::Reloaded {
+            to,
+            force: true,
+            result: Ok(big),
+        },
+        &mut out,
+    );
     assert!(replies_to(&out, to)[0].is_ok());
     assert_eq!(persisted(&out)[0].get("method"), Some(&json!("reload")));
     assert_eq!(h.svc.size(), 8);
@@ -513,9 +649,19 @@ fn force_down_and_waitup() {
         },
         ..Default::default()
     });
-    let (wto, out) = h.req("resource.monitor-waitup", json!({"up": 2}), Role::Owner, false);
+    let (wto, out) = h.req(
+        "resource.monitor-waitup",
+        json!({"up": 2}),
+        Role::Owner,
+        false,
+    );
     assert!(replies_to(&out, wto).is_empty());
-    let (_, out) = h.req("resource.monitor-force-down", json!({"ranks": "2-3"}), Role::Owner, false);
+    let (_, out) = h.req(
+        "resource.monitor-force-down",
+        json!({"ranks": "2-3"}),
+        Role::Owner,
+        false,
+    );
     assert_eq!(replies_to(&out, wto), vec![Ok(Value::Null)]);
     assert_eq!(h.svc.online().encode(), "0-1");
     let names: Vec<_> = h.svc.journal().events().map(|e| e.name.clone()).collect();

@@ -38,7 +38,9 @@ impl Uri {
         }
         if let Some(hp) = s.strip_prefix("tcp://") {
             let hp = hp.strip_suffix('/').unwrap_or(hp);
-            let (host, port) = hp.rsplit_once(':').ok_or_else(|| UriError::Port(s.into()))?;
+            let (host, port) = hp
+                .rsplit_once(':')
+                .ok_or_else(|| UriError::Port(s.into()))?;
             let host = host
                 .strip_prefix('[')
                 .and_then(|h| h.strip_suffix(']'))
@@ -175,12 +177,18 @@ mod tests {
                 port: 80
             }
         );
-        assert_eq!(Uri::parse("tcp://[::1]:80").unwrap().to_string(), "tcp://[::1]:80");
+        assert_eq!(
+            Uri::parse("tcp://[::1]:80").unwrap().to_string(),
+            "tcp://[::1]:80"
+        );
         assert_eq!(
             Uri::parse("flux:///tmp/f").unwrap(),
             Uri::Flux("/tmp/f".into())
         );
-        assert!(matches!(Uri::parse("unix://rel"), Err(UriError::RelativePath(_))));
+        assert!(matches!(
+            Uri::parse("unix://rel"),
+            Err(UriError::RelativePath(_))
+        ));
         assert!(matches!(Uri::parse("tcp://host"), Err(UriError::Port(_))));
         assert!(matches!(Uri::parse("tcp://host:0"), Err(UriError::Port(_))));
         assert!(matches!(Uri::parse("tcp://:80"), Err(UriError::Port(_))));
@@ -198,13 +206,25 @@ mod tests {
             home: Some("/home/u".into()),
             uid: 5,
         };
-        assert_eq!(e.default_socket(), PathBuf::from("/run/user/5/roster/roster.sock"));
-        assert_eq!(e.default_statedir(), PathBuf::from("/home/u/.local/state/roster"));
+        assert_eq!(
+            e.default_socket(),
+            PathBuf::from("/run/user/5/roster/roster.sock")
+        );
+        assert_eq!(
+            e.default_statedir(),
+            PathBuf::from("/home/u/.local/state/roster")
+        );
         let bare = Env {
             uid: 7,
             ..Env::default()
         };
-        assert_eq!(bare.default_socket(), PathBuf::from("/tmp/roster-7/roster.sock"));
-        assert_eq!(bare.default_statedir(), PathBuf::from("/tmp/roster-7/state"));
+        assert_eq!(
+            bare.default_socket(),
+            PathBuf::from("/tmp/roster-7/roster.sock")
+        );
+        assert_eq!(
+            bare.default_statedir(),
+            PathBuf::from("/tmp/roster-7/state")
+        );
     }
 }

@@ -50,8 +50,7 @@ pub fn path_for(topic: &str) -> String {
 pub fn topic_of(path: &str) -> Option<&str> {
     let t = path.strip_prefix(PATH_PREFIX)?;
     let ok = !t.is_empty()
-        && t
-            .bytes()
+        && t.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
     ok.then_some(t)
 }
@@ -157,7 +156,10 @@ mod tests {
         assert_eq!(line, "{\"errnum\":61,\"errstr\":\"end\"}\n");
         assert_eq!(parse_stream_line(&line).unwrap(), Err(e));
         let bare = RpcError::bare(EBUSY);
-        assert_eq!(parse_stream_line(&stream_line(&Err(bare.clone()))).unwrap(), Err(bare));
+        assert_eq!(
+            parse_stream_line(&stream_line(&Err(bare.clone()))).unwrap(),
+            Err(bare)
+        );
     }
 
     #[test]
@@ -169,7 +171,10 @@ mod tests {
             json!({"errnum": 3, "errstr": 4}),
             json!(null),
         ] {
-            assert_eq!(parse_stream_line(&stream_line(&Ok(v.clone()))).unwrap(), Ok(v));
+            assert_eq!(
+                parse_stream_line(&stream_line(&Ok(v.clone()))).unwrap(),
+                Ok(v)
+            );
         }
     }
 
