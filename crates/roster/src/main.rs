@@ -19,6 +19,9 @@ Offline tools (mirror flux's):
   graph     [-L FILE] [OPTIONS] [COMMAND...]                 RFC 4 resource graph queries and matching
                                                              (like Fluxion's resource-query)
 
+Service:
+  serve     [--config FILE] [--statedir DIR] [--listen URI]...  run the resource service
+
 Service clients (mirror flux's):
   resource  status|list|info|R|drain|undrain|reload|eventlog|acquire|release
                                                              the resource service (flux resource)
@@ -40,6 +43,7 @@ fn main() -> ExitCode {
         Some("R") => cmd::r::main(args),
         Some("graph") => cmd::graph::main(args),
         Some("resource") => cmd::resource::main(args),
+        Some("serve") => cmd::serve::main(args),
         Some("-h" | "--help" | "help") => {
             print!("{USAGE}");
             ExitCode::SUCCESS

@@ -5,3 +5,4 @@ pub mod hostlist;
 pub mod idset;
 pub mod r;
 pub mod resource;
+pub mod serve;

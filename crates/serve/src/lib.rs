@@ -1,0 +1,314 @@
+//! `roster serve`: the IO shell around [`roster_core::Service`].
+//!
+//! The daemon is three pieces:
+//!
+//! * **start-up** ([`prepare`]): configuration, the state directory (lock,
+//!   torn-line recovery, `history` truncation), the inventory R (configured →
+//!   stored → parent R → discovered), then [`roster_core::Service::new`];
+//! * **listeners** ([`transport::Listeners`]) on a tokio runtime in a thread
+//!   of their own, turning sockets into [`rpc::Request`]s on a channel;
+//! * **the service loop** ([`service_loop`]), one thread owning the core and
+//!   the state directory.  It takes whatever requests are waiting (a
+//!   batch), lets the core handle each with the current time, makes the
+//!   batch's events durable with one write + `fdatasync` (group commit),
+//!   and only then sends the batch's replies.  A reply is therefore never
+//!   ahead of the state it acknowledges.
+//!
+//! If anything the core asked to persist cannot be made durable, the daemon
+//! stops at once without sending the replies that depended on it: the state
+//! on disk is then the truth, and the next start replays it.
+
+mod inventory;
+pub mod service_loop;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use roster_core::{Init, Output, Service, Settings};
+use rpc::uri::{Env, Uri};
+
+pub use inventory::{load_reload_r, Source};
+
+/// Command-line options of `roster serve` (each overrides `[serve]`).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub config: Option<PathBuf>,
+    pub statedir: Option<PathBuf>,
+    pub listen: Vec<Uri>,
+    pub monitor_force_up: bool,
+    pub parent_r: Option<PathBuf>,
+    pub token_file: Option<PathBuf>,
+}
+
+/// Why the daemon could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{0}")]
+    Config(#[from] config::ConfigError),
+    #[error("{0}")]
+    Store(#[from] store::StoreError),
+    #[error("{0}")]
+    Start(#[from] roster_core::StartError),
+    #[error("{0}")]
+    Transport(#[from] transport::TransportError),
+    #[error("{0}")]
+    Inventory(String),
+    #[error("token file {path}: {reason}")]
+    Token { path: PathBuf, reason: String },
+    #[error("cannot persist state, stopping without acknowledging: {0}")]
+    Persist(store::StoreError),
+    #[error("cannot start the listener runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// The current time as the core wants it: seconds since the epoch.
+pub fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Everything resolved from the options and the configuration.
+#[derive(Debug)]
+pub struct Plan {
+    pub config: Option<config::Config>,
+    pub config_path: Option<PathBuf>,
+    pub statedir: PathBuf,
+    pub listen: Vec<Uri>,
+    pub token: Option<String>,
+    pub monitor_force_up: bool,
+    pub parent_r: Option<PathBuf>,
+}
+
+/// Read the configuration and merge it with the options.
+pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
+    let config = match &opts.config {
+        Some(p) => Some(config::Config::from_path(p)?),
+        None => None,
+    };
+    let serve = config.as_ref().map(|c| c.serve.clone()).unwrap_or_default();
+    let env = Env::from_process();
+    let statedir = opts
+        .statedir
+        .clone()
+        .or(serve.statedir)
+        .unwrap_or_else(|| env.default_statedir());
+    let listen = if !opts.listen.is_empty() {
+        opts.listen.clone()
+    } else {
+        serve.listen.unwrap_or_else(|| vec![env.default_uri()])
+    };
+    let token_file = opts.token_file.clone().or(serve.token_file);
+    let token = match token_file {
+        Some(path) => Some(read_token(&path)?),
+        None => None,
+    };
+    Ok(Plan {
+        config,
+        config_path: opts.config.clone(),
+        statedir,
+        listen,
+        token,
+        monitor_force_up: opts.monitor_force_up || serve.monitor_force_up,
+        parent_r: opts.parent_r.clone().or(serve.parent_r),
+    })
+}
+
+fn read_token(path: &Path) -> Result<String, ServeError> {
+    let err = |reason: String| ServeError::Token {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(io_text(&e)))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(err("the file is empty".into()));
+    }
+    if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(err("the token must be one word".into()));
+    }
+    Ok(token.to_string())
+}
+
+/// An io::Error without Rust's " (os error N)" suffix.
+pub(crate) fn io_text(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// `roster serve --check`: parse the configuration and build its R.
+/// Returns a one-line summary.
+pub fn check(opts: &Options) -> Result<String, ServeError> {
+    let plan = plan(opts)?;
+    let mut parts = Vec::new();
+    match &plan.config {
+        Some(c) => {
+            match c.resource.inventory()? {
+                Some(r) => parts.push(format!(
+                    "R has {} node{} ({})",
+                    r.nnodes(),
+                    if r.nnodes() == 1 { "" } else { "s" },
+                    r.ranks().encode()
+                )),
+                None => parts.push("no R configured".to_string()),
+            }
+            if !c.ignored_tables.is_empty() {
+                parts.push(format!("ignored tables: {}", c.ignored_tables.join(", ")));
+            }
+        }
+        None => parts.push("no configuration: embedded default".to_string()),
+    }
+    let listen: Vec<String> = plan.listen.iter().map(|u| u.to_string()).collect();
+    parts.push(format!("statedir {}", plan.statedir.display()));
+    parts.push(format!("listen {}", listen.join(" ")));
+    Ok(format!("configuration is valid: {}", parts.join("; ")))
+}
+
+/// What a running daemon is told from outside its loop (signals).
+#[derive(Debug, Default)]
+pub struct Control {
+    stop: AtomicBool,
+    /// Number of SIGHUPs not yet handled (saturating).
+    reload: AtomicU8,
+}
+
+impl Control {
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+    pub fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+    pub fn request_reload(&self) {
+        let _ = self
+            .reload
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                Some(n.saturating_add(1))
+            });
+    }
+    pub fn take_reload(&self) -> bool {
+        self.reload.swap(0, Ordering::SeqCst) > 0
+    }
+}
+
+/// Start-up: open the state directory, resolve the inventory, start the
+/// core and make its start-up outputs durable.  Returns the running state
+/// and the outputs still to deliver (logs).
+pub fn prepare(plan: &Plan) -> Result<(service_loop::Shell, Vec<Output>), ServeError> {
+    let (mut dir, loaded) = store::StateDir::open(&plan.statedir)?;
+    for w in &loaded.warnings {
+        tracing::warn!("{w}");
+    }
+    let now = now();
+    let resource = plan.config.as_ref().map(|c| &c.resource);
+    // `history` truncation of the persistent log (flux-core truncate.c),
+    // unless history is infinite.
+    let mut events = loaded.events;
+    let history = resource.map(|r| r.history).unwrap_or_default();
+    if let Some(secs) = history.seconds() {
+        let cp_ts = store::checkpoint_timestamp(loaded.checkpoint.as_ref());
+        if let Some(cutoff) = store::history_cutoff(now, Some(secs), cp_ts) {
+            let before = events.len();
+            let kept = store::truncate_history(events.clone(), cutoff);
+            if kept.len() != before {
+                dir.rewrite_eventlog(&kept)?;
+                tracing::info!(
+                    "resource.eventlog: truncated {} events older than {cutoff:.6}",
+                    before - kept.len()
+                );
+            }
+            events = kept;
+        }
+    }
+    let source = Source {
+        config: plan.config.as_ref(),
+        stored: loaded.r.as_deref(),
+        parent_r: plan.parent_r.as_deref(),
+    };
+    let inventory = source.resolve()?;
+    let settings = Settings {
+        exclude: resource.and_then(|r| r.exclude.clone()),
+        journal_max: resource
+            .map(|r| usize::try_from(r.journal_max).unwrap_or(1).max(1))
+            .unwrap_or(roster_core::journal::DEFAULT_JOURNAL_MAX),
+        monitor_force_up: plan.monitor_force_up,
+    };
+    let init = Init {
+        now,
+        settings,
+        inventory: Some(inventory),
+        stored_events: events,
+        checkpoint: loaded.checkpoint,
+    };
+    let mut out = Vec::new();
+    let core = Service::new(init, &mut out)?;
+    // The checkpoint stays: checkpoint + the events after it rebuild the
+    // drain state even after a crash (history truncation may have removed
+    // the older events it summarises).
+    let mut shell = service_loop::Shell::new(core, dir, plan.config_path.clone());
+    shell.persist(&out).map_err(ServeError::Persist)?;
+    Ok((shell, out))
+}
+
+/// Run the daemon until SIGTERM/SIGINT (or `control.request_stop()`).
+/// `ready` is called once the sockets are bound, with their addresses.
+pub fn run(
+    opts: &Options,
+    control: Arc<Control>,
+    ready: impl FnOnce(&[Uri]),
+) -> Result<(), ServeError> {
+    let plan = plan(opts)?;
+    let (mut shell, out) = prepare(&plan)?;
+    shell.deliver(out);
+    let listen_opts = transport::ListenOptions {
+        token: plan.token.clone(),
+        ..Default::default()
+    };
+    let listeners = transport::Listeners::bind(&plan.listen, &listen_opts)?;
+    let addresses = listeners.addresses();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("roster-net")
+        .build()
+        .map_err(ServeError::Runtime)?;
+    let sig_control = Arc::clone(&control);
+    runtime.spawn(async move { watch_signals(sig_control).await });
+    let net = runtime.spawn(listeners.run(tx, stop_rx));
+    ready(&addresses);
+    let result = shell.run(&rx, &control);
+    // Stop accepting; in-flight streams have had their final replies.
+    let _ = stop_tx.send(true);
+    if let Err(e) = runtime.block_on(net).unwrap_or(Ok(())) {
+        tracing::warn!("listeners: {e}");
+    }
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    result
+}
+
+async fn watch_signals(control: Arc<Control>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); control.request_stop(); }
+            _ = int.recv() => { tracing::info!("SIGINT: shutting down"); control.request_stop(); }
+            _ = hup.recv() => { control.request_reload(); }
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! The service loop: batches of inputs → the core → group commit → replies.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+use eventlog::Event;
+use roster_core::{Input, Level, Output, Service};
+use rpc::{ConnId, Reply, ReplyTo};
+use tokio::sync::mpsc::UnboundedSender;
+use transport::Incoming;
+
+use crate::{now, Control, ServeError};
+
+/// How long the loop sleeps when nothing arrives (bounds the reaction time
+/// to signals).
+const TICK: Duration = Duration::from_millis(100);
+/// At most this many inputs are handled before their events are committed.
+const MAX_BATCH: usize = 1024;
+
+/// Where the replies of one outstanding request go.
+#[derive(Debug)]
+struct Route {
+    tx: UnboundedSender<Reply>,
+    streaming: bool,
+}
+
+/// The core, the state directory and the open requests.
+#[derive(Debug)]
+pub struct Shell {
+    core: Service,
+    dir: store::StateDir,
+    routes: HashMap<ConnId, HashMap<u32, Route>>,
+    config_path: Option<PathBuf>,
+}
+
+impl Shell {
+    pub fn new(core: Service, dir: store::StateDir, config_path: Option<PathBuf>) -> Shell {
+        Shell {
+            core,
+            dir,
+            routes: HashMap::new(),
+            config_path,
+        }
+    }
+
+    pub fn core(&self) -> &Service {
+        &self.core
+    }
+
+    pub fn dir_mut(&mut self) -> &mut store::StateDir {
+        &mut self.dir
+    }
+
+    /// Make every persistence output durable, in order: consecutive events
+    /// go to the eventlog in one write + fdatasync; whole files (R,
+    /// checkpoint) are replaced atomically after the events before them.
+    pub fn persist(&mut self, out: &[Output]) -> Result<(), store::StoreError> {
+        let mut pending: Vec<Event> = Vec::new();
+        for o in out {
+            match o {
+                Output::Persist(ev) => pending.push(ev.clone()),
+                Output::WriteR(v) => {
+                    self.flush_events(&mut pending)?;
+                    self.dir.write_r(&v.to_string())?;
+                }
+                Output::WriteCheckpoint(v) => {
+                    self.flush_events(&mut pending)?;
+                    self.dir.write_checkpoint(v)?;
+                }
+                _ => {}
+            }
+        }
+        self.flush_events(&mut pending)
+    }
+
+    fn flush_events(&mut self, pending: &mut Vec<Event>) -> Result<(), store::StoreError> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        self.dir.append(pending)?;
+        pending.clear();
+        Ok(())
+    }
+
+    /// Send replies and log lines (after [`Shell::persist`]).
+    pub fn deliver(&mut self, out: Vec<Output>) {
+        for o in out {
+            match o {
+                Output::Reply { to, reply } => self.send(to, reply),
+                Output::Log { level, msg } => match level {
+                    Level::Error => tracing::error!("{msg}"),
+                    Level::Warn => tracing::warn!("{msg}"),
+                    Level::Info => tracing::info!("{msg}"),
+                    Level::Debug => tracing::debug!("{msg}"),
+                },
+                _ => {}
+            }
+        }
+    }
+
+    fn send(&mut self, to: ReplyTo, reply: Reply) {
+        let Some(conn) = self.routes.get_mut(&to.conn) else {
+            return; // the client is gone
+        };
+        let Some(route) = conn.get(&to.matchtag) else {
+            return;
+        };
+        let last = !route.streaming || reply.is_err();
+        // A closed receiver means the listener is already dropping the
+        // connection; its Disconnect follows.
+        let _ = route.tx.send(reply);
+        if last {
+            conn.remove(&to.matchtag);
+            if conn.is_empty() {
+                self.routes.remove(&to.conn);
+            }
+        }
+    }
+
+    /// Turn one message from the listeners into a core input.
+    fn input_of(&mut self, msg: Incoming) -> Input {
+        match msg {
+            Incoming::Request { req, replies } => {
+                self.routes.entry(req.conn).or_default().insert(
+                    req.matchtag,
+                    Route {
+                        tx: replies,
+                        streaming: req.streaming,
+                    },
+                );
+                Input::Request(req)
+            }
+            Incoming::Disconnect(conn) => {
+                self.routes.remove(&conn);
+                Input::Disconnect(conn)
+            }
+        }
+    }
+
+    /// Let the core handle one input, resolving `LoadR` requests (reload)
+    /// on the spot.
+    fn handle(&mut self, input: Input, out: &mut Vec<Output>) {
+        let start = out.len();
+        self.core.handle(now(), input, out);
+        let mut i = start;
+        while i < out.len() {
+            if !matches!(out[i], Output::LoadR { .. }) {
+                i += 1;
+                continue;
+            }
+            if let Output::LoadR {
+                to,
+                path,
+                xml,
+                force,
+            } = out.remove(i)
+            {
+                let result = crate::load_reload_r(&path, xml);
+                self.core
+                    .handle(now(), Input::Reloaded { to, force, result }, out);
+            }
+        }
+    }
+
+    /// Commit a batch's outputs, then deliver them.
+    fn commit(&mut self, out: Vec<Output>) -> Result<(), ServeError> {
+        if let Err(e) = self.persist(&out) {
+            // Nothing of this batch is acknowledged: drop every open
+            // request (clients see the connection close) and stop.
+            self.routes.clear();
+            return Err(ServeError::Persist(e));
+        }
+        self.deliver(out);
+        Ok(())
+    }
+
+    fn reload_config(&mut self) {
+        let Some(path) = self.config_path.clone() else {
+            tracing::info!("SIGHUP: no configuration file to reload");
+            return;
+        };
+        match config::Config::from_path(&path).and_then(|c| c.resource.inventory().map(|_| c)) {
+            Ok(_) => tracing::warn!(
+                "SIGHUP: {} is valid, but changing the configuration of a running roster serve is not supported yet; restart to apply it",
+                path.display()
+            ),
+            Err(e) => tracing::error!("SIGHUP: configuration not reloaded: {e}"),
+        }
+    }
+
+    /// Serve until a stop is requested (or every listener is gone), then
+    /// shut the core down cleanly: streams end, the checkpoint is written.
+    pub fn run(&mut self, rx: &Receiver<Incoming>, control: &Control) -> Result<(), ServeError> {
+        loop {
+            if control.stop_requested() {
+                break;
+            }
+            if control.take_reload() {
+                self.reload_config();
+            }
+            let first = match rx.recv_timeout(TICK) {
+                Ok(m) => m,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            let mut out = Vec::new();
+            let input = self.input_of(first);
+            self.handle(input, &mut out);
+            let mut n = 1;
+            while n < MAX_BATCH {
+                let Ok(m) = rx.try_recv() else { break };
+                let input = self.input_of(m);
+                self.handle(input, &mut out);
+                n += 1;
+            }
+            self.commit(out)?;
+        }
+        let mut out = Vec::new();
+        self.core.handle(now(), Input::Shutdown, &mut out);
+        self.commit(out)?;
+        tracing::info!("stopped; drain checkpoint written");
+        Ok(())
+    }
+}
