@@ -1,0 +1,197 @@
+//! A real `roster serve` on a temporary directory, for integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn roster() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_roster"))
+}
+
+/// A scratch directory, removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!(
+            "roster-it-{name}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("state")).expect("create scratch dir");
+        Scratch(dir)
+    }
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.0.join(rel)
+    }
+    pub fn statedir(&self) -> PathBuf {
+        self.0.join("state")
+    }
+    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.0.join(rel);
+        std::fs::write(&p, text).expect("write scratch file");
+        p
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running daemon.
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub uri: String,
+    pub sock: PathBuf,
+    pub log: PathBuf,
+}
+
+/// Start `roster serve --statedir S/state --listen unix://S/roster.sock
+/// --config S/roster.toml ARGS...` and wait until it answers.
+pub fn start(s: &Scratch, config: &str, args: &[&str]) -> Daemon {
+    try_start(s, config, args).unwrap_or_else(|log| panic!("roster serve did not start:\n{log}"))
+}
+
+/// Like [`start`], but return the daemon's log if it exits before it
+/// answers.
+pub fn try_start(s: &Scratch, config: &str, args: &[&str]) -> Result<Daemon, String> {
+    let cfg = s.write("roster.toml", config);
+    let sock = s.path("roster.sock");
+    let uri = format!("unix://{}", sock.display());
+    let log = s.path("serve.log");
+    let logf = std::fs::File::create(&log).expect("create log");
+    let child = roster()
+        .arg("serve")
+        .arg("--statedir")
+        .arg(s.statedir())
+        .arg("--listen")
+        .arg(&uri)
+        .arg("--config")
+        .arg(&cfg)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(logf)
+        .spawn()
+        .expect("spawn roster serve");
+    let mut d = Daemon {
+        child: Some(child),
+        uri,
+        sock,
+        log,
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Some(Ok(Some(_))) = d.child.as_mut().map(|c| c.try_wait()) {
+            d.child = None;
+            return Err(d.log_text());
+        }
+        if d.sock.exists() && d.rpc("resource.status", serde_json::json!({})).is_ok() {
+            return Ok(d);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(format!("timeout; log:\n{}", d.log_text()))
+}
+
+impl Daemon {
+    pub fn client(&self) -> client::blocking::Client {
+        client::blocking::Client::new(rpc::uri::Uri::parse(&self.uri).expect("uri"))
+    }
+
+    pub fn rpc(
+        &self,
+        topic: &str,
+        payload: serde_json::Value,
+    ) -> Result<serde_json::Value, client::ClientError> {
+        self.client().rpc(topic, payload)
+    }
+
+    /// `roster resource ARGS...` against this daemon.
+    pub fn resource(&self, args: &[&str]) -> Output {
+        roster()
+            .arg("resource")
+            .arg("--uri")
+            .arg(&self.uri)
+            .args(args)
+            .env("TZ", "UTC")
+            .env("XDG_CONFIG_HOME", "/nonexistent")
+            .env("XDG_CONFIG_DIRS", "/nonexistent")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run roster resource")
+    }
+
+    /// stdout of a `roster resource` command that must succeed.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let o = self.resource(args);
+        assert!(
+            o.status.success(),
+            "roster resource {args:?} failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// (exit code, stderr) of a `roster resource` command that must fail.
+    pub fn fails(&self, args: &[&str]) -> (i32, String) {
+        let o = self.resource(args);
+        assert!(!o.status.success(), "roster resource {args:?} succeeded");
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+
+    /// SIGTERM and wait: a clean shutdown.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("daemon running");
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        c.wait().expect("wait daemon")
+    }
+
+    /// SIGKILL and wait: a crash.
+    pub fn crash(&mut self) {
+        let mut c = self.child.take().expect("daemon running");
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The persistent eventlog's lines as JSON.
+pub fn stored_events(statedir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(statedir.join("resource.eventlog"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).expect("eventlog line is JSON"))
+        .collect()
+}
+
+/// `[resource]` with N fake nodes `fake[0-(N-1)]`, cores 0-3, no verify.
+pub fn fake_config(n: u32, extra: &str) -> String {
+    format!(
+        "[resource]\nnoverify = true\n{extra}\n[[resource.config]]\nhosts = \"fake[0-{}]\"\ncores = \"0-3\"\n",
+        n - 1
+    )
+}
