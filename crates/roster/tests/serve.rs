@@ -37,6 +37,16 @@ fn check_validates_config_and_exits() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("bogus-key"), "{err}");
 
+    let badx = s.write("badx.toml", &fake_config(4, "exclude = \"fake[3-4]\""));
+    let o = roster()
+        .args(["serve", "--check", "--config"])
+        .arg(&badx)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("invalid hosts: fake4"), "{err}");
+
     let badr = s.write(
         "badr.toml",
         "[[resource.config]]\nhosts = \"foo[\"\ncores = \"0\"\n",

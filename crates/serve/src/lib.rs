@@ -150,12 +150,27 @@ pub fn check(opts: &Options) -> Result<String, ServeError> {
     match &plan.config {
         Some(c) => {
             match c.resource.inventory()? {
-                Some(r) => parts.push(format!(
-                    "R has {} node{} ({})",
-                    r.nnodes(),
-                    if r.nnodes() == 1 { "" } else { "s" },
-                    r.ranks().encode()
-                )),
+                Some(r) => {
+                    parts.push(format!(
+                        "R has {} node{} ({})",
+                        r.nnodes(),
+                        if r.nnodes() == 1 { "" } else { "s" },
+                        r.ranks().encode()
+                    ));
+                    // Start a core on it (pure, nothing is written) so that
+                    // settings resolved against R, like a hostlist
+                    // `exclude`, are checked too.
+                    let init = Init {
+                        now: now(),
+                        settings: settings_of(&plan),
+                        inventory: Some(roster_core::Inventory::from_rset(
+                            r,
+                            roster_core::Method::Configuration,
+                        )),
+                        ..Default::default()
+                    };
+                    Service::new(init, &mut Vec::new())?;
+                }
                 None => parts.push("no R configured".to_string()),
             }
             if !c.ignored_tables.is_empty() {
@@ -168,6 +183,18 @@ pub fn check(opts: &Options) -> Result<String, ServeError> {
     parts.push(format!("statedir {}", plan.statedir.display()));
     parts.push(format!("listen {}", listen.join(" ")));
     Ok(format!("configuration is valid: {}", parts.join("; ")))
+}
+
+/// The core's settings from the configuration and the options.
+fn settings_of(plan: &Plan) -> Settings {
+    let resource = plan.config.as_ref().map(|c| &c.resource);
+    Settings {
+        exclude: resource.and_then(|r| r.exclude.clone()),
+        journal_max: resource
+            .map(|r| usize::try_from(r.journal_max).unwrap_or(1).max(1))
+            .unwrap_or(roster_core::journal::DEFAULT_JOURNAL_MAX),
+        monitor_force_up: plan.monitor_force_up,
+    }
 }
 
 /// What a running daemon is told from outside its loop (signals).
@@ -232,13 +259,7 @@ pub fn prepare(plan: &Plan) -> Result<(service_loop::Shell, Vec<Output>), ServeE
         parent_r: plan.parent_r.as_deref(),
     };
     let inventory = source.resolve()?;
-    let settings = Settings {
-        exclude: resource.and_then(|r| r.exclude.clone()),
-        journal_max: resource
-            .map(|r| usize::try_from(r.journal_max).unwrap_or(1).max(1))
-            .unwrap_or(roster_core::journal::DEFAULT_JOURNAL_MAX),
-        monitor_force_up: plan.monitor_force_up,
-    };
+    let settings = settings_of(plan);
     let init = Init {
         now,
         settings,
