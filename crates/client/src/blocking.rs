@@ -158,6 +158,11 @@ impl Client {
         self.block(self.inner.release(group, targets))
     }
 
+    /// See [`crate::Client::group_set`].
+    pub fn group_set(&self, group: &str, targets: &str) -> Result<(), ClientError> {
+        self.block(self.inner.group_set(group, targets))
+    }
+
     /// See [`crate::Client::monitor_force_up`].
     pub fn monitor_force_up(&self, ranks: &str) -> Result<(), ClientError> {
         self.block(self.inner.monitor_force_up(ranks))
