@@ -449,5 +449,10 @@ mod tests {
             .unwrap();
         assert!(g.apply(&json!({"type": "bogus"})).is_err());
         assert!(g.apply(&json!({"type": "shrink"})).is_err());
+        // an empty group starts with an empty grow
+        let mut e = Acquisition::new(Some("empty"));
+        e.apply(&json!({"type": "grow", "resources": {"version": 1, "execution": {"R_lite": [], "nodelist": [""]}}, "online": "", "offline": ""}))
+            .unwrap();
+        assert!(e.started() && e.all().is_empty());
     }
 }

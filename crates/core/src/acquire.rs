@@ -39,6 +39,23 @@
 //! Every change the responses describe comes from the service's truth at
 //! the time of the update: `online` = assigned, not pending shrink, and up
 //! (up = not drained, online, not torpid).
+//!
+//! # Choices where flux-core has no equivalent
+//! * `resource.reload` answers EBUSY while a v1 acquire is held (as
+//!   flux-core); group holders do not block it: targets the new R adds
+//!   are grown, targets it drops are shrunk (and must be released).  A
+//!   target whose content changed keeps its old description in the
+//!   holder's view.
+//! * In shrink mode a lost target is shrunk from its group holder like a
+//!   group move, and granted again (grow) if it rejoins.
+//! * `resource.acquire-mute` silences both variants (shrinks included, so
+//!   no release can follow); it is meant for shutdown.
+//! * `resource-update` (expiration) is reported to v1 holders only: the
+//!   groups draft has no response type for it.
+//! * Excluded targets belong to no group, whatever the configuration says.
+//! * The group table is configuration, not state: group changes are not
+//!   RFC 44 events (RFC 44 defines none), and a `resource.group-set` lasts
+//!   until the next start or configuration reload.
 
 use crate::errno::*;
 use crate::service::{Inventory, Output};

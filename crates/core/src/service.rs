@@ -249,6 +249,19 @@ fn busy_reload() -> RpcError {
     RpcError::new(EBUSY, "resources are busy (unload scheduler?)")
 }
 
+/// The service state the acquire machinery reads (a macro, so that the
+/// borrows stay on the fields and `self.acquire` can be borrowed mutably).
+macro_rules! truth {
+    ($s:ident) => {
+        Truth {
+            up: $s.up(),
+            inventory: $s.inventory.as_ref(),
+            exclude: &$s.exclude,
+            lost: &$s.lost,
+        }
+    };
+}
+
 /// Topics only the instance owner may use.
 fn owner_only(topic: &str) -> bool {
     !matches!(topic, "resource.status" | "resource.sched-status")
@@ -670,12 +683,7 @@ impl Service {
     /// Tell the subscribers about an event (after the requester's reply):
     /// the acquirers first, then the journal followers.
     fn publish(&mut self, ev: &Event, out: &mut Vec<Output>) {
-        let truth = Truth {
-            up: self.up(),
-            inventory: self.inventory.as_ref(),
-            exclude: &self.exclude,
-            lost: &self.lost,
-        };
+        let truth = truth!(self);
         self.acquire.on_event(ev, &truth, out);
         if self.followers.is_empty() {
             return;
@@ -720,12 +728,7 @@ impl Service {
             Input::Disconnect(conn) => {
                 self.followers.retain(|t| t.conn != conn);
                 self.waitups.retain(|w| w.to.conn != conn);
-                let truth = Truth {
-                    up: self.up(),
-                    inventory: self.inventory.as_ref(),
-                    exclude: &self.exclude,
-                    lost: &self.lost,
-                };
+                let truth = truth!(self);
                 self.acquire.disconnect(conn, &truth, out);
             }
             Input::Reloaded { to, force, result } => self.reloaded(now, to, force, result, out),
@@ -1153,12 +1156,7 @@ impl Service {
         req: &Request,
         out: &mut Vec<Output>,
     ) -> Result<Option<Value>, RpcError> {
-        let truth = Truth {
-            up: self.up(),
-            inventory: self.inventory.as_ref(),
-            exclude: &self.exclude,
-            lost: &self.lost,
-        };
+        let truth = truth!(self);
         self.acquire.acquire(req, &truth, out)?;
         Ok(None)
     }
@@ -1169,12 +1167,7 @@ impl Service {
         out: &mut Vec<Output>,
     ) -> Result<Option<Value>, RpcError> {
         let target = Self::cancel_target(req)?;
-        let truth = Truth {
-            up: self.up(),
-            inventory: self.inventory.as_ref(),
-            exclude: &self.exclude,
-            lost: &self.lost,
-        };
+        let truth = truth!(self);
         self.acquire.cancel(target, &truth, out);
         Ok(None)
     }
@@ -1189,19 +1182,15 @@ impl Service {
         let targets = Self::str_field(p, "targets", true)?.unwrap_or_default();
         let ids = IdSet::parse(targets)
             .map_err(|e| RpcError::new(EINVAL, format!("invalid targets: {e}")))?;
-        let truth = Truth {
-            up: self.up(),
-            inventory: self.inventory.as_ref(),
-            exclude: &self.exclude,
-            lost: &self.lost,
-        };
+        let truth = truth!(self);
         self.acquire.release(to, group, &ids, &truth, out)?;
         Ok(None)
     }
 
     /// `resource.group-set {group, targets}`: the named group gets exactly
-    /// these targets (idset or hostlist, possibly empty); they leave any
-    /// other named group.  Answered first, then the shrink/grow responses.
+    /// these targets (idset or hostlist, possibly empty; excluded targets
+    /// are accepted and stay in no group); they leave any other named
+    /// group.  Answered first, then the shrink/grow responses.
     fn group_set_rpc(
         &mut self,
         to: ReplyTo,
@@ -1235,12 +1224,7 @@ impl Service {
             msg: format!("group-set group={group} targets={}", ids.encode()),
         });
         Self::reply(out, to, Ok(Value::Null));
-        let truth = Truth {
-            up: self.up(),
-            inventory: self.inventory.as_ref(),
-            exclude: &self.exclude,
-            lost: &self.lost,
-        };
+        let truth = truth!(self);
         self.acquire.set_groups(groups, &truth, out);
         Ok(None)
     }
@@ -1259,12 +1243,7 @@ impl Service {
                 })
             }
         };
-        let truth = Truth {
-            up: self.up(),
-            inventory: self.inventory.as_ref(),
-            exclude: &self.exclude,
-            lost: &self.lost,
-        };
+        let truth = truth!(self);
         self.acquire.set_groups(groups, &truth, out);
     }
 
