@@ -165,6 +165,10 @@ struct Holder {
     online: IdSet,
     /// v1: targets taken away since the last response.
     v1_shrink: IdSet,
+    /// v1: targets in the first `resources` that were lost then (never
+    /// granted, never up; flux-core's quirk).  Reported in `shrink` if
+    /// they stop belonging to `default` (another group, a reload).
+    ghost: IdSet,
 }
 
 impl Holder {
@@ -355,6 +359,18 @@ impl Acquire {
                 None => self.assigned[i].1.subtract(&wrong),
             }
         }
+        // 1b. A v1 holder's ghosts that left `default` are shrunk.
+        if let Some(h) = self.holders.iter().position(|h| h.v1 && h.started) {
+            if !self.holders[h].ghost.is_empty() {
+                let mut valid = t.inventory.map(|i| i.rset.ranks()).unwrap_or_default();
+                valid.subtract(t.exclude);
+                let want = self.desired_set(DEFAULT_GROUP, &valid);
+                let holder = &mut self.holders[h];
+                let gone = holder.ghost.difference(&want);
+                holder.ghost.subtract(&gone);
+                holder.v1_shrink.add(&gone);
+            }
+        }
         // 2. Unassigned targets of the universe join their desired group.
         let mut free = universe.clone();
         for (_, s) in &self.assigned {
@@ -409,14 +425,20 @@ impl Acquire {
             let to = holder.to;
             let payload = if holder.v1 {
                 // flux-core's quirk: targets already lost are in
-                // `resources` (never up, never shrunk).
+                // `resources` (never up; shrunk only if they leave
+                // `default`).  Not those another group still holds.
                 let mut ids = granted.clone();
                 if self.shrink_mode {
                     let mut valid = inv.rset.ranks();
                     valid.subtract(t.exclude);
-                    ids.add(&self.desired_set(DEFAULT_GROUP, &valid).intersection(t.lost));
+                    let mut ghosts = self.desired_set(DEFAULT_GROUP, &valid).intersection(t.lost);
+                    for (_, s) in &self.assigned {
+                        ghosts.subtract(s);
+                    }
+                    ids.add(&ghosts);
                 }
                 let reencode = !t.exclude.is_empty();
+                self.holders[i].ghost = ids.difference(&granted);
                 json!({"resources": subset_r(inv, &ids, reencode), "up": idstr(&online)})
             } else {
                 json!({
@@ -560,6 +582,7 @@ impl Acquire {
             shrunk: IdSet::new(),
             online: IdSet::new(),
             v1_shrink: IdSet::new(),
+            ghost: IdSet::new(),
         });
         self.update(t, out);
         Ok(())
