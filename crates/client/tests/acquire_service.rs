@@ -170,3 +170,20 @@ fn scheduler_follows_groups_and_v1_over_the_wire() {
         );
     });
 }
+
+#[test]
+fn blocking_acquisition() {
+    let d = daemon();
+    let c = client::blocking::Client::new(d.uri.clone());
+    let mut acq = c.acquisition(Some("default")).unwrap();
+    acq.next().unwrap().unwrap();
+    assert_eq!(acq.view().all(), &ids("1-3"));
+    c.group_set("login", "0-1").unwrap();
+    assert_eq!(
+        acq.next().unwrap().unwrap(),
+        AcquireResponse::Shrink(ids("1"))
+    );
+    acq.release(&ids("1")).unwrap();
+    assert!(acq.view().pending_shrink().is_empty());
+    assert_eq!(acq.view().all(), &ids("2-3"));
+}
