@@ -153,9 +153,21 @@ impl Client {
         self.stream("resource.acquire", crate::payload::group(group))
     }
 
+    /// See [`crate::Client::acquisition`].
+    pub fn acquisition(&self, group: Option<&str>) -> Result<AcquireStream, ClientError> {
+        let rt = self.runtime()?;
+        let inner = rt.block_on(self.inner.acquisition(group))?;
+        Ok(AcquireStream { inner, rt })
+    }
+
     /// See [`crate::Client::release`].
     pub fn release(&self, group: &str, targets: &str) -> Result<(), ClientError> {
         self.block(self.inner.release(group, targets))
+    }
+
+    /// See [`crate::Client::group_set`].
+    pub fn group_set(&self, group: &str, targets: &str) -> Result<(), ClientError> {
+        self.block(self.inner.group_set(group, targets))
     }
 
     /// See [`crate::Client::monitor_force_up`].
@@ -190,6 +202,35 @@ pub struct ReplyStream {
 
 impl Iterator for ReplyStream {
     type Item = Result<Value, ClientError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.rt.block_on(self.inner.next())
+    }
+}
+
+/// A blocking [`crate::AcquireStream`]: an iterator over the decoded
+/// responses of an acquire, with the [`crate::Acquisition`] view they
+/// maintain.  Dropping it cancels the acquire.
+#[derive(Debug)]
+pub struct AcquireStream {
+    inner: crate::AcquireStream,
+    rt: Arc<Runtime>,
+}
+
+impl AcquireStream {
+    /// The scheduler's view so far.
+    pub fn view(&self) -> &crate::Acquisition {
+        self.inner.view()
+    }
+
+    /// See [`crate::AcquireStream::release`].
+    pub fn release(&mut self, targets: &idset::IdSet) -> Result<(), ClientError> {
+        self.rt.block_on(self.inner.release(targets))
+    }
+}
+
+impl Iterator for AcquireStream {
+    type Item = Result<crate::AcquireResponse, ClientError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         self.rt.block_on(self.inner.next())

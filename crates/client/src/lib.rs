@@ -17,6 +17,7 @@
 //! # Ok::<(), client::ClientError>(())
 //! ```
 
+pub mod acquire;
 pub mod blocking;
 mod conn;
 mod status;
@@ -28,6 +29,7 @@ use serde_json::{json, Map, Value};
 use std::io;
 use std::path::{Path, PathBuf};
 
+pub use acquire::{AcquireStream, Acquisition, Response as AcquireResponse};
 pub use status::{DrainEntry, Status};
 
 /// Environment variable naming the token file for `tcp://` services.
@@ -281,6 +283,16 @@ impl Client {
         .map(drop)
     }
 
+    /// `resource.group-set {group, targets}` (Roster): resource group
+    /// `group` gets exactly `targets` (idset or hostlist; empty to empty
+    /// the group), which leave any other named group.  Holders losing
+    /// targets get a `shrink`, gainers a `grow` once they are released.
+    pub async fn group_set(&self, group: &str, targets: &str) -> Result<(), ClientError> {
+        self.rpc("resource.group-set", payload::group_set(group, targets))
+            .await
+            .map(drop)
+    }
+
     /// `resource.monitor-force-up {ranks}`.
     pub async fn monitor_force_up(&self, ranks: &str) -> Result<(), ClientError> {
         self.rpc("resource.monitor-force-up", json!({ "ranks": ranks }))
@@ -351,6 +363,10 @@ pub(crate) mod payload {
         json!({ "expiration": expiration })
     }
 
+    pub fn group_set(group: &str, targets: &str) -> Value {
+        json!({"group": group, "targets": targets})
+    }
+
     pub fn group(group: Option<&str>) -> Value {
         match group {
             Some(g) => json!({ "group": g }),
@@ -379,6 +395,10 @@ mod tests {
         );
         assert_eq!(payload::group(None).to_string(), "{}");
         assert_eq!(payload::group(Some("g")).to_string(), r#"{"group":"g"}"#);
+        assert_eq!(
+            payload::group_set("g", "0-1").to_string(),
+            r#"{"group":"g","targets":"0-1"}"#
+        );
         assert_eq!(
             payload::expiration(1234.0).to_string(),
             r#"{"expiration":1234.0}"#

@@ -4,9 +4,11 @@
 //!
 //! This crate is being built up module by module; see ARCHITECTURE.md.
 
+pub mod acquire;
 pub mod drain;
 pub mod errno;
 pub mod journal;
 pub mod service;
 
+pub use acquire::{AcquireInfo, GroupError, DEFAULT_GROUP};
 pub use service::{Init, Input, Inventory, Level, Method, Output, Service, Settings, StartError};

@@ -19,7 +19,18 @@
 //! # Ordering
 //! As in flux-core, for a drain the requester is answered first, then the
 //! acquirers, then the journal followers.
+//!
+//! # Resource acquisition
+//! `resource.acquire` (both RFC 28 variants), `acquire-cancel`,
+//! `acquire-mute`, `release` and `group-set` are served by
+//! [`crate::acquire`]; the service calls it from `publish` for every
+//! recorded event, so acquire responses always follow the durable event
+//! that caused them.  Group changes are not journal events: RFC 44
+//! defines a closed set of events and none for groups; the group table is
+//! configuration (re-read at every start), and a `resource.group-set`
+//! change lasts until the next start or configuration reload.
 
+use crate::acquire::{self, Acquire, AcquireInfo, GroupError, Truth};
 use crate::drain::{validate_targets, DrainMode, DrainTable};
 use crate::errno::*;
 use crate::journal::{Journal, TruncateState};
@@ -87,6 +98,9 @@ pub struct Settings {
     pub journal_max: usize,
     /// `monitor-force-up`: every target is online from the start.
     pub monitor_force_up: bool,
+    /// `[resource.groups]`: RFC 28 resource groups, name → idset or
+    /// hostlist (unparsed), in file order.
+    pub groups: Vec<(String, String)>,
 }
 
 impl Default for Settings {
@@ -95,6 +109,7 @@ impl Default for Settings {
             exclude: None,
             journal_max: crate::journal::DEFAULT_JOURNAL_MAX,
             monitor_force_up: false,
+            groups: Vec::new(),
         }
     }
 }
@@ -120,6 +135,10 @@ pub enum StartError {
     Replay { line: usize, reason: String },
     #[error("checkpoint: invalid drain state entry '{0}'")]
     Checkpoint(String),
+    /// `[resource.groups]`: a bad spec, a reserved name, unknown hosts,
+    /// or two groups naming the same targets.
+    #[error(transparent)]
+    Groups(#[from] GroupError),
 }
 
 /// Log severity for [`Output::Log`].
@@ -173,6 +192,10 @@ pub enum Input {
     },
     /// Clean shutdown: end every stream and write the checkpoint.
     Shutdown,
+    /// Configuration reload: the new `[resource.groups]` table.  Applied
+    /// like `resource.group-set` (shrink, release, grow); an invalid
+    /// table is logged and ignored.
+    SetGroups(Vec<(String, String)>),
 }
 
 /// A deferred `resource.monitor-waitup`.
@@ -204,6 +227,8 @@ pub struct Service {
     /// Cached `resource.sched-status` payload.
     sched_cache: Option<Value>,
     stopped: bool,
+    /// RFC 28 acquisition (both variants) and resource groups.
+    acquire: Acquire,
 }
 
 fn idset_str(ids: &IdSet) -> Value {
@@ -216,6 +241,25 @@ fn ctx(pairs: Vec<(&str, Value)>) -> Map<String, Value> {
 
 fn proto() -> RpcError {
     RpcError::new(EPROTO, "Protocol error")
+}
+
+/// flux-core's answer to `resource.reload` while a scheduler holds a v1
+/// acquire.
+fn busy_reload() -> RpcError {
+    RpcError::new(EBUSY, "resources are busy (unload scheduler?)")
+}
+
+/// The service state the acquire machinery reads (a macro, so that the
+/// borrows stay on the fields and `self.acquire` can be borrowed mutably).
+macro_rules! truth {
+    ($s:ident) => {
+        Truth {
+            up: $s.up(),
+            inventory: $s.inventory.as_ref(),
+            exclude: &$s.exclude,
+            lost: &$s.lost,
+        }
+    };
 }
 
 /// Topics only the instance owner may use.
@@ -244,6 +288,7 @@ impl Service {
             waitups: Vec::new(),
             sched_cache: None,
             stopped: false,
+            acquire: Acquire::default(),
         };
         if let Some(inv) = init.inventory {
             svc.set_inventory(inv);
@@ -259,6 +304,9 @@ impl Service {
         if let Some(spec) = &init.settings.exclude {
             svc.exclude = svc.decode_exclude(spec)?;
         }
+        // 2b. Resource groups (RFC 28).
+        let groups = svc.decode_groups(&init.settings.groups)?;
+        svc.acquire = Acquire::new(groups);
         // 3. Drain state: checkpoint, then the events not older than it.
         let mut cp_ts = 0.0;
         if let Some(cp) = &init.checkpoint {
@@ -345,6 +393,22 @@ impl Service {
     pub fn followers(&self) -> usize {
         self.followers.len()
     }
+    /// Targets that went from online to offline (RFC 28 shrink).
+    pub fn lost(&self) -> &IdSet {
+        &self.lost
+    }
+    /// The live acquires (both RFC 28 variants).
+    pub fn acquisitions(&self) -> Vec<AcquireInfo> {
+        self.acquire.holders()
+    }
+    /// The current assignment of targets to resource groups.
+    pub fn group_assignment(&self) -> &[(String, IdSet)] {
+        self.acquire.assignment()
+    }
+    /// The configured named resource groups.
+    pub fn groups(&self) -> &[(String, IdSet)] {
+        self.acquire.groups()
+    }
 
     // ------------------------------------------------------------------
     // Inventory and targets
@@ -411,6 +475,27 @@ impl Service {
         ranks.sort_unstable();
         ranks.dedup();
         Ok(IdSet::from_sorted_ranges(ranks.into_iter().map(|r| (r, r))).unwrap_or_default())
+    }
+
+    /// Decode and check a `[resource.groups]` table.
+    fn decode_groups(&self, raw: &[(String, String)]) -> Result<Vec<(String, IdSet)>, GroupError> {
+        let mut out = Vec::with_capacity(raw.len());
+        for (name, spec) in raw {
+            let bad = |reason: String| GroupError::Spec {
+                group: name.clone(),
+                spec: spec.clone(),
+                reason,
+            };
+            let ids = self.decode_targets(spec).map_err(|e| bad(e.message()))?;
+            if let Some(last) = ids.last() {
+                if self.size > 0 && last >= self.size {
+                    return Err(bad("idset is out of range".into()));
+                }
+            }
+            out.push((name.clone(), ids));
+        }
+        acquire::check_groups(raw, &out)?;
+        Ok(out)
     }
 
     fn decode_exclude(&self, spec: &str) -> Result<IdSet, StartError> {
@@ -595,8 +680,11 @@ impl Service {
         Some(ev)
     }
 
-    /// Tell the subscribers about an event (after the requester's reply).
+    /// Tell the subscribers about an event (after the requester's reply):
+    /// the acquirers first, then the journal followers.
     fn publish(&mut self, ev: &Event, out: &mut Vec<Output>) {
+        let truth = truth!(self);
+        self.acquire.on_event(ev, &truth, out);
         if self.followers.is_empty() {
             return;
         }
@@ -640,9 +728,12 @@ impl Service {
             Input::Disconnect(conn) => {
                 self.followers.retain(|t| t.conn != conn);
                 self.waitups.retain(|w| w.to.conn != conn);
+                let truth = truth!(self);
+                self.acquire.disconnect(conn, &truth, out);
             }
             Input::Reloaded { to, force, result } => self.reloaded(now, to, force, result, out),
             Input::Shutdown => self.shutdown(now, out),
+            Input::SetGroups(raw) => self.set_groups(&raw, out),
         }
     }
 
@@ -689,6 +780,11 @@ impl Service {
                 | "resource.monitor-force-up"
                 | "resource.monitor-force-down"
                 | "resource.monitor-waitup"
+                | "resource.acquire"
+                | "resource.acquire-cancel"
+                | "resource.acquire-mute"
+                | "resource.release"
+                | "resource.group-set"
         );
         if !known {
             Self::reply(
@@ -722,6 +818,14 @@ impl Service {
                 self.force(now, p, false, out).map(|_| Some(Value::Null))
             }
             "resource.monitor-waitup" => self.waitup(to, p, out),
+            "resource.acquire" => self.acquire_rpc(&req, out),
+            "resource.acquire-cancel" => self.acquire_cancel(&req, out),
+            "resource.acquire-mute" => {
+                self.acquire.mute();
+                Ok(Some(Value::Null))
+            }
+            "resource.release" => self.release_rpc(to, p, out),
+            "resource.group-set" => self.group_set_rpc(to, p, out),
             _ => Err(RpcError::new(ENOSYS, "unknown service method")),
         };
         // Handlers that answered themselves (or defer) return Ok(None).
@@ -977,6 +1081,9 @@ impl Service {
             .to_string();
         let xml = p.get("xml").and_then(Value::as_bool).ok_or_else(proto)?;
         let force = p.get("force").and_then(Value::as_bool).ok_or_else(proto)?;
+        if self.acquire.v1_held() {
+            return Err(busy_reload());
+        }
         out.push(Output::LoadR {
             to,
             path,
@@ -998,6 +1105,9 @@ impl Service {
             Ok(r) => r,
             Err(e) => return Self::reply(out, to, Err(e)),
         };
+        if self.acquire.v1_held() {
+            return Self::reply(out, to, Err(busy_reload()));
+        }
         if let Some(last) = rset.ranks().last() {
             if last >= self.size && self.size > 0 {
                 if !force {
@@ -1036,6 +1146,105 @@ impl Service {
         if let Some(ev) = ev {
             self.publish(&ev, out);
         }
+    }
+
+    // ------------------------------------------------------------------
+    // RFC 28 acquisition
+
+    fn acquire_rpc(
+        &mut self,
+        req: &Request,
+        out: &mut Vec<Output>,
+    ) -> Result<Option<Value>, RpcError> {
+        let truth = truth!(self);
+        self.acquire.acquire(req, &truth, out)?;
+        Ok(None)
+    }
+
+    fn acquire_cancel(
+        &mut self,
+        req: &Request,
+        out: &mut Vec<Output>,
+    ) -> Result<Option<Value>, RpcError> {
+        let target = Self::cancel_target(req)?;
+        let truth = truth!(self);
+        self.acquire.cancel(target, &truth, out);
+        Ok(None)
+    }
+
+    fn release_rpc(
+        &mut self,
+        to: ReplyTo,
+        p: &Value,
+        out: &mut Vec<Output>,
+    ) -> Result<Option<Value>, RpcError> {
+        let group = Self::str_field(p, "group", true)?.unwrap_or_default();
+        let targets = Self::str_field(p, "targets", true)?.unwrap_or_default();
+        let ids = IdSet::parse(targets)
+            .map_err(|e| RpcError::new(EINVAL, format!("invalid targets: {e}")))?;
+        let truth = truth!(self);
+        self.acquire.release(to, group, &ids, &truth, out)?;
+        Ok(None)
+    }
+
+    /// `resource.group-set {group, targets}`: the named group gets exactly
+    /// these targets (idset or hostlist, possibly empty; excluded targets
+    /// are accepted and stay in no group); they leave any other named
+    /// group.  Answered first, then the shrink/grow responses.
+    fn group_set_rpc(
+        &mut self,
+        to: ReplyTo,
+        p: &Value,
+        out: &mut Vec<Output>,
+    ) -> Result<Option<Value>, RpcError> {
+        let group = Self::str_field(p, "group", true)?.unwrap_or_default();
+        let targets = Self::str_field(p, "targets", true)?.unwrap_or_default();
+        if group.is_empty() {
+            return Err(RpcError::new(EINVAL, "a group name must not be empty"));
+        }
+        if group == acquire::DEFAULT_GROUP {
+            return Err(RpcError::new(
+                EINVAL,
+                "group 'default' cannot be set: it holds the targets of no other group",
+            ));
+        }
+        let ids = if targets.is_empty() {
+            IdSet::new()
+        } else {
+            self.decode_targets(targets)?
+        };
+        if let Some(last) = ids.last() {
+            if last >= self.size {
+                return Err(RpcError::new(EINVAL, "idset is out of range"));
+            }
+        }
+        let groups = self.acquire.groups_with(group, &ids);
+        out.push(Output::Log {
+            level: Level::Info,
+            msg: format!("group-set group={group} targets={}", ids.encode()),
+        });
+        Self::reply(out, to, Ok(Value::Null));
+        let truth = truth!(self);
+        self.acquire.set_groups(groups, &truth, out);
+        Ok(None)
+    }
+
+    /// [`Input::SetGroups`]: a new `[resource.groups]` table.
+    fn set_groups(&mut self, raw: &[(String, String)], out: &mut Vec<Output>) {
+        if self.stopped {
+            return;
+        }
+        let groups = match self.decode_groups(raw) {
+            Ok(g) => g,
+            Err(e) => {
+                return out.push(Output::Log {
+                    level: Level::Error,
+                    msg: format!("resource groups unchanged: {e}"),
+                })
+            }
+        };
+        let truth = truth!(self);
+        self.acquire.set_groups(groups, &truth, out);
     }
 
     fn expiration_update(
@@ -1131,6 +1340,32 @@ impl Service {
         self.check_waitups(out);
     }
 
+    /// Replace the torpid set, posting `torpid` for the targets that
+    /// became torpid and `lively` for those that recovered.
+    pub fn set_torpid(&mut self, now: f64, new: IdSet, out: &mut Vec<Output>) {
+        let became = new.difference(&self.torpid);
+        let recovered = self.torpid.difference(&new);
+        self.torpid = new;
+        if !became.is_empty() {
+            self.post(
+                now,
+                "torpid",
+                ctx(vec![("idset", idset_str(&became))]),
+                false,
+                out,
+            );
+        }
+        if !recovered.is_empty() {
+            self.post(
+                now,
+                "lively",
+                ctx(vec![("idset", idset_str(&recovered))]),
+                false,
+                out,
+            );
+        }
+    }
+
     fn waitup(
         &mut self,
         to: ReplyTo,
@@ -1186,6 +1421,7 @@ impl Service {
         for to in std::mem::take(&mut self.followers) {
             Self::reply(out, to, Err(RpcError::bare(ENODATA)));
         }
+        self.acquire.shutdown(out);
         for w in std::mem::take(&mut self.waitups) {
             Self::reply(
                 out,

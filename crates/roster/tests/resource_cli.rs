@@ -295,7 +295,6 @@ fn idset_contains_0(s: &str) -> bool {
 }
 
 #[test]
-#[ignore = "resource.acquire is not in the service core yet"]
 fn acquire_streams_json_lines_and_release_answers() {
     let Some(s) = start("acquire") else { return };
     let mut child = roster()

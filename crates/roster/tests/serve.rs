@@ -569,7 +569,10 @@ fn crash_loses_no_acknowledged_drain() {
         d.crash();
         let _ = worker.join();
         let got: Vec<u32> = rx.try_iter().collect();
-        assert!(next + (got.len() as u32) < nodes, "ran out of ranks to drain");
+        assert!(
+            next + (got.len() as u32) < nodes,
+            "ran out of ranks to drain"
+        );
         next = got.last().map_or(next, |l| l + 1);
         // a drain may have become durable without its reply arriving:
         // skip that rank in the next round's expectations by re-reading it
@@ -634,4 +637,39 @@ fn idset_of(ids: &[u32]) -> String {
         i = j + 1;
     }
     parts.join(",")
+}
+
+#[test]
+fn sighup_applies_group_changes_with_shrink_release_grow() {
+    let s = Scratch::new("groups");
+    let conf = |batch: &str| fake_config(4, &format!("[resource.groups]\nbatch = \"{batch}\"\n"));
+    let d = start(&s, &conf("2-3"), &["--monitor-force-up"]);
+    let c = d.client();
+    let mut batch = c.acquire(Some("batch")).expect("acquire batch");
+    let first = batch.next().unwrap().unwrap();
+    assert_eq!(first["type"], "grow");
+    assert_eq!(first["online"], "2-3");
+    let c2 = d.client();
+    let mut default = c2.acquire(Some("default")).expect("acquire default");
+    let first = default.next().unwrap().unwrap();
+    assert_eq!(first["type"], "grow");
+    assert_eq!(first["online"], "0-1");
+    // move target 3 to default: batch is asked to shrink it
+    s.write("roster.toml", &conf("2"));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(d.child.as_ref().unwrap().id() as i32, libc::SIGHUP) };
+    let shrink = batch.next().unwrap().unwrap();
+    assert_eq!(shrink, json!({"type": "shrink", "targets": "3"}));
+    // releasing something else is refused, naming the targets
+    let err = d.client().release("batch", "2").unwrap_err();
+    assert!(err.to_string().contains('2'), "{err}");
+    d.client().release("batch", "3").expect("release");
+    let grow = default.next().unwrap().unwrap();
+    assert_eq!(grow["type"], "grow");
+    assert_eq!(grow["online"], "3");
+    assert!(
+        d.log_text().contains("SIGHUP: reloaded"),
+        "{}",
+        d.log_text()
+    );
 }

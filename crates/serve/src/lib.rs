@@ -194,6 +194,7 @@ fn settings_of(plan: &Plan) -> Settings {
             .map(|r| usize::try_from(r.journal_max).unwrap_or(1).max(1))
             .unwrap_or(roster_core::journal::DEFAULT_JOURNAL_MAX),
         monitor_force_up: plan.monitor_force_up,
+        groups: resource.map(|r| r.groups.clone()).unwrap_or_default(),
     }
 }
 

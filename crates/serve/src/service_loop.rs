@@ -176,17 +176,28 @@ impl Shell {
         Ok(())
     }
 
-    fn reload_config(&mut self) {
+    /// SIGHUP: re-read the configuration.  `[resource.groups]` takes
+    /// effect at once (RFC 28 shrink/release/grow); everything else needs a
+    /// restart.
+    fn reload_config(&mut self) -> Result<(), ServeError> {
         let Some(path) = self.config_path.clone() else {
             tracing::info!("SIGHUP: no configuration file to reload");
-            return;
+            return Ok(());
         };
-        match config::Config::from_path(&path).and_then(|c| c.resource.inventory().map(|_| c)) {
-            Ok(_) => tracing::warn!(
-                "SIGHUP: {} is valid, but changing the configuration of a running roster serve is not supported yet; restart to apply it",
-                path.display()
-            ),
-            Err(e) => tracing::error!("SIGHUP: configuration not reloaded: {e}"),
+        match config::Config::from_path(&path) {
+            Ok(c) => {
+                tracing::info!(
+                    "SIGHUP: reloaded {}: [resource.groups] applied; other changes take effect at restart",
+                    path.display()
+                );
+                let mut out = Vec::new();
+                self.handle(Input::SetGroups(c.resource.groups), &mut out);
+                self.commit(out)
+            }
+            Err(e) => {
+                tracing::error!("SIGHUP: configuration not reloaded: {e}");
+                Ok(())
+            }
         }
     }
 
@@ -198,7 +209,7 @@ impl Shell {
                 break;
             }
             if control.take_reload() {
-                self.reload_config();
+                self.reload_config()?;
             }
             let first = match rx.recv_timeout(TICK) {
                 Ok(m) => m,

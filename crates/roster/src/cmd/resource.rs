@@ -17,7 +17,8 @@
 //! * `eventlog` reads the `resource.journal` stream, sorts the backlog by
 //!   time, stops at the end of the backlog unless following or waiting;
 //! * `acquire` and `release` are Roster's: the RFC 28 scheduler protocol,
-//!   printed as JSON lines, for testing and scripting.
+//!   printed as JSON lines, for testing and scripting; `group-set` changes
+//!   a resource group's targets at run time.
 //!
 //! The global options `--uri URI` and `--token-file FILE` (before the
 //! sub-command) choose the service; `$ROSTER_URI` is the default.
@@ -298,6 +299,13 @@ pub fn parser() -> Parser {
             p.arg(Arg::pos("group", "Resource group named in the acquire request"))
                 .arg(Arg::pos("targets", "Execution targets to release (IDSET)"))
         })
+        .sub("group-set", |p| {
+            p.arg(Arg::pos("group", "Resource group to set"))
+                .arg(Arg::pos(
+                    "targets",
+                    "Execution targets of the group (IDSET or HOSTLIST; \"\" empties it)",
+                ))
+        })
 }
 
 /// Everything a sub-command needs from the process.
@@ -391,6 +399,7 @@ pub fn run(
         "acquire-mute" => actions::acquire_mute(ctx, s),
         "acquire" => actions::acquire(&ns, ctx, s),
         "release" => actions::release(&ns, ctx, s),
+        "group-set" => actions::group_set(&ns, ctx, s),
         "eventlog" => eventlog::eventlog(&ns, ctx, s),
         _ => 2,
     };

@@ -114,6 +114,20 @@ pub fn release(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 
     }
 }
 
+/// `group-set GROUP TARGETS`: `resource.group-set {group, targets}`.
+pub fn group_set(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+    let mut m = Map::new();
+    m.insert("group".into(), Value::from(ns.str("group").unwrap_or("")));
+    m.insert(
+        "targets".into(),
+        Value::from(ns.str("targets").unwrap_or("")),
+    );
+    match svc.rpc("resource.group-set", Value::Object(m)) {
+        Ok(_) => 0,
+        Err(e) => ctx.rpc_fail(&e),
+    }
+}
+
 /// `acquire [-g GROUP]`: every response of `resource.acquire` as one line
 /// of compact JSON, flushed as it arrives, until the stream ends (exit 0
 /// on ENODATA) or the process is interrupted.

@@ -605,6 +605,29 @@ fn acquire_mute_and_release() {
 }
 
 #[test]
+fn group_set_sends_group_and_targets() {
+    let o = run_with(
+        &["group-set", "login", "fake[0-1]"],
+        Fake::new().json("resource.group-set", "null"),
+    );
+    assert_eq!((o.code, o.stdout.as_str()), (0, ""));
+    assert_eq!(
+        o.payload("resource.group-set"),
+        json!({"group": "login", "targets": "fake[0-1]"})
+    );
+    let fake = Fake::new().reply(
+        "resource.group-set",
+        Err(SvcError::rpc(EINVAL, "invalid targets: invalid hosts: x1")),
+    );
+    let o = run_with(&["group-set", "login", "x1"], fake);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster-resource: ERROR: invalid targets: invalid hosts: x1\n"
+    );
+}
+
+#[test]
 fn acquire_prints_json_lines() {
     let first =
         json!({"resources": serde_json::from_str::<Value>(R4).unwrap_or_default(), "up": "0-3"});
