@@ -412,7 +412,7 @@ impl Message {
             loop {
                 match rest.next() {
                     None => return Err(DecodeError::MissingRouteDelimiter),
-                    Some(f) if f.is_empty() => break,
+                    Some([]) => break,
                     Some(f) => routes.push(f.to_vec()),
                 }
             }
