@@ -178,7 +178,19 @@ struct Client {
 
 impl Client {
     async fn connect(path: &Path) -> Client {
-        let mut s = UnixStream::connect(path).await.unwrap();
+        // A non-blocking connect fails with EAGAIN while the listen
+        // backlog is full; a blocking client would just wait.
+        let mut tries = 0;
+        let mut s = loop {
+            match UnixStream::connect(path).await {
+                Ok(s) => break s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && tries < 500 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(e) => panic!("connect: {e}"),
+            }
+        };
         let mut b = [0u8; 1];
         s.read_exact(&mut b).await.unwrap();
         assert_eq!(b[0], 0, "handshake refused with errno {}", b[0]);
@@ -840,10 +852,69 @@ async fn guest_vs_owner() {
 // ---------------------------------------------------------------------------
 // Robustness.
 
+/// A minimal tracing subscriber keeping WARN and above as text, so tests
+/// can check that a dropped client was logged.
+mod logs {
+    use std::fmt::Write;
+    use std::sync::{Mutex, OnceLock};
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata, Subscriber};
+
+    static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    struct Capture;
+
+    struct Text(String);
+
+    impl Visit for Text {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            let _ = write!(self.0, " {}={:?}", field.name(), value);
+        }
+    }
+
+    impl Subscriber for Capture {
+        fn enabled(&self, m: &Metadata<'_>) -> bool {
+            *m.level() <= Level::WARN
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, e: &Event<'_>) {
+            let mut t = Text(e.metadata().level().to_string());
+            e.record(&mut t);
+            LINES.lock().unwrap().push(t.0);
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    /// Start capturing (once per test process).
+    pub fn capture() {
+        static ONCE: OnceLock<()> = OnceLock::new();
+        ONCE.get_or_init(|| {
+            let _ = tracing::subscriber::set_global_default(Capture);
+        });
+    }
+
+    /// Captured lines containing `needle`.
+    pub fn matching(needle: &str) -> usize {
+        LINES
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .count()
+    }
+}
+
 /// A client that misbehaves is dropped; a well-behaved client with an open
 /// stream on the same listener is not affected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_clients_are_dropped_alone() {
+    logs::capture();
     let server = Server::start().await;
     let mut good = server.client().await;
     good.send("resource.journal", Some("{}"), F_STREAMING, 1)
@@ -878,11 +949,24 @@ async fn bad_clients_are_dropped_alone() {
             b
         }),
     ];
-    for (what, bytes) in bads.drain(..) {
+    let expected_logs = [
+        "bad preamble magic",
+        "bad preamble magic",
+        "message of 4294967295 bytes exceeds the limit",
+        "bad PROTO magic 0x8f",
+        "frame 1 is truncated",
+    ];
+    for ((what, bytes), log) in bads.drain(..).zip(expected_logs) {
+        let before = logs::matching(log);
         let mut c = server.client().await;
         c.send_raw(&bytes).await;
         eprintln!("bad client: {what}");
         c.assert_closed().await;
+        assert_eq!(
+            logs::matching(log),
+            before + 1,
+            "{what}: no log line {log:?}"
+        );
     }
 
     // Closing in the middle of a message, preamble or body.
@@ -892,6 +976,14 @@ async fn bad_clients_are_dropped_alone() {
         c.send_raw(&full[..cut]).await;
         drop(c);
     }
+    // Logged once the server notices.
+    for _ in 0..100 {
+        if logs::matching("connection closed in the middle of a message") >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(logs::matching("connection closed in the middle of a message") >= 3);
     // Closing right after connecting, before the handshake byte is read.
     drop(UnixStream::connect(&server.path).await.unwrap());
 
