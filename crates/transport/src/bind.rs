@@ -1,5 +1,6 @@
 //! Binding the sockets and the accept loops.
 
+use crate::flux::FluxCtx;
 use crate::http::{serve_connection, Ctx, Peer};
 use crate::{io_text, Incoming, ListenOptions, TransportError, SHUTDOWN_GRACE};
 use rpc::uri::Uri;
@@ -32,12 +33,18 @@ enum Bound {
         uri: Uri,
         listener: std::net::TcpListener,
     },
+    /// The Flux local connector on a Unix socket.
+    Flux {
+        uri: Uri,
+        listener: std::os::unix::net::UnixListener,
+        file: SocketFile,
+    },
 }
 
 impl Bound {
     fn uri(&self) -> &Uri {
         match self {
-            Bound::Unix { uri, .. } | Bound::Tcp { uri, .. } => uri,
+            Bound::Unix { uri, .. } | Bound::Tcp { uri, .. } | Bound::Flux { uri, .. } => uri,
         }
     }
 }
@@ -67,15 +74,30 @@ impl Listeners {
     /// Bind every URI.  Unix: the parent directory is created if missing;
     /// a leftover socket file is replaced only if nothing accepts on it;
     /// the socket gets `opts.socket_mode`.  TCP: needs `opts.token`; port 0
-    /// picks a free port (see [`Listeners::addresses`]).  `flux://` is not
-    /// supported here.  On error nothing stays bound.
+    /// picks a free port (see [`Listeners::addresses`]).  `flux://`: a Unix
+    /// socket set up like `unix://`, speaking flux-core's local connector
+    /// protocol.  On error nothing stays bound.
     pub fn bind(uris: &[Uri], opts: &ListenOptions) -> Result<Listeners, TransportError> {
         let mut items = Vec::with_capacity(uris.len());
         for uri in uris {
             let b = match uri {
-                Uri::Unix(path) => bind_unix(uri, path, opts.socket_mode)?,
+                Uri::Unix(path) => {
+                    let (listener, file) = bind_unix(uri, path, opts.socket_mode)?;
+                    Bound::Unix {
+                        uri: uri.clone(),
+                        listener,
+                        file,
+                    }
+                }
                 Uri::Tcp { host, port } => bind_tcp(uri, host, *port, opts)?,
-                Uri::Flux(_) => return Err(TransportError::Unsupported { uri: uri.clone() }),
+                Uri::Flux(path) => {
+                    let (listener, file) = bind_unix(uri, path, opts.socket_mode)?;
+                    Bound::Flux {
+                        uri: uri.clone(),
+                        listener,
+                        file,
+                    }
+                }
             };
             tracing::info!(uri = %b.uri(), "listening");
             items.push(b);
@@ -103,7 +125,8 @@ impl Listeners {
         tx: std::sync::mpsc::Sender<Incoming>,
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), TransportError> {
-        let ctx = Arc::new(Ctx::new(tx, &self.opts));
+        let ctx = Arc::new(Ctx::new(tx.clone(), &self.opts));
+        let flux_ctx = Arc::new(FluxCtx::new(tx, &self.opts));
         // Every connection task holds a clone; all dropped = all done.
         let (live_tx, mut live_rx) = mpsc::channel::<()>(1);
         let mut files = Vec::new();
@@ -133,10 +156,29 @@ impl Listeners {
                     })?;
                     Acceptor::Tcp(uri, l)
                 }
+                Bound::Flux {
+                    uri,
+                    listener,
+                    file,
+                } => {
+                    let local_uri = match &uri {
+                        Uri::Flux(p) => format!("local://{}", p.display()),
+                        other => other.to_string(),
+                    };
+                    files.push(file);
+                    let l = tokio::net::UnixListener::from_std(listener).map_err(|source| {
+                        TransportError::Io {
+                            context: format!("cannot serve {uri}"),
+                            source,
+                        }
+                    })?;
+                    Acceptor::Flux(uri, l, Arc::from(local_uri))
+                }
             };
             loops.push(tokio::spawn(accept_loop(
                 acceptor,
                 Arc::clone(&ctx),
+                Arc::clone(&flux_ctx),
                 shutdown.clone(),
                 live_tx.clone(),
             )));
@@ -161,7 +203,11 @@ fn bind_err(uri: &Uri) -> impl FnOnce(io::Error) -> TransportError + '_ {
     }
 }
 
-fn bind_unix(uri: &Uri, path: &Path, mode: u32) -> Result<Bound, TransportError> {
+fn bind_unix(
+    uri: &Uri,
+    path: &Path,
+    mode: u32,
+) -> Result<(std::os::unix::net::UnixListener, SocketFile), TransportError> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(bind_err(uri))?;
     }
@@ -193,11 +239,7 @@ fn bind_unix(uri: &Uri, path: &Path, mode: u32) -> Result<Bound, TransportError>
     };
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(bind_err(uri))?;
     listener.set_nonblocking(true).map_err(bind_err(uri))?;
-    Ok(Bound::Unix {
-        uri: uri.clone(),
-        listener,
-        file,
-    })
+    Ok((listener, file))
 }
 
 fn bind_tcp(
@@ -240,6 +282,8 @@ fn bind_tcp(
 enum Acceptor {
     Unix(Uri, tokio::net::UnixListener),
     Tcp(Uri, tokio::net::TcpListener),
+    /// With the `local://` URI of the socket (`attr.get local-uri`).
+    Flux(Uri, tokio::net::UnixListener, Arc<str>),
 }
 
 /// Resolves once shutdown is requested (or can never be requested).
@@ -257,11 +301,12 @@ pub(crate) async fn shutdown_signalled(rx: &mut watch::Receiver<bool>) {
 async fn accept_loop(
     acceptor: Acceptor,
     ctx: Arc<Ctx>,
+    flux_ctx: Arc<FluxCtx>,
     mut shutdown: watch::Receiver<bool>,
     live: mpsc::Sender<()>,
 ) {
     let uri = match &acceptor {
-        Acceptor::Unix(u, _) | Acceptor::Tcp(u, _) => u.clone(),
+        Acceptor::Unix(u, _) | Acceptor::Tcp(u, _) | Acceptor::Flux(u, _, _) => u.clone(),
     };
     loop {
         let accepted = tokio::select! {
@@ -270,14 +315,19 @@ async fn accept_loop(
             r = accept(&acceptor) => r,
         };
         match accepted {
+            Ok(Accepted::Flux(stream, local_uri)) => {
+                let uid = peer_uid(&uri, &stream);
+                tokio::spawn(crate::flux::serve_connection(
+                    stream,
+                    uid,
+                    Arc::clone(&flux_ctx),
+                    local_uri,
+                    shutdown.clone(),
+                    live.clone(),
+                ));
+            }
             Ok(Accepted::Unix(stream)) => {
-                let uid = match stream.peer_cred() {
-                    Ok(c) => Some(c.uid()),
-                    Err(e) => {
-                        tracing::warn!(%uri, "cannot read peer credentials: {}", io_text(&e));
-                        None
-                    }
-                };
+                let uid = peer_uid(&uri, &stream);
                 tokio::spawn(serve_connection(
                     stream,
                     Peer::Unix { uid },
@@ -311,12 +361,28 @@ async fn accept_loop(
 enum Accepted {
     Unix(tokio::net::UnixStream),
     Tcp(tokio::net::TcpStream),
+    Flux(tokio::net::UnixStream, Arc<str>),
 }
 
 async fn accept(a: &Acceptor) -> io::Result<Accepted> {
     match a {
         Acceptor::Unix(_, l) => l.accept().await.map(|(s, _)| Accepted::Unix(s)),
         Acceptor::Tcp(_, l) => l.accept().await.map(|(s, _)| Accepted::Tcp(s)),
+        Acceptor::Flux(_, l, u) => l
+            .accept()
+            .await
+            .map(|(s, _)| Accepted::Flux(s, Arc::clone(u))),
+    }
+}
+
+/// The peer's uid (None, logged, if the credentials cannot be read).
+fn peer_uid(uri: &Uri, stream: &tokio::net::UnixStream) -> Option<u32> {
+    match stream.peer_cred() {
+        Ok(c) => Some(c.uid()),
+        Err(e) => {
+            tracing::warn!(%uri, "cannot read peer credentials: {}", io_text(&e));
+            None
+        }
     }
 }
 

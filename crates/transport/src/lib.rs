@@ -1,5 +1,7 @@
-//! Roster's HTTP listeners: HTTP/1.1 over Unix (`unix://`) and TCP
-//! (`tcp://`) sockets, speaking the conventions of [`rpc::wire`].
+//! Roster's listeners: HTTP/1.1 over Unix (`unix://`) and TCP
+//! (`tcp://`) sockets, speaking the conventions of [`rpc::wire`], and
+//! flux-core's local connector over a Unix socket (`flux://`, see the
+//! `flux` module: real `flux` clients with `FLUX_URI=local://PATH`).
 //!
 //! The listeners do no RPC work themselves.  Each HTTP request becomes one
 //! [`rpc::Request`] (a fresh [`rpc::ConnId`], matchtag 1) delivered as an
@@ -32,6 +34,7 @@
 //! ```
 
 mod bind;
+mod flux;
 mod http;
 
 use rpc::uri::Uri;
@@ -105,8 +108,8 @@ pub enum TransportError {
     /// `tcp://` without a (non-empty) token.
     #[error("cannot listen on {uri}: TCP listener requires a token file")]
     TokenRequired { uri: Uri },
-    /// A URI form this crate does not listen on (`flux://`).
-    #[error("cannot listen on {uri}: flux:// listeners are not supported yet")]
+    /// A URI form this crate does not listen on.
+    #[error("cannot listen on {uri}: this kind of listener is not supported")]
     Unsupported { uri: Uri },
     /// Creating, binding or configuring the socket failed.
     #[error("cannot listen on {uri}: {}", io_text(.source))]
