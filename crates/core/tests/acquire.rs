@@ -900,6 +900,8 @@ enum Op {
     ReleaseAll(usize),
     ReleaseOne(usize),
     Cancel(usize),
+    /// `resource.reload` of 4 or 6 ranks.
+    Reload(bool),
 }
 
 const GROUPS: [&str; 3] = ["default", "a", "b"];
@@ -915,6 +917,7 @@ fn op() -> impl Strategy<Value = Op> {
         (0usize..3).prop_map(Op::ReleaseAll),
         (0usize..3).prop_map(Op::ReleaseOne),
         (0usize..3).prop_map(Op::Cancel),
+        any::<bool>().prop_map(Op::Reload),
     ]
 }
 
@@ -964,9 +967,11 @@ impl View {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    // 400 cases of up to 60 steps: over 10,000 steps per run, a new seed
+    // each run (PROPTEST_CASES raises it).
+    #![proptest_config(ProptestConfig::with_cases(400))]
     #[test]
-    fn groups_stay_disjoint_and_views_match(ops in proptest::collection::vec(op(), 1..40), shrink in any::<bool>(), v1 in any::<bool>()) {
+    fn groups_stay_disjoint_and_views_match(ops in proptest::collection::vec(op(), 1..60), shrink in any::<bool>(), v1 in any::<bool>()) {
         let method = if shrink { Method::Kvs } else { Method::Configuration };
         let mut h = start_full(Some(inv(R6, method)), settings(None, &[("a", "0-1"), ("b", "")]));
         let mut views: Vec<View> = vec![View::default(); 3];
@@ -1009,6 +1014,12 @@ proptest! {
                         views[*g].pending.subtract(&rel);
                         outs.extend(out);
                     }
+                }
+                Op::Reload(big) => {
+                    let (to, out) = h.req("resource.reload", json!({"path": "/x", "xml": false, "force": true}));
+                    outs.extend(out);
+                    let r = rset::Rset::from_json_str(if *big { R6 } else { R4 }).unwrap();
+                    outs.extend(h.input(Input::Reloaded { to, force: true, result: Ok(r) }));
                 }
                 Op::Cancel(g) => {
                     if let Some(to) = views[*g].to {
