@@ -195,3 +195,86 @@ pub fn fake_config(n: u32, extra: &str) -> String {
         n - 1
     )
 }
+
+/// A minimal Flux local-connector client written from the wire notes
+/// (independent of the server's codec): request with ROUTE|TOPIC[|PAYLOAD].
+pub mod flux_wire {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+
+    fn frame(out: &mut Vec<u8>, b: &[u8]) {
+        if b.len() < 255 {
+            out.push(b.len() as u8);
+        } else {
+            out.push(0xff);
+            out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+        }
+        out.extend_from_slice(b);
+    }
+
+    pub fn connect(path: &std::path::Path) -> UnixStream {
+        let mut s = UnixStream::connect(path).expect("connect flux socket");
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).expect("handshake byte");
+        assert_eq!(b[0], 0, "handshake refused");
+        s
+    }
+
+    pub fn request(s: &mut UnixStream, topic: &str, payload: Option<&str>, tag: u32) {
+        request_flags(s, topic, payload, tag, 0)
+    }
+
+    /// With extra message flags: 0x04 NORESPONSE, 0x40 STREAMING.
+    pub fn request_flags(
+        s: &mut UnixStream,
+        topic: &str,
+        payload: Option<&str>,
+        tag: u32,
+        extra: u8,
+    ) {
+        let mut body = Vec::new();
+        let mut flags = 0x01 | 0x08 | extra;
+        frame(&mut body, b"");
+        frame(&mut body, topic.as_bytes());
+        if let Some(p) = payload {
+            flags |= 0x02;
+            let mut p = p.as_bytes().to_vec();
+            p.push(0);
+            frame(&mut body, &p);
+        }
+        let mut proto = vec![0x8e, 1, 1, flags];
+        for v in [u32::MAX, 0, u32::MAX, tag] {
+            proto.extend_from_slice(&v.to_be_bytes());
+        }
+        frame(&mut body, &proto);
+        let mut msg = 0xffee_0012u32.to_le_bytes().to_vec();
+        msg.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        msg.extend_from_slice(&body);
+        s.write_all(&msg).expect("send");
+    }
+
+    /// (frames before PROTO, errnum, matchtag)
+    pub fn response(s: &mut UnixStream) -> (Vec<Vec<u8>>, u32, u32) {
+        let mut pre = [0u8; 8];
+        s.read_exact(&mut pre).expect("preamble");
+        let n = u32::from_be_bytes([pre[4], pre[5], pre[6], pre[7]]) as usize;
+        let mut body = vec![0u8; n];
+        s.read_exact(&mut body).expect("body");
+        let mut frames = Vec::new();
+        let mut i = 0;
+        while i < body.len() {
+            let mut l = body[i] as usize;
+            i += 1;
+            if l == 255 {
+                l = u32::from_be_bytes([body[i], body[i + 1], body[i + 2], body[i + 3]]) as usize;
+                i += 4;
+            }
+            frames.push(body[i..i + l].to_vec());
+            i += l;
+        }
+        let proto = frames.pop().expect("proto frame");
+        let be =
+            |o: usize| u32::from_be_bytes([proto[o], proto[o + 1], proto[o + 2], proto[o + 3]]);
+        (frames, be(12), be(16))
+    }
+}
