@@ -7,6 +7,7 @@
 pub mod drain;
 pub mod errno;
 pub mod journal;
+pub mod monitor;
 pub mod service;
 
 pub use service::{Init, Input, Inventory, Level, Method, Output, Service, Settings, StartError};

@@ -23,6 +23,7 @@
 use crate::drain::{validate_targets, DrainMode, DrainTable};
 use crate::errno::*;
 use crate::journal::{Journal, TruncateState};
+use crate::monitor::Monitor;
 use eventlog::Event;
 use hostlist::Hostlist;
 use idset::IdSet;
@@ -31,6 +32,8 @@ use rset::Rset;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+mod agents;
 
 /// How the inventory R was obtained (RFC 44 `resource-define` `method`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +90,13 @@ pub struct Settings {
     pub journal_max: usize,
     /// `monitor-force-up`: every target is online from the start.
     pub monitor_force_up: bool,
+    /// `torpid-max`, seconds (0 disables).
+    pub torpid_max: f64,
+    /// `offline-timeout`, seconds (0 disables).
+    pub offline_timeout: f64,
+    /// How agents' R is verified against the inventory; `None` disables
+    /// verification (`noverify`).
+    pub verify: Option<rset::VerifyConfig>,
 }
 
 impl Default for Settings {
@@ -95,6 +105,9 @@ impl Default for Settings {
             exclude: None,
             journal_max: crate::journal::DEFAULT_JOURNAL_MAX,
             monitor_force_up: false,
+            torpid_max: crate::monitor::DEFAULT_TORPID_MAX,
+            offline_timeout: crate::monitor::DEFAULT_OFFLINE_TIMEOUT,
+            verify: Some(rset::VerifyConfig::module_default()),
         }
     }
 }
@@ -173,6 +186,11 @@ pub enum Input {
     },
     /// Clean shutdown: end every stream and write the checkpoint.
     Shutdown,
+    /// Time passes: run the liveness timers and post the liveness events
+    /// accumulated since the last tick (one event per kind, batching
+    /// simultaneous transitions).  The shell sends one after every batch
+    /// of inputs and whenever it wakes up idle.
+    Tick,
 }
 
 /// A deferred `resource.monitor-waitup`.
@@ -204,6 +222,9 @@ pub struct Service {
     /// Cached `resource.sched-status` payload.
     sched_cache: Option<Value>,
     stopped: bool,
+    /// Agents and their heartbeat timers.
+    monitor: Monitor,
+    verify: Option<rset::VerifyConfig>,
 }
 
 fn idset_str(ids: &IdSet) -> Value {
@@ -244,6 +265,8 @@ impl Service {
             waitups: Vec::new(),
             sched_cache: None,
             stopped: false,
+            monitor: Monitor::new(init.settings.torpid_max, init.settings.offline_timeout),
+            verify: init.settings.verify.clone(),
         };
         if let Some(inv) = init.inventory {
             svc.set_inventory(inv);
@@ -640,7 +663,9 @@ impl Service {
             Input::Disconnect(conn) => {
                 self.followers.retain(|t| t.conn != conn);
                 self.waitups.retain(|w| w.to.conn != conn);
+                self.monitor.disconnect(conn);
             }
+            Input::Tick => self.tick(now, out),
             Input::Reloaded { to, force, result } => self.reloaded(now, to, force, result, out),
             Input::Shutdown => self.shutdown(now, out),
         }
@@ -689,6 +714,8 @@ impl Service {
                 | "resource.monitor-force-up"
                 | "resource.monitor-force-down"
                 | "resource.monitor-waitup"
+                | "resource.agent"
+                | "resource.agent-heartbeat"
         );
         if !known {
             Self::reply(
@@ -722,6 +749,8 @@ impl Service {
                 self.force(now, p, false, out).map(|_| Some(Value::Null))
             }
             "resource.monitor-waitup" => self.waitup(to, p, out),
+            "resource.agent" => self.agent_hello(now, &req, out),
+            "resource.agent-heartbeat" => self.agent_heartbeat(now, &req),
             _ => Err(RpcError::new(ENOSYS, "unknown service method")),
         };
         // Handlers that answered themselves (or defer) return Ok(None).
@@ -1186,6 +1215,7 @@ impl Service {
         for to in std::mem::take(&mut self.followers) {
             Self::reply(out, to, Err(RpcError::bare(ENODATA)));
         }
+        self.end_agents(out);
         for w in std::mem::take(&mut self.waitups) {
             Self::reply(
                 out,

@@ -238,6 +238,13 @@ pub fn prepare(plan: &Plan) -> Result<(service_loop::Shell, Vec<Output>), ServeE
             .map(|r| usize::try_from(r.journal_max).unwrap_or(1).max(1))
             .unwrap_or(roster_core::journal::DEFAULT_JOURNAL_MAX),
         monitor_force_up: plan.monitor_force_up,
+        torpid_max: resource
+            .map(|r| r.torpid_max)
+            .unwrap_or(roster_core::monitor::DEFAULT_TORPID_MAX),
+        offline_timeout: resource
+            .map(|r| r.offline_timeout)
+            .unwrap_or(roster_core::monitor::DEFAULT_OFFLINE_TIMEOUT),
+        verify: verify_settings(resource, inventory.method),
     };
     let init = Init {
         now,
@@ -254,6 +261,21 @@ pub fn prepare(plan: &Plan) -> Result<(service_loop::Shell, Vec<Output>), ServeE
     let mut shell = service_loop::Shell::new(core, dir, plan.config_path.clone());
     shell.persist(&out).map_err(ServeError::Persist)?;
     Ok((shell, out))
+}
+
+/// How agents' R is verified: not with `noverify`, nor for an inventory
+/// from the enclosing allocation (job-info) unless `verify` was given
+/// explicitly (flux-core's rules); otherwise `verify` or the module default.
+fn verify_settings(
+    resource: Option<&config::ResourceConfig>,
+    method: roster_core::Method,
+) -> Option<rset::VerifyConfig> {
+    match resource {
+        None => (method != roster_core::Method::JobInfo).then(rset::VerifyConfig::module_default),
+        Some(r) if r.noverify => None,
+        Some(r) if method == roster_core::Method::JobInfo && r.verify.is_none() => None,
+        Some(r) => Some(r.verify_config()),
+    }
 }
 
 /// Run the daemon until SIGTERM/SIGINT (or `control.request_stop()`).
