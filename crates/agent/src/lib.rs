@@ -282,7 +282,7 @@ pub async fn run(
 
 /// Raise the soft limit of open files to the hard limit (agents and the
 /// simulator hold one socket per session).  Returns the new soft limit.
-pub fn raise_nofile_limit() -> Option<u64> {
+pub fn raise_nofile_limit() -> Option<libc::rlim_t> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -302,5 +302,5 @@ pub fn raise_nofile_limit() -> Option<u64> {
             }
         }
     }
-    Some(u64::from(lim.rlim_cur))
+    Some(lim.rlim_cur)
 }
