@@ -27,6 +27,8 @@ use std::collections::{BTreeMap, HashMap};
 pub const DEFAULT_TORPID_MAX: f64 = 30.0;
 /// Default `offline-timeout`, seconds.
 pub const DEFAULT_OFFLINE_TIMEOUT: f64 = 60.0;
+/// Default interval between liveness event posts, seconds.
+pub const DEFAULT_LIVENESS_BATCH: f64 = 0.1;
 
 /// One accepted agent.
 #[derive(Debug, Clone, PartialEq)]

@@ -97,6 +97,10 @@ pub struct Settings {
     /// How agents' R is verified against the inventory; `None` disables
     /// verification (`noverify`).
     pub verify: Option<rset::VerifyConfig>,
+    /// Liveness transitions are posted at most this often (seconds), so
+    /// that transitions close in time share one event (like flux-core's
+    /// batched group updates).
+    pub liveness_batch: f64,
 }
 
 impl Default for Settings {
@@ -108,6 +112,7 @@ impl Default for Settings {
             torpid_max: crate::monitor::DEFAULT_TORPID_MAX,
             offline_timeout: crate::monitor::DEFAULT_OFFLINE_TIMEOUT,
             verify: Some(rset::VerifyConfig::module_default()),
+            liveness_batch: crate::monitor::DEFAULT_LIVENESS_BATCH,
         }
     }
 }
@@ -225,6 +230,9 @@ pub struct Service {
     /// Agents and their heartbeat timers.
     monitor: Monitor,
     verify: Option<rset::VerifyConfig>,
+    liveness_batch: f64,
+    /// When liveness events were last posted.
+    liveness_posted: f64,
 }
 
 fn idset_str(ids: &IdSet) -> Value {
@@ -267,6 +275,8 @@ impl Service {
             stopped: false,
             monitor: Monitor::new(init.settings.torpid_max, init.settings.offline_timeout),
             verify: init.settings.verify.clone(),
+            liveness_batch: init.settings.liveness_batch,
+            liveness_posted: f64::NEG_INFINITY,
         };
         if let Some(inv) = init.inventory {
             svc.set_inventory(inv);

@@ -43,6 +43,7 @@ fn settings(torpid: f64, offline: f64) -> Settings {
     Settings {
         torpid_max: torpid,
         offline_timeout: offline,
+        liveness_batch: 0.0,
         ..Default::default()
     }
 }
@@ -414,6 +415,7 @@ fn verification_drains_with_the_upstream_reason() {
 fn noverify_and_strict_modes() {
     let mut h = start(Settings {
         verify: None,
+        liveness_batch: 0.0,
         ..Default::default()
     });
     h.hello(json!({"hostname": "fake2", "R": local_r("0")}), Role::Owner)
@@ -510,4 +512,29 @@ fn many_agents_one_event_each_way() {
         .map(|e| e.name.clone())
         .collect();
     assert_eq!(names, ["online", "torpid", "offline", "lively"]);
+}
+
+#[test]
+fn transitions_close_in_time_share_one_event() {
+    let mut h = start(Settings {
+        liveness_batch: 0.1,
+        ..Default::default()
+    });
+    let before = h.svc.journal().events().count();
+    h.join("fake0");
+    h.tick();
+    assert_eq!(journal_tail(&h.svc, 1), vec![ev("online", "0")]);
+    // Within 0.1 s of that post: held back.
+    h.now += 0.05;
+    h.join("fake1");
+    h.tick();
+    h.now += 0.03;
+    h.join("fake2");
+    h.tick();
+    assert_eq!(h.svc.online().encode(), "0");
+    h.now += 0.03;
+    h.tick();
+    assert_eq!(h.svc.online().encode(), "0-2");
+    assert_eq!(journal_tail(&h.svc, 1), vec![ev("online", "1-2")]);
+    assert_eq!(h.svc.journal().events().count(), before + 2);
 }

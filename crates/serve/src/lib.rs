@@ -245,6 +245,7 @@ pub fn prepare(plan: &Plan) -> Result<(service_loop::Shell, Vec<Output>), ServeE
             .map(|r| r.offline_timeout)
             .unwrap_or(roster_core::monitor::DEFAULT_OFFLINE_TIMEOUT),
         verify: verify_settings(resource, inventory.method),
+        ..Settings::default()
     };
     let init = Init {
         now,

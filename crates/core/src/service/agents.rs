@@ -193,7 +193,8 @@ impl Service {
     }
 
     /// Run the timers, end the streams of agents that timed out, and post
-    /// the accumulated liveness transitions.
+    /// the accumulated liveness transitions (unless some were posted less
+    /// than `liveness_batch` ago: they wait for a later tick).
     pub(super) fn tick(&mut self, now: f64, out: &mut Vec<Output>) {
         if self.stopped {
             return;
@@ -221,12 +222,19 @@ impl Service {
                 )),
             );
         }
+        if now - self.liveness_posted < self.liveness_batch {
+            return;
+        }
         let Changes {
             up,
             down,
             torpid,
             lively,
         } = self.monitor.take_changes();
+        if up.is_empty() && down.is_empty() && torpid.is_empty() && lively.is_empty() {
+            return;
+        }
+        self.liveness_posted = now;
         if !up.is_empty() || !down.is_empty() {
             let mut new = self.online.union(&up);
             new.subtract(&down);
