@@ -386,3 +386,61 @@ fn simulator_many_agents_and_stall() {
         sim.log_text()
     );
 }
+
+#[test]
+fn local_agent_brings_the_embedded_default_online() {
+    // No R configured: the service discovers this machine; an agent with
+    // no options discovers the same and is verified clean.
+    let s = Scratch::new("agent-local");
+    let d = start(&s, "[resource]\n", &[]);
+    assert_eq!(status(&d)["online"], "");
+    let _a = agent(&s, &d.uri, "local", &[]);
+    wait_status(&d, "online", "0", 10.0);
+    assert_eq!(status(&d)["drain"], json!({}));
+    assert_eq!(
+        d.ok(&["status", "-s", "avail", "-no", "{ranks}"]).trim(),
+        "0"
+    );
+}
+
+/// The acceptance figures at full scale (slow; `ROSTER_BENCH=1`, best in
+/// `--release`).  `bench/agents.sh` measures the same with timings.
+#[test]
+fn scale_16k_agents() {
+    if std::env::var("ROSTER_BENCH").as_deref() != Ok("1") {
+        eprintln!("skipped: set ROSTER_BENCH=1");
+        return;
+    }
+    let s = Scratch::new("agent-scale");
+    let cfg = format!(
+        "[resource]\n{}[[resource.config]]\nhosts = \"sim[0-16383]\"\ncores = \"0-3\"\n",
+        timers("5s", "120s")
+    );
+    let d = start(&s, &cfg, &[]);
+    let mut sim = agent(
+        &s,
+        &d.uri,
+        "sim",
+        &[
+            "--simulate",
+            "sim[0-16383]",
+            "--cores",
+            "0-3",
+            "--heartbeat",
+            "2",
+            "--stall",
+            "100-199",
+            "--stall-after",
+            "15",
+        ],
+    );
+    let t = wait_status(&d, "online", "0-16383", 10.0);
+    eprintln!("all online after {t:?}");
+    let start = Instant::now();
+    wait_status(&d, "torpid", "100-199", 30.0);
+    eprintln!("torpid after {:?} (stall at 15 s)", start.elapsed() + t);
+    sim.signal(libc::SIGKILL);
+    let _ = sim.wait();
+    let t = wait_status(&d, "online", "", 2.0);
+    eprintln!("all offline after {t:?}");
+}
