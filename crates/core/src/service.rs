@@ -127,6 +127,9 @@ pub struct Init {
     pub stored_events: Vec<Event>,
     /// The drain checkpoint written at the last clean shutdown.
     pub checkpoint: Option<Value>,
+    /// Without an inventory: the expected hosts (rank i = host i); R is
+    /// assembled from the agents' reports (`dynamic-discovery`).
+    pub discover_hosts: Option<Vec<String>>,
 }
 
 /// Why the service cannot start.
@@ -233,6 +236,8 @@ pub struct Service {
     liveness_batch: f64,
     /// When liveness events were last posted.
     liveness_posted: f64,
+    /// While R is being discovered: each reported rank's R.
+    discovered: Option<std::collections::BTreeMap<u32, Rset>>,
 }
 
 fn idset_str(ids: &IdSet) -> Value {
@@ -277,9 +282,12 @@ impl Service {
             verify: init.settings.verify.clone(),
             liveness_batch: init.settings.liveness_batch,
             liveness_posted: f64::NEG_INFINITY,
+            discovered: None,
         };
         if let Some(inv) = init.inventory {
             svc.set_inventory(inv);
+        } else if let Some(hosts) = init.discover_hosts {
+            svc.expect_hosts(hosts);
         }
         // 1. The journal starts with the stored history, minus the
         // historical resource-define entries.

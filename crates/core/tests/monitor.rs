@@ -538,3 +538,66 @@ fn transitions_close_in_time_share_one_event() {
     assert_eq!(journal_tail(&h.svc, 1), vec![ev("online", "1-2")]);
     assert_eq!(h.svc.journal().events().count(), before + 2);
 }
+
+#[test]
+fn dynamic_discovery_assembles_r_from_the_agents() {
+    let mut out = Vec::new();
+    let svc = Service::new(
+        Init {
+            now: 1.0,
+            settings: settings(30.0, 60.0),
+            discover_hosts: Some(vec!["d0".into(), "d1".into()]),
+            ..Default::default()
+        },
+        &mut out,
+    )
+    .expect("start");
+    let mut h = H {
+        svc,
+        now: 2.0,
+        next_conn: 1,
+        log: Vec::new(),
+    };
+    assert!(h.svc.inventory().is_none());
+    assert_eq!(h.svc.size(), 2);
+    let restart = h.svc.journal().events().last().unwrap().clone();
+    assert_eq!(restart.name, "restart");
+    assert_eq!(restart.get("nodelist"), Some(&json!("d[0-1]")));
+    // R is required meanwhile.
+    let (_, e) = h.hello(json!({"hostname": "d0"}), Role::Owner);
+    assert_eq!(e.unwrap_err().errnum, EPROTO);
+    let (c0, r) = h.hello(json!({"hostname": "d0", "R": local_r("0-3")}), Role::Owner);
+    assert_eq!(r.unwrap()["rank"], 0);
+    assert!(h.svc.inventory().is_none());
+    h.tick();
+    assert_eq!(h.svc.online().encode(), "0");
+    let (_, r) = h.hello(json!({"hostname": "d1", "R": local_r("0-7")}), Role::Owner);
+    assert_eq!(r.unwrap()["rank"], 1);
+    let inv = h.svc.inventory().expect("R defined");
+    assert_eq!(inv.method, Method::DynamicDiscovery);
+    assert_eq!(inv.rset.ranks().encode(), "0-1");
+    assert_eq!(inv.rset.count("core"), 12);
+    assert_eq!(inv.rset.hostname(1), Some("d1"));
+    let written: Vec<_> = h
+        .log
+        .iter()
+        .filter(|o| matches!(o, Output::WriteR(_)))
+        .collect();
+    assert_eq!(written.len(), 1);
+    let defined: Vec<_> = h
+        .log
+        .iter()
+        .filter_map(|o| match o {
+            Output::Persist(e) if e.name == "resource-define" => Some(e.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(defined.len(), 1);
+    assert_eq!(defined[0].get("method"), Some(&json!("dynamic-discovery")));
+    // Later agents are verified against it.
+    h.input(Input::Disconnect(c0));
+    h.hello(json!({"hostname": "d0", "R": local_r("0-1")}), Role::Owner)
+        .1
+        .unwrap();
+    assert_eq!(h.svc.drained().encode(), "0");
+}

@@ -444,3 +444,83 @@ fn scale_16k_agents() {
     let t = wait_status(&d, "online", "", 2.0);
     eprintln!("all offline after {t:?}");
 }
+
+#[test]
+fn dynamic_discovery_from_agents_reports() {
+    let s = Scratch::new("agent-discover");
+    let cfg = s.write(
+        "roster.toml",
+        "[resource]\ndiscover-hosts = \"fake[0-2]\"\n",
+    );
+    let sock = s.path("roster.sock");
+    let uri = format!("unix://{}", sock.display());
+    let spawn = || {
+        let log = std::fs::File::create(s.path("serve.log")).unwrap();
+        roster()
+            .args(["serve", "--statedir"])
+            .arg(s.statedir())
+            .args(["--listen", &uri, "--config"])
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    };
+    let mut d = Daemon {
+        child: Some(spawn()),
+        uri: uri.clone(),
+        sock: sock.clone(),
+        log: s.path("serve.log"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !sock.exists() {
+        assert!(Instant::now() < deadline, "{}", d.log_text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // R is not known until every expected host has reported.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(d.rpc("resource.status", json!({})).is_err());
+    let _a0 = fake(&s, &d, "fake0");
+    let _a1 = fake(&s, &d, "fake1");
+    let _a2 = agent(
+        &s,
+        &uri,
+        "fake2",
+        &["--hostname", "fake2", "--cores", "0-7", "--gpus", "0"],
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while d.rpc("resource.status", json!({})).is_err() {
+        assert!(Instant::now() < deadline, "{}", d.log_text());
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    wait_status(&d, "online", "0-2", 10.0);
+    let r = d.ok(&["R"]);
+    let r: Value = serde_json::from_str(&r).unwrap();
+    assert_eq!(r["execution"]["nodelist"], json!(["fake[0-2]"]), "{r}");
+    let lite = r["execution"]["R_lite"].to_string();
+    assert!(lite.contains("\"core\":\"0-7\""), "{lite}");
+    assert!(lite.contains("\"gpu\":\"0\""), "{lite}");
+    let stored = stored_events(&s.statedir());
+    assert!(
+        stored.iter().any(
+            |e| e["name"] == "resource-define" && e["context"]["method"] == "dynamic-discovery"
+        ),
+        "{stored:?}"
+    );
+    // After a restart the stored R is used (method kvs) at once.
+    d.stop();
+    d.child = Some(spawn());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while d.rpc("resource.status", json!({})).is_err() {
+        assert!(Instant::now() < deadline, "{}", d.log_text());
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    wait_status(&d, "online", "0-2", 15.0);
+    let stored = stored_events(&s.statedir());
+    let last_define = stored
+        .iter()
+        .rev()
+        .find(|e| e["name"] == "resource-define")
+        .unwrap();
+    assert_eq!(last_define["context"]["method"], "kvs");
+}

@@ -231,7 +231,30 @@ pub fn prepare(plan: &Plan) -> Result<(service_loop::Shell, Vec<Output>), ServeE
         stored: loaded.r.as_deref(),
         parent_r: plan.parent_r.as_deref(),
     };
-    let inventory = source.resolve()?;
+    // `discover-hosts` applies when no other source has R.
+    let discover = match resource.and_then(|r| r.discover_hosts.as_deref()) {
+        Some(spec)
+            if loaded.r.is_none()
+                && plan.parent_r.is_none()
+                && resource
+                    .map(|r| r.inventory())
+                    .transpose()?
+                    .flatten()
+                    .is_none() =>
+        {
+            let hl = hostlist::Hostlist::decode(spec)
+                .map_err(|e| ServeError::Inventory(format!("discover-hosts {spec}: {e}")))?;
+            Some(hl.iter().collect::<Vec<_>>())
+        }
+        _ => None,
+    };
+    let inventory = match discover {
+        Some(_) => None,
+        None => Some(source.resolve()?),
+    };
+    let method = inventory
+        .as_ref()
+        .map_or(roster_core::Method::DynamicDiscovery, |i| i.method);
     let settings = Settings {
         exclude: resource.and_then(|r| r.exclude.clone()),
         journal_max: resource
@@ -244,15 +267,16 @@ pub fn prepare(plan: &Plan) -> Result<(service_loop::Shell, Vec<Output>), ServeE
         offline_timeout: resource
             .map(|r| r.offline_timeout)
             .unwrap_or(roster_core::monitor::DEFAULT_OFFLINE_TIMEOUT),
-        verify: verify_settings(resource, inventory.method),
+        verify: verify_settings(resource, method),
         ..Settings::default()
     };
     let init = Init {
         now,
         settings,
-        inventory: Some(inventory),
+        inventory,
         stored_events: events,
         checkpoint: loaded.checkpoint,
+        discover_hosts: discover,
     };
     let mut out = Vec::new();
     let core = Service::new(init, &mut out)?;

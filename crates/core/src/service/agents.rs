@@ -40,7 +40,7 @@ impl Service {
             Some(Value::String(s)) if !s.is_empty() => s.as_str(),
             _ => return Err(bad_hello("hostname (a non-empty string) is required")),
         };
-        if self.inventory.is_none() {
+        if self.inventory.is_none() && self.discovered.is_none() {
             return Err(RpcError::new(
                 ENOENT,
                 "R is unavailable for mapping hostnames to ranks",
@@ -97,6 +97,9 @@ impl Service {
             None | Some(Value::Null) => None,
             Some(r) => Some(Self::agent_r(r, host, rank)?),
         };
+        if self.discovered.is_some() && actual.is_none() {
+            return Err(bad_hello("R is required while resources are discovered"));
+        }
         let to = req.reply_to();
         self.monitor.hello(now, rank, to);
         out.push(Output::Log {
@@ -116,9 +119,73 @@ impl Service {
             })),
         );
         if let Some(actual) = actual {
-            self.verify_agent(now, rank, &actual, out);
+            if self.discovered.is_some() {
+                self.discovered_rank(now, rank, actual, out);
+            } else {
+                self.verify_agent(now, rank, &actual, out);
+            }
         }
         Ok(None)
+    }
+
+    /// Dynamic discovery: targets are the expected hosts, rank i being
+    /// host i, until every rank has reported its R.
+    pub(super) fn expect_hosts(&mut self, hosts: Vec<String>) {
+        let size = u32::try_from(hosts.len()).unwrap_or(u32::MAX);
+        self.size = size;
+        self.drain.resize(size);
+        self.host_ranks.clear();
+        self.hosts = Vec::with_capacity(hosts.len());
+        for (rank, h) in (0..size).zip(hosts) {
+            let h: Arc<str> = Arc::from(h.as_str());
+            self.hosts.push(Some(h.clone()));
+            self.host_ranks.entry(h).or_default().push(rank);
+        }
+        self.discovered = Some(std::collections::BTreeMap::new());
+    }
+
+    /// One rank's R during discovery; once every rank has reported,
+    /// assemble R and define it (`resource-define {method:
+    /// "dynamic-discovery"}`, R written to the state directory).
+    fn discovered_rank(&mut self, now: f64, rank: u32, r: Rset, out: &mut Vec<Output>) {
+        let Some(found) = self.discovered.as_mut() else {
+            return;
+        };
+        found.insert(rank, r);
+        if found.len() < self.size as usize {
+            return;
+        }
+        let mut all = Rset::new();
+        for r in found.values() {
+            if let Err(e) = all.append(r) {
+                out.push(Output::Log {
+                    level: Level::Error,
+                    msg: format!("dynamic discovery: cannot assemble R: {e}"),
+                });
+                return;
+            }
+        }
+        self.discovered = None;
+        let inv = Inventory::from_rset(all, Method::DynamicDiscovery);
+        out.push(Output::WriteR(inv.json.clone()));
+        self.set_inventory(inv);
+        out.push(Output::Log {
+            level: Level::Info,
+            msg: format!(
+                "dynamic discovery: all {} ranks reported, R defined",
+                self.size
+            ),
+        });
+        self.post(
+            now,
+            "resource-define",
+            ctx(vec![(
+                "method",
+                Value::from(Method::DynamicDiscovery.as_str()),
+            )]),
+            true,
+            out,
+        );
     }
 
     /// The agent's R (one node, any rank) as a node of `rank` on `host`.
