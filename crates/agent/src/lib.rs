@@ -155,6 +155,8 @@ impl Control {
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// How many EEXIST refusals in a row are retried.
+const EEXIST_RETRIES: u32 = 3;
 
 /// A random fraction in [0, 1) (for backoff jitter).
 fn jitter() -> f64 {
@@ -199,6 +201,10 @@ pub async fn run(
 ) -> Result<(), AgentError> {
     let mut stop = ctl.stop.clone();
     let mut backoff = BACKOFF_MIN;
+    // A rank still held by this agent's previous connection (the service
+    // has not yet seen it drop) is refused with EEXIST: retry a few times
+    // before believing another agent owns it.
+    let mut claimed = 0;
     loop {
         let opened = tokio::select! {
             r = open(cfg, &ctl) => r,
@@ -207,6 +213,7 @@ pub async fn run(
         match opened {
             Ok((session, welcome)) => {
                 backoff = BACKOFF_MIN;
+                claimed = 0;
                 let rank = welcome
                     .get("rank")
                     .and_then(Value::as_u64)
@@ -264,6 +271,13 @@ pub async fn run(
                 };
                 reader.abort();
                 report(Event::Lost { reason });
+            }
+            Err(AgentError::Refused(e)) if e.errnum == EEXIST && claimed < EEXIST_RETRIES => {
+                claimed += 1;
+                report(Event::Retrying {
+                    error: e.message(),
+                    delay: backoff,
+                });
             }
             Err(e) if e.is_permanent() => return Err(e),
             Err(e) => report(Event::Retrying {

@@ -524,3 +524,21 @@ fn dynamic_discovery_from_agents_reports() {
         .unwrap();
     assert_eq!(last_define["context"]["method"], "kvs");
 }
+
+#[test]
+fn agent_restarted_at_once_reclaims_its_rank() {
+    let s = Scratch::new("agent-reclaim");
+    let d = start(&s, &fake_config(1, ""), &[]);
+    for round in 0..3 {
+        let a = fake(&s, &d, "fake0");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !a.log_text().contains("joined as rank 0") {
+            assert!(Instant::now() < deadline, "round {round}: {}", a.log_text());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        a.signal(libc::SIGKILL);
+        // `a` is reaped on drop; the next one starts at once.
+    }
+    let _last = fake(&s, &d, "fake0");
+    wait_status(&d, "online", "0", 10.0);
+}

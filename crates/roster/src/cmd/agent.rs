@@ -230,16 +230,22 @@ fn run(args: Args) -> Result<ExitCode, String> {
     };
     let verbose = args.verbose;
     let host = cfg.hostname.clone();
+    // Report the first failure of a series even when not verbose.
+    let mut failing = false;
     let result = runtime.block_on(agent::run(&cfg, Control::new(stop_rx), |ev| match ev {
-        Event::Joined { rank, heartbeat } => eprintln!(
-            "roster agent: {host} joined as rank {rank} (heartbeat every {:.3} s)",
-            heartbeat.as_secs_f64()
-        ),
+        Event::Joined { rank, heartbeat } => {
+            failing = false;
+            eprintln!(
+                "roster agent: {host} joined as rank {rank} (heartbeat every {:.3} s)",
+                heartbeat.as_secs_f64()
+            )
+        }
         Event::Lost { reason } => {
             eprintln!("roster agent: session lost: {reason}; reconnecting")
         }
         Event::Retrying { error, delay } => {
-            if verbose {
+            if verbose || !failing {
+                failing = true;
                 eprintln!(
                     "roster agent: {error}; retrying in about {:.1} s",
                     delay.as_secs_f64()
