@@ -42,6 +42,7 @@
 //! | `groups` | table of strings | empty | RFC 28 resource groups: group name → idset or hostlist, kept raw in file order |
 //! | `torpid-max` | string (FSD) | `"30s"` | a node silent this long is torpid; `"0"` disables |
 //! | `offline-timeout` | string (FSD) | `"60s"` | a node silent this long is offline |
+//! | `discover-hosts` | string (hostlist) | unset | without a configured or stored R: rank i is the i-th host; R is assembled from the agents' reports (`dynamic-discovery`) |
 //!
 //! Durations are Flux Standard Durations parsed as flux-core does
 //! ([`parse_fsd`]).
@@ -183,6 +184,8 @@ pub struct ResourceConfig {
     pub torpid_max: f64,
     /// `offline-timeout` (Roster) in seconds.
     pub offline_timeout: f64,
+    /// `discover-hosts` (Roster): the expected hosts, a hostlist, unparsed.
+    pub discover_hosts: Option<String>,
     /// Key → file that set it, for the keys present.
     origins: Vec<(String, String)>,
 }
@@ -204,6 +207,7 @@ impl Default for ResourceConfig {
             groups: Vec::new(),
             torpid_max: 30.0,
             offline_timeout: 60.0,
+            discover_hosts: None,
             origins: Vec::new(),
         }
     }
@@ -412,6 +416,7 @@ const RESOURCE_KEYS: &[&str] = &[
     "groups",
     "torpid-max",
     "offline-timeout",
+    "discover-hosts",
 ];
 
 fn parse_resource(t: &TableCtx) -> Result<ResourceConfig, ConfigError> {
@@ -465,6 +470,7 @@ fn parse_resource(t: &TableCtx) -> Result<ResourceConfig, ConfigError> {
     // "types, then unknown keys, then values".
     t.string("torpid-max")?;
     t.string("offline-timeout")?;
+    r.discover_hosts = t.string("discover-hosts")?;
 
     t.check_unknown(RESOURCE_KEYS)?;
 

@@ -8,6 +8,7 @@ pub mod acquire;
 pub mod drain;
 pub mod errno;
 pub mod journal;
+pub mod monitor;
 pub mod service;
 
 pub use acquire::{AcquireInfo, GroupError, DEFAULT_GROUP};

@@ -34,6 +34,7 @@ use crate::acquire::{self, Acquire, AcquireInfo, GroupError, Truth};
 use crate::drain::{validate_targets, DrainMode, DrainTable};
 use crate::errno::*;
 use crate::journal::{Journal, TruncateState};
+use crate::monitor::Monitor;
 use eventlog::Event;
 use hostlist::Hostlist;
 use idset::IdSet;
@@ -42,6 +43,8 @@ use rset::Rset;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+mod agents;
 
 /// How the inventory R was obtained (RFC 44 `resource-define` `method`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +104,17 @@ pub struct Settings {
     /// `[resource.groups]`: RFC 28 resource groups, name → idset or
     /// hostlist (unparsed), in file order.
     pub groups: Vec<(String, String)>,
+    /// `torpid-max`, seconds (0 disables).
+    pub torpid_max: f64,
+    /// `offline-timeout`, seconds (0 disables).
+    pub offline_timeout: f64,
+    /// How agents' R is verified against the inventory; `None` disables
+    /// verification (`noverify`).
+    pub verify: Option<rset::VerifyConfig>,
+    /// Liveness transitions are posted at most this often (seconds), so
+    /// that transitions close in time share one event (like flux-core's
+    /// batched group updates).
+    pub liveness_batch: f64,
 }
 
 impl Default for Settings {
@@ -110,6 +124,10 @@ impl Default for Settings {
             journal_max: crate::journal::DEFAULT_JOURNAL_MAX,
             monitor_force_up: false,
             groups: Vec::new(),
+            torpid_max: crate::monitor::DEFAULT_TORPID_MAX,
+            offline_timeout: crate::monitor::DEFAULT_OFFLINE_TIMEOUT,
+            verify: Some(rset::VerifyConfig::module_default()),
+            liveness_batch: crate::monitor::DEFAULT_LIVENESS_BATCH,
         }
     }
 }
@@ -124,6 +142,9 @@ pub struct Init {
     pub stored_events: Vec<Event>,
     /// The drain checkpoint written at the last clean shutdown.
     pub checkpoint: Option<Value>,
+    /// Without an inventory: the expected hosts (rank i = host i); R is
+    /// assembled from the agents' reports (`dynamic-discovery`).
+    pub discover_hosts: Option<Vec<String>>,
 }
 
 /// Why the service cannot start.
@@ -196,6 +217,11 @@ pub enum Input {
     /// like `resource.group-set` (shrink, release, grow); an invalid
     /// table is logged and ignored.
     SetGroups(Vec<(String, String)>),
+    /// Time passes: run the liveness timers and post the liveness events
+    /// accumulated since the last tick (one event per kind, batching
+    /// simultaneous transitions).  The shell sends one after every batch
+    /// of inputs and whenever it wakes up idle.
+    Tick,
 }
 
 /// A deferred `resource.monitor-waitup`.
@@ -229,6 +255,14 @@ pub struct Service {
     stopped: bool,
     /// RFC 28 acquisition (both variants) and resource groups.
     acquire: Acquire,
+    /// Agents and their heartbeat timers.
+    monitor: Monitor,
+    verify: Option<rset::VerifyConfig>,
+    liveness_batch: f64,
+    /// When liveness events were last posted.
+    liveness_posted: f64,
+    /// While R is being discovered: each reported rank's R.
+    discovered: Option<std::collections::BTreeMap<u32, Rset>>,
 }
 
 fn idset_str(ids: &IdSet) -> Value {
@@ -289,9 +323,16 @@ impl Service {
             sched_cache: None,
             stopped: false,
             acquire: Acquire::default(),
+            monitor: Monitor::new(init.settings.torpid_max, init.settings.offline_timeout),
+            verify: init.settings.verify.clone(),
+            liveness_batch: init.settings.liveness_batch,
+            liveness_posted: f64::NEG_INFINITY,
+            discovered: None,
         };
         if let Some(inv) = init.inventory {
             svc.set_inventory(inv);
+        } else if let Some(hosts) = init.discover_hosts {
+            svc.expect_hosts(hosts);
         }
         // 1. The journal starts with the stored history, minus the
         // historical resource-define entries.
@@ -730,7 +771,9 @@ impl Service {
                 self.waitups.retain(|w| w.to.conn != conn);
                 let truth = truth!(self);
                 self.acquire.disconnect(conn, &truth, out);
+                self.monitor.disconnect(conn);
             }
+            Input::Tick => self.tick(now, out),
             Input::Reloaded { to, force, result } => self.reloaded(now, to, force, result, out),
             Input::Shutdown => self.shutdown(now, out),
             Input::SetGroups(raw) => self.set_groups(&raw, out),
@@ -785,6 +828,8 @@ impl Service {
                 | "resource.acquire-mute"
                 | "resource.release"
                 | "resource.group-set"
+                | "resource.agent"
+                | "resource.agent-heartbeat"
         );
         if !known {
             Self::reply(
@@ -826,6 +871,8 @@ impl Service {
             }
             "resource.release" => self.release_rpc(to, p, out),
             "resource.group-set" => self.group_set_rpc(to, p, out),
+            "resource.agent" => self.agent_hello(now, &req, out),
+            "resource.agent-heartbeat" => self.agent_heartbeat(now, &req),
             _ => Err(RpcError::new(ENOSYS, "unknown service method")),
         };
         // Handlers that answered themselves (or defer) return Ok(None).
@@ -1422,6 +1469,7 @@ impl Service {
             Self::reply(out, to, Err(RpcError::bare(ENODATA)));
         }
         self.acquire.shutdown(out);
+        self.end_agents(out);
         for w in std::mem::take(&mut self.waitups) {
             Self::reply(
                 out,

@@ -21,6 +21,8 @@ Offline tools (mirror flux's):
 
 Service:
   serve     [--config FILE] [--statedir DIR] [--listen URI]...  run the resource service
+  agent     [--uri URI] [--token-file FILE] | --simulate HOSTLIST ...
+                                                             the node agent (liveness, verification)
 
 Service clients (mirror flux's):
   resource  status|list|info|R|drain|undrain|reload|eventlog|acquire|release
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Some("graph") => cmd::graph::main(args),
         Some("resource") => cmd::resource::main(args),
         Some("serve") => cmd::serve::main(args),
+        Some("agent") => cmd::agent::main(args),
         Some("-h" | "--help" | "help") => {
             print!("{USAGE}");
             ExitCode::SUCCESS

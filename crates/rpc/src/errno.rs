@@ -16,6 +16,7 @@ pub const EOVERFLOW: i32 = 75;
 pub const ECANCELED: i32 = 125;
 pub const EHOSTUNREACH: i32 = 113;
 pub const ECONNRESET: i32 = 104;
+pub const ETIMEDOUT: i32 = 110;
 
 /// An RPC error as RFC 6 carries it: an errno and an optional text.
 /// Displays as the text, or as `strerror(errnum)` when there is none (what
@@ -76,6 +77,7 @@ pub fn strerror(errnum: i32) -> &'static str {
         ECANCELED => "Operation canceled",
         EHOSTUNREACH => "No route to host",
         ECONNRESET => "Connection reset by peer",
+        ETIMEDOUT => "Connection timed out",
         _ => "Unknown error",
     }
 }

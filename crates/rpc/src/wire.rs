@@ -40,6 +40,15 @@ pub const JSON: &str = "application/json";
 /// a few KiB; `resource.reload` carries a path, not R.
 pub const MAX_REQUEST_BODY: usize = 16 << 20;
 
+/// The topic of an agent session: a streaming request whose chunked NDJSON
+/// body stays open.  Its first line is the request payload (the hello);
+/// every later line is delivered as a [`SESSION_LINE_TOPIC`] request on the
+/// same connection (matchtags 2, 3, ...), whose replies are discarded.
+/// The session ends when the body ends or the connection drops.
+pub const SESSION_TOPIC: &str = "resource.agent";
+/// The topic of the later lines of a session (heartbeats).
+pub const SESSION_LINE_TOPIC: &str = "resource.agent-heartbeat";
+
 /// The endpoint path of a topic.
 pub fn path_for(topic: &str) -> String {
     format!("{PATH_PREFIX}{topic}")

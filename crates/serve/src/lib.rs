@@ -195,6 +195,13 @@ fn settings_of(plan: &Plan) -> Settings {
             .unwrap_or(roster_core::journal::DEFAULT_JOURNAL_MAX),
         monitor_force_up: plan.monitor_force_up,
         groups: resource.map(|r| r.groups.clone()).unwrap_or_default(),
+        torpid_max: resource
+            .map(|r| r.torpid_max)
+            .unwrap_or(roster_core::monitor::DEFAULT_TORPID_MAX),
+        offline_timeout: resource
+            .map(|r| r.offline_timeout)
+            .unwrap_or(roster_core::monitor::DEFAULT_OFFLINE_TIMEOUT),
+        ..Settings::default()
     }
 }
 
@@ -259,14 +266,39 @@ pub fn prepare(plan: &Plan) -> Result<(service_loop::Shell, Vec<Output>), ServeE
         stored: loaded.r.as_deref(),
         parent_r: plan.parent_r.as_deref(),
     };
-    let inventory = source.resolve()?;
-    let settings = settings_of(plan);
+    // `discover-hosts` applies when no other source has R.
+    let discover = match resource.and_then(|r| r.discover_hosts.as_deref()) {
+        Some(spec)
+            if loaded.r.is_none()
+                && plan.parent_r.is_none()
+                && resource
+                    .map(|r| r.inventory())
+                    .transpose()?
+                    .flatten()
+                    .is_none() =>
+        {
+            let hl = hostlist::Hostlist::decode(spec)
+                .map_err(|e| ServeError::Inventory(format!("discover-hosts {spec}: {e}")))?;
+            Some(hl.iter().collect::<Vec<_>>())
+        }
+        _ => None,
+    };
+    let inventory = match discover {
+        Some(_) => None,
+        None => Some(source.resolve()?),
+    };
+    let method = inventory
+        .as_ref()
+        .map_or(roster_core::Method::DynamicDiscovery, |i| i.method);
+    let mut settings = settings_of(plan);
+    settings.verify = verify_settings(resource, method);
     let init = Init {
         now,
         settings,
-        inventory: Some(inventory),
+        inventory,
         stored_events: events,
         checkpoint: loaded.checkpoint,
+        discover_hosts: discover,
     };
     let mut out = Vec::new();
     let core = Service::new(init, &mut out)?;
@@ -276,6 +308,21 @@ pub fn prepare(plan: &Plan) -> Result<(service_loop::Shell, Vec<Output>), ServeE
     let mut shell = service_loop::Shell::new(core, dir, plan.config_path.clone());
     shell.persist(&out).map_err(ServeError::Persist)?;
     Ok((shell, out))
+}
+
+/// How agents' R is verified: not with `noverify`, nor for an inventory
+/// from the enclosing allocation (job-info) unless `verify` was given
+/// explicitly (flux-core's rules); otherwise `verify` or the module default.
+fn verify_settings(
+    resource: Option<&config::ResourceConfig>,
+    method: roster_core::Method,
+) -> Option<rset::VerifyConfig> {
+    match resource {
+        None => (method != roster_core::Method::JobInfo).then(rset::VerifyConfig::module_default),
+        Some(r) if r.noverify => None,
+        Some(r) if method == roster_core::Method::JobInfo && r.verify.is_none() => None,
+        Some(r) => Some(r.verify_config()),
+    }
 }
 
 /// Run the daemon until SIGTERM/SIGINT (or `control.request_stop()`).

@@ -213,7 +213,13 @@ impl Shell {
             }
             let first = match rx.recv_timeout(TICK) {
                 Ok(m) => m,
-                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Timeout) => {
+                    // Idle: only the liveness timers can have work.
+                    let mut out = Vec::new();
+                    self.core.handle(now(), Input::Tick, &mut out);
+                    self.commit(out)?;
+                    continue;
+                }
                 Err(RecvTimeoutError::Disconnected) => break,
             };
             let mut out = Vec::new();
@@ -226,6 +232,8 @@ impl Shell {
                 self.handle(input, &mut out);
                 n += 1;
             }
+            // Post the batch's liveness transitions (one event per kind).
+            self.core.handle(now(), Input::Tick, &mut out);
             self.commit(out)?;
         }
         let mut out = Vec::new();

@@ -242,8 +242,8 @@ fn too_large() -> Response<ReplyBody> {
 
 async fn handle<B>(req: Request<B>, peer: Peer, ctx: &Ctx) -> Response<ReplyBody>
 where
-    B: Body<Data = Bytes>,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + std::fmt::Display,
 {
     let (role, userid) = match peer {
         Peer::Unix { uid: Some(uid) } if uid == ctx.owner_uid || uid == 0 => {
@@ -299,6 +299,9 @@ where
         .and_then(|v| v.trim().parse::<u64>().ok());
     if declared.is_some_and(|n| n > wire::MAX_REQUEST_BODY as u64) {
         return too_large();
+    }
+    if topic == wire::SESSION_TOPIC {
+        return session(req.into_body(), role, userid, ctx).await;
     }
     let streaming = wants_streaming(&req);
     let body = match Limited::new(req.into_body(), wire::MAX_REQUEST_BODY)
@@ -367,6 +370,191 @@ where
             "service ended the request without a reply",
         )),
     }
+}
+
+/// NDJSON lines accumulated from body frames.
+#[derive(Default)]
+struct Lines {
+    buf: Vec<u8>,
+    /// Bytes of `buf` already searched for a newline.
+    scanned: usize,
+}
+
+impl Lines {
+    fn push(&mut self, data: &[u8]) {
+        self.buf.extend_from_slice(data);
+    }
+
+    /// The next complete line (without its newline), if any.
+    fn next_line(&mut self) -> Option<Vec<u8>> {
+        let pos = self.buf[self.scanned..].iter().position(|&b| b == b'\n');
+        match pos {
+            Some(i) => {
+                let end = self.scanned + i;
+                let mut line: Vec<u8> = self.buf.drain(..=end).collect();
+                line.pop();
+                self.scanned = 0;
+                Some(line)
+            }
+            None => {
+                self.scanned = self.buf.len();
+                None
+            }
+        }
+    }
+
+    /// The unterminated rest (at the end of the body).
+    fn rest(&mut self) -> Vec<u8> {
+        self.scanned = 0;
+        std::mem::take(&mut self.buf)
+    }
+
+    fn pending(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+fn session_line_too_long() -> RpcError {
+    RpcError::new(
+        EOVERFLOW,
+        format!(
+            "session line exceeds the limit of {} bytes",
+            wire::MAX_REQUEST_BODY
+        ),
+    )
+}
+
+/// An agent session ([`wire::SESSION_TOPIC`]): the first NDJSON line of
+/// the (chunked, still open) request body is the payload of a streaming
+/// request; each later line becomes a [`wire::SESSION_LINE_TOPIC`] request
+/// on the same connection id, so everything an agent says is bound to the
+/// connection that said hello.  When the body ends (the agent leaves) or
+/// fails (the agent is gone), the reply stream is ended here, which drops
+/// the response and sends the connection's `Disconnect`.
+async fn session<B>(body: B, role: Role, userid: Option<u32>, ctx: &Ctx) -> Response<ReplyBody>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: std::fmt::Display,
+{
+    let mut body = Box::pin(body);
+    let mut lines = Lines::default();
+    let first = loop {
+        if let Some(line) = lines.next_line() {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            break line;
+        }
+        if lines.pending() > wire::MAX_REQUEST_BODY {
+            return too_large();
+        }
+        match body.as_mut().frame().await {
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    lines.push(&data);
+                }
+            }
+            Some(Err(e)) => {
+                tracing::debug!("error reading a session hello: {e}");
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    &RpcError::new(EPROTO, format!("error reading request body: {e}")),
+                );
+            }
+            None => break lines.rest(),
+        }
+    };
+    let payload = match wire::payload_of(&first) {
+        Ok(v) => v,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
+    };
+    let conn = next_conn_id();
+    let (replies, rx) = mpsc::unbounded_channel();
+    let request = rpc::Request {
+        conn,
+        matchtag: 1,
+        topic: wire::SESSION_TOPIC.to_string(),
+        payload,
+        streaming: true,
+        role,
+        userid,
+    };
+    tracing::debug!(conn, ?role, "agent session");
+    let end = replies.clone();
+    if ctx
+        .tx
+        .send(Incoming::Request {
+            req: request,
+            replies,
+        })
+        .is_err()
+    {
+        return rpc_error_response(&RpcError::new(EIO, "the service is not running"));
+    }
+    let tx = ctx.tx.clone();
+    tokio::spawn(async move {
+        // Replies to session lines go nowhere.
+        let (discard, _) = mpsc::unbounded_channel();
+        let mut matchtag: u32 = 2;
+        let reason = 'read: loop {
+            while let Some(line) = lines.next_line() {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                let payload = match wire::payload_of(&line) {
+                    Ok(v) => v,
+                    Err(e) => break 'read e,
+                };
+                let req = rpc::Request {
+                    conn,
+                    matchtag,
+                    topic: wire::SESSION_LINE_TOPIC.to_string(),
+                    payload,
+                    streaming: false,
+                    role,
+                    userid,
+                };
+                matchtag = matchtag.checked_add(1).unwrap_or(2);
+                let msg = Incoming::Request {
+                    req,
+                    replies: discard.clone(),
+                };
+                if tx.send(msg).is_err() {
+                    break 'read RpcError::new(EIO, "the service is not running");
+                }
+            }
+            if lines.pending() > wire::MAX_REQUEST_BODY {
+                break session_line_too_long();
+            }
+            match body.as_mut().frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        lines.push(&data);
+                    }
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(conn, "agent session read error: {e}");
+                    break RpcError::new(rpc::errno::ECONNRESET, "the agent went away");
+                }
+                None => break RpcError::new(rpc::errno::ENODATA, "the agent ended its session"),
+            }
+        };
+        // Ends the response if the service has not already; a closed
+        // stream means the response is over already.
+        let _ = end.send(Err(reason));
+    });
+    let guard = DisconnectGuard {
+        conn,
+        tx: ctx.tx.clone(),
+    };
+    let mut resp = Response::new(ReplyBody::Stream {
+        rx,
+        done: false,
+        guard,
+    });
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(wire::NDJSON));
+    resp
 }
 
 #[cfg(test)]

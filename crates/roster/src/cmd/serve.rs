@@ -87,6 +87,8 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             }
         };
     }
+    // One socket per agent session: allow as many as the hard limit does.
+    agent::raise_nofile_limit();
     let control = Arc::new(serve::Control::default());
     match serve::run(&opts, control, |_| {}) {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,320 @@
+//! Roster's node agent (`roster agent`) and its many-agent simulator.
+//!
+//! An agent discovers what its node has ([`topo`]: physical cores and
+//! GPUs), opens an agent session with the resource service (see
+//! [`session`]: `POST /v1/resource.agent`, whose chunked request body
+//! stays open) and says hello with its hostname and its local R.  The
+//! service maps the hostname to a rank through R's nodelist, answers with
+//! a welcome (`{rank, heartbeat, ...}`), marks the rank online, and
+//! verifies the R.  The agent then sends a heartbeat line every period;
+//! the service marks it torpid when it falls silent and offline when its
+//! connection drops or it stays silent too long.  When the session ends
+//! for any other reason than a refusal (the service restarted, a network
+//! failure), the agent reconnects with exponential backoff.
+//!
+//! The simulator ([`simulate`]) runs many such agents in one process,
+//! through the same code and the same protocol.
+
+pub mod session;
+mod sim;
+
+use idset::IdSet;
+use rpc::errno::{EEXIST, EINVAL, ENOENT, EPERM, EPROTO};
+use rpc::uri::Uri;
+use rpc::RpcError;
+use serde_json::{json, Value};
+use session::Session;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch, Semaphore};
+
+pub use sim::{simulate, SimConfig, SimReport};
+
+/// Errors of an agent.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("cannot connect to {uri}: {}", io_text(.source))]
+    Connect {
+        uri: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}", io_text(.0))]
+    Io(#[source] std::io::Error),
+    #[error("the service closed the connection")]
+    Closed,
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The service answered the hello with an error.
+    #[error("the service refused the agent: {}", .0.message())]
+    Refused(RpcError),
+    #[error("{0}")]
+    Setup(String),
+}
+
+impl AgentError {
+    /// A refusal that retrying cannot fix (unknown host, wrong token, rank
+    /// already claimed, bad hello).
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, AgentError::Refused(e)
+            if matches!(e.errnum, EPERM | ENOENT | EINVAL | EEXIST | EPROTO))
+    }
+}
+
+fn io_text(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// This machine's hostname (`/proc/sys/kernel/hostname`), as flux reports it.
+pub fn local_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// The single-node R an agent reports (rank 0; the service re-ranks it).
+pub fn local_r(hostname: &str, cores: &IdSet, gpus: &IdSet) -> Result<Value, AgentError> {
+    let mut r = rset::Rset::new();
+    r.append_node(Some(hostname), 0, cores, gpus)
+        .map_err(|e| AgentError::Setup(format!("cannot describe this node as R: {e}")))?;
+    Ok(r.to_json())
+}
+
+/// What one agent says and where.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub uri: Uri,
+    pub token: Option<String>,
+    pub hostname: String,
+    /// Its local R (see [`local_r`]); `None` skips verification.
+    pub r: Option<Value>,
+    /// Ask for this rank of the host (several ranks per host).
+    pub rank: Option<u32>,
+    /// Heartbeat period; `None`: the one the service suggests.
+    pub heartbeat: Option<Duration>,
+}
+
+impl AgentConfig {
+    pub fn hello(&self) -> Value {
+        let mut h = json!({ "hostname": self.hostname });
+        if let Some(r) = &self.r {
+            h["R"] = r.clone();
+        }
+        if let Some(rank) = self.rank {
+            h["rank"] = json!(rank);
+        }
+        h
+    }
+}
+
+/// What happens to an agent, for logging.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Joined {
+        rank: u32,
+        heartbeat: Duration,
+    },
+    /// The session ended (the agent will reconnect).
+    Lost {
+        reason: String,
+    },
+    /// Connecting or saying hello failed; next attempt after `delay`.
+    Retrying {
+        error: String,
+        delay: Duration,
+    },
+}
+
+/// How [`run`] is steered from outside.
+#[derive(Clone)]
+pub struct Control {
+    /// Turns true: leave cleanly and return.
+    pub stop: watch::Receiver<bool>,
+    /// Heartbeats are skipped while this says so for the agent's rank (the
+    /// simulator's `--stall`); the session stays open.
+    pub stalled: Arc<dyn Fn(u32) -> bool + Send + Sync>,
+    /// Bounds the number of hellos in flight (the simulator).
+    pub gate: Option<Arc<Semaphore>>,
+}
+
+impl Control {
+    pub fn new(stop: watch::Receiver<bool>) -> Control {
+        Control {
+            stop,
+            stalled: Arc::new(|_| false),
+            gate: None,
+        }
+    }
+}
+
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// How many EEXIST refusals in a row are retried.
+const EEXIST_RETRIES: u32 = 3;
+
+/// A random fraction in [0, 1) (for backoff jitter).
+fn jitter() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0);
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    loop {
+        if *stop.borrow_and_update() {
+            return;
+        }
+        if stop.changed().await.is_err() {
+            // The controller is gone: never stop.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+async fn open(cfg: &AgentConfig, ctl: &Control) -> Result<(Session, Value), AgentError> {
+    let _permit = match &ctl.gate {
+        Some(g) => Some(
+            g.clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| AgentError::Setup("simulator is stopping".into()))?,
+        ),
+        None => None,
+    };
+    Session::open(&cfg.uri, cfg.token.as_deref(), &cfg.hello()).await
+}
+
+/// Run one agent until `ctl.stop` (then leave cleanly, `Ok`) or a
+/// permanent refusal (`Err`).  Reconnects with exponential backoff
+/// (0.1 s to 5 s, jittered) otherwise.
+pub async fn run(
+    cfg: &AgentConfig,
+    ctl: Control,
+    mut report: impl FnMut(Event),
+) -> Result<(), AgentError> {
+    let mut stop = ctl.stop.clone();
+    let mut backoff = BACKOFF_MIN;
+    // A rank still held by this agent's previous connection (the service
+    // has not yet seen it drop) is refused with EEXIST: retry a few times
+    // before believing another agent owns it.
+    let mut claimed = 0;
+    loop {
+        let opened = tokio::select! {
+            r = open(cfg, &ctl) => r,
+            _ = stopped(&mut stop) => return Ok(()),
+        };
+        match opened {
+            Ok((session, welcome)) => {
+                backoff = BACKOFF_MIN;
+                claimed = 0;
+                let rank = welcome
+                    .get("rank")
+                    .and_then(Value::as_u64)
+                    .and_then(|r| u32::try_from(r).ok())
+                    .ok_or_else(|| {
+                        AgentError::Protocol(format!("welcome without rank: {welcome}"))
+                    })?;
+                let period = cfg.heartbeat.unwrap_or_else(|| {
+                    let s = welcome
+                        .get("heartbeat")
+                        .and_then(Value::as_f64)
+                        .filter(|s| s.is_finite() && *s > 0.0)
+                        .unwrap_or(5.0);
+                    Duration::from_secs_f64(s.clamp(0.01, 3600.0))
+                });
+                report(Event::Joined {
+                    rank,
+                    heartbeat: period,
+                });
+                let (mut lines, mut tx) = session.split();
+                let (ltx, mut lrx) = mpsc::channel(4);
+                let reader = tokio::spawn(async move {
+                    loop {
+                        let r = lines.next_line().await;
+                        let end = !matches!(r, Ok(Some(Ok(_))));
+                        if ltx.send(r).await.is_err() || end {
+                            break;
+                        }
+                    }
+                });
+                let mut ticker =
+                    tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+                ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                let reason = loop {
+                    tokio::select! {
+                        _ = ticker.tick() => {
+                            if !(ctl.stalled)(rank) {
+                                if let Err(e) = tx.heartbeat().await {
+                                    break e.to_string();
+                                }
+                            }
+                        }
+                        m = lrx.recv() => match m {
+                            Some(Ok(Some(Ok(_)))) => {}
+                            Some(Ok(Some(Err(e)))) => break e.message(),
+                            Some(Ok(None)) | None => break "the service ended the session".to_string(),
+                            Some(Err(e)) => break e.to_string(),
+                        },
+                        _ = stopped(&mut stop) => {
+                            tx.leave().await;
+                            reader.abort();
+                            return Ok(());
+                        }
+                    }
+                };
+                reader.abort();
+                report(Event::Lost { reason });
+            }
+            Err(AgentError::Refused(e)) if e.errnum == EEXIST && claimed < EEXIST_RETRIES => {
+                claimed += 1;
+                report(Event::Retrying {
+                    error: e.message(),
+                    delay: backoff,
+                });
+            }
+            Err(e) if e.is_permanent() => return Err(e),
+            Err(e) => report(Event::Retrying {
+                error: e.to_string(),
+                delay: backoff,
+            }),
+        }
+        let delay = backoff.mul_f64(0.5 + jitter());
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stopped(&mut stop) => return Ok(()),
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+/// Raise the soft limit of open files to the hard limit (agents and the
+/// simulator hold one socket per session).  Returns the new soft limit.
+pub fn raise_nofile_limit() -> Option<libc::rlim_t> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return None;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                lim = want;
+            }
+        }
+    }
+    Some(lim.rlim_cur)
+}

@@ -1,0 +1,256 @@
+//! One agent session over a hand-rolled HTTP/1.1 exchange.
+//!
+//! hyper's HTTP/1 client does not read the response while the request
+//! body is still being sent, and an agent session needs exactly that: the
+//! request `POST /v1/resource.agent` has a chunked body that stays open
+//! (the hello line, then one heartbeat line per period) while the
+//! response streams NDJSON back (the welcome, then, eventually, the error
+//! that ends the session).  This module writes the request head and the
+//! chunks itself and parses the response head and the chunked NDJSON body.
+
+use crate::AgentError;
+use rpc::uri::Uri;
+use rpc::{wire, RpcError};
+use serde_json::Value;
+use std::io;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+
+type Reader = BufReader<Box<dyn AsyncRead + Unpin + Send>>;
+type Writer = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// Largest response line accepted.
+const MAX_LINE: usize = 1 << 20;
+/// How long the service may take to answer a hello.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An open session: heartbeats go out on `w`, lines come in on `lines`.
+pub struct Session {
+    lines: Lines,
+    w: Writer,
+}
+
+/// The reply stream of a session.  Its methods are not cancellation safe:
+/// read it from a task of its own (see [`Session::split`]).
+pub struct Lines {
+    r: Reader,
+    /// Decoded response data not yet split into lines.
+    buf: Vec<u8>,
+    /// Bytes left in the current response chunk.
+    chunk_left: usize,
+    /// The response body is over.
+    eof: bool,
+}
+
+/// The sending half of a session.
+pub struct Sender {
+    w: Writer,
+}
+
+fn proto(msg: impl Into<String>) -> AgentError {
+    AgentError::Protocol(msg.into())
+}
+
+fn chunk(line: &str) -> Vec<u8> {
+    let mut v = format!("{:x}\r\n", line.len() + 1).into_bytes();
+    v.extend_from_slice(line.as_bytes());
+    v.extend_from_slice(b"\n\r\n");
+    v
+}
+
+async fn connect(uri: &Uri) -> io::Result<(Reader, Writer)> {
+    match uri {
+        Uri::Unix(path) => {
+            let s = tokio::net::UnixStream::connect(path).await?;
+            let (r, w) = s.into_split();
+            Ok((BufReader::with_capacity(1024, Box::new(r)), Box::new(w)))
+        }
+        Uri::Tcp { host, port } => {
+            let s = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+            let _ = s.set_nodelay(true);
+            let (r, w) = s.into_split();
+            Ok((BufReader::with_capacity(1024, Box::new(r)), Box::new(w)))
+        }
+        Uri::Flux(_) => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "flux:// is not supported by the agent (use unix:// or tcp://)",
+        )),
+    }
+}
+
+impl Session {
+    /// Connect, send the hello, and wait for the welcome (the first
+    /// line of the reply stream).
+    pub async fn open(
+        uri: &Uri,
+        token: Option<&str>,
+        hello: &Value,
+    ) -> Result<(Session, Value), AgentError> {
+        let (r, mut w) = connect(uri).await.map_err(|e| AgentError::Connect {
+            uri: uri.to_string(),
+            source: e,
+        })?;
+        let mut head = format!(
+            "POST {} HTTP/1.1\r\nhost: roster\r\n{}: 1\r\ncontent-type: {}\r\ntransfer-encoding: chunked\r\n",
+            wire::path_for(wire::SESSION_TOPIC),
+            wire::STREAMING_HEADER,
+            wire::NDJSON
+        );
+        if let Some(t) = token {
+            head.push_str(&format!("{}: Bearer {t}\r\n", wire::AUTH_HEADER));
+        }
+        head.push_str("\r\n");
+        let mut bytes = head.into_bytes();
+        bytes.extend(chunk(&hello.to_string()));
+        w.write_all(&bytes).await.map_err(AgentError::Io)?;
+        w.flush().await.map_err(AgentError::Io)?;
+        let mut lines = Lines {
+            r,
+            buf: Vec::new(),
+            chunk_left: 0,
+            eof: false,
+        };
+        let welcome = tokio::time::timeout(HELLO_TIMEOUT, lines.response_head())
+            .await
+            .map_err(|_| proto("no answer to the hello"))??;
+        Ok((Session { lines, w }, welcome))
+    }
+
+    /// The reply stream and the sending half.
+    pub fn split(self) -> (Lines, Sender) {
+        (self.lines, Sender { w: self.w })
+    }
+}
+
+impl Lines {
+    async fn read_head_line(&mut self) -> Result<String, AgentError> {
+        let mut line = String::new();
+        let n = (&mut self.r)
+            .take(16 * 1024)
+            .read_line(&mut line)
+            .await
+            .map_err(AgentError::Io)?;
+        if n == 0 {
+            return Err(AgentError::Closed);
+        }
+        Ok(line.trim_end().to_string())
+    }
+
+    /// Read the response head; on 200 return the first line, else the
+    /// error the body carries.
+    async fn response_head(&mut self) -> Result<Value, AgentError> {
+        let status_line = self.read_head_line().await?;
+        let status: u16 = status_line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| proto(format!("bad HTTP status line '{status_line}'")))?;
+        let mut chunked = false;
+        let mut length: Option<usize> = None;
+        loop {
+            let line = self.read_head_line().await?;
+            if line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':') {
+                let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
+                if k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked") {
+                    chunked = true;
+                } else if k == "content-length" {
+                    length = v.parse().ok();
+                }
+            }
+        }
+        if status != 200 {
+            let n = length.unwrap_or(0).min(MAX_LINE);
+            let mut body = vec![0u8; n];
+            if !chunked {
+                self.r.read_exact(&mut body).await.map_err(AgentError::Io)?;
+            }
+            let e = serde_json::from_slice::<Value>(&body)
+                .ok()
+                .and_then(|v| wire::as_error(&v))
+                .unwrap_or_else(|| RpcError::new(rpc::errno::EPROTO, format!("HTTP {status}")));
+            return Err(AgentError::Refused(e));
+        }
+        if !chunked {
+            return Err(proto("the reply stream is not chunked"));
+        }
+        match self.next_line().await? {
+            Some(Ok(v)) => Ok(v),
+            Some(Err(e)) => Err(AgentError::Refused(e)),
+            None => Err(AgentError::Closed),
+        }
+    }
+
+    /// The next reply on the stream: `None` when the body ended.
+    pub async fn next_line(&mut self) -> Result<Option<Result<Value, RpcError>>, AgentError> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+                if text.trim().is_empty() {
+                    continue;
+                }
+                return wire::parse_stream_line(&text)
+                    .map(Some)
+                    .map_err(|e| proto(format!("reply line is not JSON: {e}")));
+            }
+            if self.eof {
+                return Ok(None);
+            }
+            if self.buf.len() > MAX_LINE {
+                return Err(proto("reply line too long"));
+            }
+            self.fill().await?;
+        }
+    }
+
+    /// Decode more of the chunked body into `buf`.
+    async fn fill(&mut self) -> Result<(), AgentError> {
+        if self.chunk_left == 0 {
+            let size_line = self.read_head_line().await?;
+            let size_line = if size_line.is_empty() {
+                // The CRLF after the previous chunk's data.
+                self.read_head_line().await?
+            } else {
+                size_line
+            };
+            let hex = size_line.split(';').next().unwrap_or("").trim();
+            let n = usize::from_str_radix(hex, 16)
+                .map_err(|_| proto(format!("bad chunk size '{size_line}'")))?;
+            if n == 0 {
+                self.eof = true;
+                return Ok(());
+            }
+            self.chunk_left = n;
+        }
+        let avail = self.r.fill_buf().await.map_err(AgentError::Io)?;
+        if avail.is_empty() {
+            return Err(AgentError::Closed);
+        }
+        let take = avail.len().min(self.chunk_left);
+        self.buf.extend_from_slice(&avail[..take]);
+        self.r.consume(take);
+        self.chunk_left -= take;
+        Ok(())
+    }
+}
+
+impl Sender {
+    /// Send one heartbeat line.
+    pub async fn heartbeat(&mut self) -> Result<(), AgentError> {
+        self.w
+            .write_all(&chunk("{}"))
+            .await
+            .map_err(AgentError::Io)?;
+        self.w.flush().await.map_err(AgentError::Io)
+    }
+
+    /// Leave cleanly: end the request body.  The service marks the rank
+    /// offline and ends the stream.
+    pub async fn leave(mut self) {
+        let _ = self.w.write_all(b"0\r\n\r\n").await;
+        let _ = self.w.flush().await;
+    }
+}

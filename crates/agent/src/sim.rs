@@ -1,0 +1,116 @@
+//! The many-agent simulator: one virtual agent per host of a hostlist, in
+//! one process, each with its own connection, through [`crate::run`].
+
+use crate::{run, AgentConfig, AgentError, Control, Event};
+use idset::IdSet;
+use rpc::uri::Uri;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{watch, Semaphore};
+
+/// What to simulate.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub uri: Uri,
+    pub token: Option<String>,
+    /// One agent per entry (a host listed twice gets two agents).
+    pub hosts: Vec<String>,
+    pub cores: IdSet,
+    pub gpus: IdSet,
+    pub heartbeat: Option<Duration>,
+    /// Ranks whose agents stop heartbeating (connections stay open)...
+    pub stall: IdSet,
+    /// ...this long after the simulator starts.
+    pub stall_after: Duration,
+    /// Hellos in flight at once.
+    pub concurrency: usize,
+}
+
+/// Counters of a simulation.
+#[derive(Debug, Default)]
+pub struct SimReport {
+    /// Agents currently joined.
+    pub joined: AtomicUsize,
+    /// Agents ever joined for the first time.
+    pub first_joins: AtomicUsize,
+    /// Agents that gave up (permanent refusal).
+    pub failed: AtomicUsize,
+    /// The first few refusal messages.
+    pub errors: Mutex<Vec<String>>,
+}
+
+/// Run the simulation until `stop`; `on_all_joined` is called once, when
+/// every agent has joined for the first time, with the time it took.
+pub async fn simulate(
+    cfg: SimConfig,
+    stop: watch::Receiver<bool>,
+    report: Arc<SimReport>,
+    on_all_joined: impl FnOnce(Duration) + Send + 'static,
+) -> Result<(), AgentError> {
+    let start = Instant::now();
+    let r = crate::local_r("sim", &cfg.cores, &cfg.gpus)?;
+    let stall = Arc::new(cfg.stall.clone());
+    let stall_at = start + cfg.stall_after;
+    let stalled: Arc<dyn Fn(u32) -> bool + Send + Sync> =
+        Arc::new(move |rank| stall.contains(rank) && Instant::now() >= stall_at);
+    let gate = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
+    let total = cfg.hosts.len();
+    let on_all = Arc::new(Mutex::new(Some(on_all_joined)));
+    let mut tasks = Vec::with_capacity(total);
+    for host in &cfg.hosts {
+        let mut r = r.clone();
+        if let Some(nl) = r.get_mut("execution").and_then(|e| e.get_mut("nodelist")) {
+            *nl = serde_json::json!([host]);
+        }
+        let acfg = AgentConfig {
+            uri: cfg.uri.clone(),
+            token: cfg.token.clone(),
+            hostname: host.clone(),
+            r: Some(r),
+            rank: None,
+            heartbeat: cfg.heartbeat,
+        };
+        let ctl = Control {
+            stop: stop.clone(),
+            stalled: Arc::clone(&stalled),
+            gate: Some(Arc::clone(&gate)),
+        };
+        let report = Arc::clone(&report);
+        let on_all = Arc::clone(&on_all);
+        tasks.push(tokio::spawn(async move {
+            let mut ever = false;
+            let result = run(&acfg, ctl, |ev| match ev {
+                Event::Joined { .. } => {
+                    report.joined.fetch_add(1, Ordering::Relaxed);
+                    if !ever {
+                        ever = true;
+                        let n = report.first_joins.fetch_add(1, Ordering::Relaxed) + 1;
+                        if n == total {
+                            if let Some(f) = on_all.lock().ok().and_then(|mut g| g.take()) {
+                                f(start.elapsed());
+                            }
+                        }
+                    }
+                }
+                Event::Lost { .. } => {
+                    report.joined.fetch_sub(1, Ordering::Relaxed);
+                }
+                Event::Retrying { .. } => {}
+            })
+            .await;
+            if let Err(e) = result {
+                report.failed.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut errs) = report.errors.lock() {
+                    if errs.len() < 5 {
+                        errs.push(format!("{}: {e}", acfg.hostname));
+                    }
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    Ok(())
+}

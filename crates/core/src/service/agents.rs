@@ -1,0 +1,335 @@
+//! Agents on the service side: `resource.agent` (the hello that binds a
+//! connection to a rank), `resource.agent-heartbeat`, the liveness timers
+//! ([`Input::Tick`](super::Input::Tick)) and the verification of each
+//! agent's R against the inventory (flux-core's topo.c self-drain).
+
+use super::*;
+use crate::monitor::Changes;
+
+/// The largest agent R accepted (one node, so a few KiB at most).
+const MAX_AGENT_R_ITEMS: u64 = 1 << 20;
+
+fn bad_hello(msg: impl Into<String>) -> RpcError {
+    RpcError::new(EPROTO, format!("agent hello: {}", msg.into()))
+}
+
+impl Service {
+    /// `resource.agent {hostname, R?, rank?}`: map the hostname to a rank
+    /// through R's nodelist (the first rank of that host without a live
+    /// agent, or the `rank` asked for), accept the agent, reply
+    /// `{rank, hostname, size, heartbeat, torpid-max, offline-timeout}` on
+    /// the stream (which stays open until the agent leaves), and verify
+    /// its R.
+    pub(super) fn agent_hello(
+        &mut self,
+        now: f64,
+        req: &Request,
+        out: &mut Vec<Output>,
+    ) -> Result<Option<Value>, RpcError> {
+        if !req.streaming {
+            return Err(RpcError::new(
+                EPROTO,
+                "resource.agent requires streaming RPC flag",
+            ));
+        }
+        if self.monitor.agent(req.conn).is_some() {
+            return Err(bad_hello("this connection has said hello already"));
+        }
+        let p = &req.payload;
+        let host = match p.get("hostname") {
+            Some(Value::String(s)) if !s.is_empty() => s.as_str(),
+            _ => return Err(bad_hello("hostname (a non-empty string) is required")),
+        };
+        if self.inventory.is_none() && self.discovered.is_none() {
+            return Err(RpcError::new(
+                ENOENT,
+                "R is unavailable for mapping hostnames to ranks",
+            ));
+        }
+        let Some(ranks) = self.host_ranks.get(host) else {
+            return Err(RpcError::new(
+                ENOENT,
+                format!("unknown host {host}: it is not in the nodelist of R"),
+            ));
+        };
+        let want = match p.get("rank") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .and_then(|r| u32::try_from(r).ok())
+                    .ok_or_else(|| bad_hello("rank must be a non-negative integer"))?,
+            ),
+        };
+        let rank = match want {
+            Some(r) => {
+                if !ranks.contains(&r) {
+                    return Err(RpcError::new(
+                        EINVAL,
+                        format!("rank {r} is not a rank of host {host}"),
+                    ));
+                }
+                if self.monitor.owner(r).is_some() {
+                    return Err(RpcError::new(
+                        EEXIST,
+                        format!("rank {r} ({host}) is already claimed by a live agent"),
+                    ));
+                }
+                r
+            }
+            None => match ranks.iter().find(|r| self.monitor.owner(**r).is_none()) {
+                Some(r) => *r,
+                None => {
+                    let all = IdSet::from_sorted_ranges(ranks.iter().map(|r| (*r, *r)))
+                        .unwrap_or_default();
+                    let what = if all.len() == 1 {
+                        format!("rank {all} ({host}) is")
+                    } else {
+                        format!("every rank of host {host} ({all}) is")
+                    };
+                    return Err(RpcError::new(
+                        EEXIST,
+                        format!("{what} already claimed by a live agent"),
+                    ));
+                }
+            },
+        };
+        let actual = match p.get("R") {
+            None | Some(Value::Null) => None,
+            Some(r) => Some(Self::agent_r(r, host, rank)?),
+        };
+        if self.discovered.is_some() && actual.is_none() {
+            return Err(bad_hello("R is required while resources are discovered"));
+        }
+        let to = req.reply_to();
+        self.monitor.hello(now, rank, to);
+        out.push(Output::Log {
+            level: Level::Debug,
+            msg: format!("agent for rank {rank} ({host}) joined"),
+        });
+        Self::reply(
+            out,
+            to,
+            Ok(json!({
+                "rank": rank,
+                "hostname": host,
+                "size": self.size,
+                "heartbeat": self.monitor.heartbeat_period(),
+                "torpid-max": self.monitor.torpid_max(),
+                "offline-timeout": self.monitor.offline_timeout(),
+            })),
+        );
+        if let Some(actual) = actual {
+            if self.discovered.is_some() {
+                self.discovered_rank(now, rank, actual, out);
+            } else {
+                self.verify_agent(now, rank, &actual, out);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Dynamic discovery: targets are the expected hosts, rank i being
+    /// host i, until every rank has reported its R.
+    pub(super) fn expect_hosts(&mut self, hosts: Vec<String>) {
+        let size = u32::try_from(hosts.len()).unwrap_or(u32::MAX);
+        self.size = size;
+        self.drain.resize(size);
+        self.host_ranks.clear();
+        self.hosts = Vec::with_capacity(hosts.len());
+        for (rank, h) in (0..size).zip(hosts) {
+            let h: Arc<str> = Arc::from(h.as_str());
+            self.hosts.push(Some(h.clone()));
+            self.host_ranks.entry(h).or_default().push(rank);
+        }
+        self.discovered = Some(std::collections::BTreeMap::new());
+    }
+
+    /// One rank's R during discovery; once every rank has reported,
+    /// assemble R and define it (`resource-define {method:
+    /// "dynamic-discovery"}`, R written to the state directory).
+    fn discovered_rank(&mut self, now: f64, rank: u32, r: Rset, out: &mut Vec<Output>) {
+        let Some(found) = self.discovered.as_mut() else {
+            return;
+        };
+        found.insert(rank, r);
+        if found.len() < self.size as usize {
+            return;
+        }
+        let mut all = Rset::new();
+        for r in found.values() {
+            if let Err(e) = all.append(r) {
+                out.push(Output::Log {
+                    level: Level::Error,
+                    msg: format!("dynamic discovery: cannot assemble R: {e}"),
+                });
+                return;
+            }
+        }
+        self.discovered = None;
+        let inv = Inventory::from_rset(all, Method::DynamicDiscovery);
+        out.push(Output::WriteR(inv.json.clone()));
+        self.set_inventory(inv);
+        out.push(Output::Log {
+            level: Level::Info,
+            msg: format!(
+                "dynamic discovery: all {} ranks reported, R defined",
+                self.size
+            ),
+        });
+        self.post(
+            now,
+            "resource-define",
+            ctx(vec![(
+                "method",
+                Value::from(Method::DynamicDiscovery.as_str()),
+            )]),
+            true,
+            out,
+        );
+    }
+
+    /// The agent's R (one node, any rank) as a node of `rank` on `host`.
+    fn agent_r(r: &Value, host: &str, rank: u32) -> Result<Rset, RpcError> {
+        let parsed = Rset::from_json_limited(r, 64, MAX_AGENT_R_ITEMS)
+            .map_err(|e| bad_hello(format!("invalid R: {e}")))?;
+        let infos = parsed.node_infos();
+        let [node] = infos.as_slice() else {
+            return Err(bad_hello(format!(
+                "R must describe exactly one node (it has {})",
+                infos.len()
+            )));
+        };
+        let child = |name: &str| {
+            node.children
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, ids)| ids.clone())
+                .unwrap_or_default()
+        };
+        let mut single = Rset::new();
+        single
+            .append_node(Some(host), rank, &child("core"), &child("gpu"))
+            .map_err(|e| bad_hello(format!("invalid R: {e}")))?;
+        Ok(single)
+    }
+
+    /// Verify an agent's R; on a mismatch drain its rank with the
+    /// verification message as reason (a persisted `drain` event without
+    /// `overwrite`, like flux-core's self-drain).  Excluded ranks and
+    /// ranks already drained for the same reason are left alone.
+    fn verify_agent(&mut self, now: f64, rank: u32, actual: &Rset, out: &mut Vec<Output>) {
+        let (Some(cfg), Some(inv)) = (&self.verify, &self.inventory) else {
+            return;
+        };
+        let v = rset::verify(&inv.rset, actual, Some(cfg));
+        if v.rc == 0 || self.exclude.contains(rank) {
+            return;
+        }
+        out.push(Output::Log {
+            level: Level::Error,
+            msg: format!("draining: {}", v.message),
+        });
+        if let Some(d) = self.drain.get(rank) {
+            if d.reason.as_deref() == Some(v.message.as_str()) {
+                return;
+            }
+        }
+        let ids = IdSet::from_range(rank, rank);
+        self.drain.apply_drain(&ids, now, Some(&v.message), 1);
+        let c = ctx(vec![
+            ("idset", idset_str(&ids)),
+            ("nodelist", Value::String(self.nodelist_of(&ids))),
+            ("reason", Value::String(v.message)),
+        ]);
+        self.post(now, "drain", c, true, out);
+    }
+
+    /// `resource.agent-heartbeat`: the agent of this connection is alive.
+    pub(super) fn agent_heartbeat(
+        &mut self,
+        now: f64,
+        req: &Request,
+    ) -> Result<Option<Value>, RpcError> {
+        match self.monitor.heard(now, req.conn) {
+            Some(_) => Ok(Some(Value::Null)),
+            None => Err(RpcError::new(
+                EPROTO,
+                "no agent on this connection: say hello (resource.agent) first",
+            )),
+        }
+    }
+
+    /// Run the timers, end the streams of agents that timed out, and post
+    /// the accumulated liveness transitions (unless some were posted less
+    /// than `liveness_batch` ago: they wait for a later tick).
+    pub(super) fn tick(&mut self, now: f64, out: &mut Vec<Output>) {
+        if self.stopped {
+            return;
+        }
+        for a in self.monitor.tick(now) {
+            let host = self.nodelist_of(&IdSet::from_range(a.rank, a.rank));
+            out.push(Output::Log {
+                level: Level::Warn,
+                msg: format!(
+                    "rank {} ({host}): no heartbeat for more than {}s, marking it offline",
+                    a.rank,
+                    self.monitor.offline_timeout()
+                ),
+            });
+            Self::reply(
+                out,
+                a.stream,
+                Err(RpcError::new(
+                    ETIMEDOUT,
+                    format!(
+                        "no heartbeat for more than {}s: rank {} is offline",
+                        self.monitor.offline_timeout(),
+                        a.rank
+                    ),
+                )),
+            );
+        }
+        if now - self.liveness_posted < self.liveness_batch {
+            return;
+        }
+        let Changes {
+            up,
+            down,
+            torpid,
+            lively,
+        } = self.monitor.take_changes();
+        if up.is_empty() && down.is_empty() && torpid.is_empty() && lively.is_empty() {
+            return;
+        }
+        self.liveness_posted = now;
+        if !up.is_empty() || !down.is_empty() {
+            let mut new = self.online.union(&up);
+            new.subtract(&down);
+            if new != self.online {
+                self.set_online(now, new, out);
+            }
+        }
+        if !torpid.is_empty() || !lively.is_empty() {
+            let mut new = self.torpid.union(&torpid);
+            new.subtract(&lively);
+            self.set_torpid(now, new, out);
+        }
+    }
+
+    /// Shutdown: end every agent stream (agents reconnect to the next
+    /// instance of the service).
+    pub(super) fn end_agents(&mut self, out: &mut Vec<Output>) {
+        for to in self.monitor.streams() {
+            Self::reply(
+                out,
+                to,
+                Err(RpcError::new(ECANCELED, "the resource module was unloaded")),
+            );
+        }
+    }
+
+    /// The number of live agents.
+    pub fn agents(&self) -> usize {
+        self.monitor.len()
+    }
+}

@@ -1,0 +1,261 @@
+//! `roster agent`: the node agent, or (`--simulate`) many virtual agents.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent::{AgentConfig, Control, Event, SimConfig, SimReport};
+use clap::Parser;
+use idset::IdSet;
+
+/// Run the node agent: discover this node's cores and GPUs, say hello to
+/// the resource service with the hostname and local R, then heartbeat.
+/// Reconnects with backoff when the service goes away; SIGTERM/SIGINT
+/// leave cleanly (the rank goes offline at once).
+///
+/// With --simulate, run one virtual agent per host of HOSTLIST in this
+/// process, each on its own connection, through the same protocol.
+#[derive(Debug, Parser)]
+#[command(name = "roster agent", disable_version_flag = true)]
+struct Args {
+    /// Service URI (default: $ROSTER_URI, else the embedded default's socket).
+    #[arg(long, value_name = "URI")]
+    uri: Option<String>,
+    /// Bearer token file (required for tcp://; default $ROSTER_TOKEN_FILE).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Report this hostname instead of the local one.
+    #[arg(long, value_name = "NAME", conflicts_with = "simulate")]
+    hostname: Option<String>,
+    /// Claim this rank of the host (when R lists the host more than once).
+    #[arg(long, value_name = "RANK", conflicts_with = "simulate")]
+    rank: Option<u32>,
+    /// Report these core ids instead of discovering them.
+    #[arg(long, value_name = "IDS")]
+    cores: Option<String>,
+    /// Report these GPU ids instead of discovering them.
+    #[arg(long, value_name = "IDS")]
+    gpus: Option<String>,
+    /// Discover from this hwloc XML file instead of /sys.
+    #[arg(long, value_name = "FILE", conflicts_with = "simulate")]
+    topo_xml: Option<PathBuf>,
+    /// Do not send R (the service then does not verify this node).
+    #[arg(long)]
+    no_r: bool,
+    /// Heartbeat period in seconds (default: what the service suggests).
+    #[arg(long, value_name = "SECS")]
+    heartbeat: Option<f64>,
+    /// Simulate one agent per host of HOSTLIST.
+    #[arg(long, value_name = "HOSTLIST")]
+    simulate: Option<String>,
+    /// (simulator) These ranks stop heartbeating, keeping their connections.
+    #[arg(long, value_name = "RANKS", requires = "simulate")]
+    stall: Option<String>,
+    /// (simulator) Stall after this many seconds.
+    #[arg(long, value_name = "SECS", requires = "stall", default_value_t = 0.0)]
+    stall_after: f64,
+    /// (simulator) Hellos in flight at once.
+    #[arg(long, value_name = "N", requires = "simulate", default_value_t = 256)]
+    concurrency: usize,
+    /// Log every session change.
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("roster agent: {msg}");
+    ExitCode::from(1)
+}
+
+fn ids(what: &str, s: &str) -> Result<IdSet, String> {
+    IdSet::parse(s).map_err(|e| format!("--{what} {s}: {e}"))
+}
+
+fn seconds(what: &str, s: f64) -> Result<Duration, String> {
+    if s.is_finite() && s > 0.0 && s < 1e6 {
+        Ok(Duration::from_secs_f64(s))
+    } else {
+        Err(format!(
+            "--{what} {s}: must be a positive number of seconds"
+        ))
+    }
+}
+
+pub fn main(args: Vec<OsString>) -> ExitCode {
+    let args = match Args::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(args) {
+        Ok(code) => code,
+        Err(msg) => fail(msg),
+    }
+}
+
+fn run(args: Args) -> Result<ExitCode, String> {
+    let client = client::Client::from_env(args.uri.as_deref(), args.token_file.as_deref())
+        .map_err(|e| e.to_string())?;
+    let uri = client.uri().clone();
+    let token_file = args.token_file.clone().or_else(|| {
+        std::env::var_os(client::TOKEN_FILE_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
+    let token = match &token_file {
+        Some(p) => Some(client::read_token_file(p).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    if matches!(uri, rpc::uri::Uri::Tcp { .. }) && token.is_none() {
+        return Err(format!("{uri}: a TCP service requires --token-file"));
+    }
+    let heartbeat = args
+        .heartbeat
+        .map(|s| seconds("heartbeat", s))
+        .transpose()?;
+    agent::raise_nofile_limit();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let runtime = if args.simulate.is_some() {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    }
+    .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        let _ = stop_tx.send(true);
+    });
+    if let Some(hl) = &args.simulate {
+        let hosts = hostlist::Hostlist::decode(hl)
+            .map_err(|e| format!("--simulate {hl}: {e}"))?
+            .iter()
+            .collect::<Vec<_>>();
+        let cores = ids("cores", args.cores.as_deref().unwrap_or("0"))?;
+        let gpus = match &args.gpus {
+            Some(g) => ids("gpus", g)?,
+            None => IdSet::new(),
+        };
+        let stall = match &args.stall {
+            Some(s) => ids("stall", s)?,
+            None => IdSet::new(),
+        };
+        let cfg = SimConfig {
+            uri,
+            token,
+            hosts,
+            cores,
+            gpus,
+            heartbeat,
+            stall,
+            stall_after: Duration::from_secs_f64(args.stall_after.max(0.0)),
+            concurrency: args.concurrency,
+        };
+        let n = cfg.hosts.len();
+        let report = Arc::new(SimReport::default());
+        let rep = Arc::clone(&report);
+        runtime
+            .block_on(agent::simulate(cfg, stop_rx, rep, move |t| {
+                eprintln!(
+                    "roster agent: simulator: all {n} agents joined in {:.3} s",
+                    t.as_secs_f64()
+                );
+            }))
+            .map_err(|e| e.to_string())?;
+        let failed = report.failed.load(std::sync::atomic::Ordering::Relaxed);
+        if let Ok(errs) = report.errors.lock() {
+            for e in errs.iter() {
+                eprintln!("roster agent: {e}");
+            }
+        }
+        return Ok(if failed > 0 && failed == n {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        });
+    }
+    // A real agent: discover this node.
+    let topo = match &args.topo_xml {
+        Some(p) => {
+            let xml = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            topo::from_hwloc_xml(&xml).map_err(|e| format!("{}: {e}", p.display()))?
+        }
+        None if args.cores.is_some() => topo::Topology::default(),
+        None => topo::discover_local()
+            .map_err(|e| format!("failed to discover local resources: {e}"))?,
+    };
+    let hostname = args
+        .hostname
+        .clone()
+        .or(topo.hostname.clone())
+        .unwrap_or_else(agent::local_hostname);
+    let cores = match &args.cores {
+        Some(c) => ids("cores", c)?,
+        None => topo.cores.clone(),
+    };
+    let gpus = match &args.gpus {
+        Some(g) => ids("gpus", g)?,
+        None => topo.gpus.clone(),
+    };
+    let r = if args.no_r {
+        None
+    } else {
+        Some(agent::local_r(&hostname, &cores, &gpus).map_err(|e| e.to_string())?)
+    };
+    let cfg = AgentConfig {
+        uri,
+        token,
+        hostname,
+        r,
+        rank: args.rank,
+        heartbeat,
+    };
+    let verbose = args.verbose;
+    let host = cfg.hostname.clone();
+    // Report the first failure of a series even when not verbose.
+    let mut failing = false;
+    let result = runtime.block_on(agent::run(&cfg, Control::new(stop_rx), |ev| match ev {
+        Event::Joined { rank, heartbeat } => {
+            failing = false;
+            eprintln!(
+                "roster agent: {host} joined as rank {rank} (heartbeat every {:.3} s)",
+                heartbeat.as_secs_f64()
+            )
+        }
+        Event::Lost { reason } => {
+            eprintln!("roster agent: session lost: {reason}; reconnecting")
+        }
+        Event::Retrying { error, delay } => {
+            if verbose || !failing {
+                failing = true;
+                eprintln!(
+                    "roster agent: {error}; retrying in about {:.1} s",
+                    delay.as_secs_f64()
+                )
+            }
+        }
+    }));
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(e.to_string()),
+    }
+}
