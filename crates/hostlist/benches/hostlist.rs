@@ -87,6 +87,29 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
+
+    // Same-run baseline: the obvious representation (one String per host,
+    // split on ',' and joined back; plain byte-order sort + dedup instead of
+    // hostlist's numeric-aware sort), so RESULTS.md can state a ratio
+    // measured on this machine in this run.
+    let mut g = c.benchmark_group("baseline_vec_string");
+    g.throughput(Throughput::Elements(33_334));
+    g.bench_function("split_join/FRAG", |b| {
+        b.iter(|| {
+            let v: Vec<String> = black_box(&frag).split(',').map(str::to_owned).collect();
+            v.join(",")
+        })
+    });
+    g.throughput(Throughput::Elements(100_000));
+    g.bench_function("split_sort_dedup_join/SHUF", |b| {
+        b.iter(|| {
+            let mut v: Vec<String> = black_box(&shuf).split(',').map(str::to_owned).collect();
+            v.sort_unstable();
+            v.dedup();
+            v.join(",")
+        })
+    });
+    g.finish();
 }
 
 criterion_group!(benches, bench);
