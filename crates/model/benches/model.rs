@@ -81,7 +81,7 @@ fn report_memory() {
         bytes as f64 / g.len() as f64,
         g.memory_bytes() as f64 / g.len() as f64
     );
-    if let Ok(r) = std::fs::read_to_string("/work/shared/bench/R16k.json") {
+    if let Ok(r) = std::fs::read_to_string(shared().join("R16k.json")) {
         let before = LIVE.load(Ordering::Relaxed);
         let t = Instant::now();
         let g = Graph::from_r_str(&r, true).expect("R16k");
@@ -113,15 +113,35 @@ fn fill_report() {
     );
 }
 
+/// The shared workloads: `$SHARED`, else `shared/bench` beside the repo.
+fn shared() -> std::path::PathBuf {
+    std::env::var_os("SHARED")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/bench").into())
+}
+
 fn benches(c: &mut Criterion) {
     report_memory();
     fill_report();
+
+    // Same-run baseline: the bare memory traffic of as many records of the
+    // graph's size per pool (80 bytes), pushed into a Vec.
+    c.bench_function("baseline: push 1.69M 80-byte records", |b| {
+        b.iter(|| {
+            let n = 1 + NODES as usize * (1 + 2 + 96 + 4);
+            let mut v: Vec<[u64; 10]> = Vec::with_capacity(n);
+            for i in 0..n as u64 {
+                v.push([i; 10]);
+            }
+            black_box(v)
+        })
+    });
 
     c.bench_function("build 16k x 2 x 48 + 4 gpu", |b| {
         b.iter(|| black_box(build()))
     });
 
-    if let Ok(r) = std::fs::read_to_string("/work/shared/bench/R16k.json") {
+    if let Ok(r) = std::fs::read_to_string(shared().join("R16k.json")) {
         c.bench_function("build from R16k.json", |b| {
             b.iter(|| black_box(Graph::from_r_str(&r, true).expect("R16k")))
         });
