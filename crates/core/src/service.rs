@@ -1366,25 +1366,18 @@ impl Service {
         self.online = new;
         self.lost.add(&left);
         self.lost.subtract(&joined);
-        if !left.is_empty() {
-            self.post(
-                now,
-                "offline",
-                ctx(vec![("idset", idset_str(&left))]),
-                false,
-                out,
-            );
-        }
-        if !joined.is_empty() {
-            self.post(
-                now,
-                "online",
-                ctx(vec![("idset", idset_str(&joined))]),
-                false,
-                out,
-            );
-        }
+        self.post_liveness(now, "offline", &left, out);
+        self.post_liveness(now, "online", &joined, out);
         self.check_waitups(out);
+    }
+
+    /// Post an in-memory liveness event (`online`, `offline`, `torpid`,
+    /// `lively`) for `ids`, unless it is empty.
+    fn post_liveness(&mut self, now: f64, name: &str, ids: &IdSet, out: &mut Vec<Output>) {
+        if !ids.is_empty() {
+            let c = ctx(vec![("idset", idset_str(ids))]);
+            self.post(now, name, c, false, out);
+        }
     }
 
     /// Replace the torpid set, posting `torpid` for the targets that
@@ -1393,24 +1386,8 @@ impl Service {
         let became = new.difference(&self.torpid);
         let recovered = self.torpid.difference(&new);
         self.torpid = new;
-        if !became.is_empty() {
-            self.post(
-                now,
-                "torpid",
-                ctx(vec![("idset", idset_str(&became))]),
-                false,
-                out,
-            );
-        }
-        if !recovered.is_empty() {
-            self.post(
-                now,
-                "lively",
-                ctx(vec![("idset", idset_str(&recovered))]),
-                false,
-                out,
-            );
-        }
+        self.post_liveness(now, "torpid", &became, out);
+        self.post_liveness(now, "lively", &recovered, out);
     }
 
     fn waitup(
