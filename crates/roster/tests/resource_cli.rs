@@ -2,10 +2,11 @@
 //! directory: drain/undrain, status, the drain listing, list/R and the
 //! eventlog, checked against flux-core's t2311/t2355 expectations.
 
+mod common;
+
+use common::{fake_config, roster, Daemon, Scratch};
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
 
 struct Out {
     stdout: String,
@@ -13,88 +14,23 @@ struct Out {
     code: i32,
 }
 
+/// A daemon on `fake[0-3]`, all online (the daemon is dropped before its
+/// directory).
 struct Server {
-    child: Child,
-    dir: PathBuf,
+    d: Daemon,
     uri: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn roster() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_roster"))
-}
-
-/// Whether this build has `roster serve` at all.
-fn have_serve() -> bool {
-    let o = roster().args(["serve", "--help"]).output();
-    match o {
-        Ok(o) => !String::from_utf8_lossy(&o.stderr).contains("unknown command 'serve'"),
-        Err(_) => false,
-    }
+    _dir: Scratch,
 }
 
 fn start(name: &str) -> Option<Server> {
-    if !have_serve() {
-        eprintln!("roster serve is not built into this binary yet; skipping");
-        return None;
-    }
-    let dir = std::env::temp_dir().join(format!("roster-rescli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("state")).expect("create state dir");
-    let config = dir.join("roster.toml");
-    std::fs::write(
-        &config,
-        "[resource]\nnoverify = true\n\n[[resource.config]]\nhosts = \"fake[0-3]\"\ncores = \"0-3\"\n",
-    )
-    .expect("write config");
-    let sock = dir.join("roster.sock");
-    let uri = format!("unix://{}", sock.display());
-    let child = roster()
-        .arg("serve")
-        .arg("--statedir")
-        .arg(dir.join("state"))
-        .arg("--listen")
-        .arg(&uri)
-        .arg("--config")
-        .arg(&config)
-        .arg("--monitor-force-up")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn roster serve");
-    let server = Server { child, dir, uri };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if sock.exists() {
-            let o = run(&server, &["status", "-no", "{nnodes}", "-s", "all"]);
-            if o.code == 0 && !o.stdout.is_empty() {
-                return Some(server);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("roster serve did not come up on {}", server.uri);
+    let dir = Scratch::new(&format!("rescli-{name}"));
+    let d = common::start(&dir, &fake_config(4, ""), &["--monitor-force-up"]);
+    let uri = d.uri.clone();
+    Some(Server { d, uri, _dir: dir })
 }
 
 fn run(s: &Server, args: &[&str]) -> Out {
-    let o = roster()
-        .arg("resource")
-        .arg("--uri")
-        .arg(&s.uri)
-        .args(args)
-        .env("XDG_CONFIG_HOME", s.dir.join("xdg"))
-        .env("XDG_CONFIG_DIRS", s.dir.join("xdg"))
-        .env("TZ", "UTC")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run roster resource");
+    let o = s.d.resource(args);
     Out {
         stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
