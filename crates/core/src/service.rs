@@ -249,10 +249,21 @@ impl Service {
             svc.set_inventory(inv);
         }
         // 1. The journal starts with the stored history, minus the
-        // historical resource-define entries.
-        for ev in &init.stored_events {
-            if ev.name != "resource-define" {
-                svc.journal_push(ev.clone());
+        // historical resource-define entries.  The journal looks at the
+        // service state only when it overflows; when the history fits, the
+        // events are moved in right after the replay below (same journal,
+        // no copy of every stored event).
+        let stored = init.stored_events;
+        let fits = stored
+            .iter()
+            .filter(|ev| ev.name != "resource-define")
+            .count()
+            <= svc.journal.max();
+        if !fits {
+            for ev in &stored {
+                if ev.name != "resource-define" {
+                    svc.journal_push(ev.clone());
+                }
             }
         }
         // 2. Exclude.
@@ -264,11 +275,18 @@ impl Service {
         if let Some(cp) = &init.checkpoint {
             cp_ts = svc.restore_checkpoint(cp)?;
         }
-        for (i, ev) in init.stored_events.iter().enumerate() {
+        for (i, ev) in stored.iter().enumerate() {
             if ev.timestamp < cp_ts {
                 continue;
             }
             svc.replay(i + 1, ev)?;
+        }
+        if fits {
+            for ev in stored {
+                if ev.name != "resource-define" {
+                    svc.journal_push(ev);
+                }
+            }
         }
         let reconcile = svc.drain.drained().intersection(&svc.exclude);
         if !reconcile.is_empty() {
