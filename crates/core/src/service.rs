@@ -766,14 +766,19 @@ impl Service {
         } else {
             IdSet::new()
         };
-        Ok(json!({
-            "R": r,
-            "drain": self.drain.status_json(),
-            "online": self.online.encode(),
-            "offline": all.difference(&self.online).encode(),
-            "exclude": self.exclude.encode(),
-            "torpid": self.torpid.encode(),
-        }))
+        // Built by moving the parts in (`json!` would copy R and the drain
+        // object once more through serde's value serializer).
+        let mut m = Map::new();
+        m.insert("R".into(), r);
+        m.insert("drain".into(), self.drain.status_json());
+        m.insert("online".into(), Value::String(self.online.encode()));
+        m.insert(
+            "offline".into(),
+            Value::String(all.difference(&self.online).encode()),
+        );
+        m.insert("exclude".into(), Value::String(self.exclude.encode()));
+        m.insert("torpid".into(), Value::String(self.torpid.encode()));
+        Ok(Value::Object(m))
     }
 
     /// The targets a scheduler sees as usable (RFC 28 `up`).
@@ -925,10 +930,14 @@ impl Service {
         let mut batch: Vec<Value> = Vec::with_capacity(100);
         let flush = |batch: &mut Vec<Value>, out: &mut Vec<Output>| {
             if !batch.is_empty() {
+                // Moved into the payload (`json!` would copy every event
+                // through serde's value serializer).
                 let events = std::mem::take(batch);
+                let mut m = Map::new();
+                m.insert("events".into(), Value::Array(events));
                 out.push(Output::Reply {
                     to,
-                    reply: Ok(json!({ "events": events })),
+                    reply: Ok(Value::Object(m)),
                 });
             }
         };
