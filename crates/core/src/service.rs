@@ -335,10 +335,21 @@ impl Service {
             svc.expect_hosts(hosts);
         }
         // 1. The journal starts with the stored history, minus the
-        // historical resource-define entries.
-        for ev in &init.stored_events {
-            if ev.name != "resource-define" {
-                svc.journal_push(ev.clone());
+        // historical resource-define entries.  The journal looks at the
+        // service state only when it overflows; when the history fits, the
+        // events are moved in right after the replay below (same journal,
+        // no copy of every stored event).
+        let stored = init.stored_events;
+        let fits = stored
+            .iter()
+            .filter(|ev| ev.name != "resource-define")
+            .count()
+            <= svc.journal.max();
+        if !fits {
+            for ev in &stored {
+                if ev.name != "resource-define" {
+                    svc.journal_push(ev.clone());
+                }
             }
         }
         // 2. Exclude.
@@ -353,11 +364,18 @@ impl Service {
         if let Some(cp) = &init.checkpoint {
             cp_ts = svc.restore_checkpoint(cp)?;
         }
-        for (i, ev) in init.stored_events.iter().enumerate() {
+        for (i, ev) in stored.iter().enumerate() {
             if ev.timestamp < cp_ts {
                 continue;
             }
             svc.replay(i + 1, ev)?;
+        }
+        if fits {
+            for ev in stored {
+                if ev.name != "resource-define" {
+                    svc.journal_push(ev);
+                }
+            }
         }
         let reconcile = svc.drain.drained().intersection(&svc.exclude);
         if !reconcile.is_empty() {
@@ -899,14 +917,19 @@ impl Service {
         } else {
             IdSet::new()
         };
-        Ok(json!({
-            "R": r,
-            "drain": self.drain.status_json(),
-            "online": self.online.encode(),
-            "offline": all.difference(&self.online).encode(),
-            "exclude": self.exclude.encode(),
-            "torpid": self.torpid.encode(),
-        }))
+        // Built by moving the parts in (`json!` would copy R and the drain
+        // object once more through serde's value serializer).
+        let mut m = Map::new();
+        m.insert("R".into(), r);
+        m.insert("drain".into(), self.drain.status_json());
+        m.insert("online".into(), Value::String(self.online.encode()));
+        m.insert(
+            "offline".into(),
+            Value::String(all.difference(&self.online).encode()),
+        );
+        m.insert("exclude".into(), Value::String(self.exclude.encode()));
+        m.insert("torpid".into(), Value::String(self.torpid.encode()));
+        Ok(Value::Object(m))
     }
 
     /// The targets a scheduler sees as usable (RFC 28 `up`).
@@ -1058,10 +1081,14 @@ impl Service {
         let mut batch: Vec<Value> = Vec::with_capacity(100);
         let flush = |batch: &mut Vec<Value>, out: &mut Vec<Output>| {
             if !batch.is_empty() {
+                // Moved into the payload (`json!` would copy every event
+                // through serde's value serializer).
                 let events = std::mem::take(batch);
+                let mut m = Map::new();
+                m.insert("events".into(), Value::Array(events));
                 out.push(Output::Reply {
                     to,
-                    reply: Ok(json!({ "events": events })),
+                    reply: Ok(Value::Object(m)),
                 });
             }
         };

@@ -11,7 +11,7 @@ use crate::time::LocalZone;
 use crate::value::{FieldValue, FormatItem};
 use hostlist::Hostlist;
 use idset::IdSet;
-use rset::Rset;
+use rset::{Constraint, Rset};
 use serde_json::Value;
 use std::cell::RefCell;
 
@@ -354,23 +354,38 @@ fn combination_rank(indices: &[usize], n: usize) -> (usize, Vec<usize>) {
 
 /// `split_by_property_combinations(rset)`: one subset per distinct set of
 /// properties, in the order flux generates the constraints.
+///
+/// flux matches every node against every combination's constraint.  A
+/// constraint names every property, each required or negated, so only the
+/// nodes with exactly that property set can match it; they are matched
+/// (with flux's lookups, which shape the copies' property tables) and the
+/// others skipped.  That shortcut does not hold when a property is also a
+/// hostname (a constraint property matches the node of that name too);
+/// then every node is tried, as flux does.
 fn split_by_properties(r: &Rset) -> PyResult<Vec<Rset>> {
     let names = property_names(r);
-    let mut combos: Vec<Vec<usize>> = Vec::new();
-    for info in r.node_infos() {
+    let infos = r.node_infos();
+    let name_is_host = infos
+        .iter()
+        .any(|i| i.hostname.as_ref().is_some_and(|h| names.contains(h)));
+    let mut combos: Vec<(Vec<usize>, IdSet)> = Vec::new();
+    for info in &infos {
         let mut idx: Vec<usize> = info
             .properties
             .iter()
             .filter_map(|p| names.iter().position(|n| n == p))
             .collect();
         idx.sort_unstable();
-        if !combos.contains(&idx) {
-            combos.push(idx);
+        match combos.iter_mut().find(|(c, _)| *c == idx) {
+            Some((_, ranks)) => {
+                ranks.insert(info.rank);
+            }
+            None => combos.push((idx, IdSet::from_range(info.rank, info.rank))),
         }
     }
-    combos.sort_by_key(|c| combination_rank(c, names.len()));
+    combos.sort_by_key(|(c, _)| combination_rank(c, names.len()));
     let mut out = Vec::new();
-    for c in combos {
+    for (c, ranks) in combos {
         let props: Vec<Value> = names
             .iter()
             .enumerate()
@@ -383,9 +398,13 @@ fn split_by_properties(r: &Rset) -> PyResult<Vec<Rset>> {
             })
             .collect();
         let constraint = serde_json::json!({ "properties": props });
-        let sub = r
-            .copy_constraint(&constraint)
+        let compiled = Constraint::from_json(&constraint)
             .map_err(|e| PyError::Value(format!("copy_constraint: {e}")))?;
+        let sub = if name_is_host {
+            r.copy_matching(&compiled)
+        } else {
+            r.copy_matching_ranks(&compiled, &ranks)
+        };
         out.push(sub);
     }
     Ok(out)

@@ -395,13 +395,93 @@ pub struct StatusLine {
     hostlist: Hostlist,
     reason: FieldValue,
     timestamp: FieldValue,
+    /// Hosts were appended by [`StatusLine::update`] and the hostlist
+    /// still needs its sort (see [`StatusLine::finish`]).
+    unsorted: bool,
+    /// The shape of the hosts seen so far, once a merge happened.
+    shape: Option<HostShape>,
+}
+
+/// What the hostnames of a line look like: whether sorting once after
+/// many appends gives what sorting after every append gives.
+///
+/// Hostlist sorting is a stable sort by (prefix, number) followed by
+/// coalescing into ranges; with numbers of mixed widths and zero padding
+/// (`node01`, `node1`, `node10`), coalescing depends on the order of the
+/// appends.  When no number is zero-padded, or all numbers have the same
+/// width (`node00001`..`node16384`), equal keys are equal names and the
+/// result is the same either way.
+#[derive(Debug, Clone, Copy, Default)]
+struct HostShape {
+    leading_zero: bool,
+    width: Option<usize>,
+    mixed_width: bool,
+    odd: bool,
+}
+
+impl HostShape {
+    fn of(hl: &Hostlist) -> HostShape {
+        let mut s = HostShape::default();
+        s.observe(hl);
+        s
+    }
+
+    fn observe(&mut self, hl: &Hostlist) {
+        for host in hl.iter() {
+            let stem = host.trim_end_matches(|c: char| c.is_ascii_digit());
+            let digits = &host[stem.len()..];
+            if stem.bytes().any(|b| b.is_ascii_digit() || !b.is_ascii()) || digits.len() > 9 {
+                self.odd = true;
+            }
+            if digits.is_empty() {
+                continue;
+            }
+            if digits.len() > 1 && digits.starts_with('0') {
+                self.leading_zero = true;
+            }
+            match self.width {
+                None => self.width = Some(digits.len()),
+                Some(w) if w != digits.len() => self.mixed_width = true,
+                Some(_) => {}
+            }
+        }
+    }
+
+    fn sort_can_wait(&self) -> bool {
+        !(self.odd || (self.leading_zero && self.mixed_width))
+    }
 }
 
 impl StatusLine {
+    /// flux's `update()` appends the other line's hosts and sorts after
+    /// every merge, which is quadratic when thousands of separately
+    /// drained nodes share a line.  When the hostnames allow it
+    /// ([`HostShape`]), the sort waits for [`StatusLine::finish`];
+    /// otherwise it happens at once, as in flux.
     fn update(&mut self, other: StatusLine) {
         self.ranks.add(&other.ranks);
-        self.hostlist.append(&other.hostlist);
-        self.hostlist.sort();
+        let mut shape = match self.shape.take() {
+            Some(s) => s,
+            None => HostShape::of(&self.hostlist),
+        };
+        shape.observe(&other.hostlist);
+        if shape.sort_can_wait() {
+            self.hostlist.append(&other.hostlist);
+            self.unsorted = true;
+        } else {
+            self.finish();
+            self.hostlist.append(&other.hostlist);
+            self.hostlist.sort();
+        }
+        self.shape = Some(shape);
+    }
+
+    /// The deferred sort of [`StatusLine::update`].
+    fn finish(&mut self) {
+        if self.unsorted {
+            self.hostlist.sort();
+            self.unsorted = false;
+        }
     }
 
     /// Number of nodes.
@@ -658,6 +738,8 @@ fn statuslines(
                 hostlist,
                 reason: FieldValue::str(""),
                 timestamp: FieldValue::str(""),
+                unsorted: false,
+                shape: None,
             };
             result.append(line, zone, StatusLine::update)?;
         }
@@ -675,6 +757,8 @@ fn statuslines(
                 hostlist: Hostlist::new(),
                 reason: FieldValue::str(""),
                 timestamp: FieldValue::str(""),
+                unsorted: false,
+                shape: None,
             };
             result.append(line, zone, StatusLine::update)?;
         }
@@ -704,11 +788,17 @@ fn statuslines(
                 hostlist,
                 reason,
                 timestamp,
+                unsorted: false,
+                shape: None,
             };
             result.append(line, zone, StatusLine::update)?;
         }
     }
-    Ok(result.into_items())
+    let mut lines = result.into_items();
+    for line in &mut lines {
+        line.finish();
+    }
+    Ok(lines)
 }
 
 #[cfg(test)]
@@ -1149,5 +1239,79 @@ mod tests {
             allocated_ranks(&ss).map(|i| i.encode()).unwrap_or_default(),
             "2,4"
         );
+    }
+
+    /// The deferred sort of `StatusLine::update` gives the hostlist that
+    /// sorting after every append gives (flux's order), also with
+    /// duplicate, zero-padded and unnumbered hosts and unsorted starts.
+    #[test]
+    fn deferred_sort_matches_sort_after_every_append() {
+        let mixed = [
+            "node1", "node01", "node001", "node2", "node10", "node010", "foo", "foo7", "bar3x",
+            "node3", "node4", "node5", "n1", "node", "node0", "node00",
+        ];
+        let plain = [
+            "node1", "node2", "node10", "node9", "foo", "n1", "node0", "node123",
+        ];
+        let padded = [
+            "node00001",
+            "node00002",
+            "node00010",
+            "node12345",
+            "foo",
+            "n00007",
+        ];
+        let mut x: u64 = 42;
+        let mut rnd = |n: usize| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((x >> 33) as usize) % n
+        };
+        for round in 0..3000 {
+            let pool: &[&str] = match round % 3 {
+                0 => &mixed,
+                1 => &plain,
+                _ => &padded,
+            };
+            let mut first = Hostlist::new();
+            for _ in 0..rnd(4) {
+                first.push(pool[rnd(pool.len())]);
+            }
+            let line = |hostlist: Hostlist| StatusLine {
+                state: "drained".into(),
+                online: true,
+                ranks: IdSet::new(),
+                hostlist,
+                reason: FieldValue::str(""),
+                timestamp: FieldValue::str(""),
+                unsorted: false,
+                shape: None,
+            };
+            let mut eager = first.clone();
+            let mut lazy = line(first);
+            let merges = 1 + rnd(12);
+            for _ in 0..merges {
+                let mut other = Hostlist::new();
+                for _ in 0..1 + rnd(3) {
+                    if rnd(3) == 0 {
+                        let n = rnd(40);
+                        match round % 3 {
+                            0 => other.push(&format!("node{n}")),
+                            1 => other.push(&format!("node{}", n + 1)),
+                            _ => other.push(&format!("node{:05}", n + 1)),
+                        }
+                    } else {
+                        other.push(pool[rnd(pool.len())]);
+                    }
+                }
+                eager.append(&other);
+                eager.sort();
+                lazy.update(line(other));
+            }
+            lazy.finish();
+            assert_eq!(lazy.hostlist.encode(), eager.encode(), "round {round}");
+            assert_eq!(lazy.nnodes(), eager.len());
+        }
     }
 }

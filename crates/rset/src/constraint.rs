@@ -207,8 +207,23 @@ impl Rset {
 
     /// [`Rset::copy_constraint`] with a compiled constraint.
     pub fn copy_matching(&self, c: &Constraint) -> Rset {
+        self.copy_matching_where(c, |_| true)
+    }
+
+    /// [`Rset::copy_matching`] looking only at the nodes whose rank is in
+    /// `ranks`.  The same result whenever no node outside `ranks` matches
+    /// `c` (the caller knows, e.g. from the nodes' property sets), with
+    /// work proportional to `ranks` rather than to the whole set.
+    pub fn copy_matching_ranks(&self, c: &Constraint, ranks: &IdSet) -> Rset {
+        self.copy_matching_where(c, |rank| ranks.contains(rank))
+    }
+
+    fn copy_matching_where(&self, c: &Constraint, keep: impl Fn(u32) -> bool) -> Rset {
         let mut result = Rset::new();
         for n in self.nodes.iter() {
+            if !keep(n.rank) {
+                continue;
+            }
             // The lookups flux performs while matching happen on the
             // original's property table before it is copied; replay them
             // on a scratch node so the copy sees the same table shape.

@@ -248,9 +248,13 @@ pub fn prepare(plan: &Plan) -> Result<(service_loop::Shell, Vec<Output>), ServeE
     let history = resource.map(|r| r.history).unwrap_or_default();
     if let Some(secs) = history.seconds() {
         let cp_ts = store::checkpoint_timestamp(loaded.checkpoint.as_ref());
-        if let Some(cutoff) = store::history_cutoff(now, Some(secs), cp_ts) {
+        // Only a log with something to drop is copied and rewritten (the
+        // same test as `truncate_history`: NaN timestamps are kept).
+        let cutoff = store::history_cutoff(now, Some(secs), cp_ts)
+            .filter(|c| events.iter().any(|e| e.timestamp < *c));
+        if let Some(cutoff) = cutoff {
             let before = events.len();
-            let kept = store::truncate_history(events.clone(), cutoff);
+            let kept = store::truncate_history(std::mem::take(&mut events), cutoff);
             if kept.len() != before {
                 dir.rewrite_eventlog(&kept)?;
                 tracing::info!(
