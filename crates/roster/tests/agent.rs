@@ -260,6 +260,7 @@ fn noverify_disables_verification() {
 fn refusals_unknown_host_duplicate_rank_wrong_token() {
     let s = Scratch::new("agent-refuse");
     let token = s.write("token", "s3cret\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let wrong = s.write("wrong", "nope\n");
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -453,6 +453,20 @@ fn guests_read_status_only_and_tcp_needs_the_token() {
     let s = Scratch::new("roles");
     let token = s.write("token", "s3cret\n");
     std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    // a token others can read is refused
+    let loose = s.write("loose-token", "s3cret\n");
+    std::fs::set_permissions(&loose, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let o = roster()
+        .args(["serve", "--check", "--token-file"])
+        .arg(&loose)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("mode 0644 (chmod 600 it)"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()

@@ -122,6 +122,17 @@ fn read_token(path: &Path) -> Result<String, ServeError> {
         path: path.to_path_buf(),
         reason,
     };
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .map_err(|e| err(io_text(&e)))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(err(format!(
+            "the token must be private to its owner, but the file has mode {:04o} (chmod 600 it)",
+            mode & 0o7777
+        )));
+    }
     let text = std::fs::read_to_string(path).map_err(|e| err(io_text(&e)))?;
     let token = text.trim();
     if token.is_empty() {
