@@ -93,7 +93,7 @@ fn service() -> Service {
             match req.topic.as_str() {
                 "test.stream" => {
                     for i in 0..req.payload["count"].as_u64().unwrap_or(0) {
-                        let _ = replies.send(Ok(json!({ "n": i })));
+                        let _ = replies.send(Ok(json!({ "n": i }).into()));
                     }
                     let errnum = req.payload["errnum"].as_i64().unwrap_or(61) as i32;
                     let e = match req.payload["errstr"].as_str() {
@@ -103,7 +103,7 @@ fn service() -> Service {
                     let _ = replies.send(Err(e));
                 }
                 "test.cut" => {
-                    let _ = replies.send(Ok(json!("one")));
+                    let _ = replies.send(Ok(json!("one").into()));
                 }
                 "test.error" => {
                     let _ = replies.send(Err(RpcError::new(EINVAL, "bad targets")));
@@ -112,11 +112,11 @@ fn service() -> Service {
                     let _ = replies.send(Err(RpcError::bare(EBUSY)));
                 }
                 "resource.journal" => {
-                    let _ = replies.send(Ok(json!({"events": []})));
+                    let _ = replies.send(Ok(json!({"events": []}).into()));
                     held.push((req.conn, replies));
                 }
                 _ => {
-                    let _ = replies.send(Ok(req.payload));
+                    let _ = replies.send(Ok(req.payload.into()));
                 }
             }
         }

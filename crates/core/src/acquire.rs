@@ -273,7 +273,7 @@ impl Acquire {
         if !self.muted {
             out.push(Output::Reply {
                 to,
-                reply: Ok(payload),
+                reply: Ok(payload.into()),
             });
         }
     }
@@ -624,6 +624,11 @@ impl Acquire {
         out.extend(pre);
     }
 
+    /// Does connection `conn` hold an acquire?
+    pub fn holds(&self, conn: rpc::ConnId) -> bool {
+        self.holders.iter().any(|h| h.to.conn == conn)
+    }
+
     /// The client went away: its acquires end silently.
     pub fn disconnect(&mut self, conn: rpc::ConnId, t: &Truth, out: &mut Vec<Output>) {
         self.end(|h| h.to.conn == conn, t, out);
@@ -677,7 +682,7 @@ impl Acquire {
         }
         out.push(Output::Reply {
             to,
-            reply: Ok(Value::Null),
+            reply: Ok(Value::Null.into()),
         });
         self.update(t, out);
         Ok(())

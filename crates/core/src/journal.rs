@@ -10,8 +10,10 @@
 //! `discovery-method`/`R` when a `resource-define` was dropped.
 
 use eventlog::Event;
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 use std::collections::VecDeque;
+use std::sync::OnceLock;
 
 /// The state summarised into a `truncate` event, supplied by the caller.
 #[derive(Debug, Clone, Default)]
@@ -26,10 +28,56 @@ pub struct TruncateState {
     pub r: Option<Value>,
 }
 
+/// The compact JSON text of an event in "object format" (RFC 44 journal
+/// responses): the same bytes as `serde_json::to_string` of
+/// [`Event::to_value`], written without building that value.  `None`
+/// exactly when `to_value` fails (a timestamp JSON cannot carry).
+pub fn object_json(ev: &Event) -> Option<String> {
+    if !ev.timestamp.is_finite() {
+        return None;
+    }
+    serde_json::to_string(&ObjectForm(ev)).ok()
+}
+
+/// Serialises like the `Value` [`Event::to_value`] builds: `timestamp`,
+/// `name`, then `context` when present.
+struct ObjectForm<'a>(&'a Event);
+
+impl Serialize for ObjectForm<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let ev = self.0;
+        let mut m = s.serialize_map(Some(2 + usize::from(ev.context.is_some())))?;
+        m.serialize_entry("timestamp", &ev.timestamp)?;
+        m.serialize_entry("name", &ev.name)?;
+        if let Some(ctx) = &ev.context {
+            m.serialize_entry("context", ctx)?;
+        }
+        m.end()
+    }
+}
+
+/// An event and, once asked for, its [`object_json`] (the journal is
+/// append-only, so an event is serialised at most once however many
+/// clients read the backlog).
+#[derive(Debug, Clone)]
+struct Entry {
+    event: Event,
+    json: OnceLock<Option<Box<str>>>,
+}
+
+impl Entry {
+    fn new(event: Event) -> Entry {
+        Entry {
+            event,
+            json: OnceLock::new(),
+        }
+    }
+}
+
 /// Bounded event journal.
 #[derive(Debug, Clone)]
 pub struct Journal {
-    events: VecDeque<Event>,
+    events: VecDeque<Entry>,
     max: usize,
     /// From the newest dropped (or previously summarised) `restart`.
     dropped_restart: Option<(Value, Value)>,
@@ -68,12 +116,23 @@ impl Journal {
 
     /// The events, oldest first.
     pub fn events(&self) -> impl ExactSizeIterator<Item = &Event> + '_ {
-        self.events.iter()
+        self.events.iter().map(|e| &e.event)
+    }
+
+    /// The events, oldest first, each with its [`object_json`] (computed
+    /// on first use and kept).
+    pub fn events_json(&self) -> impl ExactSizeIterator<Item = (&Event, Option<&str>)> + '_ {
+        self.events.iter().map(|e| {
+            let json = e
+                .json
+                .get_or_init(|| object_json(&e.event).map(String::into_boxed_str));
+            (&e.event, json.as_deref())
+        })
     }
 
     /// Append an event, truncating if the limit is exceeded.
     pub fn push(&mut self, event: Event, state: impl FnOnce() -> TruncateState) {
-        self.events.push_back(event);
+        self.events.push_back(Entry::new(event));
         if self.events.len() > self.max {
             self.truncate(state());
         }
@@ -90,7 +149,7 @@ impl Journal {
     fn truncate(&mut self, state: TruncateState) {
         let mut last_ts = None;
         while self.events.len() > self.max - 1 {
-            let Some(ev) = self.events.pop_front() else {
+            let Some(Entry { event: ev, .. }) = self.events.pop_front() else {
                 break;
             };
             last_ts = Some(ev.timestamp);
@@ -127,11 +186,11 @@ impl Journal {
             }
         }
         let ts = last_ts.filter(|t| t.is_finite() && *t > 0.0).unwrap_or(0.1);
-        self.events.push_front(Event {
+        self.events.push_front(Entry::new(Event {
             timestamp: ts,
             name: "truncate".into(),
             context: Some(ctx),
-        });
+        }));
     }
 }
 
@@ -198,6 +257,51 @@ mod tests {
         assert_eq!(first.get("discovery-method"), Some(&json!("configuration")));
         assert_eq!(first.get("R"), Some(&json!({"version": 1})));
         assert_eq!(first.get("online"), Some(&json!("0-3")));
+    }
+
+    #[test]
+    fn object_json_is_the_serialised_object_format() {
+        let mut big = Map::new();
+        big.insert("z".into(), json!("\u{e9}\"\n"));
+        big.insert("a".into(), json!([1, 2.5, -0.0, null, {"k": 1e300}]));
+        for ev in [
+            ev(1.0, "restart", json!({"ranks": "0-3", "online": ""})),
+            ev(
+                1763900000.001,
+                "drain",
+                json!({"idset": "1", "overwrite": 0}),
+            ),
+            Event::new(0.1, "x", None).unwrap(),
+            Event::new(2.5e-7, "y", Some(big)).unwrap(),
+            Event {
+                timestamp: -3.0,
+                name: String::new(),
+                context: Some(Map::new()),
+            },
+        ] {
+            let want = serde_json::to_string(&ev.to_value().unwrap()).unwrap();
+            assert_eq!(object_json(&ev).as_deref(), Some(want.as_str()));
+        }
+        for ts in [f64::NAN, f64::INFINITY] {
+            let ev = Event {
+                timestamp: ts,
+                name: "x".into(),
+                context: None,
+            };
+            assert!(ev.to_value().is_err());
+            assert_eq!(object_json(&ev), None);
+        }
+        let mut j = Journal::new(3);
+        for i in 0..5 {
+            j.push(
+                ev(1.0 + f64::from(i), "online", json!({"idset": "0"})),
+                state,
+            );
+        }
+        for (e, text) in j.events_json() {
+            let want = serde_json::to_string(&e.to_value().unwrap()).unwrap();
+            assert_eq!(text, Some(want.as_str()));
+        }
     }
 
     #[test]

@@ -33,12 +33,12 @@
 use crate::acquire::{self, Acquire, AcquireInfo, GroupError, Truth};
 use crate::drain::{validate_targets, DrainMode, DrainTable};
 use crate::errno::*;
-use crate::journal::{Journal, TruncateState};
+use crate::journal::{self, Journal, TruncateState};
 use crate::monitor::Monitor;
 use eventlog::Event;
 use hostlist::Hostlist;
 use idset::IdSet;
-use rpc::{ConnId, Reply, ReplyTo, Request, Role};
+use rpc::{ConnId, Payload, Reply, ReplyTo, Request, Role};
 use rset::Rset;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -250,8 +250,8 @@ pub struct Service {
     journal: Journal,
     followers: Vec<ReplyTo>,
     waitups: Vec<Waitup>,
-    /// Cached `resource.sched-status` payload.
-    sched_cache: Option<Value>,
+    /// Cached `resource.sched-status` payload, serialised.
+    sched_cache: Option<Payload>,
     stopped: bool,
     /// RFC 28 acquisition (both variants) and resource groups.
     acquire: Acquire,
@@ -294,6 +294,33 @@ macro_rules! truth {
             lost: &$s.lost,
         }
     };
+}
+
+/// A journal response, `{"events":[...]}` plus `"R"` when given, from
+/// serialised events ([`journal::object_json`]) and R: the bytes
+/// `serde_json` writes for the same object built as a value.
+fn events_payload(events: &[&str], r: Option<&str>) -> Payload {
+    let len = events.iter().map(|e| e.len() + 1).sum::<usize>() + r.map_or(0, |r| r.len() + 5);
+    let mut s = String::with_capacity(len + 16);
+    s.push_str("{\"events\":[");
+    for (i, e) in events.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(e);
+    }
+    s.push(']');
+    if let Some(r) = r {
+        s.push_str(",\"R\":");
+        s.push_str(r);
+    }
+    s.push('}');
+    Payload::json(s)
+}
+
+/// R as compact JSON text.
+fn r_text(inv: &Inventory) -> String {
+    inv.json.to_string()
 }
 
 /// Topics only the instance owner may use.
@@ -747,15 +774,15 @@ impl Service {
         if self.followers.is_empty() {
             return;
         }
-        let Ok(v) = ev.to_value() else { return };
-        let mut payload = Map::new();
-        payload.insert("events".into(), Value::Array(vec![v]));
-        if ev.name == "resource-define" {
-            if let Some(inv) = &self.inventory {
-                payload.insert("R".into(), inv.json.clone());
-            }
-        }
-        let payload = Value::Object(payload);
+        // Serialised once; every follower's reply shares the text.
+        let Some(v) = journal::object_json(ev) else {
+            return;
+        };
+        let r = match &self.inventory {
+            Some(inv) if ev.name == "resource-define" => Some(r_text(inv)),
+            _ => None,
+        };
+        let payload = events_payload(&[&v], r.as_deref());
         for to in &self.followers {
             out.push(Output::Reply {
                 to: *to,
@@ -787,8 +814,13 @@ impl Service {
             Input::Disconnect(conn) => {
                 self.followers.retain(|t| t.conn != conn);
                 self.waitups.retain(|w| w.to.conn != conn);
-                let truth = truth!(self);
-                self.acquire.disconnect(conn, &truth, out);
+                // Every client call ends with a disconnect; the up set is
+                // computed only when the connection held an acquire (it
+                // is needed only then).
+                if self.acquire.holds(conn) {
+                    let truth = truth!(self);
+                    self.acquire.disconnect(conn, &truth, out);
+                }
                 self.monitor.disconnect(conn);
             }
             Input::Tick => self.tick(now, out),
@@ -865,10 +897,14 @@ impl Service {
             );
             return;
         }
+        if topic == "resource.sched-status" {
+            let reply = self.sched_status();
+            Self::reply(out, to, reply);
+            return;
+        }
         let p = &req.payload;
         let result = match topic {
             "resource.status" => self.status().map(Some),
-            "resource.sched-status" => self.sched_status().map(Some),
             "resource.drain" => self.drain_rpc(now, to, p, out),
             "resource.undrain" => self.undrain_rpc(now, to, p, out),
             "resource.journal" => self.journal_rpc(&req, out),
@@ -895,7 +931,7 @@ impl Service {
         };
         // Handlers that answered themselves (or defer) return Ok(None).
         match result {
-            Ok(Some(v)) => Self::reply(out, to, Ok(v)),
+            Ok(Some(v)) => Self::reply(out, to, Ok(v.into())),
             Ok(None) => {}
             Err(e) => Self::reply(out, to, Err(e)),
         }
@@ -945,9 +981,11 @@ impl Service {
         up
     }
 
-    fn sched_status(&mut self) -> Result<Value, RpcError> {
-        if let Some(v) = &self.sched_cache {
-            return Ok(v.clone());
+    /// Serialised once per state change: every reply shares the cached
+    /// text (the `down` R after scattered drains is large).
+    fn sched_status(&mut self) -> Result<Payload, RpcError> {
+        if let Some(p) = &self.sched_cache {
+            return Ok(p.clone());
         }
         let Some(inv) = &self.inventory else {
             return Err(RpcError::new(
@@ -968,8 +1006,9 @@ impl Service {
             "down": down.to_json(),
             "allocated": Rset::new().to_json(),
         });
-        self.sched_cache = Some(v.clone());
-        Ok(v)
+        let p = Payload::serialised(&v);
+        self.sched_cache = Some(p.clone());
+        Ok(p)
     }
 
     fn get(&self) -> Result<Option<Value>, RpcError> {
@@ -1020,7 +1059,7 @@ impl Service {
         }
         c.insert("overwrite".into(), Value::from(mode.overwrite()));
         let ev = self.record(now, "drain", c, true, out);
-        Self::reply(out, to, Ok(Value::Null));
+        Self::reply(out, to, Ok(Value::Null.into()));
         if let Some(ev) = ev {
             self.publish(&ev, out);
         }
@@ -1060,7 +1099,7 @@ impl Service {
             c.insert("reason".into(), Value::from(r));
         }
         let ev = self.record(now, "undrain", c, true, out);
-        Self::reply(out, to, Ok(Value::Null));
+        Self::reply(out, to, Ok(Value::Null.into()));
         if let Some(ev) = ev {
             self.publish(&ev, out);
         }
@@ -1078,32 +1117,26 @@ impl Service {
             return Err(RpcError::new(EPROTO, "journal requires streaming RPC flag"));
         }
         let to = req.reply_to();
-        let mut batch: Vec<Value> = Vec::with_capacity(100);
-        let flush = |batch: &mut Vec<Value>, out: &mut Vec<Output>| {
+        // Each event is serialised once for the life of the journal
+        // (`Journal::events_json`); a batch is their concatenation.
+        let mut batch: Vec<&str> = Vec::with_capacity(100);
+        let flush = |batch: &mut Vec<&str>, out: &mut Vec<Output>| {
             if !batch.is_empty() {
-                // Moved into the payload (`json!` would copy every event
-                // through serde's value serializer).
-                let events = std::mem::take(batch);
-                let mut m = Map::new();
-                m.insert("events".into(), Value::Array(events));
                 out.push(Output::Reply {
                     to,
-                    reply: Ok(Value::Object(m)),
+                    reply: Ok(events_payload(batch, None)),
                 });
+                batch.clear();
             }
         };
-        for ev in self.journal.events() {
-            let Ok(v) = ev.to_value() else { continue };
+        for (ev, v) in self.journal.events_json() {
+            let Some(v) = v else { continue };
             if ev.name == "resource-define" {
                 flush(&mut batch, out);
-                let mut m = Map::new();
-                m.insert("events".into(), Value::Array(vec![v]));
-                if let Some(inv) = &self.inventory {
-                    m.insert("R".into(), inv.json.clone());
-                }
+                let r = self.inventory.as_ref().map(r_text);
                 out.push(Output::Reply {
                     to,
-                    reply: Ok(Value::Object(m)),
+                    reply: Ok(events_payload(&[v], r.as_deref())),
                 });
                 continue;
             }
@@ -1113,7 +1146,7 @@ impl Service {
             }
         }
         flush(&mut batch, out);
-        Self::reply(out, to, Ok(json!({"events": []})));
+        Self::reply(out, to, Ok(Payload::json("{\"events\":[]}")));
         self.followers.push(to);
         Ok(None)
     }
@@ -1216,7 +1249,7 @@ impl Service {
             true,
             out,
         );
-        Self::reply(out, to, Ok(Value::Null));
+        Self::reply(out, to, Ok(Value::Null.into()));
         if let Some(ev) = ev {
             self.publish(&ev, out);
         }
@@ -1297,7 +1330,7 @@ impl Service {
             level: Level::Info,
             msg: format!("group-set group={group} targets={}", ids.encode()),
         });
-        Self::reply(out, to, Ok(Value::Null));
+        Self::reply(out, to, Ok(Value::Null.into()));
         let truth = truth!(self);
         self.acquire.set_groups(groups, &truth, out);
         Ok(None)
@@ -1348,7 +1381,7 @@ impl Service {
             true,
             out,
         );
-        Self::reply(out, to, Ok(Value::Null));
+        Self::reply(out, to, Ok(Value::Null.into()));
         if let Some(ev) = ev {
             self.publish(&ev, out);
         }
@@ -1438,7 +1471,7 @@ impl Service {
             if w.up == n {
                 out.push(Output::Reply {
                     to: w.to,
-                    reply: Ok(Value::Null),
+                    reply: Ok(Value::Null.into()),
                 });
                 false
             } else {

@@ -119,7 +119,9 @@ impl H {
 fn replies_to(out: &[Output], to: ReplyTo) -> Vec<Result<Value, RpcError>> {
     out.iter()
         .filter_map(|o| match o {
-            Output::Reply { to: t, reply } if *t == to => Some(reply.clone()),
+            Output::Reply { to: t, reply } if *t == to => {
+                Some(reply.clone().map(rpc::Payload::into_value))
+            }
             _ => None,
         })
         .collect()
@@ -1031,7 +1033,7 @@ proptest! {
             for o in outs.drain(..) {
                 if let Output::Reply { to, reply: Ok(p) } = &o {
                     if let Some(v) = views.iter_mut().find(|v| v.to == Some(*to)) {
-                        v.apply(p);
+                        v.apply(&p.to_value());
                     }
                 }
             }

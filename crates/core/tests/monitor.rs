@@ -121,7 +121,9 @@ impl H {
 fn replies(out: &[Output], to: ReplyTo) -> Vec<Result<Value, RpcError>> {
     out.iter()
         .filter_map(|o| match o {
-            Output::Reply { to: t, reply } if *t == to => Some(reply.clone()),
+            Output::Reply { to: t, reply } if *t == to => {
+                Some(reply.clone().map(rpc::Payload::into_value))
+            }
             _ => None,
         })
         .collect()

@@ -77,7 +77,9 @@ impl Harness {
 fn replies_to(out: &[Output], to: ReplyTo) -> Vec<Result<Value, RpcError>> {
     out.iter()
         .filter_map(|o| match o {
-            Output::Reply { to: t, reply } if *t == to => Some(reply.clone()),
+            Output::Reply { to: t, reply } if *t == to => {
+                Some(reply.clone().map(rpc::Payload::into_value))
+            }
             _ => None,
         })
         .collect()

@@ -211,6 +211,15 @@ impl Event {
         if body.is_empty() {
             return Err(EventError::EmptyLine);
         }
+        if let Some(ev) = fast::decode(body) {
+            return Ok(ev);
+        }
+        Event::decode_general(body)
+    }
+
+    /// [`Event::decode`] through a `Value`: the reference the fast path
+    /// must agree with, and the source of every error.
+    fn decode_general(body: &str) -> Result<Event, EventError> {
         let value: Value = serde_json::from_str(body).map_err(|e| json_error(body, &e))?;
         if !value.is_object() {
             return Err(EventError::NotAnObject);
@@ -292,4 +301,145 @@ pub fn encode_log(events: &[Event]) -> Result<String, EventError> {
         s.push_str(&e.encode()?);
     }
     Ok(s)
+}
+
+/// The common shape of an eventlog line, decoded without building a
+/// `Value` for the line: an object with exactly a numeric `timestamp`, a
+/// string `name` and optionally an object `context` (keys without
+/// escapes, each once), integers within jansson's range.  Anything else
+/// (including every invalid line) returns `None` and goes through the
+/// general decoder, which produces the same event or the exact error.
+mod fast {
+    use super::{check_integers, Event};
+    use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+    use serde_json::{Map, Number, Value};
+    use std::fmt;
+
+    pub(super) fn decode(body: &str) -> Option<Event> {
+        let Line(ev) = serde_json::from_str(body).ok()?;
+        let ctx_ok = ev
+            .context
+            .iter()
+            .flat_map(|c| c.values())
+            .all(|v| check_integers(v).is_ok());
+        ctx_ok.then_some(ev)
+    }
+
+    struct Line(Event);
+
+    impl<'de> Deserialize<'de> for Line {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Line, D::Error> {
+            d.deserialize_map(LineVisitor)
+        }
+    }
+
+    struct LineVisitor;
+
+    impl<'de> Visitor<'de> for LineVisitor {
+        type Value = Line;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an event object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Line, A::Error> {
+            let mut timestamp: Option<Number> = None;
+            let mut name: Option<String> = None;
+            let mut context: Option<Context> = None;
+            let twice = || de::Error::custom("duplicate member");
+            while let Some(key) = m.next_key::<&'de str>()? {
+                match key {
+                    "timestamp" if timestamp.is_none() => timestamp = Some(m.next_value()?),
+                    "name" if name.is_none() => name = Some(m.next_value()?),
+                    "context" if context.is_none() => context = Some(m.next_value()?),
+                    "timestamp" | "name" | "context" => return Err(twice()),
+                    _ => return Err(de::Error::custom("other member")),
+                }
+            }
+            let (Some(ts), Some(name)) = (timestamp, name) else {
+                return Err(de::Error::custom("missing member"));
+            };
+            // jansson's integer range (the general path's check_integers).
+            if ts.is_u64() && ts.as_i64().is_none() {
+                return Err(de::Error::custom("integer out of range"));
+            }
+            let timestamp = ts.as_f64().ok_or_else(|| de::Error::custom("timestamp"))?;
+            Ok(Line(Event {
+                timestamp,
+                name,
+                context: context.map(|Context(c)| c),
+            }))
+        }
+    }
+
+    /// A context object, built with room for its members up front.
+    struct Context(Map<String, Value>);
+
+    impl<'de> Deserialize<'de> for Context {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Context, D::Error> {
+            d.deserialize_map(ContextVisitor)
+        }
+    }
+
+    struct ContextVisitor;
+
+    impl<'de> Visitor<'de> for ContextVisitor {
+        type Value = Context;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a context object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Context, A::Error> {
+            let mut map = Map::with_capacity(m.size_hint().unwrap_or(4).max(4));
+            // Like serde_json's own `Value` visitor: a repeated key keeps
+            // its first position and takes the last value.
+            while let Some((k, v)) = m.next_entry::<String, Value>()? {
+                map.insert(k, v);
+            }
+            Ok(Context(map))
+        }
+    }
+}
+
+#[cfg(test)]
+mod fast_tests {
+    use super::*;
+
+    #[test]
+    fn fast_path_agrees_with_the_general_decoder() {
+        let lines = [
+            r#"{"timestamp":1763900000.001,"name":"drain","context":{"idset":"5","nodelist":"node00006","reason":"reason-2","overwrite":0}}"#,
+            r#"{"timestamp":1,"name":"x"}"#,
+            r#"{"name":"x","timestamp":2.5e-3,"context":{}}"#,
+            r#"{"timestamp":-1,"name":"","context":{"a":[1,{"b":null}],"a":2,"c":1e300}}"#,
+            r#"{"timestamp":1,"name":"x","context":{"big":18446744073709551615}}"#,
+            r#"{"timestamp":18446744073709551615,"name":"x"}"#,
+            r#"{"timestamp":9223372036854775807,"name":"x"}"#,
+            r#"{"timestamp":1,"name":"x","context":null}"#,
+            r#"{"timestamp":1,"name":"x","context":[]}"#,
+            r#"{"timestamp":"1","name":"x"}"#,
+            r#"{"timestamp":1,"name":2}"#,
+            r#"{"timestamp":1}"#,
+            r#"{"name":"x"}"#,
+            r#"{"timestamp":1,"name":"x","extra":{"y":1}}"#,
+            r#"{"timestamp":1,"name":"x","name":"y"}"#,
+            r#"{"timestamp":1,"timestamp":2,"name":"x"}"#,
+            r#"{"time\u0073tamp":1,"name":"x"}"#,
+            r#"{"timestamp":1,"name":"\u00e9\n","context":{"k\"":"v"}}"#,
+            r#"{"timestamp":1,"name":"x"} x"#,
+            r#"{"timestamp":1,"name":"x","context":{"c":1e400}}"#,
+            r#"{"timestamp":1,"name":"x""#,
+            r#"[1]"#,
+            r#"3"#,
+            r#"{}"#,
+        ];
+        for line in lines {
+            assert_eq!(Event::decode(line), Event::decode_general(line), "{line}");
+        }
+        let ev = Event::decode(lines[3]).unwrap();
+        let keys: Vec<_> = ev.context.unwrap().keys().cloned().collect();
+        assert_eq!(keys, ["a", "c"], "a repeated key keeps its first place");
+        assert!(fast::decode(lines[0]).is_some(), "the common shape is fast");
+    }
 }

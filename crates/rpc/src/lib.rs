@@ -21,6 +21,7 @@ pub mod wire;
 
 pub use errno::RpcError;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// Who is asking.  Mirrors Flux's rolemask: the instance owner (the service's
 /// own uid, root, or a TCP client with the token) may do everything; a guest
@@ -55,9 +56,101 @@ pub struct Request {
     pub userid: Option<u32>,
 }
 
+/// The payload of a successful reply: a JSON value, or the same value
+/// already serialised.
+///
+/// [`Payload::Json`] lets the service serialise a large or often repeated
+/// payload once (a cached `resource.sched-status`, a journal batch sent to
+/// many followers) and have every transport write those bytes as they are.
+/// Both forms mean the same JSON value; transports put exactly the bytes
+/// `serde_json::to_string` would produce for the value on the wire, so the
+/// choice never changes what a client receives.
+#[derive(Debug, Clone)]
+pub enum Payload {
+    Value(Value),
+    /// Compact JSON text (as `serde_json::to_string` writes it) of a value
+    /// other than `null`, shared between replies.
+    Json(Arc<str>),
+}
+
+impl Payload {
+    /// Pre-serialised JSON; see [`Payload::Json`] for what `text` must be.
+    pub fn json(text: impl Into<Arc<str>>) -> Payload {
+        Payload::Json(text.into())
+    }
+
+    /// Serialise `v` once (compact, as the transports would).
+    pub fn serialised(v: &Value) -> Payload {
+        let text = serde_json::to_string(v).unwrap_or_else(|_| String::from("null"));
+        Payload::Json(text.into())
+    }
+
+    /// True for the empty payload (`null`).
+    pub fn is_null(&self) -> bool {
+        match self {
+            Payload::Value(v) => v.is_null(),
+            Payload::Json(s) => &**s == "null",
+        }
+    }
+
+    /// The payload as a value (parses the text of [`Payload::Json`]; text
+    /// that is not JSON, which the service never produces, reads as
+    /// `null`).
+    pub fn to_value(&self) -> Value {
+        match self {
+            Payload::Value(v) => v.clone(),
+            Payload::Json(s) => serde_json::from_str(s).unwrap_or(Value::Null),
+        }
+    }
+
+    /// [`Payload::to_value`], taking ownership.
+    pub fn into_value(self) -> Value {
+        match self {
+            Payload::Value(v) => v,
+            json @ Payload::Json(_) => json.to_value(),
+        }
+    }
+
+    /// The compact JSON text of the payload (`null` for no payload).
+    pub fn to_json(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Payload::Value(v) => serde_json::to_string(v)
+                .unwrap_or_else(|_| String::from("null"))
+                .into(),
+            Payload::Json(s) => std::borrow::Cow::Borrowed(s),
+        }
+    }
+}
+
+impl From<Value> for Payload {
+    fn from(v: Value) -> Payload {
+        Payload::Value(v)
+    }
+}
+
+/// Equal when they mean the same JSON value, whatever their forms.
+impl PartialEq for Payload {
+    fn eq(&self, other: &Payload) -> bool {
+        match (self, other) {
+            (Payload::Value(a), Payload::Value(b)) => a == b,
+            (Payload::Json(a), Payload::Json(b)) if a == b => true,
+            _ => self.to_value() == other.to_value(),
+        }
+    }
+}
+
+impl PartialEq<Value> for Payload {
+    fn eq(&self, other: &Value) -> bool {
+        match self {
+            Payload::Value(v) => v == other,
+            Payload::Json(_) => self.to_value() == *other,
+        }
+    }
+}
+
 /// One reply to a request.  For a streaming request an `Err` ends the
 /// stream; for a non-streaming request the single reply ends it.
-pub type Reply = Result<Value, RpcError>;
+pub type Reply = Result<Payload, RpcError>;
 
 /// Where a reply goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -95,13 +95,32 @@ pub fn as_error(v: &Value) -> Option<RpcError> {
 
 /// One NDJSON line of a streaming reply (with its `\n`).
 pub fn stream_line(reply: &Result<Value, RpcError>) -> String {
-    let mut s = match reply {
-        Ok(v) => serde_json::to_string(v),
-        Err(e) => serde_json::to_string(&error_json(e)),
+    match reply {
+        Ok(v) => value_line(v),
+        Err(e) => value_line(&error_json(e)),
     }
-    .unwrap_or_else(|_| String::from("null"));
+}
+
+fn value_line(v: &Value) -> String {
+    let mut s = serde_json::to_string(v).unwrap_or_else(|_| String::from("null"));
     s.push('\n');
     s
+}
+
+/// One NDJSON line of a streaming [`crate::Reply`] (with its `\n`): the
+/// same bytes as [`stream_line`] of the reply's value; a pre-serialised
+/// payload is copied as it is.
+pub fn reply_line(reply: &crate::Reply) -> String {
+    match reply {
+        Ok(crate::Payload::Json(s)) => {
+            let mut line = String::with_capacity(s.len() + 1);
+            line.push_str(s);
+            line.push('\n');
+            line
+        }
+        Ok(crate::Payload::Value(v)) => value_line(v),
+        Err(e) => value_line(&error_json(e)),
+    }
 }
 
 /// Decode one NDJSON line of a streaming reply.
@@ -119,6 +138,16 @@ pub fn body_of(payload: &Value) -> String {
         String::new()
     } else {
         serde_json::to_string(payload).unwrap_or_default()
+    }
+}
+
+/// [`body_of`] for a reply [`crate::Payload`]: the same bytes; a
+/// pre-serialised payload is copied as it is.
+pub fn payload_body(payload: &crate::Payload) -> String {
+    match payload {
+        crate::Payload::Value(v) => body_of(v),
+        crate::Payload::Json(s) if &**s == "null" => String::new(),
+        crate::Payload::Json(s) => s.to_string(),
     }
 }
 
@@ -194,5 +223,30 @@ mod tests {
         assert_eq!(payload_of(b"{\"a\":1}").unwrap(), json!({"a": 1}));
         assert_eq!(payload_of(b"{").unwrap_err().errnum, EPROTO);
         assert_eq!(body_of(&Value::Null), "");
+    }
+
+    #[test]
+    fn pre_serialised_payloads_write_the_same_bytes() {
+        use crate::Payload;
+        for v in [
+            json!({"events": [{"timestamp": 1.5, "name": "x", "context": {"a": "\u{e9}\n"}}]}),
+            json!({"b": 1, "a": [1.0, -0.0, 1e300, null, true]}),
+            json!("s"),
+            json!(null),
+        ] {
+            let json = Payload::serialised(&v);
+            let value = Payload::from(v.clone());
+            assert_eq!(json, value);
+            assert_eq!(json, v);
+            assert_eq!(json.to_value(), v);
+            assert_eq!(payload_body(&json), body_of(&v));
+            assert_eq!(payload_body(&value), body_of(&v));
+            assert_eq!(reply_line(&Ok(json.clone())), stream_line(&Ok(v.clone())));
+            assert_eq!(reply_line(&Ok(value)), stream_line(&Ok(v.clone())));
+            assert_eq!(json.is_null(), v.is_null());
+            assert_eq!(json.to_json(), serde_json::to_string(&v).unwrap());
+        }
+        let e = RpcError::new(ENODATA, "end");
+        assert_eq!(reply_line(&Err(e.clone())), stream_line(&Err(e)));
     }
 }

@@ -243,8 +243,8 @@ impl ReplyHead {
             payload: None,
         };
         match reply {
-            Ok(Value::Null) => {}
-            Ok(v) => m.set_payload_str(&v.to_string()),
+            Ok(p) if p.is_null() => {}
+            Ok(p) => m.set_payload_str(&p.to_json()),
             Err(e) => {
                 m.aux1 = u32::try_from(e.errnum).unwrap_or(EPROTO as u32);
                 if let Some(s) = e.errstr.as_deref().filter(|s| !s.is_empty()) {
@@ -315,7 +315,7 @@ impl Conn {
             // Clients never send these; EOF is the disconnect.
             None
         } else if topic == "config.get" {
-            local(Ok(json!({})))
+            local(Ok(json!({}).into()))
         } else if topic == "attr.get" {
             match attr_name(&msg) {
                 Err(e) => local(Err(e)),
@@ -407,7 +407,7 @@ impl Conn {
         };
         let send = move |out: &mpsc::UnboundedSender<Vec<u8>>, r: Result<String, RpcError>| {
             if respond {
-                let reply = r.map(|v| json!({"value": v, "flags": 0}));
+                let reply = r.map(|v| json!({"value": v, "flags": 0}).into());
                 let _ = out.send(head.encode(&reply));
             }
         };
@@ -471,7 +471,7 @@ async fn hosts_of_service(ctx: &FluxCtx, role: Role) -> Result<hostlist::Hostlis
     let reply = tokio::time::timeout(ATTR_QUERY_TIMEOUT, rx.recv()).await;
     let _ = ctx.tx.send(Incoming::Disconnect(conn));
     let status = match reply {
-        Ok(Some(r)) => r?,
+        Ok(Some(r)) => r?.into_value(),
         Ok(None) => {
             return Err(RpcError::new(
                 EIO,

@@ -9,7 +9,7 @@ use hyper::header::{HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHEN
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rpc::errno::{EIO, ENOSYS, EOVERFLOW, EPERM, EPROTO};
-use rpc::{wire, Reply, Role, RpcError};
+use rpc::{wire, Payload, Reply, Role, RpcError};
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::mpsc::Sender;
@@ -126,7 +126,7 @@ impl Body for ReplyBody {
                 match rx.poll_recv(cx) {
                     Poll::Ready(Some(reply)) => {
                         *done = reply.is_err();
-                        let line = wire::stream_line(&reply);
+                        let line = wire::reply_line(&reply);
                         Poll::Ready(Some(Ok(Frame::data(Bytes::from(line)))))
                     }
                     Poll::Ready(None) => {
@@ -160,9 +160,20 @@ impl Body for ReplyBody {
 }
 
 fn json_response(status: StatusCode, body: String) -> Response<ReplyBody> {
-    let mut resp = Response::new(ReplyBody::Full(
-        (!body.is_empty()).then(|| Bytes::from(body)),
-    ));
+    bytes_response(status, Bytes::from(body))
+}
+
+/// Pre-serialised JSON shared with other replies, as a body without a copy.
+struct SharedJson(Arc<str>);
+
+impl AsRef<[u8]> for SharedJson {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+fn bytes_response(status: StatusCode, body: Bytes) -> Response<ReplyBody> {
+    let mut resp = Response::new(ReplyBody::Full((!body.is_empty()).then_some(body)));
     *resp.status_mut() = status;
     if resp.body().size_hint().exact() != Some(0) {
         resp.headers_mut()
@@ -189,7 +200,10 @@ fn rpc_error_response(e: &RpcError) -> Response<ReplyBody> {
 
 fn reply_response(reply: Reply) -> Response<ReplyBody> {
     match reply {
-        Ok(v) => json_response(StatusCode::OK, wire::body_of(&v)),
+        Ok(Payload::Json(s)) if &*s != "null" => {
+            bytes_response(StatusCode::OK, Bytes::from_owner(SharedJson(s)))
+        }
+        Ok(p) => json_response(StatusCode::OK, wire::payload_body(&p)),
         Err(e) => rpc_error_response(&e),
     }
 }
@@ -600,7 +614,7 @@ mod tests {
         assert_eq!(r.status(), StatusCode::CONFLICT);
         assert_eq!(r.headers()[wire::ERRNUM_HEADER], "16");
         assert_eq!(r.headers()[CONTENT_TYPE], wire::JSON);
-        let ok = reply_response(Ok(serde_json::Value::Null));
+        let ok = reply_response(Ok(serde_json::Value::Null.into()));
         assert_eq!(ok.status(), StatusCode::OK);
         assert!(ok.headers().get(CONTENT_TYPE).is_none());
         assert!(ok.body().is_end_stream());

@@ -25,7 +25,7 @@
 //! std::thread::spawn(move || {
 //!     while let Ok(msg) = rx.recv() {
 //!         if let Incoming::Request { req, replies } = msg {
-//!             let _ = replies.send(Ok(serde_json::json!({"topic": req.topic})));
+//!             let _ = replies.send(Ok(serde_json::json!({"topic": req.topic}).into()));
 //!         }
 //!     }
 //! });

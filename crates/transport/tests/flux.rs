@@ -296,8 +296,8 @@ fn stub(rx: smpsc::Receiver<Incoming>, seen: smpsc::Sender<Seen>) {
             userid: req.userid,
             streaming: req.streaming,
         });
-        let reply = |r: rpc::Reply| {
-            let _ = tx.send(r);
+        let reply = |r: Result<Value, RpcError>| {
+            let _ = tx.send(r.map(rpc::Payload::from));
         };
         match req.topic.as_str() {
             "resource.status" => reply(Ok(json!({
@@ -1107,7 +1107,7 @@ async fn shutdown_finishes_requests_then_cuts_streams() {
         "no longer accepting"
     );
     // The slow request still gets its reply during the grace period.
-    pending[0].1.send(Ok(json!({"late": true}))).unwrap();
+    pending[0].1.send(Ok(json!({"late": true}).into())).unwrap();
     let m = c.recv().await;
     m.assert_acceptable(1);
     assert_eq!(m.json(), json!({"late": true}));

@@ -58,7 +58,7 @@ impl Fake {
             while let Ok((req, tx)) = requests.recv() {
                 match req.topic.as_str() {
                     "test.echo" => {
-                        let _ = tx.send(Ok(req.payload));
+                        let _ = tx.send(Ok(req.payload.into()));
                     }
                     "test.role" => {
                         let role = match req.role {
@@ -68,7 +68,8 @@ impl Fake {
                         let _ = tx.send(Ok(json!({
                             "role": role, "userid": req.userid,
                             "streaming": req.streaming, "matchtag": req.matchtag
-                        })));
+                        })
+                        .into()));
                     }
                     "test.error" => {
                         let _ = tx.send(Err(RpcError::new(EINVAL, "bad things")));
@@ -77,7 +78,7 @@ impl Fake {
                     "test.stream" => {
                         let n = req.payload["count"].as_u64().unwrap_or(0);
                         for i in 0..n {
-                            let _ = tx.send(Ok(json!({ "n": i })));
+                            let _ = tx.send(Ok(json!({ "n": i }).into()));
                         }
                         let _ = tx.send(Err(RpcError::bare(ENODATA)));
                     }
@@ -537,7 +538,7 @@ async fn streaming_lines_arrive_one_by_one() {
     assert_eq!(resp.headers()["content-type"], "application/x-ndjson");
     let mut body = resp.into_body();
     for i in 0..3 {
-        tx.send(Ok(json!({ "events": [i] }))).unwrap();
+        tx.send(Ok(json!({ "events": [i] }).into())).unwrap();
         assert_eq!(
             next_line(&mut body).await,
             format!("{{\"events\":[{i}]}}\n")
@@ -546,7 +547,7 @@ async fn streaming_lines_arrive_one_by_one() {
     tx.send(Err(RpcError::bare(ENODATA))).unwrap();
     assert_eq!(next_line(&mut body).await, "{\"errnum\":61}\n");
     // After the ending error nothing more is sent, and the body ends.
-    let _ = tx.send(Ok(json!("late")));
+    let _ = tx.send(Ok(json!("late").into()));
     let end = tokio::time::timeout(Duration::from_secs(5), body.frame())
         .await
         .unwrap();
@@ -576,7 +577,7 @@ async fn client_going_away_is_a_disconnect() {
     let (stream_req, tx) = fake.request();
     assert_eq!(stream_req.payload, Value::Null);
     let (resp, send) = r.await.unwrap().unwrap();
-    tx.send(Ok(json!({"events": []}))).unwrap();
+    tx.send(Ok(json!({"events": []}).into())).unwrap();
     drop(resp);
     drop(send);
     task.abort();
@@ -623,7 +624,7 @@ async fn streaming_error_ends_the_body_and_sender_drop_closes_it() {
         (String::from_utf8(b.to_vec()).unwrap(), send)
     });
     let (_req, tx) = fake.request();
-    tx.send(Ok(json!({"up": "0-3"}))).unwrap();
+    tx.send(Ok(json!({"up": "0-3"}).into())).unwrap();
     tx.send(Err(RpcError::new(rpc::errno::EPROTO, "nope")))
         .unwrap();
     let (all, mut send) = r.await.unwrap();
@@ -642,9 +643,58 @@ async fn streaming_error_ends_the_body_and_sender_drop_closes_it() {
         resp.into_body().collect().await.unwrap().to_bytes()
     });
     let (_req, tx) = fake.request();
-    tx.send(Ok(json!(1))).unwrap();
+    tx.send(Ok(json!(1).into())).unwrap();
     drop(tx);
     assert_eq!(&r.await.unwrap()[..], b"1\n");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_serialised_payloads_go_out_as_they_are() {
+    let (server, fake) = start().await;
+    let (mut send, _t) = unix_client(&server).await;
+    // Streaming: one NDJSON line per payload, same bytes as a value.
+    let req = post("x.y", "")
+        .header("x-roster-streaming", "1")
+        .body(body(""))
+        .unwrap();
+    let r = tokio::spawn(async move {
+        let resp = send.send_request(req).await.unwrap();
+        let b = resp.into_body().collect().await.unwrap().to_bytes();
+        (String::from_utf8(b.to_vec()).unwrap(), send)
+    });
+    let (_req, tx) = fake.request();
+    tx.send(Ok(rpc::Payload::json("{\"events\":[1,2]}")))
+        .unwrap();
+    tx.send(Ok(json!({"events": []}).into())).unwrap();
+    tx.send(Err(RpcError::bare(rpc::errno::ENODATA))).unwrap();
+    let (all, mut send) = r.await.unwrap();
+    assert_eq!(
+        all,
+        "{\"events\":[1,2]}\n{\"events\":[]}\n{\"errnum\":61}\n"
+    );
+
+    // Non-streaming: the body is the text; `null` is an empty body.
+    for (payload, want) in [
+        (
+            rpc::Payload::json("{\"down\":{\"version\":1}}"),
+            "{\"down\":{\"version\":1}}",
+        ),
+        (rpc::Payload::json("null"), ""),
+    ] {
+        let req = post("x.y", "").body(body("")).unwrap();
+        let r = tokio::spawn(async move {
+            let resp = send.send_request(req).await.unwrap();
+            assert_eq!(resp.status(), 200);
+            let b = resp.into_body().collect().await.unwrap().to_bytes();
+            (String::from_utf8(b.to_vec()).unwrap(), send)
+        });
+        let (_req, tx) = fake.request();
+        tx.send(Ok(payload)).unwrap();
+        let (got, s) = r.await.unwrap();
+        send = s;
+        assert_eq!(got, want);
+    }
     server.stop().await;
 }
 
@@ -671,7 +721,7 @@ async fn many_concurrent_streams() {
         senders.push(fake.request().1);
     }
     for tx in &senders {
-        tx.send(Ok(json!({"events": []}))).unwrap();
+        tx.send(Ok(json!({"events": []}).into())).unwrap();
     }
     for tx in &senders {
         tx.send(Err(RpcError::bare(ENODATA))).unwrap();
@@ -706,7 +756,7 @@ async fn shutdown_lets_replies_finish_and_removes_the_socket() {
     // No longer accepting...
     assert!(tokio::net::UnixStream::connect(&path).await.is_err());
     // ...but the in-flight request still gets its reply.
-    tx.send(Ok(json!({"late": true}))).unwrap();
+    tx.send(Ok(json!({"late": true}).into())).unwrap();
     let mut out = Vec::new();
     tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out))
         .await
@@ -833,7 +883,7 @@ async fn agent_session_is_full_duplex_and_bound_to_its_connection() {
     assert_eq!(hello.role, Role::Owner);
     assert_eq!(hello.payload, json!({"hostname": "h0"}));
     // The reply streams back while the request body is still open.
-    tx.send(Ok(json!({"rank": 0}))).unwrap();
+    tx.send(Ok(json!({"rank": 0}).into())).unwrap();
     let mut seen = String::new();
     read_until(&mut s, &mut seen, "{\"rank\":0}\n").await;
     assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
@@ -851,7 +901,7 @@ async fn agent_session_is_full_duplex_and_bound_to_its_connection() {
         assert_eq!(hb.payload, json!({ "n": n }));
     }
     // More replies still flow.
-    tx.send(Ok(json!({"ping": 1}))).unwrap();
+    tx.send(Ok(json!({"ping": 1}).into())).unwrap();
     read_until(&mut s, &mut seen, "{\"ping\":1}\n").await;
     // The agent ends its body: the stream ends and the connection is gone.
     s.write_all(b"0\r\n\r\n").await.unwrap();
@@ -873,7 +923,7 @@ async fn agent_session_drop_and_bad_lines() {
     head.extend(chunk("{}\n"));
     s.write_all(&head).await.unwrap();
     let (hello, tx) = fake.request();
-    tx.send(Ok(json!({"rank": 3}))).unwrap();
+    tx.send(Ok(json!({"rank": 3}).into())).unwrap();
     let mut seen = String::new();
     read_until(&mut s, &mut seen, "{\"rank\":3}").await;
     drop(s);

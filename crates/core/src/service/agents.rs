@@ -116,7 +116,8 @@ impl Service {
                 "heartbeat": self.monitor.heartbeat_period(),
                 "torpid-max": self.monitor.torpid_max(),
                 "offline-timeout": self.monitor.offline_timeout(),
-            })),
+            })
+            .into()),
         );
         if let Some(actual) = actual {
             if self.discovered.is_some() {
