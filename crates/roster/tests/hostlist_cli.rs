@@ -510,3 +510,27 @@ fn set_operations_with_padding_and_suffixes() {
     // -i with a single source does not uniq
     assert_eq!(ok(&["-i", "a,a"]), "a,a");
 }
+
+/// Errors raised by flux's Python wrapper for a failing libhostlist call are
+/// `OSError(errno, "<ERRNO NAME>: <strerror>")`, and `CLIMain` prints the
+/// `strerror` part, so the symbolic errno name leads the message.
+#[test]
+fn wrapper_errors_name_the_errno() {
+    // `host in hl` (via -i/-X) with a name hostlist_find() rejects
+    let o = run(&["-X", "h[1-2][3-4]", "h5"]);
+    assert_eq!(
+        (o.stderr.as_str(), o.code),
+        ("roster-hostlist: ERROR: EINVAL: Invalid argument\n", 1)
+    );
+    let o = run(&["-i", "h[1,2]x[3]", "h5"]);
+    assert_eq!(
+        (o.stderr.as_str(), o.code),
+        ("roster-hostlist: ERROR: EINVAL: Invalid argument\n", 1)
+    );
+    // -F with such a name
+    let o = run(&["-F", "h[1,2]x[3]", "h1"]);
+    assert_eq!(
+        (o.stderr.as_str(), o.code),
+        ("roster-hostlist: ERROR: EINVAL: Invalid argument\n", 1)
+    );
+}

@@ -927,11 +927,17 @@ fn py_hosts(hl: &Hostlist) -> PyResult<Vec<String>> {
     hl.iter_flux().map(py_host).collect()
 }
 
+/// The text of the `OSError` flux's Python wrapper raises when a libhostlist
+/// call fails with EINVAL (`"<errno name>: <strerror>"`; `CLIMain` prints it).
+const WRAPPER_EINVAL: &str = "EINVAL: Invalid argument";
+/// The same for ERANGE.
+const WRAPPER_ERANGE: &str = "ERANGE: Numerical result out of range";
+
 /// `host in hl`: a name flux-core rejects raises EINVAL.
 fn py_contains(hl: &Finder<'_>, host: &str) -> PyResult<bool> {
     hl.try_find(host)
         .map(|r| r.is_some())
-        .map_err(|_| "Invalid argument".to_string())
+        .map_err(|_| WRAPPER_EINVAL.to_string())
 }
 
 /// `hl.delete(hosts)`: `hostlist_delete(hl, str(hosts))`.  Returns flux-core's
@@ -941,9 +947,9 @@ fn py_contains(hl: &Finder<'_>, host: &str) -> PyResult<bool> {
 fn py_delete(hl: &mut Hostlist, hosts: &Hostlist) -> PyResult<i64> {
     let del = Hostlist::decode(&hosts.encode()).map_err(|e| {
         if e.is_range_error() {
-            "Numerical result out of range".to_string()
+            WRAPPER_ERANGE.to_string()
         } else {
-            "Invalid argument".to_string()
+            WRAPPER_EINVAL.to_string()
         }
     })?;
     let mut n: i64 = 0;
@@ -1293,7 +1299,7 @@ fn run(args: &Args) -> PyResult<(String, u8)> {
             match finder.try_find(&host) {
                 Ok(Some(i)) => ids.push(i.to_string()),
                 Ok(None) => py_append_str(&mut notfound, &host)?,
-                Err(_) => return Err("Invalid argument".to_string()),
+                Err(_) => return Err(WRAPPER_EINVAL.to_string()),
             }
         }
         if !notfound.is_empty() {
