@@ -534,3 +534,19 @@ fn wrapper_errors_name_the_errno() {
         ("roster-hostlist: ERROR: EINVAL: Invalid argument\n", 1)
     );
 }
+
+/// Python's `sys.stdin` splits lines at "\n" only on POSIX (no universal
+/// newlines): a lone "\r" stays inside the line, and `rstrip()` removes it
+/// only at the end of a line.
+#[test]
+fn stdin_splits_lines_at_newline_only() {
+    let o = run_with(&[], Some("h1\rh2\n"), &[]);
+    assert_eq!((o.stdout.as_str(), o.code), ("h1\rh2\n", 0));
+    let o = run_with(&[], Some("a\rb\nc"), &[]);
+    assert_eq!((o.stdout.as_str(), o.code), ("a\rb,c\n", 0));
+    let o = run_with(&["-c"], Some("h1\r\n\rh2\n"), &[]);
+    assert_eq!((o.stdout.as_str(), o.code), ("2\n", 0));
+    // a trailing "\r" is white space to rstrip()
+    let o = run_with(&[], Some("h1\r\nh2\r\n"), &[]);
+    assert_eq!((o.stdout.as_str(), o.code), ("h[1-2]\n", 0));
+}

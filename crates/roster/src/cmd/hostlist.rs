@@ -1112,8 +1112,8 @@ fn read_stdin(state: &mut StdinState) -> PyResult<Hostlist> {
         )
     })?;
     let mut hl = Hostlist::new();
-    // universal newlines, then rstrip() each line
-    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    // sys.stdin splits lines at "\n" only (no universal newlines on POSIX),
+    // then each line is rstrip()ped
     let mut lines: Vec<&str> = text.split('\n').collect();
     if lines.last() == Some(&"") {
         lines.pop();
