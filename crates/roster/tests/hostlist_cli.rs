@@ -431,8 +431,10 @@ fn output_quirks() {
     assert_eq!(ok(&["-c", "-m", "a", "a"]), "0");
     let o = run(&["-q", "-c", "-m", "a", "a"]);
     assert_eq!((o.stdout.as_str(), o.code), ("", 1));
-    // -F prints indices even for an empty HOSTS list
-    assert_eq!(run(&["-F", "", "a"]).stdout, "\n");
+    // -F prints indices even for an empty HOSTS list (a non-empty string:
+    // `if args.find:` ignores -F '' altogether)
+    assert_eq!(run(&["-F", ",", "a"]).stdout, "\n");
+    assert_eq!(run(&["-F", "", "a"]).stdout, "a\n");
     // -F takes precedence over -c/-e
     assert_eq!(ok(&["-c", "-F", "b", "a,b"]), "1");
     // duplicate hosts report the first index
@@ -549,4 +551,12 @@ fn stdin_splits_lines_at_newline_only() {
     // a trailing "\r" is white space to rstrip()
     let o = run_with(&[], Some("h1\r\nh2\r\n"), &[]);
     assert_eq!((o.stdout.as_str(), o.code), ("h[1-2]\n", 0));
+}
+
+/// flux-hostlist.py tests `if args.find:`, so an empty `-F` argument is
+/// ignored and the hostlist is printed as usual.
+#[test]
+fn empty_find_argument_is_ignored() {
+    assert_eq!(ok(&["-F", "", "h[1-5]"]), "h[1-5]");
+    assert_eq!(ok(&["--find=", "-c", "h[1-5]"]), "5");
 }

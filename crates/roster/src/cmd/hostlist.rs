@@ -1290,7 +1290,8 @@ fn run(args: &Args) -> PyResult<(String, u8)> {
     }
 
     let mut out = String::new();
-    if let Some(find) = &args.find {
+    // `if args.find:` — an empty HOSTS string is false, so `-F ''` is ignored
+    if let Some(find) = args.find.as_ref().filter(|f| !f.is_empty()) {
         let hosts = Hostlist::decode(find).map_err(|_| format!("Invalid hostlist: '{find}'"))?;
         let mut ids: Vec<String> = Vec::new();
         let mut notfound = Hostlist::new();
