@@ -560,3 +560,38 @@ fn empty_find_argument_is_ignored() {
     assert_eq!(ok(&["-F", "", "h[1-5]"]), "h[1-5]");
     assert_eq!(ok(&["--find=", "-c", "h[1-5]"]), "5");
 }
+
+/// Clustered short options follow argparse's consume_optional() as in the
+/// Python releases whose "--" handling we already follow (3.13+): an
+/// unknown letter makes the rest of the word an unrecognized argument, an
+/// `=` or `-` after a flag is an ignored explicit argument, `=` separates a
+/// clustered option from its value, and the word's actions are taken only
+/// after the whole word is parsed.
+#[test]
+fn clustered_short_options() {
+    let e = usage_error(&["-eZ", "h3"]);
+    assert!(e.ends_with("error: unrecognized arguments: -Z\n"), "{e}");
+    let e = usage_error(&["-eZS", "h3"]);
+    assert!(e.ends_with("error: unrecognized arguments: -ZS\n"), "{e}");
+    let e = usage_error(&["-e=S", "h1"]);
+    assert!(
+        e.ends_with("error: argument -e/--expand: ignored explicit argument 'S'\n"),
+        "{e}"
+    );
+    let e = usage_error(&["-c", "-e-x", "h1"]);
+    assert!(
+        e.ends_with("error: argument -e/--expand: ignored explicit argument '-x'\n"),
+        "{e}"
+    );
+    let e = usage_error(&["-c", "-en"]);
+    assert!(
+        e.ends_with("error: argument -n/--nth: expected one argument\n"),
+        "{e}"
+    );
+    let e = usage_error(&["-Sc", "-eZ", "h3"]);
+    assert!(
+        e.ends_with("error: argument -e/--expand: not allowed with argument -c/--count\n"),
+        "{e}"
+    );
+    assert_eq!(ok(&["-ed=,", "h[1-2]"]), "h1,h2");
+}

@@ -434,8 +434,9 @@ enum Word {
     /// The first `--` ('-'): everything after it is positional.
     DashDash,
     /// An option ('O'): the action (None if unknown), the option string
-    /// matched and an explicit argument (`--nth=1`, `-n1`).
-    Opt(Option<(Act, &'static str, Option<String>)>),
+    /// matched, an explicit argument (`--nth=1`, `-n1`) and whether that
+    /// argument followed an `=` (argparse's `sep`).
+    Opt(Option<(Act, &'static str, Option<String>, bool)>),
 }
 
 /// argparse's negative number pattern `^-\d+$|^-\d*\.\d+$`.
@@ -462,7 +463,7 @@ fn classify(arg: &str) -> Result<Word, Stop> {
             .and_then(|d| d.strings.iter().find(|&&x| x == arg))
             .copied()
             .unwrap_or("");
-        return Ok(Word::Opt(Some((act, s, None))));
+        return Ok(Word::Opt(Some((act, s, None, false))));
     }
     if arg.len() == 1 {
         return Ok(Word::Pos);
@@ -473,21 +474,22 @@ fn classify(arg: &str) -> Result<Word, Stop> {
                 .and_then(|d| d.strings.iter().find(|&&x| x == o))
                 .copied()
                 .unwrap_or("");
-            return Ok(Word::Opt(Some((act, s, Some(v.to_string())))));
+            return Ok(Word::Opt(Some((act, s, Some(v.to_string()), true))));
         }
     }
     // Abbreviations and attached short-option arguments.
-    let mut matches: Vec<(Act, &'static str, Option<String>)> = Vec::new();
+    let mut matches: Vec<(Act, &'static str, Option<String>, bool)> = Vec::new();
     if let Some(long) = arg.strip_prefix("--") {
         let _ = long;
         let (pfx, explicit) = match arg.split_once('=') {
             Some((p, v)) => (p, Some(v.to_string())),
             None => (arg, None),
         };
+        let sep = explicit.is_some();
         for d in OPTS {
             for &s in d.strings {
                 if s.starts_with(pfx) {
-                    matches.push((d.act, s, explicit.clone()));
+                    matches.push((d.act, s, explicit.clone(), sep));
                 }
             }
         }
@@ -497,9 +499,9 @@ fn classify(arg: &str) -> Result<Word, Stop> {
         for d in OPTS {
             for &s in d.strings {
                 if s == short {
-                    matches.push((d.act, s, Some(rest.clone())));
+                    matches.push((d.act, s, Some(rest.clone()), false));
                 } else if s.starts_with(arg) {
-                    matches.push((d.act, s, None));
+                    matches.push((d.act, s, None, false));
                 }
             }
         }
@@ -662,18 +664,33 @@ fn parse_args(words: &[String]) -> Result<Args, Stop> {
             i += 1;
             continue;
         };
-        let Some((mut act, mut optstr, mut explicit)) = o else {
+        let Some((mut act, mut optstr, mut explicit, mut sep)) = o else {
             extras.push(words.get(i).cloned().unwrap_or_default());
             i += 1;
             continue;
         };
+        // argparse's consume_optional(): the actions of one word (`-Sux`) are
+        // collected first and taken only once the word is parsed, so an error
+        // in the word comes before a conflict of its earlier options.
+        let ignored = |act: Act, x: &str| {
+            Stop::Usage(format!(
+                "argument {}: ignored explicit argument {}",
+                act_name(act),
+                py_repr(x)
+            ))
+        };
+        let mut pending: Vec<(Act, Option<String>)> = Vec::new();
         loop {
             match explicit.take() {
                 Some(x) => {
                     let single_dash = !optstr.starts_with("--");
                     if !takes_arg(act) {
                         if single_dash && !x.is_empty() {
-                            p.take(act, None)?;
+                            // `-e=S` and `-e-S` are not clusters
+                            if sep || x.starts_with('-') {
+                                return Err(ignored(act, &x));
+                            }
+                            pending.push((act, None));
                             let mut chars = x.chars();
                             let c = chars.next().unwrap_or('-');
                             let rest: String = chars.collect();
@@ -685,31 +702,33 @@ fn parse_args(words: &[String]) -> Result<Args, Stop> {
                                         .and_then(|d| d.strings.iter().find(|&&s| s == next))
                                         .copied()
                                         .unwrap_or("");
-                                    explicit = (!rest.is_empty()).then_some(rest);
+                                    (explicit, sep) = if rest.is_empty() {
+                                        (None, false)
+                                    } else if let Some(r) = rest.strip_prefix('=') {
+                                        (Some(r.to_string()), true)
+                                    } else {
+                                        (Some(rest), false)
+                                    };
                                     continue;
                                 }
                                 None => {
-                                    return Err(Stop::Usage(format!(
-                                        "argument {}: ignored explicit argument {}",
-                                        act_name(act),
-                                        py_repr(&x)
-                                    )))
+                                    // an unknown letter: the rest of the word
+                                    // is an unrecognized argument
+                                    extras.push(format!("-{x}"));
+                                    i += 1;
+                                    break;
                                 }
                             }
                         }
-                        return Err(Stop::Usage(format!(
-                            "argument {}: ignored explicit argument {}",
-                            act_name(act),
-                            py_repr(&x)
-                        )));
+                        return Err(ignored(act, &x));
                     }
-                    p.take(act, Some(x))?;
+                    pending.push((act, Some(x)));
                     i += 1;
                     break;
                 }
                 None => {
                     if !takes_arg(act) {
-                        p.take(act, None)?;
+                        pending.push((act, None));
                         i += 1;
                         break;
                     }
@@ -729,11 +748,14 @@ fn parse_args(words: &[String]) -> Result<Args, Stop> {
                     while matches!(classes.get(j), Some(Word::DashDash)) {
                         j += 1;
                     }
-                    p.take(act, Some(value))?;
+                    pending.push((act, Some(value)));
                     i = j;
                     break;
                 }
             }
+        }
+        for (a, v) in pending {
+            p.take(a, v)?;
         }
     }
     if !extras.is_empty() {
