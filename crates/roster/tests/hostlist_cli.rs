@@ -431,8 +431,10 @@ fn output_quirks() {
     assert_eq!(ok(&["-c", "-m", "a", "a"]), "0");
     let o = run(&["-q", "-c", "-m", "a", "a"]);
     assert_eq!((o.stdout.as_str(), o.code), ("", 1));
-    // -F prints indices even for an empty HOSTS list
-    assert_eq!(run(&["-F", "", "a"]).stdout, "\n");
+    // -F prints indices even for an empty HOSTS list (a non-empty string:
+    // `if args.find:` ignores -F '' altogether)
+    assert_eq!(run(&["-F", ",", "a"]).stdout, "\n");
+    assert_eq!(run(&["-F", "", "a"]).stdout, "a\n");
     // -F takes precedence over -c/-e
     assert_eq!(ok(&["-c", "-F", "b", "a,b"]), "1");
     // duplicate hosts report the first index
@@ -509,4 +511,87 @@ fn set_operations_with_padding_and_suffixes() {
     assert_eq!(ok(&["-i", "a,b,a", "a"]), "a");
     // -i with a single source does not uniq
     assert_eq!(ok(&["-i", "a,a"]), "a,a");
+}
+
+/// Errors raised by flux's Python wrapper for a failing libhostlist call are
+/// `OSError(errno, "<ERRNO NAME>: <strerror>")`, and `CLIMain` prints the
+/// `strerror` part, so the symbolic errno name leads the message.
+#[test]
+fn wrapper_errors_name_the_errno() {
+    // `host in hl` (via -i/-X) with a name hostlist_find() rejects
+    let o = run(&["-X", "h[1-2][3-4]", "h5"]);
+    assert_eq!(
+        (o.stderr.as_str(), o.code),
+        ("roster-hostlist: ERROR: EINVAL: Invalid argument\n", 1)
+    );
+    let o = run(&["-i", "h[1,2]x[3]", "h5"]);
+    assert_eq!(
+        (o.stderr.as_str(), o.code),
+        ("roster-hostlist: ERROR: EINVAL: Invalid argument\n", 1)
+    );
+    // -F with such a name
+    let o = run(&["-F", "h[1,2]x[3]", "h1"]);
+    assert_eq!(
+        (o.stderr.as_str(), o.code),
+        ("roster-hostlist: ERROR: EINVAL: Invalid argument\n", 1)
+    );
+}
+
+/// Python's `sys.stdin` splits lines at "\n" only on POSIX (no universal
+/// newlines): a lone "\r" stays inside the line, and `rstrip()` removes it
+/// only at the end of a line.
+#[test]
+fn stdin_splits_lines_at_newline_only() {
+    let o = run_with(&[], Some("h1\rh2\n"), &[]);
+    assert_eq!((o.stdout.as_str(), o.code), ("h1\rh2\n", 0));
+    let o = run_with(&[], Some("a\rb\nc"), &[]);
+    assert_eq!((o.stdout.as_str(), o.code), ("a\rb,c\n", 0));
+    let o = run_with(&["-c"], Some("h1\r\n\rh2\n"), &[]);
+    assert_eq!((o.stdout.as_str(), o.code), ("2\n", 0));
+    // a trailing "\r" is white space to rstrip()
+    let o = run_with(&[], Some("h1\r\nh2\r\n"), &[]);
+    assert_eq!((o.stdout.as_str(), o.code), ("h[1-2]\n", 0));
+}
+
+/// flux-hostlist.py tests `if args.find:`, so an empty `-F` argument is
+/// ignored and the hostlist is printed as usual.
+#[test]
+fn empty_find_argument_is_ignored() {
+    assert_eq!(ok(&["-F", "", "h[1-5]"]), "h[1-5]");
+    assert_eq!(ok(&["--find=", "-c", "h[1-5]"]), "5");
+}
+
+/// Clustered short options follow argparse's consume_optional() as in the
+/// Python releases whose "--" handling we already follow (3.13+): an
+/// unknown letter makes the rest of the word an unrecognized argument, an
+/// `=` or `-` after a flag is an ignored explicit argument, `=` separates a
+/// clustered option from its value, and the word's actions are taken only
+/// after the whole word is parsed.
+#[test]
+fn clustered_short_options() {
+    let e = usage_error(&["-eZ", "h3"]);
+    assert!(e.ends_with("error: unrecognized arguments: -Z\n"), "{e}");
+    let e = usage_error(&["-eZS", "h3"]);
+    assert!(e.ends_with("error: unrecognized arguments: -ZS\n"), "{e}");
+    let e = usage_error(&["-e=S", "h1"]);
+    assert!(
+        e.ends_with("error: argument -e/--expand: ignored explicit argument 'S'\n"),
+        "{e}"
+    );
+    let e = usage_error(&["-c", "-e-x", "h1"]);
+    assert!(
+        e.ends_with("error: argument -e/--expand: ignored explicit argument '-x'\n"),
+        "{e}"
+    );
+    let e = usage_error(&["-c", "-en"]);
+    assert!(
+        e.ends_with("error: argument -n/--nth: expected one argument\n"),
+        "{e}"
+    );
+    let e = usage_error(&["-Sc", "-eZ", "h3"]);
+    assert!(
+        e.ends_with("error: argument -e/--expand: not allowed with argument -c/--count\n"),
+        "{e}"
+    );
+    assert_eq!(ok(&["-ed=,", "h[1-2]"]), "h1,h2");
 }

@@ -434,8 +434,9 @@ enum Word {
     /// The first `--` ('-'): everything after it is positional.
     DashDash,
     /// An option ('O'): the action (None if unknown), the option string
-    /// matched and an explicit argument (`--nth=1`, `-n1`).
-    Opt(Option<(Act, &'static str, Option<String>)>),
+    /// matched, an explicit argument (`--nth=1`, `-n1`) and whether that
+    /// argument followed an `=` (argparse's `sep`).
+    Opt(Option<(Act, &'static str, Option<String>, bool)>),
 }
 
 /// argparse's negative number pattern `^-\d+$|^-\d*\.\d+$`.
@@ -462,7 +463,7 @@ fn classify(arg: &str) -> Result<Word, Stop> {
             .and_then(|d| d.strings.iter().find(|&&x| x == arg))
             .copied()
             .unwrap_or("");
-        return Ok(Word::Opt(Some((act, s, None))));
+        return Ok(Word::Opt(Some((act, s, None, false))));
     }
     if arg.len() == 1 {
         return Ok(Word::Pos);
@@ -473,21 +474,22 @@ fn classify(arg: &str) -> Result<Word, Stop> {
                 .and_then(|d| d.strings.iter().find(|&&x| x == o))
                 .copied()
                 .unwrap_or("");
-            return Ok(Word::Opt(Some((act, s, Some(v.to_string())))));
+            return Ok(Word::Opt(Some((act, s, Some(v.to_string()), true))));
         }
     }
     // Abbreviations and attached short-option arguments.
-    let mut matches: Vec<(Act, &'static str, Option<String>)> = Vec::new();
+    let mut matches: Vec<(Act, &'static str, Option<String>, bool)> = Vec::new();
     if let Some(long) = arg.strip_prefix("--") {
         let _ = long;
         let (pfx, explicit) = match arg.split_once('=') {
             Some((p, v)) => (p, Some(v.to_string())),
             None => (arg, None),
         };
+        let sep = explicit.is_some();
         for d in OPTS {
             for &s in d.strings {
                 if s.starts_with(pfx) {
-                    matches.push((d.act, s, explicit.clone()));
+                    matches.push((d.act, s, explicit.clone(), sep));
                 }
             }
         }
@@ -497,9 +499,9 @@ fn classify(arg: &str) -> Result<Word, Stop> {
         for d in OPTS {
             for &s in d.strings {
                 if s == short {
-                    matches.push((d.act, s, Some(rest.clone())));
+                    matches.push((d.act, s, Some(rest.clone()), false));
                 } else if s.starts_with(arg) {
-                    matches.push((d.act, s, None));
+                    matches.push((d.act, s, None, false));
                 }
             }
         }
@@ -662,18 +664,33 @@ fn parse_args(words: &[String]) -> Result<Args, Stop> {
             i += 1;
             continue;
         };
-        let Some((mut act, mut optstr, mut explicit)) = o else {
+        let Some((mut act, mut optstr, mut explicit, mut sep)) = o else {
             extras.push(words.get(i).cloned().unwrap_or_default());
             i += 1;
             continue;
         };
+        // argparse's consume_optional(): the actions of one word (`-Sux`) are
+        // collected first and taken only once the word is parsed, so an error
+        // in the word comes before a conflict of its earlier options.
+        let ignored = |act: Act, x: &str| {
+            Stop::Usage(format!(
+                "argument {}: ignored explicit argument {}",
+                act_name(act),
+                py_repr(x)
+            ))
+        };
+        let mut pending: Vec<(Act, Option<String>)> = Vec::new();
         loop {
             match explicit.take() {
                 Some(x) => {
                     let single_dash = !optstr.starts_with("--");
                     if !takes_arg(act) {
                         if single_dash && !x.is_empty() {
-                            p.take(act, None)?;
+                            // `-e=S` and `-e-S` are not clusters
+                            if sep || x.starts_with('-') {
+                                return Err(ignored(act, &x));
+                            }
+                            pending.push((act, None));
                             let mut chars = x.chars();
                             let c = chars.next().unwrap_or('-');
                             let rest: String = chars.collect();
@@ -685,31 +702,33 @@ fn parse_args(words: &[String]) -> Result<Args, Stop> {
                                         .and_then(|d| d.strings.iter().find(|&&s| s == next))
                                         .copied()
                                         .unwrap_or("");
-                                    explicit = (!rest.is_empty()).then_some(rest);
+                                    (explicit, sep) = if rest.is_empty() {
+                                        (None, false)
+                                    } else if let Some(r) = rest.strip_prefix('=') {
+                                        (Some(r.to_string()), true)
+                                    } else {
+                                        (Some(rest), false)
+                                    };
                                     continue;
                                 }
                                 None => {
-                                    return Err(Stop::Usage(format!(
-                                        "argument {}: ignored explicit argument {}",
-                                        act_name(act),
-                                        py_repr(&x)
-                                    )))
+                                    // an unknown letter: the rest of the word
+                                    // is an unrecognized argument
+                                    extras.push(format!("-{x}"));
+                                    i += 1;
+                                    break;
                                 }
                             }
                         }
-                        return Err(Stop::Usage(format!(
-                            "argument {}: ignored explicit argument {}",
-                            act_name(act),
-                            py_repr(&x)
-                        )));
+                        return Err(ignored(act, &x));
                     }
-                    p.take(act, Some(x))?;
+                    pending.push((act, Some(x)));
                     i += 1;
                     break;
                 }
                 None => {
                     if !takes_arg(act) {
-                        p.take(act, None)?;
+                        pending.push((act, None));
                         i += 1;
                         break;
                     }
@@ -729,11 +748,14 @@ fn parse_args(words: &[String]) -> Result<Args, Stop> {
                     while matches!(classes.get(j), Some(Word::DashDash)) {
                         j += 1;
                     }
-                    p.take(act, Some(value))?;
+                    pending.push((act, Some(value)));
                     i = j;
                     break;
                 }
             }
+        }
+        for (a, v) in pending {
+            p.take(a, v)?;
         }
     }
     if !extras.is_empty() {
@@ -927,11 +949,17 @@ fn py_hosts(hl: &Hostlist) -> PyResult<Vec<String>> {
     hl.iter_flux().map(py_host).collect()
 }
 
+/// The text of the `OSError` flux's Python wrapper raises when a libhostlist
+/// call fails with EINVAL (`"<errno name>: <strerror>"`; `CLIMain` prints it).
+const WRAPPER_EINVAL: &str = "EINVAL: Invalid argument";
+/// The same for ERANGE.
+const WRAPPER_ERANGE: &str = "ERANGE: Numerical result out of range";
+
 /// `host in hl`: a name flux-core rejects raises EINVAL.
 fn py_contains(hl: &Finder<'_>, host: &str) -> PyResult<bool> {
     hl.try_find(host)
         .map(|r| r.is_some())
-        .map_err(|_| "Invalid argument".to_string())
+        .map_err(|_| WRAPPER_EINVAL.to_string())
 }
 
 /// `hl.delete(hosts)`: `hostlist_delete(hl, str(hosts))`.  Returns flux-core's
@@ -941,9 +969,9 @@ fn py_contains(hl: &Finder<'_>, host: &str) -> PyResult<bool> {
 fn py_delete(hl: &mut Hostlist, hosts: &Hostlist) -> PyResult<i64> {
     let del = Hostlist::decode(&hosts.encode()).map_err(|e| {
         if e.is_range_error() {
-            "Numerical result out of range".to_string()
+            WRAPPER_ERANGE.to_string()
         } else {
-            "Invalid argument".to_string()
+            WRAPPER_EINVAL.to_string()
         }
     })?;
     let mut n: i64 = 0;
@@ -1106,8 +1134,8 @@ fn read_stdin(state: &mut StdinState) -> PyResult<Hostlist> {
         )
     })?;
     let mut hl = Hostlist::new();
-    // universal newlines, then rstrip() each line
-    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    // sys.stdin splits lines at "\n" only (no universal newlines on POSIX),
+    // then each line is rstrip()ped
     let mut lines: Vec<&str> = text.split('\n').collect();
     if lines.last() == Some(&"") {
         lines.pop();
@@ -1284,7 +1312,8 @@ fn run(args: &Args) -> PyResult<(String, u8)> {
     }
 
     let mut out = String::new();
-    if let Some(find) = &args.find {
+    // `if args.find:` — an empty HOSTS string is false, so `-F ''` is ignored
+    if let Some(find) = args.find.as_ref().filter(|f| !f.is_empty()) {
         let hosts = Hostlist::decode(find).map_err(|_| format!("Invalid hostlist: '{find}'"))?;
         let mut ids: Vec<String> = Vec::new();
         let mut notfound = Hostlist::new();
@@ -1293,7 +1322,7 @@ fn run(args: &Args) -> PyResult<(String, u8)> {
             match finder.try_find(&host) {
                 Ok(Some(i)) => ids.push(i.to_string()),
                 Ok(None) => py_append_str(&mut notfound, &host)?,
-                Err(_) => return Err("Invalid argument".to_string()),
+                Err(_) => return Err(WRAPPER_EINVAL.to_string()),
             }
         }
         if !notfound.is_empty() {
@@ -1442,8 +1471,13 @@ mod tests {
             parse(&["-z", "a"]).err().as_deref(),
             Some("unrecognized arguments: -z")
         );
+        // argparse 3.13+: an unknown letter in a cluster is left over
         assert_eq!(
             parse(&["-qz"]).err().as_deref(),
+            Some("unrecognized arguments: -z")
+        );
+        assert_eq!(
+            parse(&["-q=z"]).err().as_deref(),
             Some("argument -q/--quiet: ignored explicit argument 'z'")
         );
         assert_eq!(
