@@ -71,14 +71,6 @@ impl Acq {
             other => panic!("unexpected acquire response {other:?}"),
         }
     }
-
-    /// The stream ended without an error reply (ENODATA, or closed).
-    fn ended(&self) {
-        match self.rx.recv_timeout(Duration::from_secs(10)) {
-            Err(RecvTimeoutError::Disconnected) => {}
-            other => panic!("expected the end of the stream, got {other:?}"),
-        }
-    }
 }
 
 fn rlite_ranks(r: &Value) -> Vec<String> {
