@@ -139,6 +139,21 @@ impl Rset {
         v
     }
 
+    /// Every node's rank, hostname and property names (in table order),
+    /// in list order: the cheap part of [`Rset::node_infos`].
+    pub fn node_properties(&self) -> Vec<(u32, Option<&str>, Vec<&str>)> {
+        self.nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.rank,
+                    n.hostname.as_deref(),
+                    n.props.iter().map(|(k, _)| k.as_str()).collect(),
+                )
+            })
+            .collect()
+    }
+
     /// Details of one node.
     pub fn node_info(&self, rank: u32) -> Option<NodeInfo> {
         self.nodes.get(rank).map(node_info)
@@ -310,18 +325,70 @@ impl Rset {
     pub fn diff(&self, other: &Rset) -> Result<Rset, RError> {
         let mut rl = Rset::new();
         rl.append(self)?;
+        rl.remove_diff(other);
+        Ok(rl)
+    }
+
+    /// `copy_empty(self).diff(other)`, where `copy_empty` is flux's
+    /// `rlist_copy_empty` (a node-by-node copy in list order, what
+    /// [`Rset::copy_constraint`] with an empty constraint returns), without
+    /// building the intermediate copy: each node is copied twice, as the
+    /// two steps do, so tables come out the same.
+    pub fn copy_diff(&self, other: &Rset) -> Result<Rset, RError> {
+        let mut rl = Rset::new();
+        rl.nodes.reserve(self.nodes.len());
+        for n in self.nodes.iter() {
+            let first = n.copy();
+            if first.total() == 0 {
+                return Err(RError::EmptyNode(first.rank));
+            }
+            rl.add_node(first.copy())?;
+        }
+        if !self.is_empty() {
+            rl.scheduling.clone_from(&self.scheduling);
+        }
+        rl.remove_diff(other);
+        Ok(rl)
+    }
+
+    /// The error [`Rset::diff`] (and [`Rset::copy_diff`]) fail with on
+    /// `self`, whatever the operand: a node without resources.
+    pub fn check_copyable(&self) -> Result<(), RError> {
+        match self.nodes.iter().find(|n| n.total() == 0) {
+            Some(n) => Err(RError::EmptyNode(n.rank)),
+            None => Ok(()),
+        }
+    }
+
+    /// True if some node's hostname is also a property name of the set
+    /// (an RFC 31 `properties` constraint then matches that node by name).
+    pub fn hostname_is_property(&self) -> bool {
+        let mut names: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for n in self.nodes.iter() {
+            for (k, _) in n.props.iter() {
+                names.insert(k.as_str());
+            }
+        }
+        !names.is_empty()
+            && self
+                .nodes
+                .iter()
+                .any(|n| n.hostname.as_deref().is_some_and(|h| names.contains(h)))
+    }
+
+    /// The second half of [`Rset::diff`]: remove `other`'s ids rank by rank.
+    fn remove_diff(&mut self, other: &Rset) {
         let mut cache = SetCache::default();
         for b in other.nodes.iter() {
-            if let Some(na) = rl.nodes.remove(b.rank) {
+            if let Some(na) = self.nodes.remove(b.rank) {
                 let result = na.diff_cached(b, 0, &mut cache);
                 if !result.is_empty() {
                     // The rank was detached, so this appends at the end.
-                    let _ = rl.add_node(result);
+                    let _ = self.add_node(result);
                 }
             }
         }
-        rl.nodes.compact();
-        Ok(rl)
+        self.nodes.compact();
     }
 
     /// `self ∪ other` (`rlist_union`): `(self - other)` then append `other`.
@@ -604,6 +671,17 @@ impl Rset {
             .into_iter()
             .map(|(n, ids)| (n.as_str().to_string(), ids))
             .collect()
+    }
+
+    /// The property names, in [`Rset::properties`] order, without
+    /// building the rank sets.
+    pub fn property_names(&self) -> Vec<String> {
+        crate::encode::property_names(self)
+    }
+
+    /// The lowest rank, if any.
+    pub fn min_rank(&self) -> Option<u32> {
+        self.nodes.iter().map(|n| n.rank).min()
     }
 
     /// The ranks carrying property `name`.

@@ -390,6 +390,21 @@ impl<V> ZTable<V> {
 impl<V: Clone> ZTable<V> {
     /// A copy built the way flux duplicates a table: a fresh table with the
     /// items inserted in this table's iteration order.
+    /// Same table state: size, chain limit, buckets and items (keys and
+    /// links) all equal, so that the same operations have the same effects
+    /// and the same iteration order on both.  Values are not compared.
+    pub(crate) fn same_shape(&self, other: &ZTable<V>) -> bool {
+        self.prime_index == other.prime_index
+            && self.chain_limit == other.chain_limit
+            && self.heads.as_slice() == other.heads.as_slice()
+            && self.items.len() == other.items.len()
+            && self
+                .items
+                .iter()
+                .zip(&other.items)
+                .all(|(a, b)| a.next == b.next && a.key == b.key)
+    }
+
     pub(crate) fn dup(&self) -> ZTable<V> {
         let mut t = ZTable::with_capacity(self.items.len());
         for (k, v) in self.iter() {
