@@ -2,7 +2,7 @@
 
 use crate::error::RError;
 use crate::json;
-use crate::node::Node;
+use crate::node::{CopyMemo, Node};
 use crate::rset::{invalid_property_char, Rset};
 use crate::zhash::{Name, ZTable};
 use hostlist::Hostlist;
@@ -246,14 +246,13 @@ impl Rset {
         let mut result = Rset::new();
         result.nodes.reserve(self.nodes.len());
         let mut memo = MatchMemo::new(c);
+        let mut copies = CopyMemo::default();
         for n in self.nodes.iter() {
             if !keep(n.rank) {
                 continue;
             }
             if let Some(props) = memo.matching_props(c, n) {
-                let mut copy = n.copy();
-                copy.props = props;
-                let _ = result.add_node_new(copy);
+                let _ = result.add_node_new(n.copy_with_props(props, &mut copies));
             }
         }
         if !result.is_empty() {
@@ -287,6 +286,7 @@ impl Rset {
             })
             .collect();
         let mut memos: Vec<MatchMemo> = cs.iter().map(MatchMemo::new).collect();
+        let mut copies = CopyMemo::default();
         for n in self.nodes.iter() {
             let Some(i) = group(n.rank) else { continue };
             let (Some(c), Some(memo), Some(result)) = (cs.get(i), memos.get_mut(i), out.get_mut(i))
@@ -294,9 +294,7 @@ impl Rset {
                 continue;
             };
             if let Some(props) = memo.matching_props(c, n) {
-                let mut copy = n.copy();
-                copy.props = props;
-                let _ = result.add_node_new(copy);
+                let _ = result.add_node_new(n.copy_with_props(props, &mut copies));
             }
         }
         for result in out.iter_mut() {

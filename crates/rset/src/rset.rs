@@ -1,7 +1,7 @@
 //! The resource set type and its set operations (flux-core's `rlist`).
 
 use crate::error::{RError, RerankError};
-use crate::node::{Node, SetCache};
+use crate::node::{CopyMemo, Node, SetCache};
 use crate::nodelist::NodeList;
 use crate::zhash::{core_name, gpu_name, Name};
 use crate::MAX_NODES;
@@ -337,12 +337,12 @@ impl Rset {
     pub fn copy_diff(&self, other: &Rset) -> Result<Rset, RError> {
         let mut rl = Rset::new();
         rl.nodes.reserve(self.nodes.len());
+        let mut memo = CopyMemo::default();
         for n in self.nodes.iter() {
-            let first = n.copy();
-            if first.total() == 0 {
-                return Err(RError::EmptyNode(first.rank));
+            if n.total() == 0 {
+                return Err(RError::EmptyNode(n.rank));
             }
-            rl.add_node(first.copy())?;
+            rl.add_node(n.copy_memo(2, &mut memo))?;
         }
         if !self.is_empty() {
             rl.scheduling.clone_from(&self.scheduling);
@@ -614,6 +614,16 @@ impl Rset {
             )));
         }
         let pname = Name::new(name);
+        if self.nodes.len() as u64 == ranks.len() {
+            // one node per rank: visit only the named ones (each node's
+            // table sees the same inserts in the same order either way)
+            for rank in ids.iter() {
+                if let Some(n) = self.nodes.get_mut(rank) {
+                    n.set_property(&pname);
+                }
+            }
+            return Ok(());
+        }
         for n in self.nodes.iter_mut() {
             if ids.contains(n.rank) {
                 n.set_property(&pname);
