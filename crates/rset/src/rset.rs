@@ -638,6 +638,8 @@ impl Rset {
         let Value::Object(map) = props else {
             return Err(RError::msg("properties must be an object"));
         };
+        // every value parsed once, in map order
+        let mut parsed: Vec<(&String, IdSet)> = Vec::with_capacity(map.len());
         for (name, val) in map {
             let Value::String(s) = val else {
                 return Err(RError::msg(format!(
@@ -650,27 +652,25 @@ impl Rset {
                     "invalid character '{c}' in property \"{name}\""
                 )));
             }
-            if IdSet::parse(s).is_err() {
-                return Err(RError::msg(format!(
-                    "invalid idset '{s}' specified for property \"{name}\""
-                )));
+            match IdSet::parse(s) {
+                Ok(ids) => parsed.push((name, ids)),
+                Err(_) => {
+                    return Err(RError::msg(format!(
+                        "invalid idset '{s}' specified for property \"{name}\""
+                    )))
+                }
             }
         }
-        let total: u64 = map
-            .values()
-            .filter_map(Value::as_str)
-            .filter_map(|s| IdSet::parse(s).ok())
-            .map(|ids| ids.len())
+        let total: u64 = parsed
+            .iter()
+            .map(|(_, ids)| ids.len())
             .fold(0u64, u64::saturating_add);
         if total > crate::MAX_ITEMS {
             return Err(RError::TooLarge);
         }
         let ranks = self.ranks();
-        for (name, val) in map {
-            if let Value::String(s) = val {
-                let ids = IdSet::parse(s).unwrap_or_default();
-                self.apply_property(name, &ids, &ranks)?;
-            }
+        for (name, ids) in &parsed {
+            self.apply_property(name, ids, &ranks)?;
         }
         Ok(())
     }
