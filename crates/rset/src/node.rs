@@ -332,6 +332,17 @@ impl Node {
         n
     }
 
+    /// True if [`Node::diff_cached`] of `self` and `b` leaves no ids
+    /// (looked at without copying or touching any table).
+    pub(crate) fn diff_is_empty(&self, b: &Node) -> bool {
+        self.children.values_unordered().all(|(name, ids)| {
+            ids.is_empty()
+                || b.children
+                    .peek_name(name)
+                    .is_some_and(|bids| Arc::ptr_eq(ids, bids) || ids.is_subset(bids))
+        })
+    }
+
     /// `rnode_intersect`: children present in both with a non-empty
     /// intersection, built on a fresh node in `self`'s child order.  The
     /// lookups into `b` follow flux (they may reorder `b`'s table).

@@ -397,8 +397,8 @@ fn copy_matching_reference(r: &Rset, c: &crate::Constraint) -> Rset {
 }
 
 /// Everything order-sensitive that can be printed of a set.
-fn shown(r: &Rset) -> (String, String, Vec<String>) {
-    (r.encode(), r.dumps(), r.property_names())
+fn shown(r: &Rset) -> (String, String, Vec<String>, i64) {
+    (r.encode(), r.dumps(), r.property_names(), r.core_avail())
 }
 
 proptest! {
@@ -423,6 +423,19 @@ proptest! {
             (Ok(x), Ok(y)) => prop_assert_eq!(shown(&x), shown(&y)),
             (Err(x), Err(y)) => prop_assert_eq!(x.to_string(), y.to_string()),
             (x, y) => prop_assert!(false, "{:?} vs {:?}", x.is_ok(), y.is_ok()),
+        }
+        // removing whole nodes (and parts of nodes) of `a` itself
+        let sub = ra.copy_matching_ranks(&crate::Constraint::Empty, &IdSet::from_sorted_ranges(
+            a.keys().filter(|r| *r % 3 != 0).map(|&r| (r, r))).unwrap_or_default());
+        let mut part = sub.clone();
+        part.append(&rb).ok();
+        for other in [&sub, &part] {
+            let reference = ra.copy_constraint(&json!({})).and_then(|c| c.diff(other));
+            match (reference, ra.copy_diff(other)) {
+                (Ok(x), Ok(y)) => prop_assert_eq!(shown(&x), shown(&y)),
+                (Err(x), Err(y)) => prop_assert_eq!(x.to_string(), y.to_string()),
+                (x, y) => prop_assert!(false, "{:?} vs {:?}", x.is_ok(), y.is_ok()),
+            }
         }
         // property_names == the names of properties()
         let names: Vec<String> = ra.properties().into_iter().map(|(n, _)| n).collect();

@@ -338,9 +338,18 @@ impl Rset {
         let mut rl = Rset::new();
         rl.nodes.reserve(self.nodes.len());
         let mut memo = CopyMemo::default();
+        // A node `other` removes entirely is not copied: it would vanish
+        // in the diff (its cores still count in the `avail` tally).
+        let skip = !other.is_empty() && self.nodes.unique_ranks() && other.nodes.unique_ranks();
         for n in self.nodes.iter() {
             if n.total() == 0 {
                 return Err(RError::EmptyNode(n.rank));
+            }
+        }
+        for n in self.nodes.iter() {
+            if skip && other.nodes.get(n.rank).is_some_and(|b| n.diff_is_empty(b)) {
+                rl.avail += n.core_count() as i64;
+                continue;
             }
             rl.add_node(n.copy_memo(2, &mut memo))?;
         }
