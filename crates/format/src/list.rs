@@ -267,7 +267,15 @@ pub struct ListLine {
     config: Option<Value>,
     /// `property_names(rset)`, once computed (reset when `rset` changes).
     props: RefCell<Option<Vec<String>>>,
+    /// Values of content fields ([`CACHED_FIELDS`]) once computed (reset
+    /// when `rset` changes): output formatting asks for each field more
+    /// than once.
+    cached: RefCell<Vec<(&'static str, FieldValue)>>,
 }
+
+/// Fields whose value depends only on the set's content, cached per line.
+/// (`rlist` is not: `nodelist` sorts the set, which can change it.)
+const CACHED_FIELDS: [&str; 4] = ["ncores", "ngpus", "ranks", "nodelist"];
 
 impl ListLine {
     fn new(rset: Rset, state: &str, queue: Option<String>, config: Option<&Value>) -> ListLine {
@@ -277,6 +285,7 @@ impl ListLine {
             queue,
             config: config.cloned(),
             props: RefCell::new(None),
+            cached: RefCell::new(Vec::new()),
         }
     }
 
@@ -293,6 +302,7 @@ impl ListLine {
     /// Add `other`'s resources (`ResourceSet.add`).
     fn add(&self, other: &Rset) -> Result<(), rset::RError> {
         self.props.borrow_mut().take();
+        self.cached.borrow_mut().clear();
         self.rset.borrow_mut().add(other)
     }
 
@@ -371,6 +381,20 @@ impl FormatItem for ListLine {
     }
 
     fn attr(&self, name: &str) -> Option<FieldValue> {
+        let Some(key) = CACHED_FIELDS.iter().find(|f| **f == name) else {
+            return self.compute_attr(name);
+        };
+        if let Some((_, v)) = self.cached.borrow().iter().find(|(k, _)| k == key) {
+            return Some(v.clone());
+        }
+        let v = self.compute_attr(name)?;
+        self.cached.borrow_mut().push((key, v.clone()));
+        Some(v)
+    }
+}
+
+impl ListLine {
+    fn compute_attr(&self, name: &str) -> Option<FieldValue> {
         Some(match name {
             "state" => FieldValue::Str(self.state.clone()),
             "queue" => FieldValue::Str(self.queue_str()),
