@@ -209,7 +209,7 @@ impl SchedResources {
         // they are built only when asked for.
         let need_free = states.iter().any(|s| s == "free");
         let need_up = need_free || states.iter().any(|s| s == "up");
-        let up = if need_up {
+        let mut up = if need_up {
             all.copy_diff(&down).map_err(rl_err)?
         } else {
             // the error computing `up` would have raised
@@ -221,6 +221,13 @@ impl SchedResources {
         } else {
             Rset::new()
         };
+        // Sets no requested state shows are not needed any more.
+        if !states.iter().any(|s| s == "up") {
+            drop(std::mem::take(&mut up));
+        }
+        if !states.iter().any(|s| s == "all") {
+            drop(std::mem::take(&mut all));
+        }
         Ok(SchedResources {
             all,
             down,
@@ -697,7 +704,6 @@ impl ListPlan {
                 return Ok(lines);
             }
         }
-        let res = &*res;
         let mut lines: Vec<ListLine> = Vec::new();
         let mut keys: Vec<String> = Vec::new();
         let mut add = |line: ListLine, lines: &mut Vec<ListLine>| -> PyResult<()> {
@@ -716,7 +722,7 @@ impl ListPlan {
             }
             Ok(())
         };
-        for state in &self.states {
+        for (i, state) in self.states.iter().enumerate() {
             let r = res.get(state);
             if r.is_empty() {
                 for q in &queues {
@@ -731,6 +737,11 @@ impl ListPlan {
                 }
                 let line = ListLine::new(sub, state, None, config);
                 add(line, &mut lines)?;
+            }
+            // Free a set after its last use, so that the memory is reused
+            // (fewer fresh pages to fault in).
+            if !self.states.iter().skip(i + 1).any(|s| s == state) {
+                drop(std::mem::take(res.get_mut(state)));
             }
         }
         Ok(lines)
