@@ -208,7 +208,7 @@ impl SchedResources {
         // `up` and `free` are derived sets nothing else depends on, so
         // they are built only when asked for.
         let need_free = states.iter().any(|s| s == "free");
-        let need_up = need_free || states.iter().any(|s| s == "up");
+        let need_up = (need_free && !allocated.is_empty()) || states.iter().any(|s| s == "up");
         let mut up = if need_up {
             all.copy_diff(&down).map_err(rl_err)?
         } else {
@@ -216,7 +216,10 @@ impl SchedResources {
             all.check_copyable().map_err(rl_err)?;
             Rset::new()
         };
-        let free = if need_free {
+        let free = if need_free && allocated.is_empty() && !states.iter().any(|s| s == "up") {
+            // `up` only leads to `free`: one pass (`up` was computed empty)
+            all.copy_diff_copy(&down).map_err(rl_err)?
+        } else if need_free {
             up.copy_diff(&allocated).map_err(rl_err)?
         } else {
             Rset::new()

@@ -429,6 +429,14 @@ proptest! {
             a.keys().filter(|r| *r % 3 != 0).map(|&r| (r, r))).unwrap_or_default());
         let mut part = sub.clone();
         part.append(&rb).ok();
+        for other in [&rb, &sub, &part, &Rset::new()] {
+            let reference = ra.copy_diff(other).and_then(|up| up.copy_diff(&Rset::new()));
+            match (reference, ra.copy_diff_copy(other)) {
+                (Ok(x), Ok(y)) => prop_assert_eq!(shown(&x), shown(&y)),
+                (Err(x), Err(y)) => prop_assert_eq!(x.to_string(), y.to_string()),
+                (x, y) => prop_assert!(false, "{:?} vs {:?}", x.is_ok(), y.is_ok()),
+            }
+        }
         for other in [&sub, &part] {
             let reference = ra.copy_constraint(&json!({})).and_then(|c| c.diff(other));
             match (reference, ra.copy_diff(other)) {
