@@ -4,7 +4,7 @@
 # with hyperfine, RPC latencies / drain rates / start-up / journal backlog
 # with the `svcbench` driver (crates/svcbench), each next to a same-run
 # baseline.  Prints markdown tables; raw hyperfine JSON goes to bench/out/.
-# Results are recorded in bench/RESULTS-service.md.
+# Results are recorded in bench/RESULTS.md (section "Service benchmark results").
 #
 # Usage: bench/service.sh [--quick]
 set -euo pipefail

@@ -2,9 +2,9 @@
 
 use crate::error::RError;
 use crate::json;
-use crate::node::Node;
+use crate::node::{CopyMemo, Node};
 use crate::rset::{invalid_property_char, Rset};
-use crate::zhash::Name;
+use crate::zhash::{Name, ZTable};
 use hostlist::Hostlist;
 use idset::IdSet;
 use serde_json::Value;
@@ -163,7 +163,7 @@ impl Constraint {
 
     /// Evaluate against a node, performing flux's property lookups on
     /// `node`'s (copied) property table.
-    fn matches(&self, node: &mut Node) -> bool {
+    pub(crate) fn matches(&self, node: &mut Node) -> bool {
         match self {
             Constraint::Empty => true,
             Constraint::Properties(props) => props.iter().all(|p| has(node, p)),
@@ -172,6 +172,30 @@ impl Constraint {
             Constraint::And(v) => v.iter().all(|c| c.matches(node)),
             Constraint::Or(v) => v.is_empty() || v.iter().any(|c| c.matches(node)),
             Constraint::Not(v) => !v.iter().all(|c| c.matches(node)),
+        }
+    }
+}
+
+impl Constraint {
+    /// Collect the property names this constraint mentions (without `^`);
+    /// false if it also looks at hostnames or ranks.
+    fn property_names(&self, out: &mut Vec<String>) -> bool {
+        match self {
+            Constraint::Empty => true,
+            Constraint::Properties(props) => {
+                for p in props {
+                    out.push(p.strip_prefix('^').unwrap_or(p).to_string());
+                }
+                true
+            }
+            Constraint::Hostlist(_) | Constraint::Ranks(_) => false,
+            Constraint::And(v) | Constraint::Or(v) | Constraint::Not(v) => {
+                let mut ok = true;
+                for c in v {
+                    ok &= c.property_names(out);
+                }
+                ok
+            }
         }
     }
 }
@@ -220,23 +244,15 @@ impl Rset {
 
     fn copy_matching_where(&self, c: &Constraint, keep: impl Fn(u32) -> bool) -> Rset {
         let mut result = Rset::new();
+        result.nodes.reserve(self.nodes.len());
+        let mut memo = MatchMemo::new(c);
+        let mut copies = CopyMemo::default();
         for n in self.nodes.iter() {
             if !keep(n.rank) {
                 continue;
             }
-            // The lookups flux performs while matching happen on the
-            // original's property table before it is copied; replay them
-            // on a scratch node so the copy sees the same table shape.
-            let mut probe = Node {
-                rank: n.rank,
-                hostname: n.hostname.clone(),
-                children: crate::zhash::ZTable::new(),
-                props: n.props.clone(),
-            };
-            if c.matches(&mut probe) {
-                let mut copy = n.copy();
-                copy.props = probe.props.dup();
-                let _ = result.add_node_new(copy);
+            if let Some(props) = memo.matching_props(c, n) {
+                let _ = result.add_node_new(n.copy_with_props(props, &mut copies));
             }
         }
         if !result.is_empty() {
@@ -244,7 +260,111 @@ impl Rset {
         }
         result
     }
+
+    /// [`Rset::copy_matching_ranks`] for several constraints in one pass:
+    /// `group(rank)` names the constraint (an index into `cs`) a node is
+    /// tried against, if any.  Result `i` is what
+    /// `copy_matching_ranks(&cs[i], ranks_i)` returns for the ranks that
+    /// `group` maps to `i`.
+    pub fn copy_matching_groups(
+        &self,
+        cs: &[Constraint],
+        group: impl Fn(u32) -> Option<usize>,
+    ) -> Vec<Rset> {
+        let mut sizes = vec![0usize; cs.len()];
+        for n in self.nodes.iter() {
+            if let Some(s) = group(n.rank).and_then(|i| sizes.get_mut(i)) {
+                *s += 1;
+            }
+        }
+        let mut out: Vec<Rset> = sizes
+            .iter()
+            .map(|&n| {
+                let mut r = Rset::new();
+                r.nodes.reserve(n);
+                r
+            })
+            .collect();
+        let mut memos: Vec<MatchMemo> = cs.iter().map(MatchMemo::new).collect();
+        let mut copies = CopyMemo::default();
+        for n in self.nodes.iter() {
+            let Some(i) = group(n.rank) else { continue };
+            let (Some(c), Some(memo), Some(result)) = (cs.get(i), memos.get_mut(i), out.get_mut(i))
+            else {
+                continue;
+            };
+            if let Some(props) = memo.matching_props(c, n) {
+                let _ = result.add_node_new(n.copy_with_props(props, &mut copies));
+            }
+        }
+        for result in out.iter_mut() {
+            if !result.is_empty() {
+                result.scheduling.clone_from(&self.scheduling);
+            }
+        }
+        out
+    }
 }
+
+/// Matching a constraint against nodes, remembering the outcome per
+/// property-table state: the lookups flux performs while matching happen
+/// on the original's property table before it is copied, so the copy's
+/// table is the original's after those lookups, duplicated.  Both the
+/// outcome and that table depend only on the table's state (and on the
+/// hostname, when it equals a property the constraint names, or when the
+/// constraint looks at hostnames or ranks: then nothing is remembered).
+struct MatchMemo {
+    /// The constraint names only properties (no hostlist or ranks).
+    props_only: bool,
+    /// Property names the constraint mentions (without `^`).
+    names: Vec<String>,
+    /// (table before matching, matched, the copy's table).
+    seen: Vec<(ZTable<()>, bool, ZTable<()>)>,
+}
+
+impl MatchMemo {
+    fn new(c: &Constraint) -> MatchMemo {
+        let mut names = Vec::new();
+        let props_only = c.property_names(&mut names);
+        MatchMemo {
+            props_only,
+            names,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The copy's property table if `n` matches `c`.
+    fn matching_props(&mut self, c: &Constraint, n: &Node) -> Option<ZTable<()>> {
+        let cacheable = self.props_only
+            && n.hostname
+                .as_deref()
+                .is_none_or(|h| !self.names.iter().any(|p| p == h));
+        if cacheable {
+            if let Some((_, matched, props)) =
+                self.seen.iter().find(|(t, _, _)| t.same_shape(&n.props))
+            {
+                return matched.then(|| props.clone());
+            }
+        }
+        // Replay flux's lookups on a scratch node so the copy sees the
+        // same table shape.
+        let mut probe = Node {
+            rank: n.rank,
+            hostname: n.hostname.clone(),
+            children: ZTable::new(),
+            props: n.props.clone(),
+        };
+        let matched = c.matches(&mut probe);
+        let props = probe.props.dup();
+        if cacheable && self.seen.len() < MEMO_MAX {
+            self.seen.push((n.props.clone(), matched, props.clone()));
+        }
+        matched.then_some(props)
+    }
+}
+
+/// Distinct property-table states remembered per constraint.
+const MEMO_MAX: usize = 64;
 
 #[cfg(test)]
 mod tests {

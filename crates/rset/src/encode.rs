@@ -167,6 +167,23 @@ fn properties_of(nodes: &[&Node]) -> Vec<(Name, IdSet)> {
         .collect()
 }
 
+/// The names of [`properties`], in the same order: the same table
+/// operations (the order depends on them, not on the values).
+pub(crate) fn property_names(rl: &Rset) -> Vec<String> {
+    let mut table: ZTable<()> = ZTable::new();
+    for n in sorted_nodes(rl) {
+        if n.props.is_empty() {
+            continue;
+        }
+        for (name, _) in n.props.iter() {
+            if table.lookup(name).is_none() {
+                table.insert(name.clone(), ());
+            }
+        }
+    }
+    table.iter().map(|(k, _)| k.as_str().to_string()).collect()
+}
+
 /// The `properties` object, or `None` when there are no properties.
 pub(crate) fn properties_json(rl: &Rset) -> Option<Value> {
     props_value(properties(rl))

@@ -82,6 +82,80 @@ pub(crate) struct Node {
     pub props: ZTable<()>,
 }
 
+/// Remembered results of [`Node::copy`]'s table operations, per table
+/// state: they depend only on the keys and the table's layout, never on
+/// the values, so a copy of a table in a known state is the remembered
+/// layout filled with the table's values.
+#[derive(Default)]
+pub(crate) struct CopyMemo {
+    children: TableMemo,
+    props: TableMemo,
+}
+
+#[derive(Default)]
+struct TableMemo {
+    /// (table state, times, the state after the operations with slots of
+    /// the original as values)
+    seen: Vec<(ZTable<u32>, u8, ZTable<u32>)>,
+    last: usize,
+}
+
+/// Distinct table states remembered.
+const COPY_MEMO_MAX: usize = 64;
+
+impl TableMemo {
+    fn apply<V: Clone>(
+        &mut self,
+        t: &ZTable<V>,
+        op: impl Fn(&ZTable<u32>) -> ZTable<u32>,
+        times: u8,
+    ) -> ZTable<V> {
+        let hit = |(s, n, _): &(ZTable<u32>, u8, ZTable<u32>)| *n == times && s.same_shape(t);
+        let found = match self.seen.get(self.last) {
+            Some(e) if hit(e) => Some(self.last),
+            _ => self.seen.iter().position(hit),
+        };
+        let i = match found {
+            Some(i) => i,
+            None => {
+                let start = t.slots();
+                let mut end = op(&start);
+                for _ in 1..times {
+                    end = op(&end);
+                }
+                if self.seen.len() >= COPY_MEMO_MAX {
+                    return ZTable::fill_from(&end, t).unwrap_or_else(|| op_direct(t, &op, times));
+                }
+                self.seen.push((start, times, end));
+                self.seen.len() - 1
+            }
+        };
+        self.last = i;
+        match self
+            .seen
+            .get(i)
+            .and_then(|(_, _, end)| ZTable::fill_from(end, t))
+        {
+            Some(r) => r,
+            None => op_direct(t, &op, times),
+        }
+    }
+}
+
+/// The operations applied to `t` itself (never reached: slots are always
+/// in range).
+fn op_direct<V: Clone>(
+    t: &ZTable<V>,
+    op: &impl Fn(&ZTable<u32>) -> ZTable<u32>,
+    times: u8,
+) -> ZTable<V> {
+    let mut end = op(&t.slots());
+    for _ in 1..times {
+        end = op(&end);
+    }
+    ZTable::fill_from(&end, t).unwrap_or_default()
+}
+
 /// `util_idset_add_check`: union that fails if the sets intersect, except
 /// that anything may be added to an empty set.
 fn add_check(a: &Arc<IdSet>, b: &Arc<IdSet>) -> Option<Arc<IdSet>> {
@@ -139,6 +213,43 @@ impl Node {
             hostname: self.hostname.clone(),
             children,
             props: self.props.dup(),
+        }
+    }
+
+    /// `copy()` applied `times` times, with the table operations
+    /// remembered per table state in `memo`.
+    pub(crate) fn copy_memo(&self, times: u8, memo: &mut CopyMemo) -> Node {
+        Node {
+            rank: self.rank,
+            hostname: self.hostname.clone(),
+            children: memo.children.apply(
+                &self.children,
+                |t| {
+                    let mut t = t.dup();
+                    let _ = t.lookup(core_name());
+                    t
+                },
+                times,
+            ),
+            props: memo.props.apply(&self.props, ZTable::dup, times),
+        }
+    }
+
+    /// `copy()` with `props` as the copy's property table.
+    pub(crate) fn copy_with_props(&self, props: ZTable<()>, memo: &mut CopyMemo) -> Node {
+        Node {
+            rank: self.rank,
+            hostname: self.hostname.clone(),
+            children: memo.children.apply(
+                &self.children,
+                |t| {
+                    let mut t = t.dup();
+                    let _ = t.lookup(core_name());
+                    t
+                },
+                1,
+            ),
+            props,
         }
     }
 
@@ -219,6 +330,17 @@ impl Node {
             }
         }
         n
+    }
+
+    /// True if [`Node::diff_cached`] of `self` and `b` leaves no ids
+    /// (looked at without copying or touching any table).
+    pub(crate) fn diff_is_empty(&self, b: &Node) -> bool {
+        self.children.values_unordered().all(|(name, ids)| {
+            ids.is_empty()
+                || b.children
+                    .peek_name(name)
+                    .is_some_and(|bids| Arc::ptr_eq(ids, bids) || ids.is_subset(bids))
+        })
     }
 
     /// `rnode_intersect`: children present in both with a non-empty

@@ -51,6 +51,11 @@ impl NodeList {
         self.index.reserve(n);
     }
 
+    /// True if no rank occurs twice.
+    pub(crate) fn unique_ranks(&self) -> bool {
+        self.index.len() == self.live
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.live
     }

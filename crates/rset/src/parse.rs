@@ -215,12 +215,18 @@ impl Rset {
         if *items > max_items {
             return Err(RError::TooLarge);
         }
+        // Every rank of the entry starts as the same node: build it once
+        // (an overlap among the children fails on the first rank).
+        let mut template = Node::new(None, first);
+        for (name, ids) in &kids {
+            template.add_child(name, ids).map_err(|o| RError::Overlap {
+                rank: first,
+                name: o.name,
+            })?;
+        }
         for rank in ranks.iter() {
-            let mut n = Node::new(None, rank);
-            for (name, ids) in &kids {
-                n.add_child(name, ids)
-                    .map_err(|o| RError::Overlap { rank, name: o.name })?;
-            }
+            let mut n = template.clone();
+            n.rank = rank;
             self.add_node(n)?;
         }
         Ok(())

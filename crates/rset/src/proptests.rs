@@ -345,3 +345,136 @@ fn odd_r() -> impl Strategy<Value = Value> {
             json!({"version": version, "execution": {"R_lite": entries, "nodelist": nodelist, "properties": props}})
         })
 }
+
+/// A model with properties `p0`..`p3` (and hostnames `h<rank>`, one of
+/// which may also be a property name) over its ranks.
+fn with_props(m: &Model, props: &[(usize, u32)], host_prop: bool) -> Rset {
+    let mut v = model_json(m, true);
+    let mut table: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
+    for &(p, r) in props {
+        if m.contains_key(&r) {
+            table.entry(format!("p{p}")).or_default().insert(r);
+        }
+    }
+    if host_prop {
+        if let Some(&r) = m.keys().next() {
+            table.entry(format!("h{r}")).or_default().insert(r);
+        }
+    }
+    let obj: Map<String, Value> = table
+        .iter()
+        .map(|(k, s)| (k.clone(), Value::String(ids_str(s))))
+        .collect();
+    if !obj.is_empty() {
+        if let Some(e) = v.get_mut("execution").and_then(Value::as_object_mut) {
+            e.insert("properties".into(), Value::Object(obj));
+        }
+    }
+    Rset::from_json(&v).unwrap_or_default()
+}
+
+/// `copy_matching` as it was before remembering outcomes per table state:
+/// every node is probed.
+fn copy_matching_reference(r: &Rset, c: &crate::Constraint) -> Rset {
+    let mut result = Rset::new();
+    for n in r.nodes.iter() {
+        let mut probe = crate::node::Node {
+            rank: n.rank,
+            hostname: n.hostname.clone(),
+            children: crate::zhash::ZTable::new(),
+            props: n.props.clone(),
+        };
+        if c.matches(&mut probe) {
+            let mut copy = n.copy();
+            copy.props = probe.props.dup();
+            let _ = result.add_node_new(copy);
+        }
+    }
+    if !result.is_empty() {
+        result.scheduling.clone_from(&r.scheduling);
+    }
+    result
+}
+
+/// Everything order-sensitive that can be printed of a set.
+fn shown(r: &Rset) -> (String, String, Vec<String>, i64) {
+    (r.encode(), r.dumps(), r.property_names(), r.core_avail())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// The fast paths `flux resource list` uses agree with the operations
+    /// they replace, including list and table order.
+    #[test]
+    fn list_fast_paths_match_reference(
+        a in model_strategy(24),
+        b in model_strategy(24),
+        props in prop::collection::vec((0usize..4, 0u32..24), 0..40),
+        host_prop in any::<bool>(),
+        cons in prop::collection::vec(
+            prop::collection::vec((0usize..5, any::<bool>()), 0..4), 1..5),
+    ) {
+        let ra = with_props(&a, &props, host_prop);
+        let rb = with_props(&b, &props, false);
+        // copy_diff == copy_constraint({}).diff()
+        let reference = ra.copy_constraint(&json!({})).and_then(|c| c.diff(&rb));
+        match (reference, ra.copy_diff(&rb)) {
+            (Ok(x), Ok(y)) => prop_assert_eq!(shown(&x), shown(&y)),
+            (Err(x), Err(y)) => prop_assert_eq!(x.to_string(), y.to_string()),
+            (x, y) => prop_assert!(false, "{:?} vs {:?}", x.is_ok(), y.is_ok()),
+        }
+        // removing whole nodes (and parts of nodes) of `a` itself
+        let sub = ra.copy_matching_ranks(&crate::Constraint::Empty, &IdSet::from_sorted_ranges(
+            a.keys().filter(|r| *r % 3 != 0).map(|&r| (r, r))).unwrap_or_default());
+        let mut part = sub.clone();
+        part.append(&rb).ok();
+        for other in [&rb, &sub, &part, &Rset::new()] {
+            let reference = ra.copy_diff(other).and_then(|up| up.copy_diff(&Rset::new()));
+            match (reference, ra.copy_diff_copy(other)) {
+                (Ok(x), Ok(y)) => prop_assert_eq!(shown(&x), shown(&y)),
+                (Err(x), Err(y)) => prop_assert_eq!(x.to_string(), y.to_string()),
+                (x, y) => prop_assert!(false, "{:?} vs {:?}", x.is_ok(), y.is_ok()),
+            }
+        }
+        for other in [&sub, &part] {
+            let reference = ra.copy_constraint(&json!({})).and_then(|c| c.diff(other));
+            match (reference, ra.copy_diff(other)) {
+                (Ok(x), Ok(y)) => prop_assert_eq!(shown(&x), shown(&y)),
+                (Err(x), Err(y)) => prop_assert_eq!(x.to_string(), y.to_string()),
+                (x, y) => prop_assert!(false, "{:?} vs {:?}", x.is_ok(), y.is_ok()),
+            }
+        }
+        // property_names == the names of properties()
+        let names: Vec<String> = ra.properties().into_iter().map(|(n, _)| n).collect();
+        prop_assert_eq!(ra.property_names(), names);
+        // copy_matching (remembering outcomes) == probing every node, and
+        // copy_matching_groups == copy_matching_ranks per group
+        let mut compiled = Vec::new();
+        for c in &cons {
+            let p: Vec<Value> = c
+                .iter()
+                .map(|&(i, neg)| {
+                    let n = if i == 4 { format!("h{}", a.keys().next().copied().unwrap_or(0)) } else { format!("p{i}") };
+                    Value::String(if neg { format!("^{n}") } else { n })
+                })
+                .collect();
+            let c = crate::Constraint::from_json(&json!({ "properties": p }));
+            prop_assert!(c.is_ok());
+            if let Ok(c) = c {
+                prop_assert_eq!(shown(&ra.copy_matching(&c)), shown(&copy_matching_reference(&ra, &c)));
+                compiled.push(c);
+            }
+        }
+        let group = |rank: u32| Some(rank as usize % (compiled.len() + 1)).filter(|&g| g < compiled.len());
+        let groups = ra.copy_matching_groups(&compiled, group);
+        prop_assert_eq!(groups.len(), compiled.len());
+        for (i, (c, g)) in compiled.iter().zip(&groups).enumerate() {
+            let ranks: Vec<u32> = ra.ranks().iter().filter(|&r| group(r) == Some(i)).collect();
+            let ids = IdSet::from_sorted_ranges(ranks.into_iter().map(|r| (r, r))).unwrap_or_default();
+            prop_assert_eq!(shown(g), shown(&ra.copy_matching_ranks(c, &ids)));
+        }
+        // check_copyable fails exactly where diff does
+        prop_assert_eq!(ra.check_copyable().is_ok(), ra.diff(&Rset::new()).is_ok());
+    }
+}

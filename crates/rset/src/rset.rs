@@ -1,7 +1,7 @@
 //! The resource set type and its set operations (flux-core's `rlist`).
 
 use crate::error::{RError, RerankError};
-use crate::node::{Node, SetCache};
+use crate::node::{CopyMemo, Node, SetCache};
 use crate::nodelist::NodeList;
 use crate::zhash::{core_name, gpu_name, Name};
 use crate::MAX_NODES;
@@ -137,6 +137,21 @@ impl Rset {
         let mut v: Vec<NodeInfo> = self.nodes.iter().map(node_info).collect();
         v.sort_by_key(|i| i.rank);
         v
+    }
+
+    /// Every node's rank, hostname and property names (in table order),
+    /// in list order: the cheap part of [`Rset::node_infos`].
+    pub fn node_properties(&self) -> Vec<(u32, Option<&str>, Vec<&str>)> {
+        self.nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.rank,
+                    n.hostname.as_deref(),
+                    n.props.iter().map(|(k, _)| k.as_str()).collect(),
+                )
+            })
+            .collect()
     }
 
     /// Details of one node.
@@ -310,18 +325,121 @@ impl Rset {
     pub fn diff(&self, other: &Rset) -> Result<Rset, RError> {
         let mut rl = Rset::new();
         rl.append(self)?;
+        rl.remove_diff(other);
+        Ok(rl)
+    }
+
+    /// `copy_empty(self).diff(other)`, where `copy_empty` is flux's
+    /// `rlist_copy_empty` (a node-by-node copy in list order, what
+    /// [`Rset::copy_constraint`] with an empty constraint returns), without
+    /// building the intermediate copy: each node is copied twice, as the
+    /// two steps do, so tables come out the same.
+    pub fn copy_diff(&self, other: &Rset) -> Result<Rset, RError> {
+        let mut rl = Rset::new();
+        rl.nodes.reserve(self.nodes.len());
+        let mut memo = CopyMemo::default();
+        // A node `other` removes entirely is not copied: it would vanish
+        // in the diff (its cores still count in the `avail` tally).
+        let skip = !other.is_empty() && self.nodes.unique_ranks() && other.nodes.unique_ranks();
+        for n in self.nodes.iter() {
+            if n.total() == 0 {
+                return Err(RError::EmptyNode(n.rank));
+            }
+        }
+        for n in self.nodes.iter() {
+            if skip && other.nodes.get(n.rank).is_some_and(|b| n.diff_is_empty(b)) {
+                rl.avail += n.core_count() as i64;
+                continue;
+            }
+            rl.add_node(n.copy_memo(2, &mut memo))?;
+        }
+        if !self.is_empty() {
+            rl.scheduling.clone_from(&self.scheduling);
+        }
+        rl.remove_diff(other);
+        Ok(rl)
+    }
+
+    /// `self.copy_diff(other)?.copy_diff(&Rset::new())` (flux's
+    /// `up - allocated` with nothing allocated) without building the
+    /// intermediate set: nodes `other` does not touch are copied four
+    /// times in one go, the others diffed as `copy_diff` does and then
+    /// copied twice; list order, tables, `avail` and `scheduling` come out
+    /// the same.
+    pub fn copy_diff_copy(&self, other: &Rset) -> Result<Rset, RError> {
+        if !self.nodes.unique_ranks() || !other.nodes.unique_ranks() {
+            return self.copy_diff(other)?.copy_diff(&Rset::new());
+        }
+        self.check_copyable()?;
+        let mut memo = CopyMemo::default();
+        let mut rl = Rset::new();
+        rl.nodes.reserve(self.nodes.len());
+        for n in self.nodes.iter() {
+            if other.nodes.get(n.rank).is_some_and(|b| n.diff_is_empty(b)) {
+                continue;
+            }
+            rl.add_node(n.copy_memo(4, &mut memo))?;
+        }
         let mut cache = SetCache::default();
         for b in other.nodes.iter() {
-            if let Some(na) = rl.nodes.remove(b.rank) {
-                let result = na.diff_cached(b, 0, &mut cache);
-                if !result.is_empty() {
-                    // The rank was detached, so this appends at the end.
-                    let _ = rl.add_node(result);
-                }
+            if rl.nodes.remove(b.rank).is_none() {
+                continue;
+            }
+            let Some(n) = self.nodes.get(b.rank) else {
+                continue;
+            };
+            let result = n.copy_memo(2, &mut memo).diff_cached(b, 0, &mut cache);
+            if !result.is_empty() {
+                rl.add_node(result.copy_memo(2, &mut memo))?;
             }
         }
         rl.nodes.compact();
+        // the second copy_diff adds each node once to a new set
+        rl.avail = rl.nodes.iter().map(|n| n.core_count() as i64).sum();
+        if !rl.is_empty() {
+            rl.scheduling.clone_from(&self.scheduling);
+        }
         Ok(rl)
+    }
+
+    /// The error [`Rset::diff`] (and [`Rset::copy_diff`]) fail with on
+    /// `self`, whatever the operand: a node without resources.
+    pub fn check_copyable(&self) -> Result<(), RError> {
+        match self.nodes.iter().find(|n| n.total() == 0) {
+            Some(n) => Err(RError::EmptyNode(n.rank)),
+            None => Ok(()),
+        }
+    }
+
+    /// True if some node's hostname is also a property name of the set
+    /// (an RFC 31 `properties` constraint then matches that node by name).
+    pub fn hostname_is_property(&self) -> bool {
+        let mut names: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for n in self.nodes.iter() {
+            for (k, _) in n.props.iter() {
+                names.insert(k.as_str());
+            }
+        }
+        !names.is_empty()
+            && self
+                .nodes
+                .iter()
+                .any(|n| n.hostname.as_deref().is_some_and(|h| names.contains(h)))
+    }
+
+    /// The second half of [`Rset::diff`]: remove `other`'s ids rank by rank.
+    fn remove_diff(&mut self, other: &Rset) {
+        let mut cache = SetCache::default();
+        for b in other.nodes.iter() {
+            if let Some(na) = self.nodes.remove(b.rank) {
+                let result = na.diff_cached(b, 0, &mut cache);
+                if !result.is_empty() {
+                    // The rank was detached, so this appends at the end.
+                    let _ = self.add_node(result);
+                }
+            }
+        }
+        self.nodes.compact();
     }
 
     /// `self ∪ other` (`rlist_union`): `(self - other)` then append `other`.
@@ -547,6 +665,16 @@ impl Rset {
             )));
         }
         let pname = Name::new(name);
+        if self.nodes.len() as u64 == ranks.len() {
+            // one node per rank: visit only the named ones (each node's
+            // table sees the same inserts in the same order either way)
+            for rank in ids.iter() {
+                if let Some(n) = self.nodes.get_mut(rank) {
+                    n.set_property(&pname);
+                }
+            }
+            return Ok(());
+        }
         for n in self.nodes.iter_mut() {
             if ids.contains(n.rank) {
                 n.set_property(&pname);
@@ -561,6 +689,8 @@ impl Rset {
         let Value::Object(map) = props else {
             return Err(RError::msg("properties must be an object"));
         };
+        // every value parsed once, in map order
+        let mut parsed: Vec<(&String, IdSet)> = Vec::with_capacity(map.len());
         for (name, val) in map {
             let Value::String(s) = val else {
                 return Err(RError::msg(format!(
@@ -573,27 +703,25 @@ impl Rset {
                     "invalid character '{c}' in property \"{name}\""
                 )));
             }
-            if IdSet::parse(s).is_err() {
-                return Err(RError::msg(format!(
-                    "invalid idset '{s}' specified for property \"{name}\""
-                )));
+            match IdSet::parse(s) {
+                Ok(ids) => parsed.push((name, ids)),
+                Err(_) => {
+                    return Err(RError::msg(format!(
+                        "invalid idset '{s}' specified for property \"{name}\""
+                    )))
+                }
             }
         }
-        let total: u64 = map
-            .values()
-            .filter_map(Value::as_str)
-            .filter_map(|s| IdSet::parse(s).ok())
-            .map(|ids| ids.len())
+        let total: u64 = parsed
+            .iter()
+            .map(|(_, ids)| ids.len())
             .fold(0u64, u64::saturating_add);
         if total > crate::MAX_ITEMS {
             return Err(RError::TooLarge);
         }
         let ranks = self.ranks();
-        for (name, val) in map {
-            if let Value::String(s) = val {
-                let ids = IdSet::parse(s).unwrap_or_default();
-                self.apply_property(name, &ids, &ranks)?;
-            }
+        for (name, ids) in &parsed {
+            self.apply_property(name, ids, &ranks)?;
         }
         Ok(())
     }
@@ -604,6 +732,17 @@ impl Rset {
             .into_iter()
             .map(|(n, ids)| (n.as_str().to_string(), ids))
             .collect()
+    }
+
+    /// The property names, in [`Rset::properties`] order, without
+    /// building the rank sets.
+    pub fn property_names(&self) -> Vec<String> {
+        crate::encode::property_names(self)
+    }
+
+    /// The lowest rank, if any.
+    pub fn min_rank(&self) -> Option<u32> {
+        self.nodes.iter().map(|n| n.rank).min()
     }
 
     /// The ranks carrying property `name`.

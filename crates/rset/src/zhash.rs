@@ -390,6 +390,64 @@ impl<V> ZTable<V> {
 impl<V: Clone> ZTable<V> {
     /// A copy built the way flux duplicates a table: a fresh table with the
     /// items inserted in this table's iteration order.
+    /// Same table state: size, chain limit, buckets and items (keys and
+    /// links) all equal, so that the same operations have the same effects
+    /// and the same iteration order on both.  Values are not compared.
+    pub(crate) fn same_shape<W>(&self, other: &ZTable<W>) -> bool {
+        self.prime_index == other.prime_index
+            && self.chain_limit == other.chain_limit
+            && self.heads.as_slice() == other.heads.as_slice()
+            && self.items.len() == other.items.len()
+            && self
+                .items
+                .iter()
+                .zip(&other.items)
+                .all(|(a, b)| a.next == b.next && a.key == b.key)
+    }
+
+    /// The same table with each value replaced by its item's slot.
+    pub(crate) fn slots(&self) -> ZTable<u32> {
+        ZTable {
+            prime_index: self.prime_index,
+            chain_limit: self.chain_limit,
+            heads: self.heads.clone(),
+            items: self
+                .items
+                .iter()
+                .enumerate()
+                .map(|(i, it)| Item {
+                    key: it.key.clone(),
+                    next: it.next,
+                    value: i as u32,
+                })
+                .collect(),
+        }
+    }
+
+    /// `template` (a [`ZTable::slots`] table after some operations) with
+    /// each value taken from `src`'s item at the slot it holds: the result
+    /// of those operations on `src`, when `src` has the shape the slots
+    /// were taken from.  `None` if a slot is out of range.
+    pub(crate) fn fill_from(template: &ZTable<u32>, src: &ZTable<V>) -> Option<ZTable<V>>
+    where
+        V: Clone,
+    {
+        let mut items = Vec::with_capacity(template.items.len());
+        for it in &template.items {
+            items.push(Item {
+                key: it.key.clone(),
+                next: it.next,
+                value: src.items.get(it.value as usize)?.value.clone(),
+            });
+        }
+        Some(ZTable {
+            prime_index: template.prime_index,
+            chain_limit: template.chain_limit,
+            heads: template.heads.clone(),
+            items,
+        })
+    }
+
     pub(crate) fn dup(&self) -> ZTable<V> {
         let mut t = ZTable::with_capacity(self.items.len());
         for (k, v) in self.iter() {

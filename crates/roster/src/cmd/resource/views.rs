@@ -195,7 +195,8 @@ pub fn list(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service, view: List
         no_header: ns.flag("no_header"),
     };
     let plan = match list_prepare(view, &opts) {
-        Ok(p) => p,
+        // the process exits after printing: skip freeing the node sets
+        Ok(p) => p.leak_sets(),
         Err(out) => return ctx.emit(&out),
     };
     let (sched, config) = if ns.flag("from_stdin") {
