@@ -206,7 +206,7 @@ fn idstr(ids: &IdSet) -> Value {
 /// R restricted to some targets: verbatim when nothing is removed and
 /// `reencode` is false, else re-encoded (times and scheduling kept).
 fn subset_r(inv: &Inventory, ids: &IdSet, reencode: bool) -> Value {
-    let ranks = inv.rset.ranks();
+    let ranks = inv.ranks().clone();
     if !reencode && *ids == ranks {
         return inv.json.clone();
     }
@@ -282,7 +282,7 @@ impl Acquire {
         let Some(inv) = t.inventory else {
             return IdSet::new();
         };
-        let mut u = inv.rset.ranks();
+        let mut u = inv.ranks().clone();
         u.subtract(t.exclude);
         if self.shrink_mode {
             u.subtract(t.lost);
@@ -362,7 +362,7 @@ impl Acquire {
         // 1b. A v1 holder's ghosts that left `default` are shrunk.
         if let Some(h) = self.holders.iter().position(|h| h.v1 && h.started) {
             if !self.holders[h].ghost.is_empty() {
-                let mut valid = t.inventory.map(|i| i.rset.ranks()).unwrap_or_default();
+                let mut valid = t.inventory.map(|i| i.ranks().clone()).unwrap_or_default();
                 valid.subtract(t.exclude);
                 let want = self.desired_set(DEFAULT_GROUP, &valid);
                 let holder = &mut self.holders[h];
@@ -429,7 +429,7 @@ impl Acquire {
                 // `default`).  Not those another group still holds.
                 let mut ids = granted.clone();
                 if self.shrink_mode {
-                    let mut valid = inv.rset.ranks();
+                    let mut valid = inv.ranks().clone();
                     valid.subtract(t.exclude);
                     let mut ghosts = self.desired_set(DEFAULT_GROUP, &valid).intersection(t.lost);
                     for (_, s) in &self.assigned {

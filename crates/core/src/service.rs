@@ -72,16 +72,30 @@ impl Method {
 /// verbatim, `scheduling` key included).
 #[derive(Debug, Clone)]
 pub struct Inventory {
+    /// The parsed R.  Only its times may be changed in place: the ranks are
+    /// cached in [`Inventory::ranks`].
     pub rset: Rset,
     pub json: Value,
     pub method: Method,
+    ranks: IdSet,
 }
 
 impl Inventory {
     /// Build from a parsed R; the JSON is its canonical encoding.
     pub fn from_rset(rset: Rset, method: Method) -> Inventory {
         let json = rset.to_json();
-        Inventory { rset, json, method }
+        let ranks = rset.ranks();
+        Inventory {
+            rset,
+            json,
+            method,
+            ranks,
+        }
+    }
+
+    /// The ranks of R (computed once: every event asks for them).
+    pub fn ranks(&self) -> &IdSet {
+        &self.ranks
     }
 
     /// Build from R JSON text (e.g. the stored `resource.R`), keeping the
@@ -89,7 +103,13 @@ impl Inventory {
     pub fn from_json_text(text: &str, method: Method) -> Result<Inventory, String> {
         let rset = Rset::from_json_str(text).map_err(|e| e.to_string())?;
         let json: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        Ok(Inventory { rset, json, method })
+        let ranks = rset.ranks();
+        Ok(Inventory {
+            rset,
+            json,
+            method,
+            ranks,
+        })
     }
 }
 
@@ -500,13 +520,13 @@ impl Service {
     // Inventory and targets
 
     fn set_inventory(&mut self, inv: Inventory) {
-        let max_rank = inv.rset.ranks().last();
+        let max_rank = inv.ranks().last();
         let size = max_rank.map_or(0, |r| r + 1).max(self.size);
         self.size = size;
         self.drain.resize(size);
         self.hosts = vec![None; size as usize];
         self.host_ranks.clear();
-        for rank in &inv.rset.ranks() {
+        for rank in inv.ranks() {
             if let Some(h) = inv.rset.hostname(rank) {
                 let h: Arc<str> = Arc::from(h);
                 if let Some(slot) = self.hosts.get_mut(rank as usize) {
@@ -973,7 +993,7 @@ impl Service {
         let Some(inv) = &self.inventory else {
             return IdSet::new();
         };
-        let mut up = inv.rset.ranks();
+        let mut up = inv.ranks().clone();
         up.subtract(&self.exclude);
         up.subtract(self.drain.drained());
         up = up.intersection(&self.online);
@@ -993,7 +1013,7 @@ impl Service {
                 "error preparing response: resource set is not known yet",
             ));
         };
-        let mut valid = inv.rset.ranks();
+        let mut valid = inv.ranks().clone();
         valid.subtract(&self.exclude);
         let mut all = inv.rset.copy_ranks(&valid);
         all.set_scheduling(None);

@@ -18,7 +18,11 @@ use idset::IdSet;
 /// With --simulate, run one virtual agent per host of HOSTLIST in this
 /// process, each on its own connection, through the same protocol.
 #[derive(Debug, Parser)]
-#[command(name = "roster agent", bin_name = "roster agent", disable_version_flag = true)]
+#[command(
+    name = "roster agent",
+    bin_name = "roster agent",
+    disable_version_flag = true
+)]
 struct Args {
     /// Service URI (default: $ROSTER_URI, else the embedded default's socket).
     #[arg(long, value_name = "URI")]

@@ -15,7 +15,11 @@ use rpc::uri::Uri;
 /// runtime directory. Stop it with SIGTERM or SIGINT: streams end cleanly
 /// and the drain checkpoint is written.
 #[derive(Debug, Parser)]
-#[command(name = "roster serve", bin_name = "roster serve", disable_version_flag = true)]
+#[command(
+    name = "roster serve",
+    bin_name = "roster serve",
+    disable_version_flag = true
+)]
 struct Args {
     /// TOML configuration file, or a directory of *.toml files.
     #[arg(short = 'c', long, value_name = "FILE")]
