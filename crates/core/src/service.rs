@@ -811,6 +811,24 @@ impl Service {
         }
     }
 
+    /// A persistent event caused by request `to`: record it, answer the
+    /// requester (after the event is durable, by the output order), then
+    /// tell acquirers and journal followers.
+    fn post_acknowledged(
+        &mut self,
+        now: f64,
+        name: &str,
+        c: Map<String, Value>,
+        to: ReplyTo,
+        out: &mut Vec<Output>,
+    ) {
+        let ev = self.record(now, name, c, true, out);
+        Self::reply(out, to, Ok(Value::Null.into()));
+        if let Some(ev) = ev {
+            self.publish(&ev, out);
+        }
+    }
+
     fn post(
         &mut self,
         now: f64,
@@ -1078,11 +1096,7 @@ impl Service {
             c.insert("reason".into(), Value::from(r));
         }
         c.insert("overwrite".into(), Value::from(mode.overwrite()));
-        let ev = self.record(now, "drain", c, true, out);
-        Self::reply(out, to, Ok(Value::Null.into()));
-        if let Some(ev) = ev {
-            self.publish(&ev, out);
-        }
+        self.post_acknowledged(now, "drain", c, to, out);
         Ok(None)
     }
 
@@ -1118,11 +1132,7 @@ impl Service {
         if let Some(r) = reason {
             c.insert("reason".into(), Value::from(r));
         }
-        let ev = self.record(now, "undrain", c, true, out);
-        Self::reply(out, to, Ok(Value::Null.into()));
-        if let Some(ev) = ev {
-            self.publish(&ev, out);
-        }
+        self.post_acknowledged(now, "undrain", c, to, out);
         Ok(None)
     }
 
@@ -1262,17 +1272,13 @@ impl Service {
         let inv = Inventory::from_rset(rset, Method::Reload);
         out.push(Output::WriteR(inv.json.clone()));
         self.set_inventory(inv);
-        let ev = self.record(
+        self.post_acknowledged(
             now,
             "resource-define",
             ctx(vec![("method", Value::from("reload"))]),
-            true,
+            to,
             out,
         );
-        Self::reply(out, to, Ok(Value::Null.into()));
-        if let Some(ev) = ev {
-            self.publish(&ev, out);
-        }
     }
 
     // ------------------------------------------------------------------
@@ -1394,17 +1400,13 @@ impl Service {
             ex.insert("expiration".into(), json!(exp));
         }
         out.push(Output::WriteR(inv.json.clone()));
-        let ev = self.record(
+        self.post_acknowledged(
             now,
             "resource-update",
             ctx(vec![("expiration", json!(exp))]),
-            true,
+            to,
             out,
         );
-        Self::reply(out, to, Ok(Value::Null.into()));
-        if let Some(ev) = ev {
-            self.publish(&ev, out);
-        }
         Ok(None)
     }
 
