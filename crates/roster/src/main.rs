@@ -25,7 +25,7 @@ Service:
                                                              the node agent (liveness, verification)
 
 Service clients (mirror flux's):
-  resource  status|list|info|R|drain|undrain|reload|eventlog|acquire|release
+  resource  status|list|info|R|drain|undrain|reload|eventlog|acquire|release|group-set
                                                              the resource service (flux resource)
 
 Run 'roster COMMAND --help' for a command's options.
