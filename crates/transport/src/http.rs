@@ -438,6 +438,24 @@ fn session_line_too_long() -> RpcError {
     )
 }
 
+/// Read the next frame of a session body into `lines`: `None` at the end
+/// of the body, the error's text if reading failed.
+async fn read_frame<B>(body: &mut Pin<Box<B>>, lines: &mut Lines) -> Option<Result<(), String>>
+where
+    B: Body<Data = Bytes>,
+    B::Error: std::fmt::Display,
+{
+    match body.as_mut().frame().await? {
+        Ok(frame) => {
+            if let Ok(data) = frame.into_data() {
+                lines.push(&data);
+            }
+            Some(Ok(()))
+        }
+        Err(e) => Some(Err(e.to_string())),
+    }
+}
+
 /// An agent session ([`wire::SESSION_TOPIC`]): the first NDJSON line of
 /// the (chunked, still open) request body is the payload of a streaming
 /// request; each later line becomes a [`wire::SESSION_LINE_TOPIC`] request
@@ -462,12 +480,8 @@ where
         if lines.pending() > wire::MAX_REQUEST_BODY {
             return too_large();
         }
-        match body.as_mut().frame().await {
-            Some(Ok(frame)) => {
-                if let Ok(data) = frame.into_data() {
-                    lines.push(&data);
-                }
-            }
+        match read_frame(&mut body, &mut lines).await {
+            Some(Ok(())) => {}
             Some(Err(e)) => {
                 tracing::debug!("error reading a session hello: {e}");
                 return error_response(
@@ -540,12 +554,8 @@ where
             if lines.pending() > wire::MAX_REQUEST_BODY {
                 break session_line_too_long();
             }
-            match body.as_mut().frame().await {
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        lines.push(&data);
-                    }
-                }
+            match read_frame(&mut body, &mut lines).await {
+                Some(Ok(())) => {}
                 Some(Err(e)) => {
                     tracing::debug!(conn, "agent session read error: {e}");
                     break RpcError::new(rpc::errno::ECONNRESET, "the agent went away");
