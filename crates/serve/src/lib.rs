@@ -247,7 +247,16 @@ impl Control {
 /// core and make its start-up outputs durable.  Returns the running state
 /// and the outputs still to deliver (logs).
 pub fn prepare(plan: &Plan) -> Result<(service_loop::Shell, Vec<Output>), ServeError> {
-    let (mut dir, loaded) = store::StateDir::open(&plan.statedir)?;
+    prepare_on(plan, Arc::new(store::RealFs))
+}
+
+/// [`prepare`] with the state directory on `fs` (tests run it on a
+/// simulated disk, [`store::sim::SimDisk`]).
+pub fn prepare_on(
+    plan: &Plan,
+    fs: Arc<dyn store::Fs>,
+) -> Result<(service_loop::Shell, Vec<Output>), ServeError> {
+    let (mut dir, loaded) = store::StateDir::open_on(fs, &plan.statedir)?;
     for w in &loaded.warnings {
         tracing::warn!("{w}");
     }

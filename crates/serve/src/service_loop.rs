@@ -222,24 +222,38 @@ impl Shell {
                 }
                 Err(RecvTimeoutError::Disconnected) => break,
             };
-            let mut out = Vec::new();
-            let input = self.input_of(first);
-            self.handle(input, &mut out);
-            let mut n = 1;
-            while n < MAX_BATCH {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
                 let Ok(m) = rx.try_recv() else { break };
-                let input = self.input_of(m);
-                self.handle(input, &mut out);
-                n += 1;
+                batch.push(m);
             }
-            // Post the batch's liveness transitions (one event per kind).
-            self.core.handle(now(), Input::Tick, &mut out);
-            self.commit(out)?;
+            self.step(batch)?;
         }
-        let mut out = Vec::new();
-        self.core.handle(now(), Input::Shutdown, &mut out);
-        self.commit(out)?;
+        self.shutdown()?;
         tracing::info!("stopped; drain checkpoint written");
         Ok(())
+    }
+
+    /// Handle one batch of messages from the listeners: each goes to the
+    /// core, then the batch's liveness transitions are posted, its events
+    /// made durable (one write + fdatasync) and only then its replies
+    /// sent.  On a persistence error nothing of the batch is acknowledged
+    /// (every open request is dropped) and the daemon must stop.
+    pub fn step(&mut self, batch: Vec<Incoming>) -> Result<(), ServeError> {
+        let mut out = Vec::new();
+        for m in batch {
+            let input = self.input_of(m);
+            self.handle(input, &mut out);
+        }
+        // Post the batch's liveness transitions (one event per kind).
+        self.core.handle(now(), Input::Tick, &mut out);
+        self.commit(out)
+    }
+
+    /// Clean shutdown: streams end, the drain checkpoint is written.
+    pub fn shutdown(&mut self) -> Result<(), ServeError> {
+        let mut out = Vec::new();
+        self.core.handle(now(), Input::Shutdown, &mut out);
+        self.commit(out)
     }
 }

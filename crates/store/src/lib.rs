@@ -27,6 +27,10 @@
 //!   Temporary files left by a crash are deleted at open (and reported as
 //!   warnings).
 //!
+//! * At open, everything read (log, R, checkpoint, the directory's
+//!   entries) is fsynced before the daemon builds on it: after a failed
+//!   sync and a restart without power loss, the page cache can hold data
+//!   that never reached the disk.
 //! * The directory itself, when created, is made durable by fsyncing its
 //!   parent.
 //! * A zero-filled block in the unsynced tail of the eventlog (its size
@@ -291,6 +295,25 @@ impl StateDir {
                     }
                 })?),
             };
+        // What was just read becomes the truth the daemon builds on: make
+        // it durable first.  After a failed fsync and a restart without a
+        // power loss, the page cache may hold a renamed R or log lines that
+        // never reached the disk; acknowledging new requests on top of
+        // them, then losing them at the next power loss, would lose the
+        // state those requests were acknowledged against.
+        for (name, present) in [
+            (EVENTLOG_FILE, true),
+            (R_FILE, r.is_some()),
+            (CHECKPOINT_FILE, checkpoint.is_some()),
+        ] {
+            if present {
+                let p = dir.join(name);
+                fs.open_append(&p)
+                    .and_then(|mut f| f.sync_all())
+                    .map_err(io_err(&p, "fsync"))?;
+            }
+        }
+        fs.sync_dir(&dir).map_err(io_err(&dir, "fsync directory"))?;
         // The checkpoint's position: the recorded (count, hash of the
         // first `count` lines) that matches this log.  (Two are recorded
         // while a history truncation rewrites the log: one for the old
