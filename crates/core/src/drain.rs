@@ -19,7 +19,7 @@
 use crate::errno::{RpcError, EEXIST, EINVAL};
 use idset::IdSet;
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// How a drain request treats targets that are already drained.
@@ -80,10 +80,12 @@ pub struct DrainInfo {
     pub reason: Option<Arc<str>>,
 }
 
-/// Drain state for targets `0..size`.
+/// Drain state for targets `0..size`.  Sparse: memory follows the number
+/// of drained targets, never the size (a single rank near 2^31 is fine).
 #[derive(Debug, Clone, Default)]
 pub struct DrainTable {
-    info: Vec<Option<DrainInfo>>,
+    size: u32,
+    info: BTreeMap<u32, DrainInfo>,
     drained: IdSet,
     reasons: HashMap<Arc<str>, ()>,
 }
@@ -109,22 +111,23 @@ impl DrainTable {
     /// An empty table for targets `0..size`.
     pub fn new(size: u32) -> Self {
         DrainTable {
-            info: vec![None; size as usize],
+            size,
             ..Default::default()
         }
     }
 
     /// Number of targets covered.
     pub fn size(&self) -> u32 {
-        self.info.len() as u32
+        self.size
     }
 
     /// Grow or shrink the covered range; records of targets past the new size are dropped.
     pub fn resize(&mut self, size: u32) {
-        if size < self.size() {
+        if size < self.size {
             self.drained.remove_range(size, u32::MAX);
+            self.info.split_off(&size);
         }
-        self.info.resize(size as usize, None);
+        self.size = size;
     }
 
     /// The drained targets.
@@ -134,7 +137,7 @@ impl DrainTable {
 
     /// The record of one target, if drained.
     pub fn get(&self, rank: u32) -> Option<&DrainInfo> {
-        self.info.get(rank as usize).and_then(Option::as_ref)
+        self.info.get(&rank)
     }
 
     fn intern(&mut self, reason: Option<&str>) -> Option<Arc<str>> {
@@ -180,10 +183,10 @@ impl DrainTable {
     pub fn apply_drain(&mut self, targets: &IdSet, now: f64, reason: Option<&str>, overwrite: u8) {
         let reason = self.intern(reason);
         for rank in targets {
-            let Some(slot) = self.info.get_mut(rank as usize) else {
+            if rank >= self.size {
                 break;
-            };
-            match slot {
+            }
+            match self.info.get_mut(&rank) {
                 Some(d) if overwrite == 0 && d.reason.is_some() => {}
                 Some(d) => {
                     d.reason = reason.clone();
@@ -192,10 +195,13 @@ impl DrainTable {
                     }
                 }
                 None => {
-                    *slot = Some(DrainInfo {
-                        timestamp: now,
-                        reason: reason.clone(),
-                    });
+                    self.info.insert(
+                        rank,
+                        DrainInfo {
+                            timestamp: now,
+                            reason: reason.clone(),
+                        },
+                    );
                     self.drained.insert_range(rank, rank);
                 }
             }
@@ -218,10 +224,9 @@ impl DrainTable {
     /// Clear the targets (live and replay).
     pub fn apply_undrain(&mut self, targets: &IdSet) {
         for &(lo, hi) in targets.intersection(&self.drained).ranges() {
-            for rank in lo..=hi {
-                if let Some(slot) = self.info.get_mut(rank as usize) {
-                    *slot = None;
-                }
+            let gone: Vec<u32> = self.info.range(lo..=hi).map(|(&r, _)| r).collect();
+            for rank in gone {
+                self.info.remove(&rank);
             }
         }
         self.drained.subtract(targets);
@@ -470,6 +475,26 @@ mod tests {
                 "4": {"timestamp": 1234.0, "reason": ""}
             })
         );
+    }
+
+    #[test]
+    fn sparse_table_for_the_largest_rank() {
+        // RFC 22's largest id: the table must not be sized by it.
+        let top = 2_147_483_646u32;
+        let mut t = DrainTable::new(top + 1);
+        assert_eq!(t.size(), top + 1);
+        t.drain(
+            &ids("2147483646"),
+            &IdSet::new(),
+            DrainMode::Strict,
+            Some("x"),
+            5.0,
+        )
+        .unwrap();
+        assert_eq!(t.get(top).and_then(|d| d.reason.as_deref()), Some("x"));
+        assert_eq!(t.groups().len(), 1);
+        t.resize(top);
+        assert!(t.drained().is_empty() && t.get(top).is_none());
     }
 
     #[test]
