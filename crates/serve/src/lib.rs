@@ -263,27 +263,54 @@ pub fn prepare_on(
     let now = now();
     let resource = plan.config.as_ref().map(|c| &c.resource);
     // `history` truncation of the persistent log (flux-core truncate.c),
-    // unless history is infinite.
+    // unless history is infinite.  The checkpoint's position in the log
+    // (`replay_from`) decides what it summarises: only events before it
+    // may be dropped, those older than the cutoff; events at or after it
+    // are kept whatever their timestamps (a clock that was ahead at the
+    // last stop must not make a later acknowledged drain look old).
     let mut events = loaded.events;
+    let mut replay_from = loaded.replay_from;
     let history = resource.map(|r| r.history).unwrap_or_default();
     if let Some(secs) = history.seconds() {
         let cp_ts = store::checkpoint_timestamp(loaded.checkpoint.as_ref());
-        // Only a log with something to drop is copied and rewritten (the
-        // same test as `truncate_history`: NaN timestamps are kept).
-        let cutoff = store::history_cutoff(now, Some(secs), cp_ts)
-            .filter(|c| events.iter().any(|e| e.timestamp < *c));
-        if let Some(cutoff) = cutoff {
-            let before = events.len();
-            let kept = store::truncate_history(std::mem::take(&mut events), cutoff);
-            if kept.len() != before {
-                dir.rewrite_eventlog(&kept)?;
-                tracing::info!(
-                    "resource.eventlog: truncated {} events older than {cutoff:.6}",
-                    before - kept.len()
-                );
+        let cutoff = store::history_cutoff(now, Some(secs), cp_ts);
+        match (cutoff, &loaded.checkpoint, replay_from) {
+            (Some(cutoff), Some(cp), Some(_)) => {
+                let before = events.len();
+                let (kept, from) =
+                    dir.truncate_before_checkpoint(events, cp, |e| e.timestamp < cutoff)?;
+                if kept.len() != before {
+                    tracing::info!(
+                        "resource.eventlog: truncated {} events older than {cutoff:.6} before the checkpoint",
+                        before - kept.len()
+                    );
+                }
+                events = kept;
+                replay_from = from;
             }
-            events = kept;
+            (Some(cutoff), _, _) => {
+                // No checkpoint (cutoff 0: nothing to drop), or one
+                // without a position (an older version's): by timestamp,
+                // as before.  Only a log with something to drop is copied
+                // and rewritten (NaN timestamps are kept).
+                if events.iter().any(|e| e.timestamp < cutoff) {
+                    let before = events.len();
+                    let kept = store::truncate_history(std::mem::take(&mut events), cutoff);
+                    if kept.len() != before {
+                        dir.rewrite_eventlog(&kept)?;
+                        tracing::info!(
+                            "resource.eventlog: truncated {} events older than {cutoff:.6}",
+                            before - kept.len()
+                        );
+                    }
+                    events = kept;
+                }
+            }
+            (None, _, _) => {}
         }
+    }
+    if let Some(n) = replay_from {
+        tracing::debug!("resource.eventlog: the drain checkpoint summarises its first {n} events");
     }
     let source = Source {
         config: plan.config.as_ref(),
