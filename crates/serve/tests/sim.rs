@@ -126,6 +126,8 @@ struct Harness {
     crashes: u64,
     /// Power losses that hit while a batch was being persisted.
     mid_batch: u64,
+    /// Power losses during a start.
+    restart_crashes: u64,
     faults: u64,
     ops: u64,
     acked_ops: u64,
@@ -139,7 +141,7 @@ enum Outcome {
 }
 
 impl Harness {
-    fn new(tmp: &Path) -> Harness {
+    fn new(tmp: &Path, history: Option<&str>) -> Harness {
         // The reloaded R files keep the ranks and hosts and change the
         // cores: a reload that shrinks or regrows the rank set makes the
         // live core and a replaying one disagree about drained ranks
@@ -154,8 +156,12 @@ impl Harness {
                 p
             })
             .collect();
+        let config = history.map(|h| {
+            let text = format!("[resource]\nnoverify = true\nhistory = \"{h}\"\n");
+            config::Config::from_str(&text, "sim.toml").expect("config")
+        });
         let plan = Plan {
-            config: None,
+            config,
             config_path: None,
             statedir: PathBuf::from(STATEDIR),
             listen: Vec::new(),
@@ -172,6 +178,7 @@ impl Harness {
             acked: Vec::new(),
             crashes: 0,
             mid_batch: 0,
+            restart_crashes: 0,
             faults: 0,
             ops: 0,
             acked_ops: 0,
@@ -320,6 +327,7 @@ struct Totals {
     runs: u64,
     crashes: u64,
     mid_batch: u64,
+    restart_crashes: u64,
     faults: u64,
     ops: u64,
     acked_ops: u64,
@@ -327,8 +335,12 @@ struct Totals {
 
 fn run(seed: u64, totals: &mut Totals) {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let mut h = Harness::new(tmp.path());
     let mut rng = Rng::new(seed);
+    // One run in three truncates the history at every start (history =
+    // "0": everything the checkpoint summarises is dropped), which
+    // rewrites the log and the checkpoint under the crash points too.
+    let history = (seed % 3 == 2).then_some("0");
+    let mut h = Harness::new(tmp.path(), history);
     let mut state = h
         .start()
         .unwrap_or_else(|e| panic!("seed {seed}: start: {e}"));
@@ -408,7 +420,25 @@ fn run(seed: u64, totals: &mut Totals) {
         } else {
             h.disk.clear_faults();
         }
-        h.check_log(&in_flight, seed);
+        if history.is_none() {
+            // (With truncation, acknowledged events before the checkpoint
+            // are legitimately dropped: the state check below covers it.)
+            h.check_log(&in_flight, seed);
+        }
+        // Sometimes the restart itself crashes (torn-tail repair, history
+        // truncation, R and checkpoint rewrites, the first events).
+        if rng.chance(1, 4) {
+            h.disk.crash_after(1 + rng.below(12));
+            if h.start().is_err() {
+                h.shell = None;
+                h.crashes += 1;
+                h.restart_crashes += 1;
+                h.disk.power_loss(&mut rng);
+            } else {
+                h.disk.disarm();
+                h.shell = None;
+            }
+        }
         state = h
             .start()
             .unwrap_or_else(|e| panic!("seed {seed}: restart after crash: {e}"));
@@ -425,6 +455,7 @@ fn run(seed: u64, totals: &mut Totals) {
     totals.runs += 1;
     totals.crashes += h.crashes;
     totals.mid_batch += h.mid_batch;
+    totals.restart_crashes += h.restart_crashes;
     totals.faults += h.faults;
     totals.ops += h.ops;
     totals.acked_ops += h.acked_ops;
@@ -446,10 +477,11 @@ fn simulated_power_loss_and_io_errors() {
         run(seed, &mut totals);
     }
     eprintln!(
-        "simulation: {} runs, {} power losses ({} while persisting a batch), {} injected IO errors, {} operations ({} acknowledged) in {:.1}s",
+        "simulation: {} runs, {} power losses ({} while persisting a batch, {} during a start), {} injected IO errors, {} operations ({} acknowledged) in {:.1}s",
         totals.runs,
         totals.crashes,
         totals.mid_batch,
+        totals.restart_crashes,
         totals.faults,
         totals.ops,
         totals.acked_ops,
@@ -457,6 +489,7 @@ fn simulated_power_loss_and_io_errors() {
     );
     assert_eq!(totals.runs, runs);
     assert!(totals.crashes > 0 && totals.mid_batch > 0 && totals.acked_ops > 0);
+    assert!(runs < 50 || totals.restart_crashes > 0);
 }
 
 /// The persist-error path end to end, through the service loop itself
@@ -467,7 +500,7 @@ fn simulated_power_loss_and_io_errors() {
 fn persist_error_stops_the_loop_without_acknowledging_and_restart_replays() {
     for fault in [Fault::Enospc, Fault::Eio] {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let mut h = Harness::new(tmp.path());
+        let mut h = Harness::new(tmp.path(), None);
         h.start().expect("start");
         let p = json!({"targets": "1", "reason": "acked"});
         assert!(matches!(h.request("resource.drain", p), Outcome::Acked));

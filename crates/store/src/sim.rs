@@ -193,6 +193,12 @@ impl SimDisk {
         g.crash_after = Some(g.ops + n);
     }
 
+    /// Remove the crash point set by [`SimDisk::crash_after`] (if not
+    /// reached yet, nothing happens).
+    pub fn disarm(&self) {
+        self.inner().crash_after = None;
+    }
+
     /// Whether the crash point set by [`SimDisk::crash_after`] was reached.
     pub fn crashed(&self) -> bool {
         let g = self.inner();
