@@ -523,6 +523,9 @@ fn persist_error_stops_the_loop_without_acknowledging_and_restart_replays() {
         h.disk.fail_op(h.disk.ops() + nth, fault);
         tx.send(Incoming::Request { req, replies: rtx })
             .expect("send");
+        // No more input: if the batch were persisted, the loop would end
+        // (and shut down cleanly) instead of hanging.
+        drop(tx);
         let control = serve::Control::default();
         let err = shell.run(&rx, &control).expect_err("the loop must stop");
         let msg = err.to_string();
