@@ -309,9 +309,6 @@ pub fn prepare_on(
             (None, _, _) => {}
         }
     }
-    if let Some(n) = replay_from {
-        tracing::debug!("resource.eventlog: the drain checkpoint summarises its first {n} events");
-    }
     let source = Source {
         config: plan.config.as_ref(),
         stored: loaded.r.as_deref(),
@@ -349,6 +346,7 @@ pub fn prepare_on(
         inventory,
         stored_events: events,
         checkpoint: loaded.checkpoint,
+        replay_from,
         discover_hosts: discover,
     };
     let mut out = Vec::new();
