@@ -203,36 +203,61 @@ fn read_optional(fs: &dyn Fs, path: &Path) -> Result<Option<Vec<u8>>, StoreError
     }
 }
 
-/// One recorded position: `{"events": N, "fnv1a": "<16 hex digits>"}`.
-fn position_value(events: usize, hash: u64) -> Value {
-    serde_json::json!({"events": events, "fnv1a": format!("{hash:016x}")})
+/// One recorded position: `{"events": N, "fnv1a": "<16 hex digits>"}`
+/// (the hash of the first N lines), plus `"log": "<16 hex digits>"`, the
+/// hash of the whole log, in the two positions written while a truncation
+/// rewrites the log (no event is appended meanwhile): it tells the old log
+/// from the new one even if their first lines happened to be identical.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Position {
+    events: usize,
+    hash: u64,
+    whole: Option<u64>,
+}
+
+fn position_value(p: Position) -> Value {
+    let mut v = serde_json::json!({"events": p.events, "fnv1a": format!("{:016x}", p.hash)});
+    if let Some(w) = p.whole {
+        v["log"] = Value::String(format!("{w:016x}"));
+    }
+    v
 }
 
 /// The positions recorded in a checkpoint (none for an older checkpoint).
-fn positions_of(checkpoint: &Value) -> Vec<(usize, u64)> {
+fn positions_of(checkpoint: &Value) -> Vec<Position> {
     let Some(list) = checkpoint.get(POSITION_KEY).and_then(Value::as_array) else {
         return Vec::new();
     };
+    let hex = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .and_then(|s| u64::from_str_radix(s, 16).ok())
+    };
     list.iter()
         .filter_map(|p| {
-            let n = usize::try_from(p.get("events")?.as_u64()?).ok()?;
-            let h = u64::from_str_radix(p.get("fnv1a")?.as_str()?, 16).ok()?;
-            Some((n, h))
+            Some(Position {
+                events: usize::try_from(p.get("events")?.as_u64()?).ok()?,
+                hash: hex(p.get("fnv1a"))?,
+                whole: hex(p.get("log")),
+            })
         })
         .collect()
 }
 
 /// `checkpoint` with its positions replaced by `positions`.
-fn with_positions(checkpoint: &Value, positions: &[(usize, u64)]) -> Value {
+fn with_positions(checkpoint: &Value, positions: &[Position]) -> Value {
     let mut v = checkpoint.clone();
     if let Some(obj) = v.as_object_mut() {
-        let list = positions
-            .iter()
-            .map(|&(n, h)| position_value(n, h))
-            .collect();
+        let list = positions.iter().map(|&p| position_value(p)).collect();
         obj.insert(POSITION_KEY.to_string(), Value::Array(list));
     }
     v
+}
+
+/// The checkpoint's text as written.
+fn checkpoint_text(v: &Value) -> String {
+    let mut text = v.to_string();
+    text.push('\n');
+    text
 }
 
 impl StateDir {
@@ -319,12 +344,27 @@ impl StateDir {
         // while a history truncation rewrites the log: one for the old
         // log, one for the new; whichever file survived a crash matches.)
         let mut position = None;
-        if let Some(cp) = &checkpoint {
+        let mut checkpoint = checkpoint;
+        if let Some(cp) = &mut checkpoint {
             let recorded = positions_of(cp);
-            position = recorded
-                .iter()
-                .copied()
-                .find(|&(n, h)| opened.prefix_hashes.get(n) == Some(&h));
+            let whole = opened.prefix_hashes.last().copied();
+            let found = recorded.iter().copied().find(|p| {
+                opened.prefix_hashes.get(p.events) == Some(&p.hash)
+                    && p.whole.is_none_or(|w| Some(w) == whole)
+            });
+            position = found.map(|p| (p.events, p.hash));
+            if let (Some(p), true) = (found, recorded.len() > 1) {
+                // A truncation was interrupted after the checkpoint named
+                // both logs: keep only the one that survived, before
+                // anything is appended.
+                let single = Position { whole: None, ..p };
+                *cp = with_positions(cp, &[single]);
+                write_file_atomic(
+                    &*fs,
+                    &dir.join(CHECKPOINT_FILE),
+                    checkpoint_text(cp).as_bytes(),
+                )?;
+            }
             if position.is_none() {
                 warnings.push(if recorded.is_empty() {
                     format!(
@@ -444,13 +484,33 @@ impl StateDir {
             }
             kept.push(ev);
         }
-        self.write_checkpoint_raw(&with_positions(
-            checkpoint,
-            &[(at, hash), (new_at, new_hash)],
-        ))?;
+        let new_whole = {
+            let mut h = new_hash;
+            for ev in &kept[new_at..] {
+                let line = ev.encode().map_err(|reason| EventLogError::Encode {
+                    label: EVENTLOG_FILE.to_string(),
+                    name: ev.name.clone(),
+                    reason,
+                })?;
+                h = fnv1a(h, line.as_bytes());
+            }
+            h
+        };
+        let old = Position {
+            events: at,
+            hash,
+            whole: Some(self.log.content_hash()),
+        };
+        let new = Position {
+            events: new_at,
+            hash: new_hash,
+            whole: Some(new_whole),
+        };
+        self.write_checkpoint_raw(&with_positions(checkpoint, &[old, new]))?;
         self.log.rewrite(&kept)?;
         self.position = Some((new_at, new_hash));
-        self.write_checkpoint_raw(&with_positions(checkpoint, &[(new_at, new_hash)]))?;
+        let single = Position { whole: None, ..new };
+        self.write_checkpoint_raw(&with_positions(checkpoint, &[single]))?;
         Ok((kept, Some(new_at)))
     }
 
@@ -467,14 +527,18 @@ impl StateDir {
     pub fn write_checkpoint(&mut self, v: &Value) -> Result<(), StoreError> {
         let at = self.log.event_count();
         let hash = self.log.content_hash();
-        self.write_checkpoint_raw(&with_positions(v, &[(at, hash)]))?;
+        let p = Position {
+            events: at,
+            hash,
+            whole: None,
+        };
+        self.write_checkpoint_raw(&with_positions(v, &[p]))?;
         self.position = Some((at, hash));
         Ok(())
     }
 
     fn write_checkpoint_raw(&mut self, v: &Value) -> Result<(), StoreError> {
-        let mut text = v.to_string();
-        text.push('\n');
+        let text = checkpoint_text(v);
         write_file_atomic(&*self.fs, &self.dir.join(CHECKPOINT_FILE), text.as_bytes())?;
         Ok(())
     }
