@@ -389,3 +389,46 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Save (full JGF) then load gives back the same state: the same
+    /// document, aggregates, jobs with windows, records, states and tags.
+    #[test]
+    fn save_and_load_round_trip(ops in proptest::collection::vec(op(), 1..30), tags in proptest::collection::vec((0..64usize, "[a-z]{1,4}", proptest::option::of("[ -~]{0,6}")), 0..4)) {
+        let mut g = base();
+        for op in &ops {
+            apply(&mut g, op)?;
+        }
+        for (v, k, val) in &tags {
+            if let Some(v) = pick(&g, *v) {
+                g.tag(v, k, val.as_deref()).unwrap();
+            }
+        }
+        let text = g.to_jgf_string(crate::jgf::JgfStyle::Full);
+        let h = Graph::from_jgf_str(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        h.check_invariants().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(h.to_jgf_string(crate::jgf::JgfStyle::Full), text);
+        prop_assert_eq!(h.aggregate_all(), g.aggregate_all());
+        prop_assert_eq!(h.jobs().len(), g.jobs().len());
+        for (a, b) in g.jobs().iter().zip(h.jobs().iter()) {
+            prop_assert_eq!((a.id, a.kind, a.start, a.end), (b.id, b.kind, b.start, b.end));
+        }
+        for v in g.vertices() {
+            let p = g.path(v).unwrap();
+            let w = h.lookup(&p).unwrap();
+            prop_assert_eq!(g.allocations(v).unwrap(), h.allocations(w).unwrap());
+            prop_assert_eq!(g.reservations(v).unwrap(), h.reservations(w).unwrap());
+            prop_assert_eq!(g.available(v).unwrap(), h.available(w).unwrap());
+            let (x, y) = (g.get(v).unwrap(), h.get(w).unwrap());
+            prop_assert_eq!(x.state(), y.state());
+            prop_assert_eq!(x.staged(), y.staged());
+            let mut tx: Vec<_> = x.tags().collect();
+            let mut ty: Vec<_> = y.tags().collect();
+            tx.sort();
+            ty.sort();
+            prop_assert_eq!(tx, ty);
+        }
+    }
+}

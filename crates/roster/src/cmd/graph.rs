@@ -45,7 +45,7 @@ pub enum LoadFormat {
 #[command(
     name = "roster graph",
     about = "Query and schedule on an RFC 4 resource graph (like Fluxion's resource-query)",
-    after_help = session::COMMANDS_HELP
+    after_help = session::commands_help()
 )]
 struct Opts {
     /// Resources to load: an R, a JGF or an hwloc XML file.
