@@ -245,6 +245,9 @@ pub struct Session {
     perf: Option<(f64, f64, f64)>,
     load_format: LoadFormat,
     rank: i64,
+    /// `--follow`: the acquire state (its graph is `g`, swapped in while a
+    /// follower method runs).
+    follower: Option<client::Follower>,
 }
 
 /// Text output of one command, and its JSON form.
@@ -298,6 +301,7 @@ impl Session {
             perf: None,
             load_format: LoadFormat::Auto,
             rank: 0,
+            follower: None,
         }
     }
 
@@ -310,6 +314,67 @@ impl Session {
     #[cfg(test)]
     pub fn graph(&self) -> &Graph {
         &self.g
+    }
+
+    /// Follow an acquire: the graph is built by its first response.
+    pub fn follow(&mut self, group: Option<&str>) {
+        self.follower = Some(client::Follower::new(group));
+    }
+
+    /// Run `f` on the follower holding the session's graph.
+    fn with_follower<R>(&mut self, f: impl FnOnce(&mut client::Follower) -> R) -> Option<R> {
+        let fl = self.follower.as_mut()?;
+        std::mem::swap(&mut self.g, fl.graph_mut());
+        let out = f(fl);
+        std::mem::swap(&mut self.g, fl.graph_mut());
+        Some(out)
+    }
+
+    /// Apply one `resource.acquire` response (see [`client::Follower`]).
+    pub fn apply_acquire(&mut self, payload: &Value) -> Result<client::Applied, String> {
+        let res = self
+            .with_follower(|f| f.apply(payload))
+            .ok_or_else(|| "not following an acquire".to_string())?;
+        let a = res.map_err(|e| e.to_string())?;
+        if a.built {
+            for j in self.g.jobs() {
+                self.track(j.id, "adopted");
+            }
+        }
+        Ok(a)
+    }
+
+    /// The connection to the service was lost: the next response starts
+    /// over (the jobs are kept).
+    pub fn restart_follow(&mut self) {
+        self.with_follower(|f| f.restart());
+    }
+
+    /// Shrunk targets now free, to release (groups variant).
+    pub fn releasable(&self) -> Option<(String, idset::IdSet)> {
+        let f = self.follower.as_ref()?;
+        if f.view().is_v1() || f.releasable().is_empty() {
+            return None;
+        }
+        Some((f.group().to_string(), f.releasable().clone()))
+    }
+
+    /// Note a successful `resource.release`.
+    pub fn released(&mut self, targets: &idset::IdSet) -> Result<(), String> {
+        match self.follower.as_mut() {
+            Some(f) => f.released(targets).map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    /// Has the followed acquire built the graph yet?
+    pub fn follow_ready(&self) -> bool {
+        self.follower.as_ref().is_none_or(|f| f.is_built())
+    }
+
+    /// After frees: unlink shrunk targets no job holds any more.
+    fn settle(&mut self) {
+        self.with_follower(|f| f.settle());
     }
 
     /// Run one command line, writing its result to `out` and errors to
@@ -649,6 +714,7 @@ impl Session {
         }
         self.g.free_job(jobid)?;
         self.track(jobid, "free");
+        self.settle();
         r.set("jobid", jobid);
         r.set("status", JobState::Canceled.as_str());
         Ok(())
@@ -680,6 +746,7 @@ impl Session {
         let n = n.map(parse_units).transpose()?;
         let freed = self.g.free(v, jobid, n)?;
         self.track(jobid, "free");
+        self.settle();
         r.line(format!("{p}: freed {freed} units of job {jobid}"));
         r.set("path", p);
         r.set("jobid", jobid);
