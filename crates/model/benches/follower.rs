@@ -85,9 +85,10 @@ fn benches(c: &mut Criterion) {
     c.bench_function("baseline: parse the R16k first response as JSON", |b| {
         b.iter(|| black_box(serde_json::from_str::<serde_json::Value>(&text).unwrap()))
     });
-    c.bench_function("follower: first graph from the R16k acquire response", |b| {
-        b.iter(|| black_box(build(&text)))
-    });
+    c.bench_function(
+        "follower: first graph from the R16k acquire response",
+        |b| b.iter(|| black_box(build(&text))),
+    );
 
     let before = LIVE.load(Ordering::Relaxed);
     let t0 = Instant::now();
@@ -135,14 +136,17 @@ fn benches(c: &mut Criterion) {
     );
     let req = Request::nodes(1, 1, 1, 0, true);
     let mut job = 1u64;
-    c.bench_function("follower: match allocate+free 1-node exclusive, 30% drained", |b| {
-        b.iter(|| {
-            job += 1;
-            let m = g.match_allocate(&req, job).expect("match").expect("fits");
-            black_box(&m);
-            g.free_job(job).expect("free");
-        })
-    });
+    c.bench_function(
+        "follower: match allocate+free 1-node exclusive, 30% drained",
+        |b| {
+            b.iter(|| {
+                job += 1;
+                let m = g.match_allocate(&req, job).expect("match").expect("fits");
+                black_box(&m);
+                g.free_job(job).expect("free");
+            })
+        },
+    );
     // Half the up nodes busy: the first fit walks past them.
     let mut hj = 1u64 << 40;
     for _ in 0..5_000 {

@@ -206,7 +206,7 @@ const COMMANDS: &[(&str, &str, &str, &str)] = &[
 pub fn commands_help() -> String {
     let mut s = String::from("Commands (one per line; abbreviations in parentheses):\n");
     for &(name, abbr, args, _) in COMMANDS {
-        let _ = writeln!(s, "  {name} ({abbr}) {args}");
+        let _ = writeln!(s, "  {}", format!("{name} ({abbr}) {args}").trim_end());
     }
     s.push_str(
         "Blank lines and lines starting with '#' are ignored.  `help COMMAND`
