@@ -560,6 +560,10 @@ where
         let mut matchtag: u32 = 2;
         let reason = 'read: loop {
             while let Some(line) = lines.next_line() {
+                if end.is_ended() {
+                    // The hello was refused (or the session ended).
+                    return;
+                }
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
@@ -587,6 +591,7 @@ where
                 break session_line_too_long(limit);
             }
             let frame = tokio::select! {
+                biased;
                 // The session's reply stream is over (e.g. the hello was
                 // refused): stop turning the body into requests.
                 _ = end.closed() => return,

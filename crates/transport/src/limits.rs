@@ -265,6 +265,12 @@ impl ReplySender {
         self.tx.is_closed()
     }
 
+    /// Was the request's last reply queued (or refused), or is the
+    /// receiving side gone?
+    pub fn is_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire) || self.tx.is_closed()
+    }
+
     /// Resolves when the receiving side is gone.
     pub async fn closed(&self) {
         self.tx.closed().await
