@@ -38,6 +38,10 @@ mod flux;
 mod http;
 mod limits;
 
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+
 use rpc::uri::Uri;
 use std::fmt;
 use std::io;
