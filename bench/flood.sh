@@ -22,7 +22,7 @@ DUR=${DUR:-300}
 BASE=${BASE:-60}
 [ "$(id -u)" = 0 ] || { echo "flood.sh: run as root (the guest flood runs as nobody)" >&2; exit 1; }
 command -v setpriv >/dev/null || { echo "flood.sh: needs setpriv (util-linux)" >&2; exit 1; }
-nice -n 5 cargo build --release --locked -q -p roster -p svcbench
+nice -n 5 cargo build --release --locked -q -p roster -p roster-svcbench
 R=$PWD/target/release/roster
 SB=$PWD/target/release/svcbench
 T=$(mktemp -d /tmp/roster-flood.XXXXXX)
@@ -33,7 +33,7 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-ulimit -n 65536 || true
+ulimit -n 65536 2>/dev/null || true
 LAST=$((N - 1))
 mkdir -p "$T/state"
 cat >"$T/roster.toml" <<CFG
@@ -76,7 +76,7 @@ echo "baseline: RSS mean $BASE_MEAN MB, max $BASE_MAX MB; resource.status p99 $B
 echo "flood for $DUR s"
 python3 bench/flood.py stalled-journal "$T/roster.sock" "$DUR" >"$T/journal.out" 2>&1 &
 PIDS+=($!); JP=$!
-setpriv --reuid=nobody --regid=nogroup --clear-groups python3 bench/flood.py guest-flood "$FLUX" "$DUR" >"$T/guest.out" 2>&1 &
+setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 bench/flood.py guest-flood "$FLUX" "$DUR" >"$T/guest.out" 2>&1 &
 PIDS+=($!); GP=$!
 ( end=$(( $(date +%s) + DUR )); while [ "$(date +%s)" -lt "$end" ]; do
     "$SB" concurrent --uri "$URI" --topic resource.sched-status --clients 100 --rounds 20 >>"$T/sched.out" 2>&1 || echo "sched-status round failed" >>"$T/sched.out"

@@ -62,9 +62,10 @@
 //! | key | type | default | bounds |
 //! |---|---|---|---|
 //! | `max-connections` | integer | 32768 | per listener, ≥ 1 |
-//! | `max-connections-per-peer` | integer | 256 | per non-owner uid (Unix) or IP (TCP), ≥ 1 |
+//! | `max-connections-per-peer` | integer | 64 | per non-owner uid (Unix) or IP (TCP), ≥ 1 |
 //! | `max-inflight` | integer | 1024 | requests in flight per Flux connection, ≥ 1 |
 //! | `max-outbound-bytes` | integer | 8388608 | replies queued per connection, ≥ 4096 |
+//! | `max-guest-outbound-bytes` | integer | 1048576 | the same for a guest, ≥ 4096 |
 //! | `max-request-bytes` | integer | 16777216 | owner's request, 1024 – 2147483647 |
 //! | `max-guest-request-bytes` | integer | 65536 | guest's request, 1024 – `max-request-bytes` |
 //! | `max-queued-requests` | integer | 32768 | requests waiting for the service loop, ≥ 1 |
@@ -251,6 +252,7 @@ pub struct ServeLimits {
     pub max_connections_per_peer: u64,
     pub max_inflight: u64,
     pub max_outbound_bytes: u64,
+    pub max_guest_outbound_bytes: u64,
     pub max_request_bytes: u64,
     pub max_guest_request_bytes: u64,
     pub max_queued_requests: u64,
@@ -264,9 +266,10 @@ impl Default for ServeLimits {
     fn default() -> Self {
         ServeLimits {
             max_connections: 32768,
-            max_connections_per_peer: 256,
+            max_connections_per_peer: 64,
             max_inflight: 1024,
             max_outbound_bytes: 8 << 20,
+            max_guest_outbound_bytes: 1 << 20,
             max_request_bytes: 16 << 20,
             max_guest_request_bytes: 64 << 10,
             max_queued_requests: 32768,
@@ -555,6 +558,7 @@ const SERVE_KEYS: &[&str] = &[
     "max-connections-per-peer",
     "max-inflight",
     "max-outbound-bytes",
+    "max-guest-outbound-bytes",
     "max-request-bytes",
     "max-guest-request-bytes",
     "max-queued-requests",
@@ -571,6 +575,7 @@ const SERVE_INT_LIMITS: &[(&str, i64, i64)] = &[
     ("max-request-bytes", 1024, i32::MAX as i64),
     ("max-guest-request-bytes", 1024, i32::MAX as i64),
     ("max-queued-requests", 1, i64::MAX),
+    ("max-guest-outbound-bytes", 4096, i64::MAX),
 ];
 
 fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
@@ -639,6 +644,7 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
         max_request_bytes: pick(4, d.max_request_bytes),
         max_guest_request_bytes: pick(5, d.max_guest_request_bytes),
         max_queued_requests: pick(6, d.max_queued_requests),
+        max_guest_outbound_bytes: pick(7, d.max_guest_outbound_bytes),
         ..d
     };
     if limits.max_guest_request_bytes > limits.max_request_bytes {

@@ -778,7 +778,7 @@ fn serve_limits() {
     assert_eq!(c.serve.limits, ServeLimits::default());
     let c = parse(
         "[serve]\nmax-connections = 10\nmax-connections-per-peer = 2\nmax-inflight = 3\n\
-         max-outbound-bytes = 8192\nmax-request-bytes = 4096\nmax-queued-requests = 7\n\
+         max-outbound-bytes = 8192\nmax-guest-outbound-bytes = 4096\nmax-request-bytes = 4096\nmax-queued-requests = 7\n\
          request-timeout = \"2s\"\nidle-timeout = \"1m\"\n",
     )
     .unwrap();
@@ -787,6 +787,7 @@ fn serve_limits() {
     assert_eq!(l.max_connections_per_peer, 2);
     assert_eq!(l.max_inflight, 3);
     assert_eq!(l.max_outbound_bytes, 8192);
+    assert_eq!(l.max_guest_outbound_bytes, 4096);
     assert_eq!(l.max_request_bytes, 4096);
     assert_eq!(
         l.max_guest_request_bytes, 4096,

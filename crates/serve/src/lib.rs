@@ -95,6 +95,7 @@ pub fn limits_of(l: &config::ServeLimits) -> transport::Limits {
         max_connections_per_peer: n(l.max_connections_per_peer),
         max_inflight: n(l.max_inflight),
         max_outbound_bytes: n(l.max_outbound_bytes),
+        max_guest_outbound_bytes: n(l.max_guest_outbound_bytes),
         max_request_bytes: n(l.max_request_bytes),
         max_guest_request_bytes: n(l.max_guest_request_bytes),
         max_queued_requests: n(l.max_queued_requests),

@@ -143,7 +143,7 @@ pub(crate) async fn serve_connection<S>(
         return;
     }
     let (rd, wr) = tokio::io::split(stream);
-    let queue = OutQueue::new(ctx.limits.max_outbound_bytes);
+    let queue = OutQueue::new(ctx.limits.outbound_bytes(cred.role));
     let (out, out_rx) = mpsc::unbounded_channel::<Out>();
     let writer = tokio::spawn(write_loop(wr, out_rx, Arc::clone(&queue)));
     let limits = ctx.limits.clone();
@@ -164,6 +164,26 @@ pub(crate) async fn serve_connection<S>(
     tracing::debug!(conn = conn.id, userid, role = ?cred.role, "flux client connected");
     let mut rd = BufReader::new(rd);
     let graceful = loop {
+        // A client that does not read its replies gets no more requests
+        // read: it costs nothing more, and is dropped if it stays so.
+        if queue.queued() > queue.limit() / 2 {
+            let drained = tokio::select! {
+                biased;
+                _ = shutdown_signalled(&mut shutdown) => break true,
+                d = queue.drained(limits.request_timeout) => d,
+            };
+            if !drained {
+                tracing::warn!(
+                    conn = conn.id,
+                    "dropping flux client: it does not read its replies ({} bytes queued for {}s, max-outbound-bytes {})",
+                    queue.queued(),
+                    limits.request_timeout.as_secs_f64(),
+                    queue.limit()
+                );
+                queue.set_overflow();
+                break false;
+            }
+        }
         let read = tokio::select! {
             biased;
             _ = shutdown_signalled(&mut shutdown) => break true,

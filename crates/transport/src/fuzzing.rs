@@ -17,6 +17,7 @@ fn limits() -> Limits {
         max_connections_per_peer: 2,
         max_inflight: 4,
         max_outbound_bytes: 4096,
+        max_guest_outbound_bytes: 2048,
         max_request_bytes: 8192,
         max_guest_request_bytes: 1024,
         max_queued_requests: 8,

@@ -376,7 +376,7 @@ where
     };
 
     let conn = next_conn_id();
-    let queue = OutQueue::new(ctx.limits.max_outbound_bytes);
+    let queue = OutQueue::new(ctx.limits.outbound_bytes(role));
     let (replies, mut rx) = ReplySender::new(Arc::clone(&queue), streaming);
     let request = rpc::Request {
         conn,
@@ -537,7 +537,7 @@ where
         Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
     };
     let conn = next_conn_id();
-    let queue = OutQueue::new(ctx.limits.max_outbound_bytes);
+    let queue = OutQueue::new(ctx.limits.outbound_bytes(role));
     let (replies, rx) = ReplySender::new(Arc::clone(&queue), true);
     let request = rpc::Request {
         conn,

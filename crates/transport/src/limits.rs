@@ -34,6 +34,9 @@ pub struct Limits {
     /// stream is ended with EOVERFLOW naming the limit; a connection with
     /// non-streaming replies is closed.
     pub max_outbound_bytes: usize,
+    /// The same for a guest's connection (default smaller: a guest may
+    /// hold `max_connections_per_peer` of them).
+    pub max_guest_outbound_bytes: usize,
     /// Largest request body (HTTP) or message (Flux) of the owner.
     pub max_request_bytes: usize,
     /// Largest request of a guest, checked before it is read (HTTP: 413
@@ -56,9 +59,10 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_connections: 32768,
-            max_connections_per_peer: 256,
+            max_connections_per_peer: 64,
             max_inflight: 1024,
             max_outbound_bytes: 8 << 20,
+            max_guest_outbound_bytes: 1 << 20,
             max_request_bytes: rpc::wire::MAX_REQUEST_BODY,
             max_guest_request_bytes: 64 << 10,
             max_queued_requests: 32768,
@@ -69,6 +73,14 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// The outbound queue limit of a role.
+    pub(crate) fn outbound_bytes(&self, role: rpc::Role) -> usize {
+        match role {
+            rpc::Role::Owner => self.max_outbound_bytes,
+            _ => self.max_guest_outbound_bytes.min(self.max_outbound_bytes),
+        }
+    }
+
     /// The request size limit of a role.
     pub(crate) fn request_bytes(&self, role: rpc::Role) -> usize {
         match role {
@@ -160,6 +172,19 @@ impl OutQueue {
     pub(crate) fn set_overflow(&self) {
         self.overflow.store(true, Ordering::Release);
         self.notify.notify_waiters();
+    }
+
+    /// Resolves once less than half the limit is queued, or `false`
+    /// after `timeout` (the client has not read for that long).
+    pub(crate) async fn drained(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while self.queued() > self.limit / 2 {
+            if tokio::time::Instant::now() >= deadline || self.is_overflowed() {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
     }
 
     pub(crate) fn is_overflowed(&self) -> bool {
