@@ -14,7 +14,8 @@
 # before the flood, with the well-behaved client only.
 # Reports: daemon RSS (baseline mean / flood peak / end), status p99,
 # torpid/offline events, whether the daemon still answers.
-# Usage: bench/flood.sh   (env: N, DUR, BASE)
+# Usage: bench/flood.sh   (env: N, DUR, BASE; GUEST=0 / SCHED=0 / JOURNAL=0
+# leave that load out, to see what each costs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-16384}
@@ -74,14 +75,22 @@ BASE_MAX=$(awk 'm<$1{m=$1} END {printf "%.0f", m/1024}' "$T/rss-base")
 echo "baseline: RSS mean $BASE_MEAN MB, max $BASE_MAX MB; resource.status p99 $BP99 ms"
 
 echo "flood for $DUR s"
-python3 bench/flood.py stalled-journal "$T/roster.sock" "$DUR" >"$T/journal.out" 2>&1 &
-PIDS+=($!); JP=$!
-setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 bench/flood.py guest-flood "$FLUX" "$DUR" >"$T/guest.out" 2>&1 &
-PIDS+=($!); GP=$!
-( end=$(( $(date +%s) + DUR )); while [ "$(date +%s)" -lt "$end" ]; do
-    "$SB" concurrent --uri "$URI" --topic resource.sched-status --clients 100 --rounds 20 >>"$T/sched.out" 2>&1 || echo "sched-status round failed" >>"$T/sched.out"
-  done ) &
-PIDS+=($!); CP=$!
+JP= GP= CP=
+: >"$T/journal.out"; : >"$T/guest.out"; : >"$T/sched.out"
+if [ "${JOURNAL:-1}" = 1 ]; then
+  python3 bench/flood.py stalled-journal "$T/roster.sock" "$DUR" >"$T/journal.out" 2>&1 &
+  PIDS+=($!); JP=$!
+fi
+if [ "${GUEST:-1}" = 1 ]; then
+  setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 bench/flood.py guest-flood "$FLUX" "$DUR" >"$T/guest.out" 2>&1 &
+  PIDS+=($!); GP=$!
+fi
+if [ "${SCHED:-1}" = 1 ]; then
+  ( end=$(( $(date +%s) + DUR )); while [ "$(date +%s)" -lt "$end" ]; do
+      "$SB" concurrent --uri "$URI" --topic resource.sched-status --clients 100 --rounds 20 >>"$T/sched.out" 2>&1 || echo "sched-status round failed" >>"$T/sched.out"
+    done ) &
+  PIDS+=($!); CP=$!
+fi
 sample "$DUR" "$T/rss-flood" &
 SP=$!
 P99S=()
@@ -92,6 +101,7 @@ while [ "$(date +%s)" -lt "$END" ]; do
 done
 wait $SP
 wait $JP $GP $CP 2>/dev/null || true
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 FLOOD_MAX=$(awk 'm<$1{m=$1} END {printf "%.0f", m/1024}' "$T/rss-flood")
 FLOOD_MEAN=$(awk '{s+=$1} END {printf "%.0f", s/NR/1024}' "$T/rss-flood")
 END_RSS=$(( $(rss_kb "$SRV") / 1024 ))
