@@ -596,3 +596,40 @@ async fn full_loop_queue_and_inflight_cap_answer_eagain() {
     assert_eq!((m.0, m.1), (3, EAGAIN as u32));
     assert!(String::from_utf8_lossy(&m.2).contains("max-inflight"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_ip_connection_cap_on_tcp() {
+    let limits = Limits {
+        max_connections_per_peer: 1,
+        ..Limits::default()
+    };
+    let opts = ListenOptions {
+        token: Some("tok".into()),
+        limits,
+        ..ListenOptions::default()
+    };
+    let tcp = Uri::Tcp {
+        host: "127.0.0.1".into(),
+        port: 0,
+    };
+    let listeners = Listeners::bind(&[tcp], &opts).unwrap();
+    let addr = match &listeners.addresses()[0] {
+        Uri::Tcp { host, port } => format!("{host}:{port}"),
+        other => panic!("{other}"),
+    };
+    let (tx, _rx) = smpsc::channel();
+    let (stop, shutdown) = watch::channel(false);
+    tokio::spawn(listeners.run(tx, shutdown));
+    let _a = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut b = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), b.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    assert!(text.contains("max-connections-per-peer"), "{text}");
+    let _ = stop.send(true);
+}
