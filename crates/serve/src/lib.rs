@@ -81,6 +81,27 @@ pub struct Plan {
     pub token: Option<String>,
     pub monitor_force_up: bool,
     pub parent_r: Option<PathBuf>,
+    /// The listeners' limits (`[serve]` `max-*`, `*-timeout`).
+    pub limits: transport::Limits,
+}
+
+/// The listeners' limits from `[serve]`.
+pub fn limits_of(l: &config::ServeLimits) -> transport::Limits {
+    let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    let secs =
+        |v: f64| std::time::Duration::try_from_secs_f64(v).unwrap_or(std::time::Duration::MAX);
+    transport::Limits {
+        max_connections: n(l.max_connections),
+        max_connections_per_peer: n(l.max_connections_per_peer),
+        max_inflight: n(l.max_inflight),
+        max_outbound_bytes: n(l.max_outbound_bytes),
+        max_guest_outbound_bytes: n(l.max_guest_outbound_bytes),
+        max_request_bytes: n(l.max_request_bytes),
+        max_guest_request_bytes: n(l.max_guest_request_bytes),
+        max_queued_requests: n(l.max_queued_requests),
+        request_timeout: secs(l.request_timeout),
+        idle_timeout: secs(l.idle_timeout),
+    }
 }
 
 /// Read the configuration and merge it with the options.
@@ -114,6 +135,7 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         token,
         monitor_force_up: opts.monitor_force_up || serve.monitor_force_up,
         parent_r: opts.parent_r.clone().or(serve.parent_r),
+        limits: limits_of(&serve.limits),
     })
 }
 
@@ -386,6 +408,7 @@ pub fn run(
     shell.deliver(out);
     let listen_opts = transport::ListenOptions {
         token: plan.token.clone(),
+        limits: plan.limits.clone(),
         ..Default::default()
     };
     let listeners = transport::Listeners::bind(&plan.listen, &listen_opts)?;
@@ -428,5 +451,16 @@ async fn watch_signals(control: Arc<Control>) {
             _ = int.recv() => { tracing::info!("SIGINT: shutting down"); control.request_stop(); }
             _ = hup.recv() => { control.request_reload(); }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn default_limits_agree() {
+        assert_eq!(
+            super::limits_of(&config::ServeLimits::default()),
+            transport::Limits::default()
+        );
     }
 }
