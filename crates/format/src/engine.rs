@@ -3,12 +3,12 @@
 //! `!D`, `!F`, `!H`, `!P` conversions, and the `+` (truncation marker),
 //! `h` (dash for empty) and `W` (display width) spec suffixes.
 
-use crate::error::{PyError, PyResult};
-use crate::pyfmt::format_str;
-use crate::pyrepr::ascii_str;
-use crate::time::{LocalDateTime, LocalZone};
 use crate::value::{FieldValue, FormatItem};
-use crate::width::wcswidth;
+use pycompat::error::{PyError, PyResult};
+use pycompat::pyfmt::format_str;
+use pycompat::repr::ascii_str;
+use pycompat::time::{LocalDateTime, LocalZone};
+use pycompat::width::wcswidth;
 
 /// One `(literal_text, field_name, format_spec, conversion)` tuple of
 /// `string.Formatter().parse()`.  `field` is `None` for pure literal text.
@@ -280,7 +280,7 @@ pub(crate) fn fsd(secs: f64) -> String {
     if secs.is_infinite() {
         return "inf".into();
     }
-    let g4 = |v: f64| -> String { crate::pyfmt::format_float(v, ".4g").unwrap_or_default() };
+    let g4 = |v: f64| -> String { pycompat::pyfmt::format_float(v, ".4g").unwrap_or_default() };
     if secs < 1.0e-3 {
         "0s".into()
     } else if secs < 10.0 {
@@ -405,9 +405,9 @@ pub(crate) fn convert_field(
             Some(f) => {
                 let v = f * 100.0;
                 let s = if 0.0 < v && v < 1.0 {
-                    format!("{}%", crate::pyfmt::format_float(v, ".2f")?)
+                    format!("{}%", pycompat::pyfmt::format_float(v, ".2f")?)
                 } else {
-                    format!("{}%", crate::pyfmt::format_float(v, ".3g")?)
+                    format!("{}%", pycompat::pyfmt::format_float(v, ".3g")?)
                 };
                 Ok(FieldValue::Str(s))
             }
@@ -418,11 +418,11 @@ pub(crate) fn convert_field(
             ))),
         },
         's' => Ok(FieldValue::Str(orig)),
-        'r' => Ok(FieldValue::Str(value.py_repr())),
+        'r' => Ok(FieldValue::Str(value.repr())),
         'a' => Ok(FieldValue::Str(match &value {
             FieldValue::Str(s) => ascii_str(s),
             other => {
-                let r = other.py_repr();
+                let r = other.repr();
                 let quoted = ascii_str(&r);
                 quoted[1..quoted.len() - 1].to_string()
             }
@@ -571,7 +571,7 @@ pub(crate) fn vformat(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::FixedZone;
+    use pycompat::time::FixedZone;
 
     type Flat = Vec<(String, Option<(String, String, Option<char>)>)>;
 

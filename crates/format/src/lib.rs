@@ -43,18 +43,13 @@
 mod cmd;
 mod config;
 mod engine;
-mod error;
 mod eventlog;
 mod list;
 mod output;
 #[cfg(test)]
 mod proptests;
-mod pyfmt;
-mod pyrepr;
 mod status;
-mod time;
 mod value;
-mod width;
 
 pub use cmd::{CmdOutput, Level, Message};
 pub use config::{
@@ -62,18 +57,18 @@ pub use config::{
     LIST_DEFAULT, LIST_RLIST, STATUS_DEFAULT, STATUS_LONG,
 };
 pub use engine::{parse, Chunk, FieldRef};
-pub use error::{PyError, PyResult};
 pub use eventlog::{EventFormat, EventLogFormatter, TimeFormat};
 pub use list::{
     list_headings, list_prepare, ListInput, ListLine, ListOptions, ListPlan, ListView,
     LIST_VALID_STATES,
 };
 pub use output::{headings, Deduplicator, Headings, OutputFormat};
-pub use pyrepr::{float_repr, json_dumps, repr_str};
+pub use pycompat::wcswidth;
+pub use pycompat::{float_repr, json_dumps, repr_str};
+pub use pycompat::{FixedZone, LocalDateTime, LocalZone};
+pub use pycompat::{PyError, PyResult};
 pub use status::{
     allocated_ranks, drain_list_prepare, housekeeping_ranks, status_headings, status_prepare,
     StatusInput, StatusLine, StatusOptions, StatusPlan, STATUS_DEFAULT_STATES, STATUS_VALID_STATES,
 };
-pub use time::{FixedZone, LocalDateTime, LocalZone};
 pub use value::{FieldValue, FormatItem};
-pub use width::wcswidth;

@@ -4,13 +4,13 @@
 
 use crate::cmd::{CmdOutput, Level, Message};
 use crate::config::{Env, FormatChoice, FormatConfig, INFO_FORMAT};
-use crate::error::{PyError, PyResult};
 use crate::output::{headings, Headings, OutputFormat};
 use crate::status::{nodelist_of, ranks_by_queue, resource_set};
-use crate::time::LocalZone;
 use crate::value::{FieldValue, FormatItem};
 use hostlist::Hostlist;
 use idset::IdSet;
+use pycompat::error::{PyError, PyResult};
+use pycompat::time::LocalZone;
 use rset::{Constraint, Rset};
 use serde_json::Value;
 use std::cell::RefCell;
@@ -766,7 +766,7 @@ impl From<PyError> for RenderStop {
 mod tests {
     use super::*;
     use crate::config::{no_env, Subcommand};
-    use crate::time::FixedZone;
+    use pycompat::time::FixedZone;
 
     const STATIC: &str = "{state:>10} {properties:<10} {nnodes:>6} {ncores:>8} {ngpus:>8}";
 

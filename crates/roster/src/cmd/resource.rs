@@ -24,7 +24,7 @@
 //! sub-command) choose the service; `$ROSTER_URI` is the default.
 
 mod actions;
-pub(crate) mod argparse;
+
 mod config;
 mod eventlog;
 mod remote;
@@ -32,8 +32,8 @@ pub(crate) mod service;
 mod sys;
 mod views;
 
-use argparse::{Arg, Namespace, Parser, Stop};
 use format::{CmdOutput, Level, LocalZone};
+use pycompat::argparse::{self, Arg, Namespace, Parser, Stop};
 use service::{Service, SvcError};
 use std::ffi::OsString;
 use std::io::{IsTerminal, Read, Write};

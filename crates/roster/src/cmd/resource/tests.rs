@@ -65,7 +65,7 @@ fn run_full(words: &[&str], fake: Fake, env: &[(&str, &str)], stdin: &str, tty: 
             now: &now,
         };
         let words: Vec<String> = words.iter().map(|s| s.to_string()).collect();
-        let mut make = |_: &super::argparse::Namespace| -> Box<dyn super::service::Service> {
+        let mut make = |_: &pycompat::argparse::Namespace| -> Box<dyn super::service::Service> {
             Box::new(fake.take().unwrap_or_default())
         };
         run(&words, &mut ctx, &mut make)

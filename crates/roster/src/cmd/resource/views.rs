@@ -2,7 +2,6 @@
 //! payloads as flux's Python bindings do and render them with the
 //! `format` crate.
 
-use super::argparse::Namespace;
 use super::config;
 use super::service::{Service, SvcError};
 use super::Ctx;
@@ -11,6 +10,7 @@ use format::{
     FormatConfig, Level, ListInput, ListOptions, ListView, StatusInput, StatusOptions, Subcommand,
 };
 use idset::IdSet;
+use pycompat::argparse::Namespace;
 use rpc::errno::ENOSYS;
 use serde_json::{json, Value};
 

@@ -78,12 +78,12 @@ pub fn ascii_str(s: &str) -> String {
 
 /// The shortest round-trip digits of a finite, non-zero `v`, and the
 /// decimal exponent of the first digit (`d.ddd × 10^exp`).
-pub(crate) fn shortest_digits(v: f64) -> (String, i32) {
+pub fn shortest_digits(v: f64) -> (String, i32) {
     split_sci(&format!("{:e}", v.abs()))
 }
 
 /// Split Rust's `{:e}` output (`"1.2345e-5"`) into digits and exponent.
-pub(crate) fn split_sci(s: &str) -> (String, i32) {
+pub fn split_sci(s: &str) -> (String, i32) {
     let (mant, exp) = s.split_once('e').unwrap_or((s, "0"));
     let digits: String = mant.chars().filter(char::is_ascii_digit).collect();
     let exp = exp.parse::<i32>().unwrap_or(0);
@@ -92,7 +92,7 @@ pub(crate) fn split_sci(s: &str) -> (String, i32) {
 
 /// Render `digits` (significant digits, first digit at 10^exp) in
 /// positional notation.
-pub(crate) fn positional(digits: &str, exp: i32) -> String {
+pub fn positional(digits: &str, exp: i32) -> String {
     let nd = digits.len() as i32;
     let decpt = exp + 1;
     if decpt <= 0 {
@@ -115,7 +115,7 @@ pub(crate) fn positional(digits: &str, exp: i32) -> String {
 }
 
 /// Python exponent suffix: `e+05`, `e-10`, `e+100`.
-pub(crate) fn exp_suffix(exp: i32, upper: bool) -> String {
+pub fn exp_suffix(exp: i32, upper: bool) -> String {
     let sign = if exp < 0 { '-' } else { '+' };
     let e = if upper { 'E' } else { 'e' };
     format!("{e}{sign}{:02}", exp.unsigned_abs())

@@ -21,6 +21,8 @@
 //! * usage wrapping (`HelpFormatter._format_usage`) and `-h` output at the
 //!   terminal width `shutil.get_terminal_size()` would give.
 
+use crate::repr::repr_str;
+use crate::textwrap::{fill, wrap};
 use std::collections::BTreeMap;
 
 /// How many command-line words an argument takes.
@@ -275,35 +277,6 @@ impl Namespace {
     fn set(&mut self, dest: &'static str, v: Val) {
         self.map.insert(dest, v);
     }
-}
-
-/// Python's `repr()` of a `str`.
-pub fn py_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::new();
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
 }
 
 /// How one word was classified (`_parse_optional`).
@@ -777,7 +750,7 @@ impl Parser {
                             None => {
                                 return Err(self.arg_error(
                                     a,
-                                    &format!("ignored explicit argument {}", py_repr(&x)),
+                                    &format!("ignored explicit argument {}", repr_str(&x)),
                                     width,
                                 ))
                             }
@@ -789,7 +762,7 @@ impl Parser {
                     } else {
                         return Err(self.arg_error(
                             a,
-                            &format!("ignored explicit argument {}", py_repr(&x)),
+                            &format!("ignored explicit argument {}", repr_str(&x)),
                             width,
                         ));
                     }
@@ -859,12 +832,12 @@ impl Parser {
         if a.choices.is_empty() || a.choices.iter().any(|c| c == v) {
             return Ok(());
         }
-        let choices: Vec<String> = a.choices.iter().map(|c| py_repr(c)).collect();
+        let choices: Vec<String> = a.choices.iter().map(|c| repr_str(c)).collect();
         Err(self.arg_error(
             a,
             &format!(
                 "invalid choice: {} (choose from {})",
-                py_repr(v),
+                repr_str(v),
                 choices.join(", ")
             ),
             width,
@@ -1283,104 +1256,6 @@ struct ParseState {
     extras: Vec<String>,
 }
 
-/// `textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent)`
-/// for argparse descriptions (empty text gives the empty string).
-fn fill(text: &str, width: usize, indent: &str) -> String {
-    wrap(text, width.saturating_sub(indent.len()).max(1))
-        .iter()
-        .map(|l| format!("{indent}{l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Is `c` in Python's `[^\d\W]` (a letter or underscore)?
-fn is_letter(c: char) -> bool {
-    (c.is_alphanumeric() || c == '_') && !c.is_numeric()
-}
-
-/// Split a word where `textwrap` would allow a break after a hyphen
-/// (`break_on_hyphens`): after `-` preceded by two letters (or
-/// letter-letter-) and followed by letter, optional `-`, letter.
-fn hyphen_chunks(word: &str) -> Vec<String> {
-    let chars: Vec<char> = word.chars().collect();
-    let mut out = Vec::new();
-    let mut start = 0;
-    for (i, &c) in chars.iter().enumerate() {
-        if c != '-' || i < 2 {
-            continue;
-        }
-        let l = |k: usize| chars.get(k).copied().is_some_and(is_letter);
-        let before = (l(i - 1) && l(i - 2))
-            || (i >= 3 && l(i - 1) && chars.get(i - 2) == Some(&'-') && l(i - 3));
-        let after = l(i + 1) && (l(i + 2) || (chars.get(i + 2) == Some(&'-') && l(i + 3)));
-        if before && after && i + 1 > start {
-            out.push(chars.get(start..=i).unwrap_or(&[]).iter().collect());
-            start = i + 1;
-        }
-    }
-    if start < chars.len() {
-        out.push(chars.get(start..).unwrap_or(&[]).iter().collect());
-    }
-    out
-}
-
-/// `textwrap.wrap(text, width)` after argparse collapsed white space.
-pub fn wrap(text: &str, width: usize) -> Vec<String> {
-    let width = width.max(1);
-    // chunks: words split at hyphens, and single spaces between words
-    let mut chunks: Vec<String> = Vec::new();
-    for (i, w) in text.split_whitespace().enumerate() {
-        if i > 0 {
-            chunks.push(" ".into());
-        }
-        chunks.extend(hyphen_chunks(w));
-    }
-    chunks.reverse();
-    let mut lines = Vec::new();
-    while !chunks.is_empty() {
-        let mut cur: Vec<String> = Vec::new();
-        let mut cur_len = 0usize;
-        if !lines.is_empty() && chunks.last().is_some_and(|c| c.trim().is_empty()) {
-            chunks.pop();
-        }
-        while let Some(c) = chunks.last() {
-            let l = c.chars().count();
-            if cur_len + l <= width {
-                cur_len += l;
-                if let Some(c) = chunks.pop() {
-                    cur.push(c);
-                }
-            } else {
-                break;
-            }
-        }
-        if let Some(c) = chunks.last_mut() {
-            if c.chars().count() > width {
-                let space_left = width.saturating_sub(cur_len).max(1);
-                let cs: Vec<char> = c.chars().collect();
-                let mut end = space_left;
-                if let Some(h) = cs
-                    .get(..space_left)
-                    .and_then(|p| p.iter().rposition(|&x| x == '-'))
-                {
-                    if h > 0 && cs.get(..h).is_some_and(|p| p.iter().any(|&x| x != '-')) {
-                        end = h + 1;
-                    }
-                }
-                cur.push(cs.get(..end).unwrap_or(&[]).iter().collect());
-                *c = cs.get(end..).unwrap_or(&[]).iter().collect();
-            }
-        }
-        if cur.last().is_some_and(|c| c.trim().is_empty()) {
-            cur.pop();
-        }
-        if !cur.is_empty() {
-            lines.push(cur.concat());
-        }
-    }
-    lines
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1396,16 +1271,6 @@ mod tests {
         assert!(looks_negative_number("-1.5"));
         assert!(!looks_negative_number("-a"));
         assert!(!looks_negative_number("-1."));
-    }
-
-    #[test]
-    fn textwrap_like_python() {
-        assert_eq!(
-            wrap("Display human-readable output now please", 18),
-            vec!["Display human-", "readable output", "now please"]
-        );
-        assert_eq!(wrap("", 10), Vec::<String>::new());
-        assert_eq!(wrap("abcdefghij", 4), vec!["abcd", "efgh", "ij"]);
     }
 
     #[test]
