@@ -29,7 +29,7 @@ mod config;
 mod eventlog;
 mod remote;
 pub(crate) mod service;
-mod sys;
+pub(crate) mod sys;
 mod views;
 
 use format::{CmdOutput, Level, LocalZone};
@@ -41,6 +41,10 @@ use std::process::ExitCode;
 
 /// The name diagnostics are prefixed with (flux: `flux-resource`).
 pub const PROG: &str = "roster-resource";
+
+/// The program name in usage texts and argparse errors: what a user
+/// types (flux prints `flux-resource`, which cannot be typed either).
+pub const USAGE_PROG: &str = "roster resource";
 
 const INCLUDE_HELP: &str =
     "Include only specified targets in output set. TARGETS may be provided as an idset or hostlist.";
@@ -87,7 +91,7 @@ fn format_arg(help: &'static str) -> Arg {
 /// the global service options and Roster's `acquire`/`release`).
 pub fn parser() -> Parser {
     let fmt_help = "Specify output format using Python's string format syntax or a defined format by name (use 'help' to get a list of names)";
-    Parser::new(PROG)
+    Parser::new(USAGE_PROG)
         .arg(
             Arg::opt(
                 "uri",
