@@ -38,6 +38,7 @@
 
 pub mod argparse;
 pub mod error;
+pub mod getopt;
 pub mod pyfmt;
 pub mod repr;
 pub mod textwrap;
