@@ -39,6 +39,7 @@
 pub mod argparse;
 pub mod error;
 pub mod getopt;
+pub mod jansson;
 pub mod pyfmt;
 pub mod repr;
 pub mod textwrap;
