@@ -603,3 +603,18 @@ fn double_dash_as_delimiter() {
     assert_eq!(ok(&["-e", "--delimiter=--", "a", "b"]), "a--b");
     assert_eq!(ok(&["-e", "-d", "--", "x", "a", "b"]), "axb");
 }
+
+/// flux-core's decoder takes the first `]` after `[` as the end of the
+/// range and keeps the rest as a suffix, so a trailing `]` after a range is
+/// accepted (`n[1-2]]` is `n1],n2]`); a `]` with no `[` in its token is an
+/// unmatched bracket (EINVAL), as in `hostlist_create_bracketed()`.
+#[test]
+fn trailing_bracket_after_a_range() {
+    assert_eq!(ok(&["n[1-2]]"]), "n1],n2]");
+    assert_eq!(ok(&["-e", "n[1-2]]x"]), "n1]x n2]x");
+    assert_eq!(ok(&["-c", "n[1-2]]", "n[3]]]"]), "3");
+    assert_eq!(
+        fails(&["n1]"]),
+        "roster-hostlist: ERROR: Invalid jobid or hostlist n1]\n"
+    );
+}
