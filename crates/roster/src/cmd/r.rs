@@ -555,7 +555,7 @@ fn cmd_parse_config(args: &[String], out: &mut Vec<u8>) -> Res<()> {
     let Some(path) = args.first() else {
         return die("flux_conf_parse: Invalid argument");
     };
-    let conf = match rset::conf::parse_path(std::path::Path::new(path)) {
+    let conf = match config::flux_conf::parse_path(std::path::Path::new(path)) {
         Ok(c) => c,
         Err(e) => return die(format!("flux_conf_parse: {e}")),
     };
