@@ -28,7 +28,8 @@
 //!   text.
 //! * [`repr`] — `repr(str)`, `ascii(str)`, `repr(float)`, `json.dumps`,
 //!   `repr()` of decoded JSON.
-//! * [`pyfmt`] — `format(value, spec)` for `str`, `int` and `float`.
+//! * [`pyfmt`] — `format(value, spec)` for `str`, `int` and `float`;
+//!   [`strformat`] — parsing `str.format` strings.
 //! * [`time`] — `datetime.fromtimestamp`, `strftime`.
 //! * [`width`] — `wcwidth.wcswidth`.
 //! * [`getopt`] — flux's liboptparse (GNU `getopt_long` semantics) with its
@@ -42,6 +43,7 @@ pub mod getopt;
 pub mod jansson;
 pub mod pyfmt;
 pub mod repr;
+pub mod strformat;
 pub mod textwrap;
 pub mod time;
 pub mod width;

@@ -359,6 +359,12 @@ TEXTS = [
 ]
 
 
+FORMAT_STRINGS = [
+    "", "plain", "{a}", "x{0.state:>10}y", "{{lit}}", "{a!r:^5}", "{a[k].b}", "{a:{b}}",
+    "{", "}", "a}b", "{a", "{a!", "{a!r", "{a!rx}", "{a:", "{{{a}}}", "{a{b}", "{:>5}",
+    "{a[}", "{!s}", "{0.x!d:%H:%M}",
+]
+
 WIDTHS = [
     "", "abc", "\u2714", "\u2717", "\u65e5\u672c", "e\u0301", "\x1b[01;32m", "a\x00b",
     "\u00a0", "\u200b", "\U0001f600", "\uff21", "\u3000", "\u0e01\u0e31",
@@ -388,6 +394,14 @@ def time_case(t, off, name, fmt, aware):
     dt = datetime.datetime.fromtimestamp(t, tz)
     naive = dt.replace(tzinfo=None)
     return {"str": str(naive), "strftime": (dt if aware else naive).strftime(fmt)}
+
+
+def parse_case(fmt):
+    import string
+    try:
+        return {"ok": [list(t) for t in string.Formatter().parse(fmt)]}
+    except ValueError as e:
+        return {"err": str(e)}
 
 
 def wcswidths():
@@ -424,6 +438,7 @@ def main():
                  for t, off, name, fmt, aware in TIMES],
         "textwrap": [[text, width, textwrap.wrap(text, width)] for text, width in TEXTS],
         "wcswidth": wcswidths(),
+        "strformat_parse": [[f, parse_case(f)] for f in FORMAT_STRINGS],
     }
     with open(OUT, "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=True, indent=1, allow_nan=False)

@@ -311,3 +311,37 @@ fn wcswidth_like_python_wcwidth() {
     }
     r.finish("wcswidth");
 }
+
+#[test]
+fn format_string_parse_like_cpython() {
+    let g = goldens();
+    let mut r = Report(Vec::new());
+    for c in list(&g, "strformat_parse") {
+        let fmt = s(&c[0]);
+        let got = match pycompat::strformat::parse(fmt) {
+            Ok(chunks) => Value::from(
+                chunks
+                    .iter()
+                    .map(|ch| match &ch.field {
+                        None => serde_json::json!([ch.literal, null, null, null]),
+                        Some(f) => serde_json::json!([
+                            ch.literal,
+                            f.name,
+                            f.spec,
+                            f.conv.map(|c| c.to_string())
+                        ]),
+                    })
+                    .collect::<Vec<_>>(),
+            )
+            .to_string(),
+            Err(e) => format!("err: {e}"),
+        };
+        let want = match (c[1].get("ok"), c[1].get("err")) {
+            (Some(v), _) => v.to_string(),
+            (_, Some(e)) => format!("err: {}", s(e)),
+            _ => String::new(),
+        };
+        r.check(format!("parse({fmt:?})"), &got, &want);
+    }
+    r.finish("str.format parse");
+}
