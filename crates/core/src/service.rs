@@ -41,7 +41,7 @@ use idset::IdSet;
 use rpc::{ConnId, Payload, Reply, ReplyTo, Request, Role};
 use rset::Rset;
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 mod agents;
@@ -162,6 +162,12 @@ pub struct Init {
     pub stored_events: Vec<Event>,
     /// The drain checkpoint written at the last clean shutdown.
     pub checkpoint: Option<Value>,
+    /// The checkpoint's position in `stored_events` (the number of events
+    /// it summarises, as the store found it): replay starts at that index,
+    /// whatever the timestamps say.  `None` (a checkpoint from an older
+    /// version, or one that does not match the log): replay the events not
+    /// older than the checkpoint's timestamp, as before.
+    pub replay_from: Option<usize>,
     /// Without an inventory: the expected hosts (rank i = host i); R is
     /// assembled from the agents' reports (`dynamic-discovery`).
     pub discover_hosts: Option<Vec<String>>,
@@ -257,8 +263,8 @@ pub struct Service {
     inventory: Option<Inventory>,
     /// Targets `0..size` exist (max of R's ranks + 1).
     size: u32,
-    /// Rank → hostname, from R's nodelist.
-    hosts: Vec<Option<Arc<str>>>,
+    /// Rank → hostname, from R's nodelist (sparse: R's ranks only).
+    hosts: BTreeMap<u32, Arc<str>>,
     /// Hostname → its ranks.
     host_ranks: HashMap<Arc<str>, Vec<u32>>,
     exclude: IdSet,
@@ -357,7 +363,7 @@ impl Service {
         let mut svc = Service {
             inventory: None,
             size: 0,
-            hosts: Vec::new(),
+            hosts: BTreeMap::new(),
             host_ranks: HashMap::new(),
             exclude: IdSet::new(),
             drain: DrainTable::new(0),
@@ -406,13 +412,20 @@ impl Service {
         // 2b. Resource groups (RFC 28).
         let groups = svc.decode_groups(&init.settings.groups)?;
         svc.acquire = Acquire::new(groups);
-        // 3. Drain state: checkpoint, then the events not older than it.
+        // 3. Drain state: checkpoint, then the events after it: by
+        // position when the checkpoint has one, else by timestamp.
         let mut cp_ts = 0.0;
+        let mut from = None;
         if let Some(cp) = &init.checkpoint {
             cp_ts = svc.restore_checkpoint(cp)?;
+            from = init.replay_from;
         }
         for (i, ev) in stored.iter().enumerate() {
-            if ev.timestamp < cp_ts {
+            let summarised = match from {
+                Some(n) => i < n,
+                None => ev.timestamp < cp_ts,
+            };
+            if summarised {
                 continue;
             }
             svc.replay(i + 1, ev)?;
@@ -524,14 +537,12 @@ impl Service {
         let size = max_rank.map_or(0, |r| r + 1).max(self.size);
         self.size = size;
         self.drain.resize(size);
-        self.hosts = vec![None; size as usize];
+        self.hosts.clear();
         self.host_ranks.clear();
         for rank in inv.ranks() {
             if let Some(h) = inv.rset.hostname(rank) {
                 let h: Arc<str> = Arc::from(h);
-                if let Some(slot) = self.hosts.get_mut(rank as usize) {
-                    *slot = Some(h.clone());
-                }
+                self.hosts.insert(rank, h.clone());
                 self.host_ranks.entry(h).or_default().push(rank);
             }
         }
@@ -543,8 +554,10 @@ impl Service {
     /// skipped).
     fn nodelist_of(&self, ids: &IdSet) -> String {
         let mut hl = Hostlist::new();
-        for r in ids {
-            if let Some(Some(h)) = self.hosts.get(r as usize) {
+        // Walk the known hosts inside each range, not every id: `ids` may
+        // be 0-2147483646 for an R with a few sparse ranks.
+        for &(lo, hi) in ids.ranges() {
+            for h in self.hosts.range(lo..=hi).map(|(_, h)| h) {
                 hl.push(h);
             }
         }
@@ -636,8 +649,8 @@ impl Service {
             let host = hosts.get(i);
             let current = match host {
                 None => Some(rank),
-                Some(h) => match self.hosts.get(rank as usize) {
-                    Some(Some(cur)) if **cur == **h => Some(rank),
+                Some(h) => match self.hosts.get(&rank) {
+                    Some(cur) if **cur == **h => Some(rank),
                     _ => self
                         .host_ranks
                         .get(h.as_str())

@@ -136,10 +136,10 @@ impl Service {
         self.size = size;
         self.drain.resize(size);
         self.host_ranks.clear();
-        self.hosts = Vec::with_capacity(hosts.len());
+        self.hosts.clear();
         for (rank, h) in (0..size).zip(hosts) {
             let h: Arc<str> = Arc::from(h.as_str());
-            self.hosts.push(Some(h.clone()));
+            self.hosts.insert(rank, h.clone());
             self.host_ranks.entry(h).or_default().push(rank);
         }
         self.discovered = Some(std::collections::BTreeMap::new());

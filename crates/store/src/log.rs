@@ -1,16 +1,22 @@
-//! Crash-safe files: an append-only eventlog with group commit, and atomic
-//! whole-file replacement.
+//! Crash-safe files over an [`Fs`]: an append-only eventlog with group
+//! commit, and atomic whole-file replacement.  (Moved here from the
+//! `eventlog` crate, which keeps only the codec and does no IO.)
 //!
 //! Durability rules:
 //!
 //! * An append (or a [`EventLogFile::commit`] of staged events) returns `Ok`
 //!   only after one `write` of all the lines and one `fdatasync`.
-//! * A crash can leave at most the last line partly written.  Because every
-//!   write ends with `\n`, a log whose last line has no newline was torn:
-//!   [`EventLogFile::open`] drops that tail (even if it happens to be valid
-//!   JSON — its append never returned `Ok`), truncates the file back to the
-//!   last complete line, and reports a [`TornTail`] warning.  Any other
-//!   undecodable line is corruption and an error naming the line.
+//! * A crash can leave an unsynced tail: the last line partly written, or
+//!   (when the file size reached the disk but not the data) a block of
+//!   zero bytes, possibly followed by more text and newlines.  Because
+//!   every write ends with `\n`, a log whose last line has no newline was
+//!   torn; a line holding a NUL byte cannot be an event and marks where
+//!   unsynced data begins.  [`EventLogFile::open`] drops such a tail (from
+//!   the first NUL-bearing line, or the unterminated last line, to the end
+//!   of the file, even if parts of it happen to be valid JSON: their
+//!   append never returned `Ok`), truncates the file back to the last
+//!   complete line before it, and reports a [`TornTail`] warning.  Any
+//!   other undecodable line is corruption and an error naming the line.
 //!   (flux-core's `eventlog_decode()` would instead refuse a log made of a
 //!   single unterminated line and silently ignore a tail after a newline.)
 //! * Whole-file replacement ([`write_file_atomic`], [`EventLogFile::rewrite`])
@@ -21,12 +27,13 @@
 //! * One process writes a given file at a time (the caller's job, e.g. a
 //!   lock on the state directory).
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::event::{Event, EventError};
+use eventlog::{Event, EventError};
+
+use crate::fs::{parent_of, Fs, FsFile};
 
 /// Errors from eventlog files.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +46,7 @@ pub enum EventLogError {
         reason: EventError,
     },
     /// An I/O operation failed.
-    #[error("{}: {op}: {source}", path.display())]
+    #[error("{}: {op}: {}", path.display(), crate::io_text(source))]
     Io {
         path: PathBuf,
         op: &'static str,
@@ -66,21 +73,30 @@ fn io_error(path: &Path, op: &'static str, source: io::Error) -> EventLogError {
     }
 }
 
-/// A torn last line found and removed by [`EventLogFile::open`].
+/// A torn tail found and removed by [`EventLogFile::open`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TornTail {
     /// The log's file name, as used in messages.
     pub label: String,
-    /// The (1-based) line number of the dropped text.
+    /// The (1-based) line number where the dropped text starts.
     pub line: usize,
     /// How many bytes were dropped.
     pub bytes: u64,
-    /// Whether the dropped text was a complete, valid event lacking only its newline.
+    /// Whether the dropped text was one complete, valid event lacking only its newline.
     pub was_valid_event: bool,
+    /// Whether the dropped text held zero bytes (an unsynced block).
+    pub zeroed: bool,
 }
 
 impl std::fmt::Display for TornTail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.zeroed {
+            return write!(
+                f,
+                "{} line {}: discarded a torn tail ({} bytes from a line holding zero bytes: an unsynced block of an interrupted append)",
+                self.label, self.line, self.bytes
+            );
+        }
         write!(
             f,
             "{} line {}: discarded a torn last line ({} bytes without a trailing newline{})",
@@ -96,6 +112,19 @@ impl std::fmt::Display for TornTail {
     }
 }
 
+/// 64-bit FNV-1a, continued from `h` (start with [`FNV_START`]).  Stable
+/// across versions: the drain checkpoint records it.
+pub fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The FNV-1a offset basis.
+pub const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
 /// What [`EventLogFile::open`] found.
 #[derive(Debug)]
 pub struct Opened {
@@ -103,36 +132,30 @@ pub struct Opened {
     pub log: EventLogFile,
     /// Every event in the log, in file order.
     pub events: Vec<Event>,
-    /// Set when a torn last line was discarded (worth a warning in the log).
+    /// `prefix_hashes[n]`: [`fnv1a`] of the first `n` lines (with their
+    /// newlines); `events.len() + 1` entries.
+    pub prefix_hashes: Vec<u64>,
+    /// Set when a torn tail was discarded (worth a warning in the log).
     pub torn: Option<TornTail>,
     /// Temporary files of interrupted rewrites that were deleted.
     pub removed_temp_files: Vec<PathBuf>,
 }
 
-/// Test hook: make the next write or sync fail.
-#[cfg(test)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FailPoint {
-    /// Write this many bytes, then fail the write.
-    Write { after: usize },
-    /// Write everything, then fail the fdatasync.
-    Sync,
-}
-
 /// An append-only RFC 18 eventlog file (see the module documentation).
 #[derive(Debug)]
 pub struct EventLogFile {
+    fs: std::sync::Arc<dyn Fs>,
     path: PathBuf,
     label: String,
-    file: File,
+    file: Box<dyn FsFile>,
     /// Length of the durable, well-formed content.
     len: u64,
     count: usize,
+    /// [`fnv1a`] of the durable content.
+    hash: u64,
     staged: String,
     staged_count: usize,
     poisoned: bool,
-    #[cfg(test)]
-    fail: Option<FailPoint>,
 }
 
 fn label_of(path: &Path) -> String {
@@ -141,57 +164,58 @@ fn label_of(path: &Path) -> String {
         .unwrap_or_else(|| path.display().to_string())
 }
 
-fn dir_of(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
+fn encode_all(label: &str, events: &[Event]) -> Result<String, EventLogError> {
+    let mut buf = String::new();
+    for e in events {
+        let line = e.encode().map_err(|reason| EventLogError::Encode {
+            label: label.to_string(),
+            name: e.name.clone(),
+            reason,
+        })?;
+        buf.push_str(&line);
     }
-}
-
-fn sync_dir(dir: &Path) -> Result<(), EventLogError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_error(dir, "fsync directory", e))
+    Ok(buf)
 }
 
 impl EventLogFile {
     /// Open (creating if needed) the log at `path` and read it.
     ///
-    /// Deletes temporary files of interrupted rewrites, drops a torn last
-    /// line (see [`TornTail`]) and fails with
-    /// `<file name> line N: <reason>` on any other malformed line.
-    pub fn open(path: impl AsRef<Path>) -> Result<Opened, EventLogError> {
-        let path = path.as_ref().to_path_buf();
+    /// Deletes temporary files of interrupted rewrites, drops a torn tail
+    /// (see [`TornTail`]) and fails with `<file name> line N: <reason>` on
+    /// any other malformed line.
+    pub fn open(fs: std::sync::Arc<dyn Fs>, path: &Path) -> Result<Opened, EventLogError> {
+        let path = path.to_path_buf();
         let label = label_of(&path);
-        let removed_temp_files = remove_stale_temp_files(&path)?;
-        let existed = match fs::symlink_metadata(&path) {
-            Ok(_) => true,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-            Err(e) => return Err(io_error(&path, "stat", e)),
-        };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&path)
+        let removed_temp_files = remove_stale_temp_files(&*fs, &path)?;
+        let existed = fs.exists(&path).map_err(|e| io_error(&path, "stat", e))?;
+        let mut file = fs
+            .open_append(&path)
             .map_err(|e| io_error(&path, "open", e))?;
         if !existed {
             file.sync_all().map_err(|e| io_error(&path, "fsync", e))?;
-            sync_dir(&dir_of(&path))?;
+            let dir = parent_of(&path);
+            fs.sync_dir(&dir)
+                .map_err(|e| io_error(&dir, "fsync directory", e))?;
         }
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|e| io_error(&path, "read", e))?;
+        let bytes = fs.read(&path).map_err(|e| io_error(&path, "read", e))?;
 
         let mut events = Vec::new();
+        let mut prefix_hashes = vec![FNV_START];
+        let mut hash = FNV_START;
         let mut good = 0usize;
         let mut line = 0usize;
+        let mut zeroed = false;
         while let Some(nl) = bytes
             .get(good..)
             .and_then(|r| r.iter().position(|&b| b == b'\n'))
         {
-            line += 1;
             let raw = &bytes[good..good + nl];
+            if raw.contains(&0) {
+                // An unsynced block: the tail starts here.
+                zeroed = true;
+                break;
+            }
+            line += 1;
             let text = std::str::from_utf8(raw).map_err(|_| EventLogError::Corrupt {
                 label: label.clone(),
                 line,
@@ -203,16 +227,20 @@ impl EventLogFile {
                 reason,
             })?;
             events.push(ev);
+            hash = fnv1a(hash, &bytes[good..good + nl + 1]);
+            prefix_hashes.push(hash);
             good += nl + 1;
         }
 
         let mut torn = None;
         if good < bytes.len() {
             let tail = &bytes[good..];
-            let was_valid_event = std::str::from_utf8(tail)
-                .ok()
-                .map(|t| Event::decode(t).is_ok())
-                .unwrap_or(false);
+            let zeroed = zeroed || tail.contains(&0);
+            let was_valid_event = !zeroed
+                && std::str::from_utf8(tail)
+                    .ok()
+                    .map(|t| Event::decode(t).is_ok())
+                    .unwrap_or(false);
             file.set_len(good as u64)
                 .map_err(|e| io_error(&path, "truncate torn last line", e))?;
             file.sync_data()
@@ -222,24 +250,26 @@ impl EventLogFile {
                 line: line + 1,
                 bytes: tail.len() as u64,
                 was_valid_event,
+                zeroed,
             });
         }
 
         let count = events.len();
         Ok(Opened {
             log: EventLogFile {
+                fs,
                 path,
                 label,
                 file,
                 len: good as u64,
                 count,
+                hash,
                 staged: String::new(),
                 staged_count: 0,
                 poisoned: false,
-                #[cfg(test)]
-                fail: None,
             },
             events,
+            prefix_hashes,
             torn,
             removed_temp_files,
         })
@@ -260,6 +290,11 @@ impl EventLogFile {
         self.len
     }
 
+    /// [`fnv1a`] of the durable content.
+    pub fn content_hash(&self) -> u64 {
+        self.hash
+    }
+
     /// Number of staged events waiting for [`EventLogFile::commit`].
     pub fn staged(&self) -> usize {
         self.staged_count
@@ -268,15 +303,7 @@ impl EventLogFile {
     /// Queue events for the next commit, without I/O.  Either all of them
     /// are staged or (if one cannot be encoded) none.
     pub fn stage(&mut self, events: &[Event]) -> Result<(), EventLogError> {
-        let mut buf = String::new();
-        for e in events {
-            let line = e.encode().map_err(|reason| EventLogError::Encode {
-                label: self.label.clone(),
-                name: e.name.clone(),
-                reason,
-            })?;
-            buf.push_str(&line);
-        }
+        let buf = encode_all(&self.label, events)?;
         self.staged.push_str(&buf);
         self.staged_count += events.len();
         Ok(())
@@ -306,47 +333,20 @@ impl EventLogFile {
         if self.staged_count == 0 {
             return Ok(0);
         }
-        if let Err(e) = self.write_staged() {
+        if let Err(e) = self.file.write_all(self.staged.as_bytes()) {
             self.rollback();
-            return Err(e);
+            return Err(io_error(&self.path, "write", e));
         }
-        if let Err(e) = self.sync() {
+        if let Err(e) = self.file.sync_data() {
             self.poisoned = true;
-            return Err(e);
+            return Err(io_error(&self.path, "fdatasync", e));
         }
         self.len += self.staged.len() as u64;
         self.count += self.staged_count;
+        self.hash = fnv1a(self.hash, self.staged.as_bytes());
         let n = self.staged_count;
         self.discard_staged();
         Ok(n)
-    }
-
-    fn write_staged(&mut self) -> Result<(), EventLogError> {
-        #[cfg(test)]
-        if let Some(FailPoint::Write { after }) = self.fail {
-            self.fail = None;
-            let part = self.staged.as_bytes().get(..after).unwrap_or(&[]);
-            let _ = self.file.write_all(part);
-            return Err(io_error(&self.path, "write", io::Error::other("injected")));
-        }
-        self.file
-            .write_all(self.staged.as_bytes())
-            .map_err(|e| io_error(&self.path, "write", e))
-    }
-
-    fn sync(&mut self) -> Result<(), EventLogError> {
-        #[cfg(test)]
-        if self.fail == Some(FailPoint::Sync) {
-            self.fail = None;
-            return Err(io_error(
-                &self.path,
-                "fdatasync",
-                io::Error::other("injected"),
-            ));
-        }
-        self.file
-            .sync_data()
-            .map_err(|e| io_error(&self.path, "fdatasync", e))
     }
 
     /// After a failed write: cut the file back to the durable content.
@@ -383,16 +383,8 @@ impl EventLogFile {
                 label: self.label.clone(),
             });
         }
-        let mut content = String::new();
-        for e in events {
-            let line = e.encode().map_err(|reason| EventLogError::Encode {
-                label: self.label.clone(),
-                name: e.name.clone(),
-                reason,
-            })?;
-            content.push_str(&line);
-        }
-        match replace_file(&self.path, content.as_bytes()) {
+        let content = encode_all(&self.label, events)?;
+        match replace_file(&*self.fs, &self.path, content.as_bytes()) {
             Ok(()) => {}
             Err((Stage::BeforeRename, e)) => return Err(e),
             Err((Stage::AfterRename, e)) => {
@@ -400,7 +392,7 @@ impl EventLogFile {
                 return Err(e);
             }
         }
-        match OpenOptions::new().read(true).append(true).open(&self.path) {
+        match self.fs.open_append(&self.path) {
             Ok(f) => self.file = f,
             Err(e) => {
                 self.poisoned = true;
@@ -409,12 +401,8 @@ impl EventLogFile {
         }
         self.len = content.len() as u64;
         self.count = events.len();
+        self.hash = fnv1a(FNV_START, content.as_bytes());
         Ok(())
-    }
-
-    #[cfg(test)]
-    pub(crate) fn fail_next(&mut self, fp: FailPoint) {
-        self.fail = Some(fp);
     }
 }
 
@@ -432,13 +420,13 @@ fn temp_prefix(path: &Path) -> String {
     format!(".{}.tmp.", label_of(path))
 }
 
-fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), (Stage, EventLogError)> {
-    let dir = dir_of(path);
+fn replace_file(fs: &dyn Fs, path: &Path, bytes: &[u8]) -> Result<(), (Stage, EventLogError)> {
+    let dir = parent_of(path);
     let before = |e| (Stage::BeforeRename, e);
     let (tmp, mut file) = loop {
         let n = TEMP_SEQ.fetch_add(1, Ordering::Relaxed);
         let tmp = dir.join(format!("{}{}.{}", temp_prefix(path), std::process::id(), n));
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+        match fs.create_new(&tmp) {
             Ok(f) => break (tmp, f),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(before(io_error(&tmp, "create temporary file", e))),
@@ -450,48 +438,51 @@ fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), (Stage, EventLogError)>
         .and_then(|_| file.sync_all().map_err(|e| io_error(&tmp, "fsync", e)));
     drop(file);
     if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
+        let _ = fs.remove(&tmp);
         return Err(before(e));
     }
-    if let Err(e) = fs::rename(&tmp, path) {
-        let _ = fs::remove_file(&tmp);
+    if let Err(e) = fs.rename(&tmp, path) {
+        let _ = fs.remove(&tmp);
         return Err(before(io_error(path, "rename", e)));
     }
-    sync_dir(&dir).map_err(|e| (Stage::AfterRename, e))
+    fs.sync_dir(&dir)
+        .map_err(|e| (Stage::AfterRename, io_error(&dir, "fsync directory", e)))
 }
 
 /// Replace the file at `path` with `bytes` atomically and durably: write a
 /// temporary file in the same directory, fsync it, rename it over `path`,
 /// fsync the directory.  After a crash `path` holds the old or the new
 /// content, never a mix.  Used for `resource.R` and the drain checkpoint.
-pub fn write_file_atomic(path: impl AsRef<Path>, bytes: &[u8]) -> Result<(), EventLogError> {
-    replace_file(path.as_ref(), bytes).map_err(|(_, e)| e)
+pub fn write_file_atomic(fs: &dyn Fs, path: &Path, bytes: &[u8]) -> Result<(), EventLogError> {
+    replace_file(fs, path, bytes).map_err(|(_, e)| e)
 }
 
 /// Delete temporary files left next to `path` by interrupted
 /// [`write_file_atomic`] or [`EventLogFile::rewrite`] calls, returning
 /// their paths.  Call it at startup, before any writer runs.
-pub fn remove_stale_temp_files(path: impl AsRef<Path>) -> Result<Vec<PathBuf>, EventLogError> {
-    let path = path.as_ref();
-    let dir = dir_of(path);
+pub fn remove_stale_temp_files(fs: &dyn Fs, path: &Path) -> Result<Vec<PathBuf>, EventLogError> {
+    let dir = parent_of(path);
     let prefix = temp_prefix(path);
-    let rd = match fs::read_dir(&dir) {
-        Ok(rd) => rd,
-        Err(e) => return Err(io_error(&dir, "list directory", e)),
-    };
+    let names = fs
+        .list(&dir)
+        .map_err(|e| io_error(&dir, "list directory", e))?;
     let mut removed = Vec::new();
-    for ent in rd {
-        let ent = ent.map_err(|e| io_error(&dir, "list directory", e))?;
-        let name = ent.file_name();
-        if name.to_string_lossy().starts_with(&prefix) {
-            let p = ent.path();
-            fs::remove_file(&p).map_err(|e| io_error(&p, "remove stale temporary file", e))?;
+    for name in names {
+        if name.starts_with(&prefix) {
+            let p = dir.join(&name);
+            fs.remove(&p)
+                .map_err(|e| io_error(&p, "remove stale temporary file", e))?;
             removed.push(p);
         }
     }
     if !removed.is_empty() {
-        sync_dir(&dir)?;
+        fs.sync_dir(&dir)
+            .map_err(|e| io_error(&dir, "fsync directory", e))?;
     }
     removed.sort();
     Ok(removed)
 }
+
+#[cfg(test)]
+#[path = "log_tests.rs"]
+mod tests;
