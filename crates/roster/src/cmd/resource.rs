@@ -32,8 +32,8 @@ pub(crate) mod service;
 pub(crate) mod sys;
 mod views;
 
-use format::{CmdOutput, Level, LocalZone};
 use pycompat::argparse::{self, Arg, Namespace, Parser, Stop};
+use resource_views::{CmdOutput, Level, LocalZone};
 use service::{Service, SvcError};
 use std::ffi::OsString;
 use std::io::{IsTerminal, Read, Write};
@@ -396,9 +396,9 @@ pub fn run(
         "drain" if ns.str("targets").is_none() => views::drain_list(&ns, ctx, s),
         "drain" => actions::drain(&ns, ctx, s),
         "undrain" => actions::undrain(&ns, ctx, s),
-        "list" => views::list(&ns, ctx, s, format::ListView::List),
-        "info" => views::list(&ns, ctx, s, format::ListView::Info),
-        "R" => views::list(&ns, ctx, s, format::ListView::R),
+        "list" => views::list(&ns, ctx, s, resource_views::ListView::List),
+        "info" => views::list(&ns, ctx, s, resource_views::ListView::Info),
+        "R" => views::list(&ns, ctx, s, resource_views::ListView::R),
         "reload" => actions::reload(&ns, ctx, s),
         "acquire-mute" => actions::acquire_mute(ctx, s),
         "acquire" => actions::acquire(&ns, ctx, s),

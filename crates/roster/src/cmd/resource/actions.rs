@@ -4,8 +4,8 @@
 use super::service::{Service, StreamItem};
 use super::sys::realpath;
 use super::Ctx;
-use format::Level;
 use pycompat::argparse::Namespace;
+use resource_views::Level;
 use rpc::errno::{EEXIST, ENODATA};
 use serde_json::{Map, Value};
 

@@ -4,7 +4,7 @@
 use super::fake::Fake;
 use super::service::{StreamItem, SvcError};
 use super::{run, Ctx};
-use format::FixedZone;
+use resource_views::FixedZone;
 use rpc::errno::{EEXIST, EINVAL, ENODATA, ENOSYS, EPERM};
 use rpc::RpcError;
 use serde_json::{json, Value};

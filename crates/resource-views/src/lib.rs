@@ -1,4 +1,8 @@
-//! flux-core compatible output formatting for Roster.
+//! The `flux resource` views: status, the drain listing, list/info/R and
+//! eventlog lines, with flux's output-format engine.  The CPython
+//! behaviour underneath (`str.format` parsing and specs, `repr`,
+//! `json.dumps`, `fromtimestamp`/`strftime`, `wcwidth`) is
+//! [`pycompat`]'s.
 //!
 //! This crate turns the payloads of the resource service into the exact
 //! bytes `flux resource` prints (flux-core 0.88), as pure functions: no IO,
@@ -10,7 +14,8 @@
 //!
 //! * [`OutputFormat`]: flux's output-format engine.  Formats are Python
 //!   `str.format` strings ([`parse`] is CPython's parser, field specs
-//!   follow CPython 3.10+'s mini-language and error texts) extended by
+//!   follow CPython's mini-language and error texts, both from
+//!   [`pycompat`]) extended by
 //!   flux's `UtilFormatter`: conversions `!d` (local datetime, spec
 //!   `STRFTIME::SPEC`), `!D`, `!F`, `!H`, `!P`; spec suffixes `+`
 //!   (truncation marker), `h` (dash when empty) and `W` (display width);
