@@ -47,7 +47,7 @@ use std::sync::Arc;
 
 use eventlog::Event;
 use roster_core::journal::TruncateState;
-use rpc::{Reply, Request, Role};
+use rpc::{Request, Role};
 use serde_json::{json, Value};
 use serve::service_loop::Shell;
 use serve::Plan;
@@ -168,6 +168,7 @@ impl Harness {
             token: None,
             monitor_force_up: false,
             parent_r: Some(rfiles[0].clone()),
+            limits: transport::Limits::default(),
         };
         Harness {
             disk: SimDisk::new(),
@@ -206,7 +207,7 @@ impl Harness {
 
     fn request(&mut self, topic: &str, payload: Value) -> Outcome {
         self.conn += 1;
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Reply>();
+        let (tx, mut rx) = transport::ReplySender::unbounded(false);
         let req = Request {
             conn: self.conn,
             matchtag: 1,
@@ -217,7 +218,11 @@ impl Harness {
             userid: None,
         };
         let shell = self.shell.as_mut().expect("running");
-        let res = shell.step(vec![Incoming::Request { req, replies: tx }]);
+        let res = shell.step(vec![Incoming::Request {
+            req,
+            replies: tx,
+            slot: transport::QueueSlot::unbounded(),
+        }]);
         let reply = rx.try_recv();
         if std::env::var("ROSTER_SIM_DEBUG").is_ok() {
             eprintln!("{topic} -> {res:?} {reply:?}");
@@ -507,7 +512,7 @@ fn persist_error_stops_the_loop_without_acknowledging_and_restart_replays() {
 
         let mut shell = h.shell.take().expect("running");
         let (tx, rx) = std::sync::mpsc::channel();
-        let (rtx, mut rrx) = tokio::sync::mpsc::unbounded_channel::<Reply>();
+        let (rtx, mut rrx) = transport::ReplySender::unbounded(false);
         let req = Request {
             conn: 1000,
             matchtag: 7,
@@ -521,8 +526,12 @@ fn persist_error_stops_the_loop_without_acknowledging_and_restart_replays() {
         // cut off) or its fdatasync (EIO) fails.
         let nth = if fault == Fault::Enospc { 1 } else { 2 };
         h.disk.fail_op(h.disk.ops() + nth, fault);
-        tx.send(Incoming::Request { req, replies: rtx })
-            .expect("send");
+        tx.send(Incoming::Request {
+            req,
+            replies: rtx,
+            slot: transport::QueueSlot::unbounded(),
+        })
+        .expect("send");
         // No more input: if the batch were persisted, the loop would end
         // (and shut down cleanly) instead of hanging.
         drop(tx);

@@ -255,6 +255,11 @@ impl ReplySender {
         (s, rx)
     }
 
+    /// A sender whose queue has no byte limit (tests, internal requests).
+    pub fn unbounded(streaming: bool) -> (ReplySender, mpsc::UnboundedReceiver<Reply>) {
+        ReplySender::new(OutQueue::new(usize::MAX), streaming)
+    }
+
     /// Queue one reply for the client.
     pub fn send(&self, reply: Reply) -> Result<(), ReplyRefused> {
         if self.ended.load(Ordering::Acquire) || self.tx.is_closed() {
