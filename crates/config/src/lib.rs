@@ -88,6 +88,7 @@
 //! from; [`ConfigError::flux_text`] gives flux-core's wording.
 
 mod error;
+pub mod flux_conf;
 mod fsd;
 mod load;
 
@@ -478,9 +479,9 @@ fn parse_resource(t: &TableCtx) -> Result<ResourceConfig, ConfigError> {
     };
     r.config = match t.table.get("config") {
         None => None,
-        Some(toml::Value::Array(a)) => {
-            Some(rset::conf::toml_to_json(&toml::Value::Array(a.clone())))
-        }
+        Some(toml::Value::Array(a)) => Some(crate::flux_conf::toml_to_json(&toml::Value::Array(
+            a.clone(),
+        ))),
         Some(v) => return Err(t.type_err("config", "an array of tables", v)),
     };
     r.exclude = t.string("exclude")?;
@@ -526,7 +527,7 @@ fn parse_resource(t: &TableCtx) -> Result<ResourceConfig, ConfigError> {
     t.check_unknown(RESOURCE_KEYS)?;
 
     if let Some(v) = t.table.get("verify") {
-        let json = rset::conf::toml_to_json(v);
+        let json = crate::flux_conf::toml_to_json(v);
         r.verify = Some(
             VerifyConfig::from_json(Some(&json))
                 .map_err(|e| t.err("verify", ErrorKind::Verify(e.to_string())))?,

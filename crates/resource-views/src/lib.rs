@@ -1,4 +1,8 @@
-//! flux-core compatible output formatting for Roster.
+//! The `flux resource` views: status, the drain listing, list/info/R and
+//! eventlog lines, with flux's output-format engine.  The CPython
+//! behaviour underneath (`str.format` parsing and specs, `repr`,
+//! `json.dumps`, `fromtimestamp`/`strftime`, `wcwidth`) is
+//! [`pycompat`]'s.
 //!
 //! This crate turns the payloads of the resource service into the exact
 //! bytes `flux resource` prints (flux-core 0.88), as pure functions: no IO,
@@ -10,7 +14,8 @@
 //!
 //! * [`OutputFormat`]: flux's output-format engine.  Formats are Python
 //!   `str.format` strings ([`parse`] is CPython's parser, field specs
-//!   follow CPython 3.10+'s mini-language and error texts) extended by
+//!   follow CPython's mini-language and error texts, both from
+//!   [`pycompat`]) extended by
 //!   flux's `UtilFormatter`: conversions `!d` (local datetime, spec
 //!   `STRFTIME::SPEC`), `!D`, `!F`, `!H`, `!P`; spec suffixes `+`
 //!   (truncation marker), `h` (dash when empty) and `W` (display width);
@@ -43,18 +48,13 @@
 mod cmd;
 mod config;
 mod engine;
-mod error;
 mod eventlog;
 mod list;
 mod output;
 #[cfg(test)]
 mod proptests;
-mod pyfmt;
-mod pyrepr;
 mod status;
-mod time;
 mod value;
-mod width;
 
 pub use cmd::{CmdOutput, Level, Message};
 pub use config::{
@@ -62,18 +62,18 @@ pub use config::{
     LIST_DEFAULT, LIST_RLIST, STATUS_DEFAULT, STATUS_LONG,
 };
 pub use engine::{parse, Chunk, FieldRef};
-pub use error::{PyError, PyResult};
 pub use eventlog::{EventFormat, EventLogFormatter, TimeFormat};
 pub use list::{
     list_headings, list_prepare, ListInput, ListLine, ListOptions, ListPlan, ListView,
     LIST_VALID_STATES,
 };
 pub use output::{headings, Deduplicator, Headings, OutputFormat};
-pub use pyrepr::{float_repr, json_dumps, repr_str};
+pub use pycompat::wcswidth;
+pub use pycompat::{float_repr, json_dumps, repr_str};
+pub use pycompat::{FixedZone, LocalDateTime, LocalZone};
+pub use pycompat::{PyError, PyResult};
 pub use status::{
     allocated_ranks, drain_list_prepare, housekeeping_ranks, status_headings, status_prepare,
     StatusInput, StatusLine, StatusOptions, StatusPlan, STATUS_DEFAULT_STATES, STATUS_VALID_STATES,
 };
-pub use time::{FixedZone, LocalDateTime, LocalZone};
 pub use value::{FieldValue, FormatItem};
-pub use width::wcswidth;

@@ -1,167 +1,16 @@
-//! `string.Formatter` as flux's `UtilFormatter` extends it: parsing a
-//! format string (CPython's `MarkupIterator`), field lookup, the `!d`,
+//! `string.Formatter` as flux's `UtilFormatter` extends it: field lookup
+//! on a format string parsed by [`pycompat::strformat::parse`], the `!d`,
 //! `!D`, `!F`, `!H`, `!P` conversions, and the `+` (truncation marker),
 //! `h` (dash for empty) and `W` (display width) spec suffixes.
 
-use crate::error::{PyError, PyResult};
-use crate::pyfmt::format_str;
-use crate::pyrepr::ascii_str;
-use crate::time::{LocalDateTime, LocalZone};
 use crate::value::{FieldValue, FormatItem};
-use crate::width::wcswidth;
-
-/// One `(literal_text, field_name, format_spec, conversion)` tuple of
-/// `string.Formatter().parse()`.  `field` is `None` for pure literal text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Chunk {
-    /// Literal text before the field.
-    pub literal: String,
-    /// The replacement field, if any.
-    pub field: Option<FieldRef>,
-}
-
-/// A replacement field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldRef {
-    /// Field name (`0.state`, `up.ascii`, possibly empty).
-    pub name: String,
-    /// Format spec, without the `:`.
-    pub spec: String,
-    /// Conversion character, if any.
-    pub conv: Option<char>,
-}
-
-/// Parse a format string exactly as CPython's `_string.formatter_parser`.
-pub fn parse(fmt: &str) -> PyResult<Vec<Chunk>> {
-    let s: Vec<char> = fmt.chars().collect();
-    let end = s.len();
-    let mut pos = 0;
-    let mut out = Vec::new();
-    while pos < end {
-        let start = pos;
-        let mut c = '\0';
-        let mut markup = false;
-        while pos < end {
-            c = s[pos];
-            pos += 1;
-            if c == '{' || c == '}' {
-                markup = true;
-                break;
-            }
-        }
-        let at_end = pos >= end;
-        let mut len = pos - start;
-        if markup && c == '}' && (at_end || s[pos] != '}') {
-            return Err(PyError::value("Single '}' encountered in format string"));
-        }
-        if markup && at_end && c == '{' {
-            return Err(PyError::value("Single '{' encountered in format string"));
-        }
-        if markup && !at_end {
-            if s[pos] == c {
-                pos += 1;
-                markup = false;
-            } else {
-                len -= 1;
-            }
-        }
-        let literal: String = s[start..start + len].iter().collect();
-        if !markup {
-            out.push(Chunk {
-                literal,
-                field: None,
-            });
-            continue;
-        }
-        let field = parse_field(&s, &mut pos)?;
-        out.push(Chunk {
-            literal,
-            field: Some(field),
-        });
-    }
-    Ok(out)
-}
-
-fn parse_field(s: &[char], pos: &mut usize) -> PyResult<FieldRef> {
-    let end = s.len();
-    let name_start = *pos;
-    let mut c = '\0';
-    let mut terminated = false;
-    while *pos < end {
-        c = s[*pos];
-        *pos += 1;
-        match c {
-            '{' => return Err(PyError::value("unexpected '{' in field name")),
-            '[' => {
-                while *pos < end && s[*pos] != ']' {
-                    *pos += 1;
-                }
-                continue;
-            }
-            '}' | ':' | '!' => {
-                terminated = true;
-                break;
-            }
-            _ => continue,
-        }
-    }
-    if !terminated {
-        return Err(PyError::value("expected '}' before end of string"));
-    }
-    let name: String = s[name_start..*pos - 1].iter().collect();
-    let mut conv = None;
-    if c == '!' || c == ':' {
-        if c == '!' {
-            if *pos >= end {
-                return Err(PyError::value(
-                    "end of string while looking for conversion specifier",
-                ));
-            }
-            conv = Some(s[*pos]);
-            *pos += 1;
-            if *pos < end {
-                let c2 = s[*pos];
-                *pos += 1;
-                if c2 == '}' {
-                    return Ok(FieldRef {
-                        name,
-                        spec: String::new(),
-                        conv,
-                    });
-                }
-                if c2 != ':' {
-                    return Err(PyError::value("expected ':' after conversion specifier"));
-                }
-            }
-        }
-        let spec_start = *pos;
-        let mut count = 1;
-        while *pos < end {
-            let ch = s[*pos];
-            *pos += 1;
-            match ch {
-                '{' => count += 1,
-                '}' => {
-                    count -= 1;
-                    if count == 0 {
-                        return Ok(FieldRef {
-                            name,
-                            spec: s[spec_start..*pos - 1].iter().collect(),
-                            conv,
-                        });
-                    }
-                }
-                _ => {}
-            }
-        }
-        return Err(PyError::value("unmatched '{' in format spec"));
-    }
-    Ok(FieldRef {
-        name,
-        spec: String::new(),
-        conv,
-    })
-}
+use pycompat::error::{PyError, PyResult};
+use pycompat::pyfmt::format_str;
+use pycompat::repr::ascii_str;
+use pycompat::strformat::split_field_name;
+pub use pycompat::strformat::{parse, Chunk, FieldRef};
+use pycompat::time::{LocalDateTime, LocalZone};
+use pycompat::width::wcswidth;
 
 /// Where positional argument 0 and keyword arguments come from.
 pub(crate) enum Args<'a> {
@@ -175,29 +24,6 @@ pub(crate) enum Args<'a> {
 /// The context a format is applied in.
 pub(crate) struct Ctx<'a> {
     pub zone: &'a dyn LocalZone,
-}
-
-fn split_field_name(name: &str) -> (String, Vec<String>) {
-    // formatter_field_name_split: first part up to '.' or '[', then
-    // '.attr' / '[key]' parts.
-    let first_end = name.find(['.', '[']).unwrap_or(name.len());
-    let first = name[..first_end].to_string();
-    let mut rest = Vec::new();
-    let mut tail = &name[first_end..];
-    while !tail.is_empty() {
-        if let Some(t) = tail.strip_prefix('.') {
-            let e = t.find(['.', '[']).unwrap_or(t.len());
-            rest.push(t[..e].to_string());
-            tail = &t[e..];
-        } else if let Some(t) = tail.strip_prefix('[') {
-            let e = t.find(']').unwrap_or(t.len());
-            rest.push(format!("[{}]", &t[..e]));
-            tail = t.get(e + 1..).unwrap_or("");
-        } else {
-            break;
-        }
-    }
-    (first, rest)
 }
 
 fn get_field(name: &str, args: &Args<'_>) -> PyResult<FieldValue> {
@@ -280,7 +106,7 @@ pub(crate) fn fsd(secs: f64) -> String {
     if secs.is_infinite() {
         return "inf".into();
     }
-    let g4 = |v: f64| -> String { crate::pyfmt::format_float(v, ".4g").unwrap_or_default() };
+    let g4 = |v: f64| -> String { pycompat::pyfmt::format_float(v, ".4g").unwrap_or_default() };
     if secs < 1.0e-3 {
         "0s".into()
     } else if secs < 10.0 {
@@ -405,9 +231,9 @@ pub(crate) fn convert_field(
             Some(f) => {
                 let v = f * 100.0;
                 let s = if 0.0 < v && v < 1.0 {
-                    format!("{}%", crate::pyfmt::format_float(v, ".2f")?)
+                    format!("{}%", pycompat::pyfmt::format_float(v, ".2f")?)
                 } else {
-                    format!("{}%", crate::pyfmt::format_float(v, ".3g")?)
+                    format!("{}%", pycompat::pyfmt::format_float(v, ".3g")?)
                 };
                 Ok(FieldValue::Str(s))
             }
@@ -418,11 +244,11 @@ pub(crate) fn convert_field(
             ))),
         },
         's' => Ok(FieldValue::Str(orig)),
-        'r' => Ok(FieldValue::Str(value.py_repr())),
+        'r' => Ok(FieldValue::Str(value.repr())),
         'a' => Ok(FieldValue::Str(match &value {
             FieldValue::Str(s) => ascii_str(s),
             other => {
-                let r = other.py_repr();
+                let r = other.repr();
                 let quoted = ascii_str(&r);
                 quoted[1..quoted.len() - 1].to_string()
             }
@@ -571,7 +397,7 @@ pub(crate) fn vformat(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::FixedZone;
+    use pycompat::time::FixedZone;
 
     type Flat = Vec<(String, Option<(String, String, Option<char>)>)>;
 

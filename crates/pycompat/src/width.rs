@@ -1,5 +1,6 @@
 //! Display width of strings, as the Python `wcwidth.wcswidth()` that flux
-//! uses for its `+:` and `W` width calculations.
+//! uses for its `+:` and `W` width calculations (checked against the
+//! `wcwidth` module in `tests/goldens.json`).
 
 use unicode_width::UnicodeWidthChar;
 
@@ -15,7 +16,12 @@ pub fn wcswidth(s: &str) -> i64 {
         if u < 0x20 || (0x7f..0xa0).contains(&u) {
             return -1;
         }
-        total += UnicodeWidthChar::width(c).unwrap_or(0) as i64;
+        total += match u {
+            // where the Python module and unicode-width's tables disagree
+            0xad => 1,
+            0x2028 | 0x2029 => 0,
+            _ => UnicodeWidthChar::width(c).unwrap_or(0) as i64,
+        };
     }
     total
 }

@@ -2,10 +2,10 @@
 //! eventlog`: text or JSON lines, raw/iso/offset/human timestamps, and
 //! optional color.
 
-use crate::error::{PyError, PyResult};
-use crate::pyfmt::{format_float, format_int};
-use crate::pyrepr::json_dumps;
-use crate::time::{LocalDateTime, LocalZone};
+use pycompat::error::{PyError, PyResult};
+use pycompat::pyfmt::{format_float, format_int};
+use pycompat::repr::json_dumps;
+use pycompat::time::{LocalDateTime, LocalZone};
 use serde_json::{Map, Value};
 
 /// Output format (`-f`).
@@ -264,7 +264,7 @@ impl EventLogFormatter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::FixedZone;
+    use pycompat::time::FixedZone;
 
     fn ev(s: &str) -> Value {
         serde_json::from_str(s).unwrap_or(Value::Null)

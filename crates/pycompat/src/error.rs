@@ -6,7 +6,7 @@
 //! while formatting, and its `Display` is exactly `str(exception)` (for a
 //! `KeyError` that is the *repr* of its argument, quotes included).
 
-use crate::pyrepr::repr_str;
+use crate::repr::repr_str;
 
 /// A Python exception raised while parsing or applying a format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,10 +32,10 @@ pub enum PyError {
 }
 
 impl PyError {
-    pub(crate) fn value(msg: impl Into<String>) -> PyError {
+    pub fn value(msg: impl Into<String>) -> PyError {
         PyError::Value(msg.into())
     }
-    pub(crate) fn type_err(msg: impl Into<String>) -> PyError {
+    pub fn type_err(msg: impl Into<String>) -> PyError {
         PyError::Type(msg.into())
     }
 }

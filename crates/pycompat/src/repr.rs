@@ -4,25 +4,53 @@
 use serde_json::Value;
 use std::fmt::Write;
 
-/// Whether Python's `str.isprintable()` would treat `c` as printable (an
-/// approximation of the Unicode tables: controls, format characters, line
-/// and paragraph separators, surrogates and private-use code points are not
-/// printable; everything else is).
+/// Code points that are not printable for CPython 3.11's `str.isprintable()`
+/// (Unicode 14.0): controls (Cc), format characters (Cf), separators other
+/// than the ASCII space (Zs, Zl, Zp), surrogates and private use (Co).
+const NOT_PRINTABLE: &[(u32, u32)] = &[
+    (0x0000, 0x001f),
+    (0x007f, 0x00a0),
+    (0x00ad, 0x00ad),
+    (0x0600, 0x0605),
+    (0x061c, 0x061c),
+    (0x06dd, 0x06dd),
+    (0x070f, 0x070f),
+    (0x0890, 0x0891),
+    (0x08e2, 0x08e2),
+    (0x1680, 0x1680),
+    (0x180e, 0x180e),
+    (0x2000, 0x200f),
+    (0x2028, 0x202f),
+    (0x205f, 0x206f),
+    (0x3000, 0x3000),
+    (0xd800, 0xf8ff),
+    (0xfdd0, 0xfdef),
+    (0xfeff, 0xfeff),
+    (0xfff9, 0xfffb),
+    (0x110bd, 0x110bd),
+    (0x110cd, 0x110cd),
+    (0x13430, 0x13438),
+    (0x1bca0, 0x1bca3),
+    (0x1d173, 0x1d17a),
+    (0xe0001, 0xe0001),
+    (0xe0020, 0xe007f),
+    (0xf0000, 0x10ffff),
+];
+
+/// Whether Python's `str.isprintable()` treats `c` as printable: the
+/// table above plus the noncharacters `U+xxFFFE`/`U+xxFFFF`.  Code points
+/// unassigned in Unicode 14.0 (which CPython also escapes) count as
+/// printable here: the crate carries no full Unicode database.
 fn is_printable(c: char) -> bool {
     let u = c as u32;
-    !(u < 0x20
-        || (0x7f..=0xa0).contains(&u)
-        || u == 0xad
-        || (0x200b..=0x200f).contains(&u)
-        || (0x2028..=0x202e).contains(&u)
-        || (0x2060..=0x206f).contains(&u)
-        || u == 0xfeff
-        || (0xe000..=0xf8ff).contains(&u)
-        || (0xf0000..).contains(&u)
-        || u == 0x1680
-        || (0x2000..=0x200a).contains(&u)
-        || u == 0x205f
-        || u == 0x3000)
+    if u & 0xfffe == 0xfffe {
+        return false;
+    }
+    let i = NOT_PRINTABLE.partition_point(|&(_, hi)| hi < u);
+    match NOT_PRINTABLE.get(i) {
+        Some(&(lo, _)) => u < lo,
+        None => true,
+    }
 }
 
 fn push_escaped(out: &mut String, c: char, ascii_only: bool) {
@@ -78,12 +106,12 @@ pub fn ascii_str(s: &str) -> String {
 
 /// The shortest round-trip digits of a finite, non-zero `v`, and the
 /// decimal exponent of the first digit (`d.ddd × 10^exp`).
-pub(crate) fn shortest_digits(v: f64) -> (String, i32) {
+pub fn shortest_digits(v: f64) -> (String, i32) {
     split_sci(&format!("{:e}", v.abs()))
 }
 
 /// Split Rust's `{:e}` output (`"1.2345e-5"`) into digits and exponent.
-pub(crate) fn split_sci(s: &str) -> (String, i32) {
+pub fn split_sci(s: &str) -> (String, i32) {
     let (mant, exp) = s.split_once('e').unwrap_or((s, "0"));
     let digits: String = mant.chars().filter(char::is_ascii_digit).collect();
     let exp = exp.parse::<i32>().unwrap_or(0);
@@ -92,7 +120,7 @@ pub(crate) fn split_sci(s: &str) -> (String, i32) {
 
 /// Render `digits` (significant digits, first digit at 10^exp) in
 /// positional notation.
-pub(crate) fn positional(digits: &str, exp: i32) -> String {
+pub fn positional(digits: &str, exp: i32) -> String {
     let nd = digits.len() as i32;
     let decpt = exp + 1;
     if decpt <= 0 {
@@ -115,7 +143,7 @@ pub(crate) fn positional(digits: &str, exp: i32) -> String {
 }
 
 /// Python exponent suffix: `e+05`, `e-10`, `e+100`.
-pub(crate) fn exp_suffix(exp: i32, upper: bool) -> String {
+pub fn exp_suffix(exp: i32, upper: bool) -> String {
     let sign = if exp < 0 { '-' } else { '+' };
     let e = if upper { 'E' } else { 'e' };
     format!("{e}{sign}{:02}", exp.unsigned_abs())

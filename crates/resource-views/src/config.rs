@@ -2,8 +2,8 @@
 //! `*_FORMAT_DEFAULT` environment variables, `-o help`, `-o get-config=`),
 //! as flux's `UtilConfig` / `FluxResourceConfig` implement them.
 
-use crate::error::{PyError, PyResult};
 use crate::value::FieldValue;
+use pycompat::error::{PyError, PyResult};
 use serde_json::{Map, Value};
 
 /// The `flux resource` subcommand whose format table is used.
@@ -290,7 +290,7 @@ impl FormatConfig {
             let mut out = format!("\nConfigured {} output formats:\n\n", self.name);
             for (name, entry) in formats {
                 out.push_str("  ");
-                out.push_str(&crate::pyfmt::format_str(name, "<12", "str")?);
+                out.push_str(&pycompat::pyfmt::format_str(name, "<12", "str")?);
                 match entry.get("description") {
                     Some(d) => {
                         out.push(' ');

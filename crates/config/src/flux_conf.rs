@@ -1,4 +1,6 @@
-//! Reading flux configuration (TOML) as JSON, like `flux_conf_parse()`.
+//! Reading flux configuration (TOML) as JSON, like `flux_conf_parse()`
+//! (what `roster R parse-config` reads; `roster serve` reads its own
+//! configuration with [`crate::Config`], whose merge refuses duplicates).
 //!
 //! A directory path reads every `*.toml` file in it (sorted by name) and
 //! merges them recursively; a file path reads that file (as JSON if it ends
@@ -10,17 +12,9 @@
 //! `FILE:LINE: <message>`); the message part of a TOML syntax error comes
 //! from the `toml` crate and differs from flux-core's tomlc99 wording.
 
+use crate::load::{io_text, line_of};
 use serde_json::{Map, Number, Value};
 use std::path::Path;
-
-fn io_text(e: &std::io::Error) -> String {
-    // Rust appends " (os error N)"; flux prints strerror only.
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
-}
 
 /// Convert a TOML value to JSON.
 pub fn toml_to_json(v: &toml::Value) -> Value {
@@ -53,12 +47,6 @@ fn merge(into: &mut Map<String, Value>, from: Map<String, Value>) {
     }
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()
-        .get(..offset.min(text.len()))
-        .map_or(1, |b| b.iter().filter(|&&c| c == b'\n').count() + 1)
-}
-
 fn parse_toml_file(path: &Path) -> Result<Map<String, Value>, String> {
     let name = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {}", io_text(&e)))?;
@@ -81,7 +69,7 @@ fn parse_json_file(path: &Path) -> Result<Map<String, Value>, String> {
     let name = path.display();
     let bytes = std::fs::read(path)
         .map_err(|e| format!("{name}:-1: unable to open {name}: {}", io_text(&e)))?;
-    match crate::json::loads(&bytes) {
+    match rset::json::loads(&bytes) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(_) => Ok(Map::new()),
         Err(e) => Err(format!("{name}:{}: {}", e.line, e.text)),
@@ -132,7 +120,7 @@ mod tests {
             .unwrap_or_default();
         let v = toml_to_json(&toml::Value::Table(t));
         assert_eq!(
-            crate::json::dumps(&v),
+            rset::json::dumps(&v),
             r#"{"resource": {"z": 1, "a": 2.5, "config": [{"hosts": "foo"}]}}"#
         );
     }
@@ -145,7 +133,7 @@ mod tests {
         b.insert("r".into(), serde_json::json!({"y": {"q": 2}, "z": 3}));
         merge(&mut a, b);
         assert_eq!(
-            crate::json::dumps(&Value::Object(a)),
+            rset::json::dumps(&Value::Object(a)),
             r#"{"r": {"x": 1, "y": {"p": 1, "q": 2}, "z": 3}}"#
         );
     }

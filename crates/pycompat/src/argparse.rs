@@ -1,7 +1,12 @@
-//! Command-line parsing that behaves like CPython 3.11's `argparse` with
-//! flux's help formatter (`flux.util.help_formatter()`), so that
-//! `roster resource` accepts the same spellings as `flux resource` and
-//! fails with the same usage text, message and exit status 2.
+//! Command-line parsing that behaves like CPython's `argparse` with flux's
+//! help formatter (`flux.util.help_formatter()`), so that `roster
+//! resource` and `roster hostlist` accept the same spellings as `flux
+//! resource` and `flux hostlist` and fail with the same usage text,
+//! message and exit status 2.
+//!
+//! Texts (usage wrapping, `-h` output, error messages) are CPython 3.11's,
+//! at the terminal width `shutil.get_terminal_size()` would give
+//! ([`terminal_columns`]).
 //!
 //! What is reproduced:
 //!
@@ -9,18 +14,38 @@
 //!   prefixes of long options (`--no-h`), `--opt=value`, `-ovalue`, short
 //!   flag clusters (`-ff`, `-ni 0`), `--` and negative numbers;
 //! * the regular-expression matching of positionals (`nargs` `None`, `?`,
-//!   `REMAINDER`, and the sub-command `PARSER`), including REMAINDER
+//!   `*`, `REMAINDER`, and the sub-command `PARSER`), including REMAINDER
 //!   swallowing later options;
 //! * actions `store`, `store_true`, `count`, `append`, `help`, flux's
 //!   `FilterActionSetUpdate` (comma split into a set) and sub-parsers;
+//!   `type=` checks (`invalid int value: 'x'`); mutually exclusive groups
+//!   (`not allowed with argument -e/--expand`, `[-i | -m | -X]` in the
+//!   usage when the members are adjacent);
 //! * the error texts (`expected one argument`, `invalid choice: 'x'
 //!   (choose from 'a', 'b')`, `ambiguous option: --s could match ...`,
 //!   `ignored explicit argument 'x'`, `the following arguments are
 //!   required: ...`, `unrecognized arguments: ...` reported by the top
-//!   parser);
-//! * usage wrapping (`HelpFormatter._format_usage`) and `-h` output at the
-//!   terminal width `shutil.get_terminal_size()` would give.
+//!   parser), quoting with `repr()` ([`crate::repr::repr_str`]);
+//! * usage wrapping (`HelpFormatter._format_usage`), `-h` output, a raw
+//!   epilog.
+//!
+//! # Where parsing follows later CPython releases
+//!
+//! CPython 3.11 fails some valid command lines that later releases
+//! (3.12.3 and 3.13) parse; the emulation keeps the working behaviour:
+//!
+//! * `--` is dropped only where it is the positional separator: an option
+//!   value `--delimiter=--` is `--` (3.11 drops it and stores `[]`), and
+//!   one value may sit between markers (`-d -- x` gives `x`);
+//! * in a cluster of short flags, an unknown letter makes the rest of the
+//!   word an unrecognized argument (`-qz`: `unrecognized arguments: -z`;
+//!   3.11 says `ignored explicit argument 'z'`); `=` or `-` after a flag
+//!   is an ignored explicit argument (`-e=S`, `-e-x`; 3.11 reads them as
+//!   clusters); `=` separates a clustered option from its value
+//!   (`-ed=,`).
 
+use crate::repr::repr_str;
+use crate::textwrap::{fill, wrap};
 use std::collections::BTreeMap;
 
 /// How many command-line words an argument takes.
@@ -32,6 +57,8 @@ pub enum Nargs {
     One,
     /// `nargs='?'`.
     Optional,
+    /// `nargs='*'` (positionals only).
+    ZeroOrMore,
     /// `nargs=argparse.REMAINDER`.
     Remainder,
     /// The sub-command word and everything after it.
@@ -72,6 +99,9 @@ pub enum Val {
     List(Vec<String>),
 }
 
+/// A `type=` conversion, as a test of whether a word converts.
+pub type TypeCheck = fn(&str) -> bool;
+
 /// One `add_argument()` call.
 #[derive(Debug, Clone)]
 pub struct Arg {
@@ -85,6 +115,9 @@ pub struct Arg {
     default: Val,
     help: Option<&'static str>,
     required: bool,
+    /// `type=`: the type's name (for `invalid NAME value: 'x'`) and
+    /// whether a word converts.  The namespace keeps the word.
+    check: Option<(&'static str, TypeCheck)>,
 }
 
 impl Arg {
@@ -100,6 +133,7 @@ impl Arg {
             default: Val::None,
             help: None,
             required: false,
+            check: None,
         }
     }
 
@@ -165,6 +199,21 @@ impl Arg {
         a
     }
 
+    /// A positional taking any number of words (`nargs="*"`): a list.
+    pub fn pos_any(dest: &'static str, help: &'static str) -> Arg {
+        let mut a = Arg::base(dest, &[], Action::Store, Nargs::ZeroOrMore);
+        a.default = Val::List(Vec::new());
+        a.help = Some(help);
+        a
+    }
+
+    /// `type=NAME`: a value `check` rejects fails with
+    /// `argument X: invalid NAME value: 'word'`.
+    pub fn typed(mut self, name: &'static str, check: TypeCheck) -> Arg {
+        self.check = Some((name, check));
+        self
+    }
+
     /// `metavar=`.
     pub fn metavar(mut self, m: &'static str) -> Arg {
         self.metavar = Some(m);
@@ -220,6 +269,10 @@ pub struct Parser {
     subs: Vec<(&'static str, Parser)>,
     sub_title: Option<&'static str>,
     sub_description: Option<&'static str>,
+    /// Mutually exclusive groups (indices into `args`).
+    groups: Vec<Vec<usize>>,
+    /// Text printed after the help, as is (`RawDescriptionHelpFormatter`).
+    epilog: Option<&'static str>,
 }
 
 /// How parsing stopped without a namespace.
@@ -277,35 +330,6 @@ impl Namespace {
     }
 }
 
-/// Python's `repr()` of a `str`.
-pub fn py_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::new();
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
-
 /// How one word was classified (`_parse_optional`).
 #[derive(Debug, Clone)]
 enum Word {
@@ -314,8 +338,8 @@ enum Word {
     /// '-' (a `--`)
     DashDash,
     /// 'O': the argument index (None if unknown), the option string
-    /// matched and any explicit argument.
-    Opt(Option<usize>, String, Option<String>),
+    /// matched, any explicit argument and whether an `=` preceded it.
+    Opt(Option<usize>, String, Option<String>, bool),
 }
 
 impl Word {
@@ -377,6 +401,12 @@ fn nargs_match(nargs: Nargs, positional: bool, pattern: &[char]) -> Option<usize
             }
         }
         Nargs::Remainder => Some(pattern.len()),
+        Nargs::ZeroOrMore => Some(
+            pattern
+                .iter()
+                .take_while(|&&c| c == 'A' || (positional && c == '-'))
+                .count(),
+        ),
         Nargs::Parser => {
             let i = dashes(0);
             if pattern.get(i) == Some(&'A') {
@@ -402,6 +432,11 @@ fn match_sequence(args: &[&Arg], pattern: &[char]) -> Option<Vec<usize>> {
         match first.nargs {
             Nargs::Remainder => {
                 candidates.extend((0..=tail.len()).rev());
+            }
+            Nargs::ZeroOrMore => {
+                // ([-A]*)
+                let run = tail.iter().take_while(|&&c| c == 'A' || c == '-').count();
+                candidates.extend((0..=run).rev());
             }
             Nargs::Parser => {
                 // (-*A[-AO]*)
@@ -480,12 +515,31 @@ impl Parser {
             subs: Vec::new(),
             sub_title: None,
             sub_description: None,
+            groups: Vec::new(),
+            epilog: None,
         }
     }
 
     /// `add_argument()`.
     pub fn arg(mut self, a: Arg) -> Parser {
         self.args.push(a);
+        self
+    }
+
+    /// `add_mutually_exclusive_group()` holding the arguments already added
+    /// with these `dest`s (an unknown `dest` is left out).
+    pub fn exclusive(mut self, dests: &[&str]) -> Parser {
+        let members: Vec<usize> = dests
+            .iter()
+            .filter_map(|d| self.args.iter().position(|a| a.dest == *d))
+            .collect();
+        self.groups.push(members);
+        self
+    }
+
+    /// `epilog=` (printed after the help without re-wrapping).
+    pub fn epilog(mut self, text: &'static str) -> Parser {
+        self.epilog = Some(text);
         self
     }
 
@@ -546,26 +600,27 @@ impl Parser {
             return Ok(Word::Pos);
         }
         if let Some(i) = self.find_exact(arg) {
-            return Ok(Word::Opt(Some(i), arg.to_string(), None));
+            return Ok(Word::Opt(Some(i), arg.to_string(), None, false));
         }
         if arg.chars().count() == 1 {
             return Ok(Word::Pos);
         }
         if let Some((o, v)) = arg.split_once('=') {
             if let Some(i) = self.find_exact(o) {
-                return Ok(Word::Opt(Some(i), o.to_string(), Some(v.to_string())));
+                return Ok(Word::Opt(Some(i), o.to_string(), Some(v.to_string()), true));
             }
         }
         // _get_option_tuples
-        let mut tuples: Vec<(usize, &'static str, Option<String>)> = Vec::new();
+        let mut tuples: Vec<(usize, &'static str, Option<String>, bool)> = Vec::new();
         if arg.starts_with("--") {
             let (prefix, explicit) = match arg.split_once('=') {
                 Some((p, v)) => (p, Some(v.to_string())),
                 None => (arg, None),
             };
+            let sep = explicit.is_some();
             for (i, o) in self.option_strings() {
                 if o.starts_with(prefix) {
-                    tuples.push((i, o, explicit.clone()));
+                    tuples.push((i, o, explicit.clone(), sep));
                 }
             }
         } else {
@@ -573,9 +628,9 @@ impl Parser {
             let rest: String = arg.chars().skip(2).collect();
             for (i, o) in self.option_strings() {
                 if o == short {
-                    tuples.push((i, o, Some(rest.clone())));
+                    tuples.push((i, o, Some(rest.clone()), false));
                 } else if o.starts_with(arg) {
-                    tuples.push((i, o, None));
+                    tuples.push((i, o, None, false));
                 }
             }
         }
@@ -586,8 +641,8 @@ impl Parser {
                 names.join(", ")
             ));
         }
-        if let Some((i, o, x)) = tuples.pop() {
-            return Ok(Word::Opt(Some(i), o.to_string(), x));
+        if let Some((i, o, x, sep)) = tuples.pop() {
+            return Ok(Word::Opt(Some(i), o.to_string(), x, sep));
         }
         if looks_negative_number(arg) {
             return Ok(Word::Pos);
@@ -595,7 +650,7 @@ impl Parser {
         if arg.contains(' ') {
             return Ok(Word::Pos);
         }
-        Ok(Word::Opt(None, arg.to_string(), None))
+        Ok(Word::Opt(None, arg.to_string(), None, false))
     }
 
     /// `parse_args()`: a namespace, or what to print and how to exit.
@@ -659,6 +714,7 @@ impl Parser {
 
         let mut st = ParseState {
             seen: vec![false; self.args.len()],
+            non_default: vec![false; self.args.len()],
             extras: Vec::new(),
         };
         let mut positionals: Vec<usize> = self
@@ -740,7 +796,7 @@ impl Parser {
         st: &mut ParseState,
         width: usize,
     ) -> Result<usize, Stop> {
-        let Some(Word::Opt(idx, optstr, explicit)) = classes.get(start).cloned() else {
+        let Some(Word::Opt(idx, optstr, explicit, sep)) = classes.get(start).cloned() else {
             return Ok(start + 1);
         };
         let Some(mut idx) = idx else {
@@ -751,6 +807,7 @@ impl Parser {
         };
         let mut optstr = optstr;
         let mut explicit = explicit;
+        let mut sep = sep;
         let mut todo: Vec<(usize, Vec<String>)> = Vec::new();
         let stop;
         loop {
@@ -762,6 +819,17 @@ impl Parser {
                     let count = if a.nargs == Nargs::Zero { 0 } else { 1 };
                     let single_dash = !optstr.starts_with("--");
                     if count == 0 && single_dash && !x.is_empty() {
+                        let ignored = || {
+                            self.arg_error(
+                                a,
+                                &format!("ignored explicit argument {}", repr_str(&x)),
+                                width,
+                            )
+                        };
+                        // `-e=S` and `-e-S` are not clusters (CPython 3.12.3+)
+                        if sep || x.starts_with('-') {
+                            return Err(ignored());
+                        }
                         todo.push((idx, Vec::new()));
                         let mut chars = x.chars();
                         let c = chars.next().unwrap_or('-');
@@ -771,15 +839,21 @@ impl Parser {
                             Some(j) => {
                                 idx = j;
                                 optstr = next;
-                                explicit = (!rest.is_empty()).then_some(rest);
+                                (explicit, sep) = if rest.is_empty() {
+                                    (None, false)
+                                } else if let Some(r) = rest.strip_prefix('=') {
+                                    (Some(r.to_string()), true)
+                                } else {
+                                    (Some(rest), false)
+                                };
                                 continue;
                             }
                             None => {
-                                return Err(self.arg_error(
-                                    a,
-                                    &format!("ignored explicit argument {}", py_repr(&x)),
-                                    width,
-                                ))
+                                // an unknown letter: the rest of the word is
+                                // an unrecognized argument (CPython 3.12.3+)
+                                st.extras.push(format!("-{x}"));
+                                stop = start + 1;
+                                break;
                             }
                         }
                     } else if count == 1 {
@@ -789,7 +863,7 @@ impl Parser {
                     } else {
                         return Err(self.arg_error(
                             a,
-                            &format!("ignored explicit argument {}", py_repr(&x)),
+                            &format!("ignored explicit argument {}", repr_str(&x)),
                             width,
                         ));
                     }
@@ -797,7 +871,9 @@ impl Parser {
                 None => {
                     let from = start + 1;
                     let tail = pattern.get(from..).unwrap_or(&[]);
-                    let n = match nargs_match(a.nargs, false, tail) {
+                    // one value may sit between `--` markers (`-d -- x`)
+                    let dashes = a.nargs == Nargs::One;
+                    let n = match nargs_match(a.nargs, dashes, tail) {
                         Some(n) => n,
                         None => {
                             let msg = match a.nargs {
@@ -807,8 +883,7 @@ impl Parser {
                             return Err(self.arg_error(a, msg, width));
                         }
                     };
-                    let args: Vec<String> = words.get(from..from + n).unwrap_or(&[]).to_vec();
-                    todo.push((idx, args));
+                    todo.push((idx, without_markers(words, pattern, from, n, true)));
                     stop = from + n;
                     break;
                 }
@@ -847,7 +922,15 @@ impl Parser {
         let mut pos = start;
         let taken: Vec<usize> = positionals.iter().take(counts.len()).copied().collect();
         for (i, n) in taken.iter().zip(counts.iter()) {
-            let args: Vec<String> = words.get(pos..pos + n).unwrap_or(&[]).to_vec();
+            let keep_markers = self
+                .args
+                .get(*i)
+                .is_some_and(|a| matches!(a.nargs, Nargs::Remainder | Nargs::Parser));
+            let args = if keep_markers {
+                words.get(pos..pos + n).unwrap_or(&[]).to_vec()
+            } else {
+                without_markers(words, pattern, pos, *n, false)
+            };
             pos += n;
             self.take_action(*i, args, ns, st, width)?;
         }
@@ -859,12 +942,12 @@ impl Parser {
         if a.choices.is_empty() || a.choices.iter().any(|c| c == v) {
             return Ok(());
         }
-        let choices: Vec<String> = a.choices.iter().map(|c| py_repr(c)).collect();
+        let choices: Vec<String> = a.choices.iter().map(|c| repr_str(c)).collect();
         Err(self.arg_error(
             a,
             &format!(
                 "invalid choice: {} (choose from {})",
-                py_repr(v),
+                repr_str(v),
                 choices.join(", ")
             ),
             width,
@@ -874,7 +957,7 @@ impl Parser {
     fn take_action(
         &self,
         idx: usize,
-        mut args: Vec<String>,
+        args: Vec<String>,
         ns: &mut Namespace,
         st: &mut ParseState,
         width: usize,
@@ -885,9 +968,36 @@ impl Parser {
         if let Some(s) = st.seen.get_mut(idx) {
             *s = true;
         }
-        if !matches!(a.nargs, Nargs::Remainder | Nargs::Parser) {
-            if let Some(p) = args.iter().position(|w| w == "--") {
-                args.remove(p);
+        // `_get_values`: type conversion first
+        if let Some((type_name, check)) = a.check {
+            if matches!(a.action, Action::Store | Action::Append) {
+                if let Some(bad) = args.iter().find(|w| !check(w)) {
+                    return Err(self.arg_error(
+                        a,
+                        &format!("invalid {type_name} value: {}", repr_str(bad)),
+                        width,
+                    ));
+                }
+            }
+        }
+        // then conflicts with members of its mutually exclusive groups seen
+        // with a value other than the default
+        let uses_default = a.is_positional() && args.is_empty();
+        if !uses_default {
+            if let Some(s) = st.non_default.get_mut(idx) {
+                *s = true;
+            }
+            for g in self.groups.iter().filter(|g| g.contains(&idx)) {
+                let other = g
+                    .iter()
+                    .find(|&&j| j != idx && st.non_default.get(j).copied().unwrap_or(false));
+                if let Some(o) = other.and_then(|&j| self.args.get(j)) {
+                    return Err(self.arg_error(
+                        a,
+                        &format!("not allowed with argument {}", o.name()),
+                        width,
+                    ));
+                }
             }
         }
         match a.action {
@@ -906,7 +1016,7 @@ impl Parser {
             }
             Action::Store => {
                 let v = match a.nargs {
-                    Nargs::Remainder => Val::List(args),
+                    Nargs::Remainder | Nargs::ZeroOrMore => Val::List(args),
                     Nargs::Optional if args.is_empty() => {
                         let v = if a.is_positional() {
                             a.default.clone()
@@ -986,13 +1096,14 @@ impl Parser {
             Nargs::Zero => String::new(),
             Nargs::One => m,
             Nargs::Optional => format!("[{m}]"),
+            Nargs::ZeroOrMore => format!("[{m} ...]"),
             Nargs::Remainder => "...".into(),
             Nargs::Parser => format!("{m} ..."),
         }
     }
 
     /// One argument's part of the usage line.
-    fn usage_part(a: &Arg) -> Option<String> {
+    fn usage_part(a: &Arg, in_group: bool) -> Option<String> {
         if a.help.is_none() && a.action != Action::Subparsers {
             return None;
         }
@@ -1006,16 +1117,60 @@ impl Parser {
         } else {
             format!("{first} {}", Parser::format_args(a, &a.dest.to_uppercase()))
         };
-        Some(if a.required {
+        Some(if a.required || in_group {
             part
         } else {
             format!("[{part}]")
         })
     }
 
-    /// `_format_actions_usage` for a list of arguments.
-    fn actions_usage(args: &[&Arg]) -> String {
-        let parts: Vec<String> = args.iter().filter_map(|a| Parser::usage_part(a)).collect();
+    /// `_format_actions_usage` for a list of arguments (indices into
+    /// `args`): a mutually exclusive group whose members are adjacent in
+    /// the list is shown as `[-a | -b]`, otherwise its members are shown
+    /// one by one.
+    fn actions_usage(&self, idxs: &[usize]) -> String {
+        let mut inserts: BTreeMap<usize, String> = BTreeMap::new();
+        let mut grouped: Vec<usize> = Vec::new();
+        for g in &self.groups {
+            let Some(first) = g.first() else {
+                continue;
+            };
+            let Some(start) = idxs.iter().position(|i| i == first) else {
+                continue;
+            };
+            let end = start + g.len();
+            if idxs.get(start..end) != Some(g.as_slice()) {
+                continue;
+            }
+            grouped.extend(g.iter().copied());
+            inserts
+                .entry(start)
+                .and_modify(|s| s.push_str(" ["))
+                .or_insert_with(|| "[".into());
+            inserts
+                .entry(end)
+                .and_modify(|s| s.push(']'))
+                .or_insert_with(|| "]".into());
+            for i in start + 1..end {
+                inserts.insert(i, "|".into());
+            }
+        }
+        let mut parts: Vec<String> = Vec::new();
+        for (k, i) in idxs.iter().enumerate() {
+            if let Some(ins) = inserts.get(&k) {
+                parts.push(ins.clone());
+            }
+            let part = self
+                .args
+                .get(*i)
+                .and_then(|a| Parser::usage_part(a, grouped.contains(i)));
+            if let Some(p) = part {
+                parts.push(p);
+            }
+        }
+        if let Some(ins) = inserts.get(&idxs.len()) {
+            parts.push(ins.clone());
+        }
         let text = parts.join(" ");
         // the cleanup regexes: "[ " -> "[", " ]" -> "]", drop "[]"/"()"
         let mut t = text.replace("[ ", "[").replace("( ", "(");
@@ -1082,14 +1237,23 @@ impl Parser {
     fn usage_body(&self, width: usize) -> String {
         let prefix = "usage: ";
         let prog = self.prog.as_str();
-        let optionals: Vec<&Arg> = self.args.iter().filter(|a| !a.is_positional()).collect();
-        let positionals: Vec<&Arg> = self.args.iter().filter(|a| a.is_positional()).collect();
-        let all: Vec<&Arg> = optionals
+        let indices = |positional: bool| -> Vec<usize> {
+            (0..self.args.len())
+                .filter(|&i| {
+                    self.args
+                        .get(i)
+                        .is_some_and(|a| a.is_positional() == positional)
+                })
+                .collect()
+        };
+        let optionals = indices(false);
+        let positionals = indices(true);
+        let all: Vec<usize> = optionals
             .iter()
             .chain(positionals.iter())
             .copied()
             .collect();
-        let action_usage = Parser::actions_usage(&all);
+        let action_usage = self.actions_usage(&all);
         let usage = [prog, action_usage.as_str()]
             .iter()
             .filter(|s| !s.is_empty())
@@ -1100,8 +1264,8 @@ impl Parser {
         if prefix.len() + usage.chars().count() <= text_width {
             return usage;
         }
-        let opt_parts = Parser::usage_parts(&Parser::actions_usage(&optionals));
-        let pos_parts = Parser::usage_parts(&Parser::actions_usage(&positionals));
+        let opt_parts = Parser::usage_parts(&self.actions_usage(&optionals));
+        let pos_parts = Parser::usage_parts(&self.actions_usage(&positionals));
         let get_lines = |parts: &[String], indent: &str, prefix: Option<&str>| -> Vec<String> {
             let mut lines: Vec<String> = Vec::new();
             let mut line: Vec<&str> = Vec::new();
@@ -1259,6 +1423,10 @@ impl Parser {
         if let Some(title) = self.sub_title {
             out.push_str(&section(title, self.sub_description, &subs));
         }
+        if let Some(e) = self.epilog {
+            out.push_str(e);
+            out.push_str("\n\n");
+        }
         // collapse runs of blank lines, strip, end with one newline
         let mut collapsed = String::new();
         let mut newlines = 0;
@@ -1280,105 +1448,32 @@ impl Parser {
 
 struct ParseState {
     seen: Vec<bool>,
+    non_default: Vec<bool>,
     extras: Vec<String>,
 }
 
-/// `textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent)`
-/// for argparse descriptions (empty text gives the empty string).
-fn fill(text: &str, width: usize, indent: &str) -> String {
-    wrap(text, width.saturating_sub(indent.len()).max(1))
-        .iter()
-        .map(|l| format!("{indent}{l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Is `c` in Python's `[^\d\W]` (a letter or underscore)?
-fn is_letter(c: char) -> bool {
-    (c.is_alphanumeric() || c == '_') && !c.is_numeric()
-}
-
-/// Split a word where `textwrap` would allow a break after a hyphen
-/// (`break_on_hyphens`): after `-` preceded by two letters (or
-/// letter-letter-) and followed by letter, optional `-`, letter.
-fn hyphen_chunks(word: &str) -> Vec<String> {
-    let chars: Vec<char> = word.chars().collect();
-    let mut out = Vec::new();
-    let mut start = 0;
-    for (i, &c) in chars.iter().enumerate() {
-        if c != '-' || i < 2 {
+/// `words[from..from + n]` without the `--` marker words (pattern `-`):
+/// all of them, or only the first (what argparse strips from a
+/// positional's words).
+fn without_markers(
+    words: &[String],
+    pattern: &[char],
+    from: usize,
+    n: usize,
+    all: bool,
+) -> Vec<String> {
+    let mut out = Vec::with_capacity(n);
+    let mut dropped = false;
+    for k in from..from + n {
+        if pattern.get(k) == Some(&'-') && (all || !dropped) {
+            dropped = true;
             continue;
         }
-        let l = |k: usize| chars.get(k).copied().is_some_and(is_letter);
-        let before = (l(i - 1) && l(i - 2))
-            || (i >= 3 && l(i - 1) && chars.get(i - 2) == Some(&'-') && l(i - 3));
-        let after = l(i + 1) && (l(i + 2) || (chars.get(i + 2) == Some(&'-') && l(i + 3)));
-        if before && after && i + 1 > start {
-            out.push(chars.get(start..=i).unwrap_or(&[]).iter().collect());
-            start = i + 1;
+        if let Some(w) = words.get(k) {
+            out.push(w.clone());
         }
-    }
-    if start < chars.len() {
-        out.push(chars.get(start..).unwrap_or(&[]).iter().collect());
     }
     out
-}
-
-/// `textwrap.wrap(text, width)` after argparse collapsed white space.
-pub fn wrap(text: &str, width: usize) -> Vec<String> {
-    let width = width.max(1);
-    // chunks: words split at hyphens, and single spaces between words
-    let mut chunks: Vec<String> = Vec::new();
-    for (i, w) in text.split_whitespace().enumerate() {
-        if i > 0 {
-            chunks.push(" ".into());
-        }
-        chunks.extend(hyphen_chunks(w));
-    }
-    chunks.reverse();
-    let mut lines = Vec::new();
-    while !chunks.is_empty() {
-        let mut cur: Vec<String> = Vec::new();
-        let mut cur_len = 0usize;
-        if !lines.is_empty() && chunks.last().is_some_and(|c| c.trim().is_empty()) {
-            chunks.pop();
-        }
-        while let Some(c) = chunks.last() {
-            let l = c.chars().count();
-            if cur_len + l <= width {
-                cur_len += l;
-                if let Some(c) = chunks.pop() {
-                    cur.push(c);
-                }
-            } else {
-                break;
-            }
-        }
-        if let Some(c) = chunks.last_mut() {
-            if c.chars().count() > width {
-                let space_left = width.saturating_sub(cur_len).max(1);
-                let cs: Vec<char> = c.chars().collect();
-                let mut end = space_left;
-                if let Some(h) = cs
-                    .get(..space_left)
-                    .and_then(|p| p.iter().rposition(|&x| x == '-'))
-                {
-                    if h > 0 && cs.get(..h).is_some_and(|p| p.iter().any(|&x| x != '-')) {
-                        end = h + 1;
-                    }
-                }
-                cur.push(cs.get(..end).unwrap_or(&[]).iter().collect());
-                *c = cs.get(end..).unwrap_or(&[]).iter().collect();
-            }
-        }
-        if cur.last().is_some_and(|c| c.trim().is_empty()) {
-            cur.pop();
-        }
-        if !cur.is_empty() {
-            lines.push(cur.concat());
-        }
-    }
-    lines
 }
 
 #[cfg(test)]
@@ -1396,16 +1491,6 @@ mod tests {
         assert!(looks_negative_number("-1.5"));
         assert!(!looks_negative_number("-a"));
         assert!(!looks_negative_number("-1."));
-    }
-
-    #[test]
-    fn textwrap_like_python() {
-        assert_eq!(
-            wrap("Display human-readable output now please", 18),
-            vec!["Display human-", "readable output", "now please"]
-        );
-        assert_eq!(wrap("", 10), Vec::<String>::new());
-        assert_eq!(wrap("abcdefghij", 4), vec!["abcd", "efgh", "ij"]);
     }
 
     #[test]
@@ -1488,6 +1573,102 @@ mod tests {
         let e = demo().parse(&words("drain -x"), 80);
         assert!(
             matches!(e, Err(Stop::Error(ref s)) if s.starts_with("usage: prog [-h] [--uri URI]") && s.ends_with("prog: error: unrecognized arguments: -x\n"))
+        );
+    }
+
+    fn hl() -> Parser {
+        Parser::new("hl")
+            .arg(Arg::flag("expand", &["-e", "--expand"], "e"))
+            .arg(Arg::opt("delimiter", &["-d", "--delimiter"], "d").metavar("S"))
+            .arg(Arg::flag("count", &["-c", "--count"], "c"))
+            .arg(
+                Arg::opt("limit", &["-L", "--limit"], "l")
+                    .metavar("N")
+                    .typed("int", |w| w.trim().parse::<i64>().is_ok()),
+            )
+            .arg(Arg::flag("i", &["-i"], "i"))
+            .arg(Arg::flag("m", &["-m"], "m"))
+            .arg(Arg::pos_any("sources", "s").metavar("SOURCES"))
+            .exclusive(&["expand", "count"])
+            .exclusive(&["i", "m"])
+            .epilog("raw\n  text\n")
+    }
+
+    fn err_line(r: Result<Namespace, Stop>) -> String {
+        match r {
+            Err(Stop::Error(t)) => t.lines().last().unwrap_or_default().to_string(),
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn groups_types_and_zero_or_more() {
+        let ns = hl().parse(&words("-e a b"), 80).unwrap_or_default();
+        assert!(ns.flag("expand"));
+        assert_eq!(ns.list("sources"), ["a", "b"]);
+        let ns = hl().parse(&words("-c"), 80).unwrap_or_default();
+        assert_eq!(ns.list("sources"), Vec::<String>::new());
+        assert_eq!(
+            err_line(hl().parse(&words("-e -c x"), 80)),
+            "hl: error: argument -c/--count: not allowed with argument -e/--expand"
+        );
+        assert_eq!(
+            err_line(hl().parse(&words("-m -i"), 80)),
+            "hl: error: argument -i: not allowed with argument -m"
+        );
+        assert_eq!(
+            err_line(hl().parse(&words("-L x"), 80)),
+            "hl: error: argument -L/--limit: invalid int value: 'x'"
+        );
+        assert_eq!(
+            err_line(hl().parse(&words("a -e b"), 80)),
+            "hl: error: unrecognized arguments: b"
+        );
+        let u = hl().format_usage(80);
+        assert_eq!(
+            u,
+            "usage: hl [-h] [-e] [-d S] [-c] [-L N] [-i | -m] [SOURCES ...]\n"
+        );
+        let h = hl().format_help(80);
+        assert!(h.ends_with("\n\nraw\n  text\n"), "{h}");
+        assert!(h.contains("\npositional arguments:\n  SOURCES "), "{h}");
+    }
+
+    #[test]
+    fn later_cpython_fixes() {
+        // an option value `--` is kept
+        let ns = hl()
+            .parse(&words("--delimiter=-- a"), 80)
+            .unwrap_or_default();
+        assert_eq!(ns.str("delimiter"), Some("--"));
+        let ns = hl().parse(&words("-d -- x a"), 80).unwrap_or_default();
+        assert_eq!(ns.str("delimiter"), Some("x"));
+        assert_eq!(ns.list("sources"), ["a"]);
+        // the separator is dropped from positionals, once
+        let ns = hl().parse(&words("-- -- -e"), 80).unwrap_or_default();
+        assert_eq!(ns.list("sources"), ["--", "-e"]);
+        assert_eq!(
+            err_line(hl().parse(&words("-ez"), 80)),
+            "hl: error: unrecognized arguments: -z"
+        );
+        assert_eq!(
+            err_line(hl().parse(&words("-e=c"), 80)),
+            "hl: error: argument -e/--expand: ignored explicit argument 'c'"
+        );
+        assert_eq!(
+            err_line(hl().parse(&words("-e-c"), 80)),
+            "hl: error: argument -e/--expand: ignored explicit argument '-c'"
+        );
+        let ns = hl().parse(&words("-ed=, a"), 80).unwrap_or_default();
+        assert_eq!(ns.str("delimiter"), Some(","));
+    }
+
+    #[test]
+    fn messages_quote_with_repr() {
+        let e = demo().parse(&["drain".to_string(), "--force=\u{a0}".to_string()], 80);
+        assert_eq!(
+            err_line(e),
+            "prog drain: error: argument -f/--force: ignored explicit argument '\\xa0'"
         );
     }
 }

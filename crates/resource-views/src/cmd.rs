@@ -1,6 +1,6 @@
 //! What a `flux resource` subcommand run produces.
 
-use crate::error::PyError;
+use pycompat::error::PyError;
 
 /// Log level of a diagnostic (flux's Python logging levels).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,10 +4,10 @@
 //! the `Deduplicator` used to merge like lines.
 
 use crate::engine::{empty_outputs, parse, vformat, Args, Chunk, Ctx};
-use crate::error::{PyError, PyResult};
-use crate::time::LocalZone;
 use crate::value::{FieldValue, FormatItem};
-use crate::width::wcswidth;
+use pycompat::error::{PyError, PyResult};
+use pycompat::time::LocalZone;
+use pycompat::width::wcswidth;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -426,7 +426,7 @@ impl OutputFormat {
         vformat(chunks, &Args::Item(item), &Ctx { zone }, 2).map_err(|e| match e {
             PyError::Key(k) => PyError::Key(format!(
                 "Invalid format field {} for <class '{}'>",
-                crate::pyrepr::repr_str(&k),
+                pycompat::repr::repr_str(&k),
                 item.class_path()
             )),
             other => other,
@@ -678,7 +678,7 @@ impl<T: FormatItem> Deduplicator<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::FixedZone;
+    use pycompat::time::FixedZone;
 
     /// The `Item` class from flux's `t/python/t0024-util.py`.
     struct Item {

@@ -5,12 +5,12 @@
 
 use crate::cmd::{CmdOutput, Level, Message};
 use crate::config::{Env, FormatChoice, FormatConfig, Subcommand};
-use crate::error::{PyError, PyResult};
 use crate::output::{headings, Deduplicator, Headings, OutputFormat};
-use crate::time::LocalZone;
 use crate::value::{FieldValue, FormatItem};
 use hostlist::Hostlist;
 use idset::IdSet;
+use pycompat::error::{PyError, PyResult};
+use pycompat::time::LocalZone;
 use rset::Rset;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -805,7 +805,7 @@ fn statuslines(
 mod tests {
     use super::*;
     use crate::config::no_env;
-    use crate::time::FixedZone;
+    use pycompat::time::FixedZone;
 
     const STATIC: &str = "{state:>10} {nnodes:>6} {ranks:<15} {nodelist}";
 

@@ -3,11 +3,11 @@
 //! error messages, and the rendering of `str`, `int` and `float` values.
 
 use crate::error::{PyError, PyResult};
-use crate::pyrepr::{exp_suffix, float_repr, positional, shortest_digits, split_sci};
+use crate::repr::{exp_suffix, float_repr, positional, shortest_digits, split_sci};
 
 /// A parsed standard format specifier.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct StdSpec {
+pub struct StdSpec {
     pub fill: char,
     pub align: char,
     pub sign: Option<char>,
@@ -44,7 +44,7 @@ fn get_integer(chars: &[char], pos: &mut usize) -> PyResult<Option<usize>> {
 
 /// Parse `spec` for an object of Python type `type_name`, whose default
 /// alignment is `default_align` and default presentation type `default_type`.
-pub(crate) fn parse_spec(
+pub fn parse_spec(
     spec: &str,
     type_name: &str,
     default_align: char,
@@ -188,7 +188,7 @@ fn pad(body: &str, spec: &StdSpec, align: char) -> String {
 }
 
 /// Python `format(s, spec)` for a `str` (`type_name` is used in messages).
-pub(crate) fn format_str(s: &str, spec: &str, type_name: &str) -> PyResult<String> {
+pub fn format_str(s: &str, spec: &str, type_name: &str) -> PyResult<String> {
     if spec.is_empty() {
         return Ok(s.to_string());
     }
@@ -301,7 +301,7 @@ fn sign_str(negative: bool, spec: &StdSpec) -> &'static str {
 }
 
 /// Python `format(v, spec)` for an `int` (`type_name` is `int` or `bool`).
-pub(crate) fn format_int(v: i128, spec: &str, type_name: &str) -> PyResult<String> {
+pub fn format_int(v: i128, spec: &str, type_name: &str) -> PyResult<String> {
     if spec.is_empty() {
         return Ok(v.to_string());
     }
@@ -353,7 +353,7 @@ pub(crate) fn format_int(v: i128, spec: &str, type_name: &str) -> PyResult<Strin
 }
 
 /// Python `format(v, spec)` for a `float`.
-pub(crate) fn format_float(v: f64, spec: &str) -> PyResult<String> {
+pub fn format_float(v: f64, spec: &str) -> PyResult<String> {
     if spec.is_empty() {
         return Ok(float_repr(v));
     }

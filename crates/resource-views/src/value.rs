@@ -1,9 +1,9 @@
 //! Field values as Python sees them, and the objects being formatted.
 
-use crate::error::{PyError, PyResult};
-use crate::pyfmt::{format_float, format_int, format_str};
-use crate::pyrepr::{float_repr, py_repr_json, repr_str};
-use crate::time::LocalDateTime;
+use pycompat::error::{PyError, PyResult};
+use pycompat::pyfmt::{format_float, format_int, format_str};
+use pycompat::repr::{float_repr, py_repr_json, repr_str};
+use pycompat::time::LocalDateTime;
 use serde_json::Value;
 use std::cmp::Ordering;
 
@@ -120,7 +120,7 @@ impl FieldValue {
     }
 
     /// Python `repr(value)`.
-    pub fn py_repr(&self) -> String {
+    pub fn repr(&self) -> String {
         match self {
             FieldValue::Str(s) => repr_str(s),
             FieldValue::Alt { .. } => "<flux.util.AltField object>".into(),
