@@ -56,6 +56,12 @@
 //! | `token-file` | string | bearer token file for TCP clients |
 //! | `monitor-force-up` | boolean | consider every rank up (flux's `monitor-force-up` module argument) |
 //! | `parent-R` | string | R of an enclosing allocation (flux's `job-info` inventory source) |
+//! | `backend` | string | `"local"` (default: `statedir`) or `"etcd"` (high availability) |
+//! | `etcd-endpoints` | array of strings | with `backend = "etcd"`: `http://HOST:PORT` or `https://HOST:PORT` |
+//! | `etcd-prefix` | string | key prefix in etcd (default `/roster`) |
+//! | `etcd-ca`, `etcd-cert`, `etcd-key` | string | PEM files for TLS to etcd (cert and key together) |
+//! | `etcd-lease-ttl` | string (FSD) | the leader's lease (default `"2s"`, 1s – 1h) |
+//! | `advertise` | string | URI(s) (comma list) standbys name as the leader's (default: the `listen` URIs) |
 //!
 //! The listeners' limits ([`ServeLimits`], all optional):
 //!
@@ -244,7 +250,43 @@ pub struct ServeConfig {
     pub parent_r: Option<PathBuf>,
     /// The listeners' limits (`max-*`, `*-timeout`).
     pub limits: ServeLimits,
+    /// `backend` and the `etcd-*` keys: where the state lives.
+    pub backend: Backend,
 }
+
+/// `[serve]` `backend`: the local state directory (default) or etcd.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Backend {
+    /// `backend = "local"`: `statedir` on the local file system.
+    #[default]
+    Local,
+    /// `backend = "etcd"`: the log, R and checkpoint in etcd, with leader
+    /// election (high availability).
+    Etcd(EtcdConfig),
+}
+
+/// The `etcd-*` keys of `[serve]` (with `backend = "etcd"`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EtcdConfig {
+    /// `etcd-endpoints`: `http://host:port` or `https://host:port`, at least one.
+    pub endpoints: Vec<String>,
+    /// `etcd-prefix`: every key lives under it (default `/roster`).
+    pub prefix: String,
+    /// `etcd-ca`, `etcd-cert`, `etcd-key`: PEM files for TLS to etcd.
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    /// `etcd-lease-ttl`: the leader's lease, seconds (default 2).
+    pub lease_ttl: f64,
+    /// `advertise`: the URI(s) clients are redirected to when this server
+    /// leads (default: its `listen` URIs).
+    pub advertise: Option<String>,
+}
+
+/// Default `etcd-prefix`.
+pub const DEFAULT_ETCD_PREFIX: &str = "/roster";
+/// Default `etcd-lease-ttl`.
+pub const DEFAULT_ETCD_LEASE_TTL: &str = "2s";
 
 /// The listeners' limits of `[serve]` (see the crate docs for the keys).
 #[derive(Debug, Clone, PartialEq)]
@@ -565,6 +607,14 @@ const SERVE_KEYS: &[&str] = &[
     "max-queued-requests",
     "request-timeout",
     "idle-timeout",
+    "backend",
+    "etcd-endpoints",
+    "etcd-prefix",
+    "etcd-ca",
+    "etcd-cert",
+    "etcd-key",
+    "etcd-lease-ttl",
+    "advertise",
 ];
 
 /// Integer limit keys of `[serve]`: (key, smallest, largest).
@@ -609,6 +659,28 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
     }
     let request_timeout = t.string("request-timeout")?;
     let idle_timeout = t.string("idle-timeout")?;
+    let backend = t.string("backend")?;
+    let mut endpoints = None;
+    match t.table.get("etcd-endpoints") {
+        None => {}
+        Some(toml::Value::Array(a)) => {
+            let mut list = Vec::with_capacity(a.len());
+            for (i, v) in a.iter().enumerate() {
+                match v {
+                    toml::Value::String(u) => list.push(u.clone()),
+                    v => return Err(t.type_err(&format!("etcd-endpoints[{i}]"), "a string", v)),
+                }
+            }
+            endpoints = Some(list);
+        }
+        Some(v) => return Err(t.type_err("etcd-endpoints", "an array of strings", v)),
+    }
+    let prefix = t.string("etcd-prefix")?;
+    let ca = t.string("etcd-ca")?.map(PathBuf::from);
+    let cert = t.string("etcd-cert")?.map(PathBuf::from);
+    let key = t.string("etcd-key")?.map(PathBuf::from);
+    let lease_ttl = t.duration("etcd-lease-ttl", DEFAULT_ETCD_LEASE_TTL)?;
+    let advertise = t.string("advertise")?;
 
     t.check_unknown(SERVE_KEYS)?;
 
@@ -683,6 +755,74 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
         }
     }
     s.limits = limits;
+
+    s.backend = match backend.as_deref() {
+        None | Some("local") => {
+            if endpoints.is_some() {
+                return Err(invalid(
+                    "etcd-endpoints",
+                    "etcd-endpoints needs backend = \"etcd\"".to_string(),
+                ));
+            }
+            Backend::Local
+        }
+        Some("etcd") => {
+            let endpoints = endpoints.unwrap_or_default();
+            if endpoints.is_empty() {
+                return Err(invalid(
+                    "etcd-endpoints",
+                    "backend = \"etcd\" needs etcd-endpoints with at least one endpoint"
+                        .to_string(),
+                ));
+            }
+            for e in &endpoints {
+                if !(e.starts_with("http://") || e.starts_with("https://"))
+                    || e.contains(char::is_whitespace)
+                {
+                    return Err(invalid(
+                        "etcd-endpoints",
+                        format!("invalid etcd endpoint '{e}': expected http://HOST:PORT or https://HOST:PORT"),
+                    ));
+                }
+            }
+            let prefix = prefix.unwrap_or_else(|| DEFAULT_ETCD_PREFIX.to_string());
+            if prefix.is_empty() || prefix.ends_with('/') {
+                return Err(invalid(
+                    "etcd-prefix",
+                    format!(
+                        "invalid etcd-prefix '{prefix}': must be non-empty and not end with '/'"
+                    ),
+                ));
+            }
+            if cert.is_some() != key.is_some() {
+                return Err(invalid(
+                    "etcd-cert",
+                    "etcd-cert and etcd-key must be given together".to_string(),
+                ));
+            }
+            if !(1.0..=3600.0).contains(&lease_ttl) {
+                return Err(invalid(
+                    "etcd-lease-ttl",
+                    format!("etcd-lease-ttl must be between 1s and 1h, got {lease_ttl}s"),
+                ));
+            }
+            Backend::Etcd(EtcdConfig {
+                endpoints,
+                prefix,
+                ca,
+                cert,
+                key,
+                lease_ttl,
+                advertise,
+            })
+        }
+        Some(other) => {
+            return Err(invalid(
+                "backend",
+                format!("invalid backend '{other}': expected \"local\" or \"etcd\""),
+            ))
+        }
+    };
 
     if let Some(raw) = listen_raw {
         if raw.is_empty() {

@@ -18,6 +18,7 @@
 //! stops at once without sending the replies that depended on it: the state
 //! on disk is then the truth, and the next start replays it.
 
+mod ha_loop;
 mod inventory;
 pub mod service_loop;
 
@@ -61,6 +62,11 @@ pub enum ServeError {
     Persist(store::StoreError),
     #[error("cannot start the listener runtime: {0}")]
     Runtime(std::io::Error),
+    #[error("{0}")]
+    Ha(#[from] ha::HaError),
+    /// The etcd lease was lost: this server stepped down.
+    #[error("not the leader any more: {0}")]
+    Deposed(String),
 }
 
 /// The current time as the core wants it: seconds since the epoch.
@@ -83,6 +89,8 @@ pub struct Plan {
     pub parent_r: Option<PathBuf>,
     /// The listeners' limits (`[serve]` `max-*`, `*-timeout`).
     pub limits: transport::Limits,
+    /// `[serve]` `backend`: the state directory or etcd.
+    pub backend: config::Backend,
 }
 
 /// The listeners' limits from `[serve]`.
@@ -136,6 +144,7 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         monitor_force_up: opts.monitor_force_up || serve.monitor_force_up,
         parent_r: opts.parent_r.clone().or(serve.parent_r),
         limits: limits_of(&serve.limits),
+        backend: serve.backend.clone(),
     })
 }
 
@@ -331,15 +340,45 @@ pub fn prepare_on(
             (None, _, _) => {}
         }
     }
+    let init = build_init(
+        plan,
+        loaded.r.as_deref(),
+        events,
+        loaded.checkpoint,
+        replay_from,
+        now,
+    )?;
+    let mut out = Vec::new();
+    let core = Service::new(init, &mut out)?;
+    // The checkpoint stays: checkpoint + the events after it rebuild the
+    // drain state even after a crash (history truncation may have removed
+    // the older events it summarises).
+    let mut shell = service_loop::Shell::new(core, dir, plan.config_path.clone());
+    shell.persist(&out)?;
+    Ok((shell, out))
+}
+
+/// The core's start-up input from what the backend holds (R, events,
+/// checkpoint): the inventory (configured → stored → parent R →
+/// discovered) and the settings.
+pub(crate) fn build_init(
+    plan: &Plan,
+    stored_r: Option<&str>,
+    events: Vec<eventlog::Event>,
+    checkpoint: Option<serde_json::Value>,
+    replay_from: Option<usize>,
+    now: f64,
+) -> Result<Init, ServeError> {
+    let resource = plan.config.as_ref().map(|c| &c.resource);
     let source = Source {
         config: plan.config.as_ref(),
-        stored: loaded.r.as_deref(),
+        stored: stored_r,
         parent_r: plan.parent_r.as_deref(),
     };
     // `discover-hosts` applies when no other source has R.
     let discover = match resource.and_then(|r| r.discover_hosts.as_deref()) {
         Some(spec)
-            if loaded.r.is_none()
+            if stored_r.is_none()
                 && plan.parent_r.is_none()
                 && resource
                     .map(|r| r.inventory())
@@ -367,18 +406,11 @@ pub fn prepare_on(
         settings,
         inventory,
         stored_events: events,
-        checkpoint: loaded.checkpoint,
+        checkpoint,
         replay_from,
         discover_hosts: discover,
     };
-    let mut out = Vec::new();
-    let core = Service::new(init, &mut out)?;
-    // The checkpoint stays: checkpoint + the events after it rebuild the
-    // drain state even after a crash (history truncation may have removed
-    // the older events it summarises).
-    let mut shell = service_loop::Shell::new(core, dir, plan.config_path.clone());
-    shell.persist(&out).map_err(ServeError::Persist)?;
-    Ok((shell, out))
+    Ok(init)
 }
 
 /// How agents' R is verified: not with `noverify`, nor for an inventory
@@ -404,6 +436,9 @@ pub fn run(
     ready: impl FnOnce(&[Uri]),
 ) -> Result<(), ServeError> {
     let plan = plan(opts)?;
+    if let config::Backend::Etcd(cfg) = &plan.backend {
+        return ha_loop::run(&plan, &cfg.clone(), control, ready);
+    }
     let (mut shell, out) = prepare(&plan)?;
     shell.deliver(out);
     let listen_opts = transport::ListenOptions {
@@ -435,7 +470,7 @@ pub fn run(
     result
 }
 
-async fn watch_signals(control: Arc<Control>) {
+pub(crate) async fn watch_signals(control: Arc<Control>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),

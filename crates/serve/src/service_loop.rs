@@ -27,22 +27,55 @@ struct Route {
     streaming: bool,
 }
 
-/// The core, the state directory and the open requests.
+/// Where a batch's persistence outputs go.
+#[derive(Debug)]
+pub(crate) enum Backing {
+    /// The local state directory.
+    Local(store::StateDir),
+    /// etcd, as the elected leader.
+    Etcd(crate::ha_loop::EtcdBacking),
+}
+
+fn flush_events(
+    dir: &mut store::StateDir,
+    pending: &mut Vec<Event>,
+) -> Result<(), store::StoreError> {
+    if pending.is_empty() {
+        return Ok(());
+    }
+    dir.append(pending)?;
+    pending.clear();
+    Ok(())
+}
+
+/// The core, the state directory (or etcd) and the open requests.
 #[derive(Debug)]
 pub struct Shell {
     core: Service,
-    dir: store::StateDir,
+    backing: Backing,
     routes: HashMap<ConnId, HashMap<u32, Route>>,
     config_path: Option<PathBuf>,
+    /// Messages taken from the listeners but not handled because the
+    /// leadership was lost first (etcd backend): answered by the standby.
+    pub(crate) unhandled: Vec<Incoming>,
 }
 
 impl Shell {
     pub fn new(core: Service, dir: store::StateDir, config_path: Option<PathBuf>) -> Shell {
+        Shell::with_backing(core, Backing::Local(dir), config_path)
+    }
+
+    pub(crate) fn with_backing(
+        core: Service,
+        backing: Backing,
+        config_path: Option<PathBuf>,
+    ) -> Shell {
         Shell {
             core,
-            dir,
+            backing,
             routes: HashMap::new(),
             config_path,
+            unhandled: Vec::new(),
         }
     }
 
@@ -50,39 +83,59 @@ impl Shell {
         &self.core
     }
 
-    pub fn dir_mut(&mut self) -> &mut store::StateDir {
-        &mut self.dir
+    /// The local state directory (`None` on the etcd backend).
+    pub fn dir_mut(&mut self) -> Option<&mut store::StateDir> {
+        match &mut self.backing {
+            Backing::Local(d) => Some(d),
+            Backing::Etcd(_) => None,
+        }
+    }
+
+    pub(crate) fn into_backing(self) -> Backing {
+        self.backing
+    }
+
+    /// Why this server may no longer persist (etcd: the lease is lost).
+    fn lost_leadership(&self) -> Option<String> {
+        match &self.backing {
+            Backing::Local(_) => None,
+            Backing::Etcd(b) => b.lost(),
+        }
+    }
+
+    /// Make every persistence output durable, in order (see
+    /// [`Shell::persist_local`]); on etcd, all of them in one guarded
+    /// transaction.
+    pub fn persist(&mut self, out: &[Output]) -> Result<(), ServeError> {
+        match &mut self.backing {
+            Backing::Local(_) => self.persist_local(out).map_err(ServeError::Persist),
+            Backing::Etcd(b) => b.persist(out, &self.core),
+        }
     }
 
     /// Make every persistence output durable, in order: consecutive events
     /// go to the eventlog in one write + fdatasync; whole files (R,
     /// checkpoint) are replaced atomically after the events before them.
-    pub fn persist(&mut self, out: &[Output]) -> Result<(), store::StoreError> {
+    fn persist_local(&mut self, out: &[Output]) -> Result<(), store::StoreError> {
+        let Backing::Local(dir) = &mut self.backing else {
+            return Ok(());
+        };
         let mut pending: Vec<Event> = Vec::new();
         for o in out {
             match o {
                 Output::Persist(ev) => pending.push(ev.clone()),
                 Output::WriteR(v) => {
-                    self.flush_events(&mut pending)?;
-                    self.dir.write_r(&v.to_string())?;
+                    flush_events(dir, &mut pending)?;
+                    dir.write_r(&v.to_string())?;
                 }
                 Output::WriteCheckpoint(v) => {
-                    self.flush_events(&mut pending)?;
-                    self.dir.write_checkpoint(v)?;
+                    flush_events(dir, &mut pending)?;
+                    dir.write_checkpoint(v)?;
                 }
                 _ => {}
             }
         }
-        self.flush_events(&mut pending)
-    }
-
-    fn flush_events(&mut self, pending: &mut Vec<Event>) -> Result<(), store::StoreError> {
-        if pending.is_empty() {
-            return Ok(());
-        }
-        self.dir.append(pending)?;
-        pending.clear();
-        Ok(())
+        flush_events(dir, &mut pending)
     }
 
     /// Send replies and log lines (after [`Shell::persist`]).
@@ -174,11 +227,28 @@ impl Shell {
         if let Err(e) = self.persist(&out) {
             // Nothing of this batch is acknowledged: drop every open
             // request (clients see the connection close) and stop.
+            if let ServeError::Deposed(why) = &e {
+                self.step_down(why);
+            }
             self.routes.clear();
-            return Err(ServeError::Persist(e));
+            return Err(e);
         }
         self.deliver(out);
         Ok(())
+    }
+
+    /// The leadership is lost (etcd backend): end every open stream and
+    /// pending request with EAGAIN naming the reason, so that clients
+    /// reconnect to the new leader.  The core is dropped by the caller.
+    pub(crate) fn step_down(&mut self, why: &str) {
+        let text = format!("this server lost the leadership ({why}): reconnect to the new leader");
+        for (_, conn) in self.routes.drain() {
+            for (_, route) in conn {
+                let _ = route
+                    .tx
+                    .send(Err(rpc::RpcError::new(rpc::errno::EAGAIN, text.clone())));
+            }
+        }
     }
 
     /// SIGHUP: re-read the configuration.  `[resource.groups]` takes
@@ -213,12 +283,20 @@ impl Shell {
             if control.stop_requested() {
                 break;
             }
+            if let Some(why) = self.lost_leadership() {
+                self.step_down(&why);
+                return Err(ServeError::Deposed(why));
+            }
             if control.take_reload() {
                 self.reload_config()?;
             }
             let first = match rx.recv_timeout(TICK) {
                 Ok(m) => m,
                 Err(RecvTimeoutError::Timeout) => {
+                    if let Some(why) = self.lost_leadership() {
+                        self.step_down(&why);
+                        return Err(ServeError::Deposed(why));
+                    }
                     // Idle: only the liveness timers can have work.
                     let mut out = Vec::new();
                     self.core.handle(now(), Input::Tick, &mut out);
@@ -231,6 +309,12 @@ impl Shell {
             while batch.len() < MAX_BATCH {
                 let Ok(m) = rx.try_recv() else { break };
                 batch.push(m);
+            }
+            if let Some(why) = self.lost_leadership() {
+                // Not one of these is handled: the standby answers them.
+                self.step_down(&why);
+                self.unhandled = batch;
+                return Err(ServeError::Deposed(why));
             }
             self.step(batch)?;
         }

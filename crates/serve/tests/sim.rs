@@ -169,6 +169,7 @@ impl Harness {
             monitor_force_up: false,
             parent_r: Some(rfiles[0].clone()),
             limits: transport::Limits::default(),
+            backend: config::Backend::Local,
         };
         Harness {
             disk: SimDisk::new(),

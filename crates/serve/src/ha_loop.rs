@@ -1,0 +1,475 @@
+//! `[serve] backend = "etcd"`: high availability.
+//!
+//! Every server runs the same loop: **standby** until it wins the election,
+//! then **leader** until it stops or loses its lease, then standby again.
+//!
+//! * The standby tails the etcd log every [`POLL`] (the log keys after the
+//!   last one it has, R and the checkpoint when they changed, the leader
+//!   key) and keeps the whole state in memory.  It answers the read-only
+//!   requests (`resource.status`, `resource.sched-status`, `resource.get`)
+//!   from a core built from that state, and every other request with
+//!   EAGAIN "not the leader; the leader is URI".  A read reflects every
+//!   event acknowledged before the standby's last successful poll, which
+//!   began at most [`POLL`] plus one etcd request earlier; when no poll has
+//!   succeeded for the lease TTL, reads are refused too (EAGAIN).
+//! * When the leader key is gone (its lease expired or was revoked) the
+//!   standby campaigns; the winner catches up on the keys written since
+//!   its last poll (nothing else: the log is already in memory), starts
+//!   its core on it (restart, as flux-core does after a restart: agents
+//!   say hello again), and serves.  Each group commit is one guarded etcd
+//!   transaction ([`ha::Etcd::commit`]); a checkpoint is added to the
+//!   transaction every [`CHECKPOINT_EVERY`] events so that a takeover
+//!   replays at most that many events on top of it.
+//! * The leader checks its lease (monotonic clock) before every batch and
+//!   steps down the moment it is not certainly valid: open streams end
+//!   with EAGAIN, the batch waiting is answered by the standby it becomes.
+
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ha::{Etcd, HaError, Leadership, Op, State};
+use roster_core::{Input, Output, Service};
+use rpc::errno::EAGAIN;
+use rpc::uri::Uri;
+use rpc::RpcError;
+use transport::Incoming;
+
+use crate::service_loop::{Backing, Shell};
+use crate::{build_init, now, Control, Plan, ServeError};
+
+/// How often a standby reads what changed in etcd.
+pub const POLL: Duration = Duration::from_millis(100);
+/// The leader adds a checkpoint to a commit after this many events.
+pub const CHECKPOINT_EVERY: usize = 1000;
+
+/// The etcd side of a leader's [`Shell`].
+#[derive(Debug)]
+pub(crate) struct EtcdBacking {
+    etcd: Arc<Etcd>,
+    lead: Leadership,
+    state: State,
+    since_checkpoint: usize,
+}
+
+impl EtcdBacking {
+    /// Why this server may not persist any more.
+    pub(crate) fn lost(&self) -> Option<String> {
+        (!self.lead.is_valid()).then(|| self.lead.why_lost())
+    }
+
+    /// One group commit: the batch's outputs in one guarded transaction.
+    pub(crate) fn persist(&mut self, out: &[Output], core: &Service) -> Result<(), ServeError> {
+        let mut ops = Vec::new();
+        let mut pending = Vec::new();
+        let mut checkpointed = false;
+        for o in out {
+            match o {
+                Output::Persist(ev) => pending.push(ev.clone()),
+                Output::WriteR(v) => {
+                    if !pending.is_empty() {
+                        ops.push(Op::Events(std::mem::take(&mut pending)));
+                    }
+                    ops.push(Op::R(v.to_string()));
+                }
+                Output::WriteCheckpoint(v) => {
+                    if !pending.is_empty() {
+                        ops.push(Op::Events(std::mem::take(&mut pending)));
+                    }
+                    ops.push(Op::Checkpoint(v.clone()));
+                    checkpointed = true;
+                    self.since_checkpoint = 0;
+                }
+                _ => {}
+            }
+        }
+        self.since_checkpoint += pending.len();
+        if !pending.is_empty() {
+            ops.push(Op::Events(pending));
+        }
+        if !checkpointed && self.since_checkpoint >= CHECKPOINT_EVERY {
+            // The core's drain state after this batch: exactly what the
+            // log holds once the transaction is in.
+            ops.push(Op::Checkpoint(core.checkpoint(now())));
+            self.since_checkpoint = 0;
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        self.etcd
+            .commit(&self.lead, &mut self.state, ops)
+            .map_err(|e| match e {
+                HaError::Deposed(why) => ServeError::Deposed(why),
+                e => ServeError::Ha(e),
+            })
+    }
+}
+
+fn settings_of(cfg: &config::EtcdConfig) -> ha::Settings {
+    let ttl = Duration::from_secs_f64(cfg.lease_ttl.ceil());
+    ha::Settings {
+        endpoints: cfg.endpoints.clone(),
+        prefix: cfg.prefix.clone(),
+        ca: cfg.ca.clone(),
+        cert: cfg.cert.clone(),
+        key: cfg.key.clone(),
+        lease_ttl: ttl,
+        timeout: (ttl / 2).min(Duration::from_secs(2)),
+    }
+}
+
+/// This campaign's unique id.
+fn campaign_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{host}:{}:{nanos:x}", std::process::id())
+}
+
+/// Run the daemon on etcd until SIGTERM/SIGINT.
+pub(crate) fn run(
+    plan: &Plan,
+    cfg: &config::EtcdConfig,
+    control: Arc<Control>,
+    ready: impl FnOnce(&[Uri]),
+) -> Result<(), ServeError> {
+    let etcd = Arc::new(Etcd::connect(settings_of(cfg))?);
+    let listen_opts = transport::ListenOptions {
+        token: plan.token.clone(),
+        limits: plan.limits.clone(),
+        ..Default::default()
+    };
+    let listeners = transport::Listeners::bind(&plan.listen, &listen_opts)?;
+    let addresses = listeners.addresses();
+    let advertise = cfg.advertise.clone().unwrap_or_else(|| {
+        addresses
+            .iter()
+            .map(|u| u.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("roster-net")
+        .build()
+        .map_err(ServeError::Runtime)?;
+    let sig_control = Arc::clone(&control);
+    runtime.spawn(async move { crate::watch_signals(sig_control).await });
+    let net = runtime.spawn(listeners.run(tx, stop_rx));
+    ready(&addresses);
+    tracing::info!(
+        "etcd backend: {} prefix {}; advertising {advertise}",
+        cfg.endpoints.join(","),
+        cfg.prefix
+    );
+    let result = serve(plan, &etcd, &advertise, &rx, &control);
+    let _ = stop_tx.send(true);
+    if let Err(e) = runtime.block_on(net).unwrap_or(Ok(())) {
+        tracing::warn!("listeners: {e}");
+    }
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+/// Standby, leader, standby... until stopped.
+fn serve(
+    plan: &Plan,
+    etcd: &Arc<Etcd>,
+    advertise: &str,
+    rx: &Receiver<Incoming>,
+    control: &Control,
+) -> Result<(), ServeError> {
+    let mut state = State::default();
+    let mut carry = Vec::new();
+    loop {
+        let id = campaign_id();
+        let Some(lead) = standby(plan, etcd, &mut state, rx, control, &id, advertise, carry)?
+        else {
+            tracing::info!("stopped (standby)");
+            return Ok(());
+        };
+        tracing::info!(
+            "elected leader (lease {:x}, revision {})",
+            lead.lease_id(),
+            lead.info.create_revision
+        );
+        match leader(plan, etcd, lead, &mut state, rx, control) {
+            Ok(()) => return Ok(()),
+            Err(Deposed { why, unhandled }) => {
+                tracing::error!("stepping down, now a standby: {why}");
+                carry = unhandled;
+                // Whatever was in memory may be ahead of etcd (a batch
+                // refused): read it all again.
+                state = State::default();
+            }
+            Err(Fatal(e)) => return Err(e),
+        }
+    }
+}
+
+enum LeaderEnd {
+    Deposed {
+        why: String,
+        unhandled: Vec<Incoming>,
+    },
+    Fatal(ServeError),
+}
+use LeaderEnd::{Deposed, Fatal};
+
+impl From<ServeError> for LeaderEnd {
+    fn from(e: ServeError) -> Self {
+        match e {
+            ServeError::Deposed(why) => Deposed {
+                why,
+                unhandled: Vec::new(),
+            },
+            ServeError::Ha(HaError::Deposed(why)) => Deposed {
+                why,
+                unhandled: Vec::new(),
+            },
+            e => Fatal(e),
+        }
+    }
+}
+
+/// Lead until stopped (Ok) or deposed.
+fn leader(
+    plan: &Plan,
+    etcd: &Arc<Etcd>,
+    lead: Leadership,
+    state: &mut State,
+    rx: &Receiver<Incoming>,
+    control: &Control,
+) -> Result<(), LeaderEnd> {
+    let started = Instant::now();
+    // Catch up on what was committed since the last poll: nobody can
+    // append any more but us.
+    etcd.sync_truncation(state).map_err(ServeError::Ha)?;
+    etcd.poll(state).map_err(ServeError::Ha)?;
+    let now = now();
+    if let Some(secs) = plan
+        .config
+        .as_ref()
+        .and_then(|c| c.resource.history.seconds())
+    {
+        let cp_ts = store::checkpoint_timestamp(state.checkpoint.as_ref());
+        if let Some(cutoff) = store::history_cutoff(now, Some(secs), cp_ts) {
+            let n = etcd
+                .truncate(&lead, state, |e| e.timestamp < cutoff)
+                .map_err(ServeError::Ha)?;
+            if n > 0 {
+                tracing::info!("etcd log: truncated {n} events older than {cutoff:.6}");
+            }
+        }
+    }
+    let replay_from = state.replay_from();
+    let since_checkpoint = state.events.len() - replay_from.unwrap_or(0);
+    let init = build_init(
+        plan,
+        state.r.as_deref(),
+        state.events.clone(),
+        state.checkpoint.clone(),
+        replay_from,
+        now,
+    )?;
+    let mut out = Vec::new();
+    let core = Service::new(init, &mut out).map_err(ServeError::Start)?;
+    let backing = EtcdBacking {
+        etcd: Arc::clone(etcd),
+        lead,
+        state: std::mem::take(state),
+        since_checkpoint,
+    };
+    let mut shell = Shell::with_backing(core, Backing::Etcd(backing), plan.config_path.clone());
+    shell.persist(&out)?;
+    shell.deliver(out);
+    tracing::info!(
+        "leading: {} events in the log, core ready in {} ms",
+        shell_events(&shell),
+        started.elapsed().as_millis()
+    );
+    match shell.run(rx, control) {
+        Ok(()) => {
+            if let Backing::Etcd(b) = shell.into_backing() {
+                etcd.resign(b.lead);
+                tracing::info!("resigned the leadership");
+            }
+            Ok(())
+        }
+        Err(e) => {
+            let unhandled = std::mem::take(&mut shell.unhandled);
+            match LeaderEnd::from(e) {
+                Deposed { why, .. } => Err(Deposed { why, unhandled }),
+                f => f.into_err(),
+            }
+        }
+    }
+}
+
+impl LeaderEnd {
+    fn into_err(self) -> Result<(), LeaderEnd> {
+        Err(self)
+    }
+}
+
+fn shell_events(shell: &Shell) -> usize {
+    shell.core().journal().len()
+}
+
+/// Topics a standby answers itself.
+fn read_only(topic: &str) -> bool {
+    matches!(
+        topic,
+        "resource.status" | "resource.sched-status" | "resource.get"
+    )
+}
+
+/// Serve as a standby until elected (`Some`) or stopped (`None`).
+#[allow(clippy::too_many_arguments)]
+fn standby(
+    plan: &Plan,
+    etcd: &Etcd,
+    state: &mut State,
+    rx: &Receiver<Incoming>,
+    control: &Control,
+    id: &str,
+    advertise: &str,
+    carry: Vec<Incoming>,
+) -> Result<Option<Leadership>, ServeError> {
+    let ttl = etcd.settings().lease_ttl;
+    let mut read_core: Option<Service> = None;
+    let mut dirty = true;
+    let mut confirmed: Option<Instant> = None;
+    let mut last_poll: Option<Instant> = None;
+    let mut last_warn: Option<Instant> = None;
+    let mut pending: std::collections::VecDeque<Incoming> = carry.into();
+    loop {
+        if control.stop_requested() {
+            return Ok(None);
+        }
+        if last_poll.is_none_or(|t| t.elapsed() >= POLL) {
+            let t = Instant::now();
+            last_poll = Some(t);
+            match etcd.poll(state) {
+                Ok(changed) => {
+                    confirmed = Some(t);
+                    dirty |= changed;
+                    if state.leader.is_none() {
+                        match etcd.campaign(id, advertise) {
+                            Ok(Some(lead)) => {
+                                // Requests already taken are answered
+                                // here; the leader takes the next ones.
+                                for m in pending.drain(..) {
+                                    answer(plan, state, None, m, &mut read_core, &mut dirty);
+                                }
+                                return Ok(Some(lead));
+                            }
+                            Ok(None) => {}
+                            Err(e) => warn_limited(&mut last_warn, &e),
+                        }
+                    }
+                }
+                Err(e @ HaError::Corrupt { .. }) => {
+                    // E.g. the new leader truncated past what we had:
+                    // read everything again.
+                    tracing::warn!("{e}: reloading the state from etcd");
+                    *state = State::default();
+                    dirty = true;
+                }
+                Err(e) => warn_limited(&mut last_warn, &e),
+            }
+        }
+        let msg = match pending.pop_front() {
+            Some(m) => m,
+            None => {
+                let wait = POLL.saturating_sub(last_poll.map_or(POLL, |t| t.elapsed()));
+                match rx.recv_timeout(wait.max(Duration::from_millis(1))) {
+                    Ok(m) => m,
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => return Ok(None),
+                }
+            }
+        };
+        let fresh = confirmed.filter(|t| t.elapsed() < ttl);
+        answer(plan, state, fresh, msg, &mut read_core, &mut dirty);
+    }
+}
+
+fn warn_limited(last: &mut Option<Instant>, e: &HaError) {
+    if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(5)) {
+        tracing::warn!("standby: {e}");
+        *last = Some(Instant::now());
+    }
+}
+
+/// The error a standby gives for requests it does not serve.
+fn redirect(state: &State) -> RpcError {
+    match &state.leader {
+        Some(l) => RpcError::new(EAGAIN, format!("not the leader; the leader is {}", l.uri)),
+        None => RpcError::new(
+            EAGAIN,
+            "not the leader; no leader is elected yet, try again",
+        ),
+    }
+}
+
+/// Answer one message as a standby.  `fresh`: when the state was last
+/// confirmed current (None: too long ago, reads are refused).
+fn answer(
+    plan: &Plan,
+    state: &State,
+    fresh: Option<Instant>,
+    msg: Incoming,
+    read_core: &mut Option<Service>,
+    dirty: &mut bool,
+) {
+    let Incoming::Request { req, replies, slot } = msg else {
+        return;
+    };
+    drop(slot);
+    if !read_only(&req.topic) {
+        let _ = replies.send(Err(redirect(state)));
+        return;
+    }
+    if fresh.is_none() {
+        let _ = replies.send(Err(RpcError::new(
+            EAGAIN,
+            "standby has lost contact with etcd; ask the leader",
+        )));
+        return;
+    }
+    if *dirty || read_core.is_none() {
+        let init = build_init(
+            plan,
+            state.r.as_deref(),
+            state.events.clone(),
+            state.checkpoint.clone(),
+            state.replay_from(),
+            now(),
+        );
+        *read_core = init
+            .ok()
+            .and_then(|init| Service::new(init, &mut Vec::new()).ok());
+        *dirty = false;
+    }
+    let Some(core) = read_core.as_mut() else {
+        let _ = replies.send(Err(RpcError::new(
+            EAGAIN,
+            "standby cannot build its view of the state; ask the leader",
+        )));
+        return;
+    };
+    let mut out = Vec::new();
+    core.handle(now(), Input::Request(req), &mut out);
+    for o in out {
+        if let Output::Reply { reply, .. } = o {
+            let _ = replies.send(reply);
+        }
+    }
+}
