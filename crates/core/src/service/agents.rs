@@ -136,10 +136,10 @@ impl Service {
         self.state.size = size;
         self.state.drain.resize(size);
         self.state.host_ranks.clear();
-        self.state.hosts = Vec::with_capacity(hosts.len());
+        self.state.hosts.clear();
         for (rank, h) in (0..size).zip(hosts) {
             let h: Arc<str> = Arc::from(h.as_str());
-            self.state.hosts.push(Some(h.clone()));
+            self.state.hosts.insert(rank, h.clone());
             self.state.host_ranks.entry(h).or_default().push(rank);
         }
         self.discovered = Some(std::collections::BTreeMap::new());

@@ -61,13 +61,20 @@ impl Service {
         // 2b. Resource groups (RFC 28).
         let groups = svc.state.decode_groups(&init.settings.groups)?;
         svc.acquire = Acquire::new(groups);
-        // 3. Drain state: checkpoint, then the events not older than it.
+        // 3. Drain state: checkpoint, then the events after it: by
+        // position when the checkpoint has one, else by timestamp.
         let mut cp_ts = 0.0;
+        let mut from = None;
         if let Some(cp) = &init.checkpoint {
             cp_ts = svc.restore_checkpoint(cp)?;
+            from = init.replay_from;
         }
         for (i, ev) in stored.iter().enumerate() {
-            if ev.timestamp < cp_ts {
+            let summarised = match from {
+                Some(n) => i < n,
+                None => ev.timestamp < cp_ts,
+            };
+            if summarised {
                 continue;
             }
             svc.replay(i + 1, ev)?;

@@ -12,7 +12,7 @@ use crate::errno::*;
 use crate::journal::TruncateState;
 use hostlist::Hostlist;
 use idset::IdSet;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// What the service knows of its targets.
@@ -21,8 +21,8 @@ pub(super) struct TargetState {
     pub(super) inventory: Option<Inventory>,
     /// Targets `0..size` exist (max of R's ranks + 1).
     pub(super) size: u32,
-    /// Rank → hostname, from R's nodelist.
-    pub(super) hosts: Vec<Option<Arc<str>>>,
+    /// Rank → hostname, from R's nodelist (sparse: R's ranks only).
+    pub(super) hosts: BTreeMap<u32, Arc<str>>,
     /// Hostname → its ranks.
     pub(super) host_ranks: HashMap<Arc<str>, Vec<u32>>,
     pub(super) exclude: IdSet,
@@ -38,7 +38,7 @@ impl TargetState {
         TargetState {
             inventory: None,
             size: 0,
-            hosts: Vec::new(),
+            hosts: BTreeMap::new(),
             host_ranks: HashMap::new(),
             exclude: IdSet::new(),
             drain: DrainTable::new(0),
@@ -96,14 +96,12 @@ impl TargetState {
         let size = max_rank.map_or(0, |r| r + 1).max(self.size);
         self.size = size;
         self.drain.resize(size);
-        self.hosts = vec![None; size as usize];
+        self.hosts.clear();
         self.host_ranks.clear();
         for rank in inv.ranks() {
             if let Some(h) = inv.rset.hostname(rank) {
                 let h: Arc<str> = Arc::from(h);
-                if let Some(slot) = self.hosts.get_mut(rank as usize) {
-                    *slot = Some(h.clone());
-                }
+                self.hosts.insert(rank, h.clone());
                 self.host_ranks.entry(h).or_default().push(rank);
             }
         }
@@ -114,8 +112,10 @@ impl TargetState {
     /// skipped).
     pub(super) fn nodelist_of(&self, ids: &IdSet) -> String {
         let mut hl = Hostlist::new();
-        for r in ids {
-            if let Some(Some(h)) = self.hosts.get(r as usize) {
+        // Walk the known hosts inside each range, not every id: `ids` may
+        // be 0-2147483646 for an R with a few sparse ranks.
+        for &(lo, hi) in ids.ranges() {
+            for h in self.hosts.range(lo..=hi).map(|(_, h)| h) {
                 hl.push(h);
             }
         }
@@ -207,8 +207,8 @@ impl TargetState {
             let host = hosts.get(i);
             let current = match host {
                 None => Some(rank),
-                Some(h) => match self.hosts.get(rank as usize) {
-                    Some(Some(cur)) if **cur == **h => Some(rank),
+                Some(h) => match self.hosts.get(&rank) {
+                    Some(cur) if **cur == **h => Some(rank),
                     _ => self
                         .host_ranks
                         .get(h.as_str())

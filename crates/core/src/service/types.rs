@@ -125,6 +125,12 @@ pub struct Init {
     pub stored_events: Vec<Event>,
     /// The drain checkpoint written at the last clean shutdown.
     pub checkpoint: Option<Value>,
+    /// The checkpoint's position in `stored_events` (the number of events
+    /// it summarises, as the store found it): replay starts at that index,
+    /// whatever the timestamps say.  `None` (a checkpoint from an older
+    /// version, or one that does not match the log): replay the events not
+    /// older than the checkpoint's timestamp, as before.
+    pub replay_from: Option<usize>,
     /// Without an inventory: the expected hosts (rank i = host i); R is
     /// assembled from the agents' reports (`dynamic-discovery`).
     pub discover_hosts: Option<Vec<String>>,
