@@ -19,7 +19,7 @@ pub mod session;
 mod sim;
 
 use idset::IdSet;
-use rpc::errno::{EEXIST, EINVAL, ENOENT, EPERM, EPROTO};
+use rpc::errno::{EAGAIN, EEXIST, EINVAL, ENOENT, EPERM, EPROTO};
 use rpc::uri::Uri;
 use rpc::RpcError;
 use serde_json::{json, Value};
@@ -90,6 +90,10 @@ pub fn local_r(hostname: &str, cores: &IdSet, gpus: &IdSet) -> Result<Value, Age
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     pub uri: Uri,
+    /// The other servers of a highly available service (etcd backend),
+    /// tried in turn when `uri` cannot be reached; a standby's redirect
+    /// ("not the leader; the leader is URI") is followed at once.
+    pub others: Vec<Uri>,
     pub token: Option<String>,
     pub hostname: String,
     /// Its local R (see [`local_r`]); `None` skips verification.
@@ -155,6 +159,8 @@ impl Control {
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Backoff bound while the servers answer "not the leader" (failover).
+const BACKOFF_NO_LEADER: Duration = Duration::from_millis(500);
 /// How many EEXIST refusals in a row are retried.
 const EEXIST_RETRIES: u32 = 3;
 
@@ -178,7 +184,7 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     }
 }
 
-async fn open(cfg: &AgentConfig, ctl: &Control) -> Result<(Session, Value), AgentError> {
+async fn open(cfg: &AgentConfig, uri: &Uri, ctl: &Control) -> Result<(Session, Value), AgentError> {
     let _permit = match &ctl.gate {
         Some(g) => Some(
             g.clone()
@@ -188,7 +194,7 @@ async fn open(cfg: &AgentConfig, ctl: &Control) -> Result<(Session, Value), Agen
         ),
         None => None,
     };
-    Session::open(&cfg.uri, cfg.token.as_deref(), &cfg.hello()).await
+    Session::open(uri, cfg.token.as_deref(), &cfg.hello()).await
 }
 
 /// Run one agent until `ctl.stop` (then leave cleanly, `Ok`) or a
@@ -205,11 +211,37 @@ pub async fn run(
     // has not yet seen it drop) is refused with EEXIST: retry a few times
     // before believing another agent owns it.
     let mut claimed = 0;
+    let servers: Vec<Uri> = std::iter::once(cfg.uri.clone())
+        .chain(cfg.others.iter().cloned())
+        .collect();
+    let mut current = cfg.uri.clone();
+    let mut next_server = 1usize;
     loop {
         let opened = tokio::select! {
-            r = open(cfg, &ctl) => r,
+            r = open(cfg, &current, &ctl) => r,
             _ = stopped(&mut stop) => return Ok(()),
         };
+        // A standby names the leader: go there at once (same rank: the
+        // rank comes from the hostname).
+        if let Err(AgentError::Refused(e)) = &opened {
+            if let Some(leader) = e
+                .errstr
+                .as_deref()
+                .and_then(rpc::uri::leader_redirect)
+                .and_then(|l| l.into_iter().next())
+            {
+                if leader != current {
+                    current = leader;
+                    continue;
+                }
+            }
+        }
+        let no_leader = matches!(&opened, Err(AgentError::Refused(e)) if e.errnum == EAGAIN);
+        if servers.len() > 1 && opened.is_err() {
+            // Unreachable or not the leader: the next server, next time.
+            current = servers[next_server % servers.len()].clone();
+            next_server += 1;
+        }
         match opened {
             Ok((session, welcome)) => {
                 backoff = BACKOFF_MIN;
@@ -291,6 +323,11 @@ pub async fn run(
             _ = stopped(&mut stop) => return Ok(()),
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
+        if no_leader || servers.len() > 1 {
+            // A failover in progress (or a server of several down): look
+            // again soon.
+            backoff = backoff.min(BACKOFF_NO_LEADER);
+        }
     }
 }
 

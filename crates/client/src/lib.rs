@@ -115,7 +115,14 @@ pub(crate) fn io_text(e: &io::Error) -> String {
 pub struct Client {
     uri: Uri,
     token: Option<String>,
+    /// Every server of a highly available service, in the order tried
+    /// (`uri` first); empty for one server.
+    others: Vec<Uri>,
 }
+
+/// How long a client of several servers keeps trying them (and following
+/// a standby's redirect) while no leader answers: a failover.
+pub const FAILOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -147,7 +154,92 @@ pub fn read_token_file(path: &Path) -> Result<String, ClientError> {
 impl Client {
     /// A client of the service at `uri`, without a token.
     pub fn new(uri: Uri) -> Client {
-        Client { uri, token: None }
+        Client {
+            uri,
+            token: None,
+            others: Vec::new(),
+        }
+    }
+
+    /// A client of a highly available service: `uris` are its servers,
+    /// tried in order; a standby's "not the leader; the leader is URI"
+    /// answer is followed.  Panics never; an empty list is the default
+    /// socket's service.
+    pub fn with_uris(uris: Vec<Uri>) -> Client {
+        let mut it = uris.into_iter();
+        let uri = it
+            .next()
+            .unwrap_or_else(|| rpc::uri::Env::from_process().default_uri());
+        Client {
+            uri,
+            token: None,
+            others: it.collect(),
+        }
+    }
+
+    /// Every server this client tries, in order.
+    pub fn uris(&self) -> Vec<Uri> {
+        std::iter::once(self.uri.clone())
+            .chain(self.others.iter().cloned())
+            .collect()
+    }
+
+    /// Run `call` on the servers until one answers.  With one server: a
+    /// standby's redirect is followed once.  With several: refused
+    /// connections and EAGAIN answers move on to the next server (the
+    /// leader named by a redirect first), for up to [`FAILOVER_WAIT`].
+    /// Other errors, including a connection lost mid-call (the request
+    /// may have been handled), are returned at once.
+    async fn failover<T, F, Fut>(&self, call: F) -> Result<T, ClientError>
+    where
+        F: Fn(Uri) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClientError>>,
+    {
+        let redirect = |e: &ClientError| match e {
+            ClientError::Rpc(r) if r.errnum == rpc::errno::EAGAIN => {
+                Some(r.errstr.as_deref().and_then(rpc::uri::leader_redirect))
+            }
+            _ => None,
+        };
+        if self.others.is_empty() {
+            let err = match call(self.uri.clone()).await {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            return match redirect(&err) {
+                Some(Some(list)) if !list.contains(&self.uri) => call(list[0].clone()).await,
+                _ => Err(err),
+            };
+        }
+        let deadline = std::time::Instant::now() + FAILOVER_WAIT;
+        let mut queue: std::collections::VecDeque<Uri> = self.uris().into();
+        loop {
+            let Some(uri) = queue.pop_front() else {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                queue = self.uris().into();
+                continue;
+            };
+            let err = match call(uri.clone()).await {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            let retry = match (&err, redirect(&err)) {
+                (_, Some(Some(list))) => {
+                    for u in list.into_iter().rev() {
+                        if u != uri {
+                            queue.retain(|q| *q != u);
+                            queue.push_front(u);
+                        }
+                    }
+                    true
+                }
+                (_, Some(None)) | (ClientError::Connect { .. }, _) => true,
+                _ => false,
+            };
+            if !retry || std::time::Instant::now() >= deadline {
+                return Err(err);
+            }
+        }
     }
 
     /// Send `Authorization: Bearer <token>` (needed for the owner role
@@ -165,7 +257,8 @@ impl Client {
         explicit_uri: Option<&str>,
         token_file: Option<&Path>,
     ) -> Result<Client, ClientError> {
-        let uri = rpc::uri::client_uri(explicit_uri).map_err(ClientError::Uri)?;
+        let uris = rpc::uri::client_uris(explicit_uri).map_err(ClientError::Uri)?;
+        let Client { uri, others, .. } = Client::with_uris(uris);
         let env_file = std::env::var_os(TOKEN_FILE_ENV)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
@@ -173,7 +266,7 @@ impl Client {
             Some(p) => Some(read_token_file(&p)?),
             None => None,
         };
-        Ok(Client { uri, token })
+        Ok(Client { uri, token, others })
     }
 
     /// The service URI.
@@ -184,16 +277,24 @@ impl Client {
     /// One request, one reply.  `Value::Null` means no payload, both in
     /// the request and in the returned reply.
     pub async fn rpc(&self, topic: &str, payload: Value) -> Result<Value, ClientError> {
-        let ex = Exchange::start(&self.uri, self.token.as_deref(), topic, &payload, false).await?;
-        ex.reply().await
+        let payload = &payload;
+        self.failover(|uri| async move {
+            let ex = Exchange::start(&uri, self.token.as_deref(), topic, payload, false).await?;
+            ex.reply().await
+        })
+        .await
     }
 
     /// A streaming request.  An error the service answers before the
     /// stream starts (authentication, bad topic...) is returned here;
     /// afterwards see [`ReplyStream::next`].
     pub async fn stream(&self, topic: &str, payload: Value) -> Result<ReplyStream, ClientError> {
-        let ex = Exchange::start(&self.uri, self.token.as_deref(), topic, &payload, true).await?;
-        ex.into_stream().await
+        let payload = &payload;
+        self.failover(|uri| async move {
+            let ex = Exchange::start(&uri, self.token.as_deref(), topic, payload, true).await?;
+            ex.into_stream().await
+        })
+        .await
     }
 
     /// `resource.status`: `{R, drain, online, offline, exclude, torpid}`

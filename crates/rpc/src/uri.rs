@@ -135,14 +135,46 @@ impl Env {
 
 /// The URI a client uses: the explicit one, else `$ROSTER_URI`, else the
 /// embedded default's socket.
+/// (The first of a comma list: see [`client_uris`].)
 pub fn client_uri(explicit: Option<&str>) -> Result<Uri, UriError> {
-    if let Some(u) = explicit {
-        return Uri::parse(u);
+    client_uris(explicit).map(|mut l| l.swap_remove(0))
+}
+
+/// The URIs a client uses (high availability: `--uri` / `$ROSTER_URI`
+/// may be a comma list of the servers, tried in order): the explicit
+/// list, else `$ROSTER_URI`, else the embedded default's socket.
+pub fn client_uris(explicit: Option<&str>) -> Result<Vec<Uri>, UriError> {
+    match explicit {
+        Some(u) => parse_list(u),
+        None => match std::env::var(URI_ENV) {
+            Ok(u) if !u.is_empty() => parse_list(&u),
+            _ => Ok(vec![Env::from_process().default_uri()]),
+        },
     }
-    match std::env::var(URI_ENV) {
-        Ok(u) if !u.is_empty() => Uri::parse(&u),
-        _ => Ok(Env::from_process().default_uri()),
+}
+
+/// A comma-separated list of URIs (empty items are skipped; at least one).
+pub fn parse_list(s: &str) -> Result<Vec<Uri>, UriError> {
+    let list = s
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(Uri::parse)
+        .collect::<Result<Vec<_>, _>>()?;
+    if list.is_empty() {
+        return Uri::parse(s).map(|u| vec![u]);
     }
+    Ok(list)
+}
+
+/// The text a standby server (etcd backend) puts before the leader's URIs
+/// in its EAGAIN answer to a request only the leader serves.
+pub const NOT_LEADER: &str = "not the leader; the leader is ";
+
+/// The leader named by a standby's EAGAIN answer ([`NOT_LEADER`]), if
+/// `message` is one.
+pub fn leader_redirect(message: &str) -> Option<Vec<Uri>> {
+    parse_list(message.strip_prefix(NOT_LEADER)?).ok()
 }
 
 /// The real uid of this process (owner of `/proc/self`).
@@ -156,6 +188,31 @@ pub fn current_uid() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lists_and_redirects() {
+        let l = parse_list("unix:///a.sock, tcp://127.0.0.1:8050,").unwrap();
+        assert_eq!(
+            l,
+            vec![
+                Uri::Unix("/a.sock".into()),
+                Uri::Tcp {
+                    host: "127.0.0.1".into(),
+                    port: 8050
+                }
+            ]
+        );
+        assert!(parse_list("unix:///a.sock,bogus").is_err());
+        assert!(parse_list(",").is_err());
+        assert_eq!(
+            leader_redirect("not the leader; the leader is unix:///b.sock"),
+            Some(vec![Uri::Unix("/b.sock".into())])
+        );
+        assert_eq!(
+            leader_redirect("not the leader; no leader is elected yet, try again"),
+            None
+        );
+    }
 
     #[test]
     fn parse_forms() {

@@ -106,6 +106,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
     let client = client::Client::from_env(args.uri.as_deref(), args.token_file.as_deref())
         .map_err(|e| e.to_string())?;
     let uri = client.uri().clone();
+    let others: Vec<rpc::uri::Uri> = client.uris().into_iter().skip(1).collect();
     let token_file = args.token_file.clone().or_else(|| {
         std::env::var_os(client::TOKEN_FILE_ENV)
             .filter(|v| !v.is_empty())
@@ -164,6 +165,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         };
         let cfg = SimConfig {
             uri,
+            others,
             token,
             hosts,
             cores,
@@ -226,6 +228,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
     };
     let cfg = AgentConfig {
         uri,
+        others,
         token,
         hostname,
         r,
