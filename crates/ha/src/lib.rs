@@ -21,7 +21,7 @@
 //!   retried while the lease is still ours; the retry recognises its own
 //!   earlier success (same key, same value), so a batch is never applied
 //!   twice.
-//! * The leader's lease is kept alive every TTL/3; [`Leadership::is_valid`]
+//! * The leader's lease is kept alive every TTL/4; [`Leadership::is_valid`]
 //!   turns false, by the monotonic clock, TTL after the last keepalive
 //!   *sent* that etcd acknowledged: etcd cannot expire the lease before
 //!   that moment, so the old leader stops acting before a new one can be
@@ -729,6 +729,17 @@ impl Etcd {
         Ok(idx)
     }
 
+    /// (this member's id, the raft leader's id) as the member answering
+    /// says: with a one-endpoint connection, whether that member leads.
+    pub fn member_status(&self) -> Result<(u64, u64), HaError> {
+        let mut client = self.client.clone();
+        let s = self
+            .rt
+            .block_on(client.status())
+            .map_err(etcd_err("status"))?;
+        Ok((s.header().map_or(0, |h| h.member_id()), s.leader()))
+    }
+
     /// Everything under the prefix as (key, value) text, for tests and
     /// tools.
     pub fn dump(&self) -> Result<Vec<(String, String)>, HaError> {
@@ -761,7 +772,7 @@ async fn keepalive(
     deadline: Arc<Mutex<Instant>>,
     lost: Arc<AtomicBool>,
 ) {
-    let period = ttl / 3;
+    let period = ttl / 4;
     let mut stream = None;
     loop {
         if stream.is_none() {

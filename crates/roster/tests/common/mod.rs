@@ -1,6 +1,8 @@
 //! A real `roster serve` on a temporary directory, for integration tests.
 #![allow(dead_code)]
 
+pub mod etcd;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

@@ -1,0 +1,288 @@
+//! High availability on etcd with real processes: a 3-member etcd cluster
+//! on loopback ([`common::etcd`]), two `roster serve` on the etcd backend.
+//!
+//! Needs Debian's `etcd-server`: without it the tests are skipped loudly,
+//! unless `CI=true`, where they fail.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::etcd::{cluster, EtcdCluster};
+use common::{try_start, Daemon, Scratch};
+use serde_json::{json, Value};
+
+fn config(etcd: &EtcdCluster, prefix: &str) -> String {
+    format!(
+        r#"[[resource.config]]
+hosts = "node[0-15]"
+cores = "0-3"
+
+[resource]
+noverify = true
+
+[serve]
+backend = "etcd"
+etcd-endpoints = {}
+etcd-prefix = "{prefix}"
+"#,
+        etcd.endpoints_toml()
+    )
+}
+
+fn server(s: &Scratch, etcd: &EtcdCluster, prefix: &str) -> Daemon {
+    try_start(s, &config(etcd, prefix), &[])
+        .unwrap_or_else(|log| panic!("roster serve (etcd) did not start:\n{log}"))
+}
+
+/// The leader's URI as etcd says.
+fn leader_uri(etcd: &EtcdCluster, prefix: &str) -> Option<String> {
+    etcd.client(prefix).load().ok()?.leader.map(|l| l.uri)
+}
+
+fn wait_leader(etcd: &EtcdCluster, prefix: &str, uri: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if leader_uri(etcd, prefix).as_deref() == Some(uri) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!(
+        "{uri} did not become the leader (leader: {:?})",
+        leader_uri(etcd, prefix)
+    );
+}
+
+/// A drain through the client library with a list of servers.
+fn drain(uris: &str, targets: &str, reason: &str) -> Result<Value, client::ClientError> {
+    client::blocking::Client::from_env(Some(uris), None)
+        .expect("client")
+        .rpc(
+            "resource.drain",
+            json!({"targets": targets, "reason": reason}),
+        )
+}
+
+/// A drain over raw HTTP to one server (no redirect following): the
+/// whole response text.
+fn raw_drain(sock: &Path, targets: &str, reason: &str) -> String {
+    let body = json!({"targets": targets, "reason": reason}).to_string();
+    let mut s = std::os::unix::net::UnixStream::connect(sock).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(60))).ok();
+    write!(
+        s,
+        "POST /v1/resource.drain HTTP/1.1\r\nHost: roster\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write request");
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        let text = String::from_utf8_lossy(&buf);
+        if let Some(i) = text.find("\r\n\r\n") {
+            let len = text[..i]
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if buf.len() >= i + 4 + len {
+                break;
+            }
+        }
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Every drain event in the etcd log: (idset, reason).
+fn logged_drains(etcd: &EtcdCluster, prefix: &str) -> Vec<(String, String)> {
+    let c = etcd.client(prefix);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let st = loop {
+        match c.load() {
+            Ok(st) => break st,
+            Err(e) if Instant::now() > deadline => panic!("etcd load: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
+    st.events
+        .iter()
+        .filter(|e| e.name == "drain")
+        .map(|e| {
+            (
+                e.get("idset")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                e.get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+fn drained_of(d: &Daemon) -> idset::IdSet {
+    let st = d.rpc("resource.status", json!({})).expect("status");
+    let mut ids = idset::IdSet::new();
+    if let Some(o) = st.get("drain").and_then(Value::as_object) {
+        for k in o.keys() {
+            ids.add(&idset::IdSet::parse(k).expect("drain key"));
+        }
+    }
+    ids
+}
+
+#[test]
+fn leader_kill_standby_takes_over_without_losing_a_drain() {
+    let Some(etcd) = cluster("leader-kill") else {
+        return;
+    };
+    let prefix = "/leader-kill";
+    let sa = Scratch::new("ha-a");
+    let sb = Scratch::new("ha-b");
+    let mut a = server(&sa, &etcd, prefix);
+    wait_leader(&etcd, prefix, &a.uri, Duration::from_secs(10));
+    let b = server(&sb, &etcd, prefix);
+    let both = format!("{},{}", a.uri, b.uri);
+
+    // The standby refuses mutations naming the leader, serves reads.
+    let answer = raw_drain(&b.sock, "9", "to the standby");
+    assert!(
+        answer.contains(&format!("not the leader; the leader is {}", a.uri)),
+        "standby's answer: {answer}"
+    );
+    assert!(b.rpc("resource.status", json!({})).is_ok());
+
+    let mut acked = Vec::new();
+    for r in 0..4 {
+        drain(&both, &r.to_string(), "before").expect("drain before the kill");
+        acked.push(r);
+    }
+    a.crash();
+    let t0 = Instant::now();
+    let mut first = None;
+    while first.is_none() && t0.elapsed() < Duration::from_secs(30) {
+        if drain(&both, "4", "after").is_ok() {
+            first = Some(t0.elapsed());
+        }
+    }
+    let took = first.expect("no drain accepted within 30 s of the leader's SIGKILL");
+    eprintln!("first drain accepted {took:?} after SIGKILL of the leader");
+    acked.push(4);
+    for r in 5..7 {
+        drain(&both, &r.to_string(), "after").expect("drain after the takeover");
+        acked.push(r);
+    }
+    assert_eq!(leader_uri(&etcd, prefix).as_deref(), Some(b.uri.as_str()));
+    // No acknowledged drain lost: in the new leader's state and in etcd.
+    let status_ids = drained_of(&b);
+    let drained = status_ids.encode();
+    let logged = logged_drains(&etcd, prefix);
+    for r in &acked {
+        assert!(
+            status_ids.contains(*r),
+            "rank {r} acknowledged but not drained on the new leader ({drained})"
+        );
+        assert!(
+            logged.iter().any(|(ids, _)| ids == &r.to_string()),
+            "rank {r} acknowledged but not in the etcd log: {logged:?}"
+        );
+    }
+    assert!(!logged.iter().any(|(_, why)| why == "to the standby"));
+}
+
+#[test]
+fn etcd_member_kill_service_continues() {
+    let Some(mut etcd) = cluster("member-kill") else {
+        return;
+    };
+    let prefix = "/member-kill";
+    let sa = Scratch::new("ha-m");
+    let a = server(&sa, &etcd, prefix);
+    wait_leader(&etcd, prefix, &a.uri, Duration::from_secs(10));
+    drain(&a.uri, "0", "before").expect("drain");
+    // A follower member: etcd keeps its quorum and its raft leader, so
+    // the service must not notice beyond one request timeout.  (Killing
+    // the raft leader makes etcd elect another, 1-2 s with its default
+    // election timeout: see bench/ha.sh for that figure.)
+    let m = (etcd.raft_leader() + 1) % 3;
+    etcd.kill_member(m);
+    for r in 1..6 {
+        let t = Instant::now();
+        drain(&a.uri, &r.to_string(), "member down")
+            .unwrap_or_else(|e| panic!("drain {r} after killing member {m}: {e}"));
+        let took = t.elapsed();
+        eprintln!("drain {r} with member {m} down: {took:?}");
+        assert!(
+            took < Duration::from_secs(5),
+            "drain {r} took {took:?} with one follower down"
+        );
+    }
+    assert!(
+        !a.log_text().contains("stepping down"),
+        "the leader lost its lease over one etcd member: {}",
+        a.log_text()
+    );
+    let logged = logged_drains(&etcd, prefix);
+    for r in 0..6 {
+        assert!(
+            logged.iter().any(|(ids, _)| ids == &r.to_string()),
+            "rank {r} not in the etcd log: {logged:?}"
+        );
+    }
+}
+
+#[test]
+fn paused_leader_past_its_lease_never_appends() {
+    let Some(etcd) = cluster("partition") else {
+        return;
+    };
+    let prefix = "/partition";
+    let sa = Scratch::new("ha-p1");
+    let sb = Scratch::new("ha-p2");
+    let a = server(&sa, &etcd, prefix);
+    wait_leader(&etcd, prefix, &a.uri, Duration::from_secs(10));
+    let b = server(&sb, &etcd, prefix);
+    drain(&a.uri, "0", "from the first leader").expect("drain");
+    let pid = a.child.as_ref().expect("running").id() as i32;
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    // A request reaches the paused leader's socket and waits there.
+    let sock = a.sock.clone();
+    let waiting = std::thread::spawn(move || raw_drain(&sock, "7", "sent to the paused leader"));
+    // B takes over once A's lease expires.
+    wait_leader(&etcd, prefix, &b.uri, Duration::from_secs(20));
+    let answer = raw_drain(&b.sock, "1", "from the new leader");
+    assert!(answer.starts_with("HTTP/1.1 200"), "new leader: {answer}");
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let answer = waiting.join().expect("request thread");
+    assert!(
+        answer.contains("not the leader") || answer.contains("lost the leadership"),
+        "the old leader must refuse after its lease is gone: {answer}"
+    );
+    // Another request to the old leader after it resumed: redirected.
+    let again = raw_drain(&a.sock, "8", "sent to the old leader");
+    assert!(
+        again.contains(&format!("not the leader; the leader is {}", b.uri)),
+        "old leader after SIGCONT: {again}"
+    );
+    let logged = logged_drains(&etcd, prefix);
+    assert!(
+        !logged.iter().any(|(_, why)| why.starts_with("sent to")),
+        "the deposed leader appended: {logged:?}"
+    );
+    assert!(logged.iter().any(|(ids, _)| ids == "1"));
+    assert!(a.log_text().contains("stepping down"), "{}", a.log_text());
+}
