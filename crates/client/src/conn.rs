@@ -20,22 +20,43 @@ use serde_json::Value;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Largest non-streaming reply body, and largest single stream line.
 const MAX_REPLY: usize = 1 << 30;
 
-/// A Unix or TCP stream.
+/// A Unix, TCP or TLS stream.
 #[derive(Debug)]
 enum Stream {
     Unix(tokio::net::UnixStream),
     Tcp(tokio::net::TcpStream),
+    Tls(Box<tls::client::TlsStream<tokio::net::TcpStream>>),
 }
 
 impl Stream {
-    async fn connect(uri: &Uri) -> io::Result<Stream> {
+    async fn connect(
+        uri: &Uri,
+        tls_config: Option<&Arc<tls::rustls::ClientConfig>>,
+    ) -> io::Result<Stream> {
         match uri {
+            Uri::Tls { host, port } => {
+                let Some(cfg) = tls_config else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "tls:// needs a CA certificate (--ca or ROSTER_CA)",
+                    ));
+                };
+                let name = tls::server_name(host)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+                let s = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+                let _ = s.set_nodelay(true);
+                let s = tls::TlsConnector::from(Arc::clone(cfg))
+                    .connect(name, s)
+                    .await?;
+                Ok(Stream::Tls(Box::new(s)))
+            }
             Uri::Unix(path) => tokio::net::UnixStream::connect(path)
                 .await
                 .map(Stream::Unix),
@@ -61,6 +82,7 @@ impl AsyncRead for Stream {
         match self.get_mut() {
             Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -74,6 +96,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -81,6 +104,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Unix(s) => Pin::new(s).poll_flush(cx),
             Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
@@ -88,6 +112,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }
@@ -154,6 +179,7 @@ pub(crate) struct Exchange {
 impl Exchange {
     pub(crate) async fn start(
         uri: &Uri,
+        tls_config: Option<&Arc<tls::rustls::ClientConfig>>,
         token: Option<&str>,
         topic: &str,
         payload: &Value,
@@ -168,7 +194,9 @@ impl Exchange {
             uri: uri.clone(),
             source,
         };
-        let stream = Stream::connect(uri).await.map_err(connect_err)?;
+        let stream = Stream::connect(uri, tls_config)
+            .await
+            .map_err(connect_err)?;
         let (send, driver) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(hyper_err)?;
@@ -178,6 +206,7 @@ impl Exchange {
         };
         let host = match uri {
             Uri::Tcp { .. } => uri.to_string().trim_start_matches("tcp://").to_string(),
+            Uri::Tls { .. } => uri.to_string().trim_start_matches("tls://").to_string(),
             _ => "localhost".to_string(),
         };
         let body = wire::body_of(payload);

@@ -1,5 +1,6 @@
-//! Service addresses: `unix:///path/to.sock`, `tcp://HOST:PORT`, and
-//! `flux:///path/to.sock` (the Flux local-connector listener), plus the
+//! Service addresses: `unix:///path/to.sock`, `tls://HOST:PORT`,
+//! `tcp://HOST:PORT` (loopback only) and `flux:///path/to.sock` (the Flux
+//! local-connector listener), plus the
 //! default locations of the embedded default instance.
 
 use std::fmt;
@@ -12,20 +13,26 @@ pub const URI_ENV: &str = "ROSTER_URI";
 pub enum Uri {
     /// HTTP over a Unix socket; peer credentials decide the role.
     Unix(PathBuf),
-    /// HTTP over TCP; the owner role needs the bearer token.
+    /// HTTP over plain TCP (listeners: loopback addresses only); the
+    /// bearer token decides the role.
     Tcp { host: String, port: u16 },
+    /// HTTP over TLS on TCP; the client certificate or the bearer token
+    /// decides the role.
+    Tls { host: String, port: u16 },
     /// Flux's local connector protocol over a Unix socket.
     Flux(PathBuf),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UriError {
-    #[error("invalid URI '{0}': expected unix:///PATH, tcp://HOST:PORT or flux:///PATH")]
+    #[error(
+        "invalid URI '{0}': expected unix:///PATH, tls://HOST:PORT, tcp://HOST:PORT or flux:///PATH"
+    )]
     Scheme(String),
     #[error("invalid URI '{0}': the socket path must be absolute")]
     RelativePath(String),
-    #[error("invalid URI '{0}': expected tcp://HOST:PORT with a port in 1-65535")]
-    Port(String),
+    #[error("invalid URI '{0}': expected {1}://HOST:PORT with a port in 1-65535")]
+    Port(String, &'static str),
 }
 
 impl Uri {
@@ -37,25 +44,30 @@ impl Uri {
             return Ok(Uri::Flux(abs_path(s, p)?));
         }
         if let Some(hp) = s.strip_prefix("tcp://") {
-            let hp = hp.strip_suffix('/').unwrap_or(hp);
-            let (host, port) = hp
-                .rsplit_once(':')
-                .ok_or_else(|| UriError::Port(s.into()))?;
-            let host = host
-                .strip_prefix('[')
-                .and_then(|h| h.strip_suffix(']'))
-                .unwrap_or(host);
-            let port: u16 = port.parse().map_err(|_| UriError::Port(s.into()))?;
-            if host.is_empty() || port == 0 {
-                return Err(UriError::Port(s.into()));
-            }
-            return Ok(Uri::Tcp {
-                host: host.to_string(),
-                port,
-            });
+            let (host, port) = host_port(s, hp, "tcp")?;
+            return Ok(Uri::Tcp { host, port });
+        }
+        if let Some(hp) = s.strip_prefix("tls://") {
+            let (host, port) = host_port(s, hp, "tls")?;
+            return Ok(Uri::Tls { host, port });
         }
         Err(UriError::Scheme(s.into()))
     }
+}
+
+fn host_port(whole: &str, hp: &str, scheme: &'static str) -> Result<(String, u16), UriError> {
+    let bad = || UriError::Port(whole.into(), scheme);
+    let hp = hp.strip_suffix('/').unwrap_or(hp);
+    let (host, port) = hp.rsplit_once(':').ok_or_else(bad)?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if host.is_empty() || port == 0 {
+        return Err(bad());
+    }
+    Ok((host.to_string(), port))
 }
 
 fn abs_path(whole: &str, p: &str) -> Result<PathBuf, UriError> {
@@ -72,6 +84,8 @@ impl fmt::Display for Uri {
             Uri::Flux(p) => write!(f, "flux://{}", p.display()),
             Uri::Tcp { host, port } if host.contains(':') => write!(f, "tcp://[{host}]:{port}"),
             Uri::Tcp { host, port } => write!(f, "tcp://{host}:{port}"),
+            Uri::Tls { host, port } if host.contains(':') => write!(f, "tls://[{host}]:{port}"),
+            Uri::Tls { host, port } => write!(f, "tls://{host}:{port}"),
         }
     }
 }
@@ -189,11 +203,31 @@ mod tests {
             Uri::parse("unix://rel"),
             Err(UriError::RelativePath(_))
         ));
-        assert!(matches!(Uri::parse("tcp://host"), Err(UriError::Port(_))));
-        assert!(matches!(Uri::parse("tcp://host:0"), Err(UriError::Port(_))));
-        assert!(matches!(Uri::parse("tcp://:80"), Err(UriError::Port(_))));
+        assert!(matches!(Uri::parse("tcp://host"), Err(UriError::Port(..))));
+        assert!(matches!(
+            Uri::parse("tcp://host:0"),
+            Err(UriError::Port(..))
+        ));
+        assert!(matches!(Uri::parse("tcp://:80"), Err(UriError::Port(..))));
         assert!(matches!(Uri::parse("http://x"), Err(UriError::Scheme(_))));
-        for s in ["unix:///a/b", "tcp://h:1", "flux:///c"] {
+        assert_eq!(
+            Uri::parse("tls://head:8050").unwrap(),
+            Uri::Tls {
+                host: "head".into(),
+                port: 8050
+            }
+        );
+        assert_eq!(
+            Uri::parse("tls://h").unwrap_err().to_string(),
+            "invalid URI 'tls://h': expected tls://HOST:PORT with a port in 1-65535"
+        );
+        for s in [
+            "unix:///a/b",
+            "tcp://h:1",
+            "tls://h:2",
+            "tls://[::1]:3",
+            "flux:///c",
+        ] {
             assert_eq!(Uri::parse(s).unwrap().to_string(), s);
         }
     }

@@ -60,7 +60,7 @@ impl FluxCtx {
 }
 
 /// Who the peer is, fixed at accept time.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Cred {
     userid: u32,
     role: Role,
@@ -109,7 +109,7 @@ pub(crate) async fn serve_connection(
     let mut conn = Conn {
         id: next_conn_id(),
         used: false,
-        cred,
+        cred: cred.clone(),
         ctx,
         local_uri,
         out,
@@ -295,7 +295,7 @@ impl Conn {
             matchtag: msg.matchtag(),
             routes: msg.routes.clone().unwrap_or_default(),
             streaming: msg.has_flag(flag::STREAMING),
-            cred: self.cred,
+            cred: self.cred.clone(),
         };
         let respond = !msg.has_flag(flag::NORESPONSE);
         let topic = head.topic.as_str();
@@ -352,7 +352,7 @@ impl Conn {
             topic: head.topic.clone(),
             payload,
             streaming: head.streaming,
-            role: self.cred.role,
+            role: self.cred.role.clone(),
             userid: Some(self.cred.userid),
         };
         if self
@@ -417,7 +417,7 @@ impl Conn {
         }
         // hostlist and size come from the service's R.
         let ctx = Arc::clone(&self.ctx);
-        let role = self.cred.role;
+        let role = self.cred.role.clone();
         let out = self.out.clone();
         self.tasks.spawn(async move {
             let r = hosts_of_service(&ctx, role).await.map(|hosts| {

@@ -61,9 +61,9 @@ impl Fake {
                         let _ = tx.send(Ok(req.payload.into()));
                     }
                     "test.role" => {
-                        let role = match req.role {
-                            Role::Owner => "owner",
-                            Role::Guest => "guest",
+                        let role = match &req.role {
+                            Role::Agent(h) => format!("agent:{h}"),
+                            r => r.name().to_string(),
                         };
                         let _ = tx.send(Ok(json!({
                             "role": role, "userid": req.userid,
