@@ -28,6 +28,7 @@ mod conn;
 mod status;
 
 use conn::Exchange;
+pub use conn::Connection;
 use rpc::uri::{Uri, UriError};
 use rpc::RpcError;
 use serde_json::{json, Map, Value};
@@ -322,6 +323,11 @@ impl Client {
     /// The service URI.
     pub fn uri(&self) -> &Uri {
         &self.uri
+    }
+
+    /// A connection kept open for many requests (see [`Connection`]).
+    pub async fn connect(&self) -> Result<Connection, ClientError> {
+        Connection::open(&self.uri, self.tls.as_ref(), self.token.as_deref()).await
     }
 
     /// The TLS configuration (for `tls://`).
