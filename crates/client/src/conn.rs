@@ -228,7 +228,9 @@ fn build_request(
     }
     if let Some(t) = token {
         let v = HeaderValue::from_str(&format!("Bearer {t}")).map_err(|_| {
-            ClientError::Protocol("the token contains characters not allowed in HTTP headers".into())
+            ClientError::Protocol(
+                "the token contains characters not allowed in HTTP headers".into(),
+            )
         })?;
         req = req.header(wire::AUTH_HEADER, v);
     }

@@ -27,8 +27,8 @@ pub mod blocking;
 mod conn;
 mod status;
 
-use conn::Exchange;
 pub use conn::Connection;
+use conn::Exchange;
 use rpc::uri::{Uri, UriError};
 use rpc::RpcError;
 use serde_json::{json, Map, Value};

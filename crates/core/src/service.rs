@@ -38,7 +38,7 @@ use crate::monitor::Monitor;
 use eventlog::Event;
 use hostlist::Hostlist;
 use idset::IdSet;
-use rpc::{ConnId, Payload, Reply, ReplyTo, Request, Role};
+use rpc::{ConnId, Need, Payload, Reply, ReplyTo, Request, Role};
 use rset::Rset;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -344,8 +344,29 @@ fn r_text(inv: &Inventory) -> String {
 }
 
 /// Topics only the instance owner may use.
-fn owner_only(topic: &str) -> bool {
-    !matches!(topic, "resource.status" | "resource.sched-status")
+/// What each topic needs of the requester's role (`None`: not a topic of
+/// this service).
+fn need(topic: &str) -> Option<Need> {
+    Some(match topic {
+        "resource.status" | "resource.sched-status" => Need::Read,
+        "resource.get"
+        | "resource.journal"
+        | "resource.journal-cancel"
+        | "resource.monitor-waitup" => Need::User,
+        "resource.acquire"
+        | "resource.acquire-cancel"
+        | "resource.acquire-mute"
+        | "resource.release"
+        | "resource.group-set" => Need::Scheduler,
+        "resource.drain"
+        | "resource.undrain"
+        | "resource.reload"
+        | "resource.expiration-update"
+        | "resource.monitor-force-up"
+        | "resource.monitor-force-down" => Need::Admin,
+        "resource.agent" | "resource.agent-heartbeat" => Need::Agent,
+        _ => return None,
+    })
 }
 
 impl Service {
@@ -897,42 +918,16 @@ impl Service {
             );
             return;
         }
-        let known = matches!(
-            topic,
-            "resource.status"
-                | "resource.sched-status"
-                | "resource.drain"
-                | "resource.undrain"
-                | "resource.journal"
-                | "resource.journal-cancel"
-                | "resource.reload"
-                | "resource.expiration-update"
-                | "resource.get"
-                | "resource.monitor-force-up"
-                | "resource.monitor-force-down"
-                | "resource.monitor-waitup"
-                | "resource.acquire"
-                | "resource.acquire-cancel"
-                | "resource.acquire-mute"
-                | "resource.release"
-                | "resource.group-set"
-                | "resource.agent"
-                | "resource.agent-heartbeat"
-        );
-        if !known {
+        let Some(need) = need(topic) else {
             Self::reply(
                 out,
                 to,
                 Err(RpcError::new(ENOSYS, "unknown service method")),
             );
             return;
-        }
-        if owner_only(topic) && req.role != Role::Owner {
-            Self::reply(
-                out,
-                to,
-                Err(RpcError::new(EPERM, "Request requires owner credentials")),
-            );
+        };
+        if !req.role.grants(need) {
+            Self::reply(out, to, Err(req.role.refusal(topic, need)));
             return;
         }
         if topic == "resource.sched-status" {
