@@ -51,7 +51,7 @@
 //!
 //! | key | type | notes |
 //! |---|---|---|
-//! | `statedir` | string | state directory (default: [`rpc::uri::Env::default_statedir`]) |
+//! | `statedir` | string | state directory (default: `$XDG_STATE_HOME/roster`, see [`rpc::uri::Env::default_statedir`]) |
 //! | `listen` | array of strings | service URIs, each checked with [`rpc::uri::Uri::parse`]; at least one |
 //! | `token-file` | string | bearer token file: the owner role for TLS and loopback TCP clients |
 //! | `tls-cert` | string | the service's certificate chain (PEM), for `tls://` listeners |

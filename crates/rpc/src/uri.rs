@@ -1,13 +1,12 @@
 //! Service addresses: `unix:///path/to.sock`, `tls://HOST:PORT`,
 //! `tcp://HOST:PORT` (loopback only) and `flux:///path/to.sock` (the Flux
-//! local-connector listener), plus the
-//! default locations of the embedded default instance.
+//! local-connector listener), plus the default locations of the embedded
+//! default instance computed from given inputs ([`Env`]).  Reading the
+//! process environment is the shells' business (`client::process_env`,
+//! `serve`), so this crate does no IO.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
-
-/// Environment variable naming the service a client talks to.
-pub const URI_ENV: &str = "ROSTER_URI";
+use std::path::PathBuf;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Uri {
@@ -101,22 +100,6 @@ pub struct Env {
 }
 
 impl Env {
-    /// Read the process environment.
-    pub fn from_process() -> Env {
-        let get = |k: &str| {
-            std::env::var_os(k)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute())
-        };
-        Env {
-            xdg_runtime_dir: get("XDG_RUNTIME_DIR"),
-            xdg_state_home: get("XDG_STATE_HOME"),
-            home: get("HOME"),
-            uid: current_uid(),
-        }
-    }
-
     /// The embedded default's socket: `$XDG_RUNTIME_DIR/roster/roster.sock`,
     /// else `/tmp/roster-$UID/roster.sock`.
     pub fn default_socket(&self) -> PathBuf {
@@ -145,26 +128,6 @@ impl Env {
     pub fn default_uri(&self) -> Uri {
         Uri::Unix(self.default_socket())
     }
-}
-
-/// The URI a client uses: the explicit one, else `$ROSTER_URI`, else the
-/// embedded default's socket.
-pub fn client_uri(explicit: Option<&str>) -> Result<Uri, UriError> {
-    if let Some(u) = explicit {
-        return Uri::parse(u);
-    }
-    match std::env::var(URI_ENV) {
-        Ok(u) if !u.is_empty() => Uri::parse(&u),
-        _ => Ok(Env::from_process().default_uri()),
-    }
-}
-
-/// The real uid of this process (owner of `/proc/self`).
-pub fn current_uid() -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(Path::new("/proc/self"))
-        .map(|m| m.uid())
-        .unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]

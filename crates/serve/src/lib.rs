@@ -93,6 +93,23 @@ pub struct Plan {
     pub parent_r: Option<PathBuf>,
 }
 
+/// The default-location inputs of this process: `$XDG_RUNTIME_DIR`,
+/// `$XDG_STATE_HOME`, `$HOME` (absolute ones only) and the real uid.
+pub fn process_env() -> Env {
+    let get = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    Env {
+        xdg_runtime_dir: get("XDG_RUNTIME_DIR"),
+        xdg_state_home: get("XDG_STATE_HOME"),
+        home: get("HOME"),
+        uid: transport::current_uid(),
+    }
+}
+
 /// Read the configuration and merge it with the options.
 pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
     let config = match &opts.config {
@@ -100,7 +117,7 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         None => None,
     };
     let serve = config.as_ref().map(|c| c.serve.clone()).unwrap_or_default();
-    let env = Env::from_process();
+    let env = process_env();
     let statedir = opts
         .statedir
         .clone()

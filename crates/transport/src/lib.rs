@@ -86,7 +86,7 @@ impl Default for ListenOptions {
     /// The current process's uid as owner, no token, mode `0o666`.
     fn default() -> Self {
         ListenOptions {
-            owner_uid: rpc::uri::current_uid(),
+            owner_uid: current_uid(),
             token: None,
             role_tokens: Vec::new(),
             tls: None,
@@ -174,6 +174,14 @@ static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 /// its ids from here so that they never collide.
 pub fn next_conn_id() -> rpc::ConnId {
     NEXT_CONN.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The real uid of this process (owner of `/proc/self`).
+pub fn current_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX)
 }
 
 /// An I/O error's text without Rust's " (os error N)" suffix, as C tools

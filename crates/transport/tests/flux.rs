@@ -424,7 +424,7 @@ impl Server {
 }
 
 fn my_uid() -> u32 {
-    rpc::uri::current_uid()
+    transport::current_uid()
 }
 
 // ---------------------------------------------------------------------------
