@@ -288,3 +288,194 @@ fn plain_tcp_off_loopback_is_refused_at_start_up() {
         "{log}"
     );
 }
+
+impl Site {
+    /// `roster resource --uri tls://… --ca … [--cert WHO.pem --key WHO.key]
+    /// ARGS…` with the TLS files given only as flags (the environment
+    /// variables removed).
+    fn cli(&self, who: Option<&str>, args: &[&str]) -> std::process::Command {
+        let mut c = roster();
+        c.args([
+            "resource",
+            "--uri",
+            &self.tls_uri,
+            "--ca",
+            &self.pki("ca.pem"),
+        ]);
+        if let Some(who) = who {
+            c.args(["--cert", &self.pki(&format!("{who}.pem"))]);
+            c.args(["--key", &self.pki(&format!("{who}.key"))]);
+        }
+        c.args(args)
+            .env_remove("ROSTER_URI")
+            .env_remove("ROSTER_CA")
+            .env_remove("ROSTER_CERT")
+            .env_remove("ROSTER_KEY")
+            .env_remove("ROSTER_TOKEN_FILE")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// [`Site::cli`], which must succeed; its stdout.
+    fn cli_ok(&self, who: Option<&str>, args: &[&str]) -> String {
+        let o = self.cli(who, args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{who:?} {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// [`Site::cli`], which must fail; its exit code and stderr.
+    fn cli_fails(&self, who: Option<&str>, args: &[&str]) -> (i32, String) {
+        let o = self.cli(who, args).output().unwrap();
+        assert!(!o.status.success(), "{who:?} {args:?} succeeded");
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+}
+
+#[test]
+fn every_resource_command_reaches_a_tls_service_with_flags() {
+    let site = site("tls-cli-flags");
+    let _a0 = site.agent("fake0", "fake0");
+    site.wait_online("0");
+
+    // A user reads everything.
+    let out = site.cli_ok(Some("bob"), &["status", "-no", "{state} {nnodes}"]);
+    assert_eq!(out, "avail 1\navail* 2\n");
+    let out = site.cli_ok(Some("bob"), &["list", "-no", "{nnodes}"]);
+    assert!(out.contains('3'), "{out}");
+    let out = site.cli_ok(Some("bob"), &["info"]);
+    assert!(out.contains("3 Nodes"), "{out}");
+    let out = site.cli_ok(Some("bob"), &["R"]);
+    assert!(out.contains("\"R_lite\""), "{out}");
+    site.cli_ok(Some("bob"), &["drain"]);
+    let out = site.cli_ok(Some("bob"), &["eventlog"]);
+    assert!(out.contains("resource-define"), "{out}");
+    // ... and may change nothing: the refusal names the role needed.
+    let (code, err) = site.cli_fails(Some("bob"), &["drain", "1", "fan"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("resource.drain requires the admin role (this client has the user role)"),
+        "{err}"
+    );
+
+    // An admin drains, undrains and reloads.
+    site.cli_ok(Some("alice"), &["drain", "1", "fan"]);
+    let out = site.cli_ok(Some("bob"), &["drain", "-no", "{ranks} {reason}"]);
+    assert!(out.contains("1 fan"), "{out}");
+    site.cli_ok(Some("alice"), &["undrain", "1"]);
+    let out = site.cli_ok(Some("bob"), &["drain", "-no", "{ranks}"]);
+    assert!(!out.contains('1'), "{out}");
+    // reload: the role is granted (the path is then refused as missing).
+    let (_, err) = site.cli_fails(Some("alice"), &["reload", "/nonexistent/R.json"]);
+    assert!(!err.contains("requires the"), "{err}");
+    assert!(err.contains("/nonexistent/R.json"), "{err}");
+    let (_, err) = site.cli_fails(Some("sched"), &["reload", "/nonexistent/R.json"]);
+    assert!(
+        err.contains("resource.reload requires the admin role"),
+        "{err}"
+    );
+
+    // A scheduler acquires, mutes, sets groups; the first response of
+    // acquire is the whole resource set.
+    let mut acq = site
+        .cli(Some("sched"), &["acquire"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(acq.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    let _ = acq.kill();
+    let _ = acq.wait();
+    let v: Value = serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first:?}"));
+    assert!(v.get("resources").is_some(), "{v}");
+    site.cli_ok(Some("sched"), &["acquire-mute"]);
+    let (_, err) = site.cli_fails(Some("alice"), &["acquire-mute"]);
+    assert!(
+        err.contains("resource.acquire-mute requires the scheduler role"),
+        "{err}"
+    );
+
+    // Without a certificate (nor token): no role at all.
+    let (_, err) = site.cli_fails(None, &["status"]);
+    assert!(
+        err.contains("ERROR: authentication required: present a client certificate"),
+        "{err}"
+    );
+    // An agent certificate speaks only for its own session.
+    let (_, err) = site.cli_fails(Some("fake0"), &["status"]);
+    assert!(err.contains("this client is the agent of fake0"), "{err}");
+
+    // The flags win over the environment.
+    let o = site
+        .cli(Some("alice"), &["drain", "2", "flag-wins"])
+        .env("ROSTER_CERT", site.pki("bob.pem"))
+        .env("ROSTER_KEY", site.pki("bob.key"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn resource_tls_flag_errors_are_precise() {
+    let site = site("tls-cli-errors");
+    // No CA at all.
+    let o = roster()
+        .args(["resource", "--uri", &site.tls_uri, "status"])
+        .env_remove("ROSTER_CA")
+        .env_remove("ROSTER_CERT")
+        .env_remove("ROSTER_KEY")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("give --ca FILE or set ROSTER_CA"), "{err}");
+    // A certificate without its key.
+    let o = site
+        .cli(None, &["--cert", &site.pki("bob.pem"), "status"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("needs its key too (--key or ROSTER_KEY)"),
+        "{err}"
+    );
+    // A CA file that does not exist.
+    let o = roster()
+        .args([
+            "resource",
+            "--uri",
+            &site.tls_uri,
+            "--ca",
+            "/nonexistent/ca.pem",
+            "status",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("/nonexistent/ca.pem"), "{err}");
+    // The wrong CA: the service's certificate is not trusted.
+    let other = site.s.path("other");
+    ca(&["init", other.to_str().unwrap()]);
+    let o = roster()
+        .args(["resource", "--uri", &site.tls_uri, "--ca"])
+        .arg(other.join("ca.pem"))
+        .arg("status")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("certificate"), "{err}");
+}
