@@ -94,6 +94,8 @@ pub struct AgentConfig {
     /// tried in turn when `uri` cannot be reached; a standby's redirect
     /// ("not the leader; the leader is URI") is followed at once.
     pub others: Vec<Uri>,
+    /// For `tls://`: the CA and, normally, this node's certificate.
+    pub tls: Option<Arc<tls::rustls::ClientConfig>>,
     pub token: Option<String>,
     pub hostname: String,
     /// Its local R (see [`local_r`]); `None` skips verification.
@@ -194,7 +196,7 @@ async fn open(cfg: &AgentConfig, uri: &Uri, ctl: &Control) -> Result<(Session, V
         ),
         None => None,
     };
-    Session::open(uri, cfg.token.as_deref(), &cfg.hello()).await
+    Session::open(uri, cfg.tls.as_ref(), cfg.token.as_deref(), &cfg.hello()).await
 }
 
 /// Run one agent until `ctl.stop` (then leave cleanly, `Ok`) or a

@@ -15,6 +15,8 @@ pub struct SimConfig {
     pub uri: Uri,
     /// The other servers of a highly available service.
     pub others: Vec<Uri>,
+    /// One TLS configuration shared by every virtual agent (`tls://`).
+    pub tls: Option<Arc<tls::rustls::ClientConfig>>,
     pub token: Option<String>,
     /// One agent per entry (a host listed twice gets two agents).
     pub hosts: Vec<String>,
@@ -68,6 +70,7 @@ pub async fn simulate(
         let acfg = AgentConfig {
             uri: cfg.uri.clone(),
             others: cfg.others.clone(),
+            tls: cfg.tls.clone(),
             token: cfg.token.clone(),
             hostname: host.clone(),
             r: Some(r),

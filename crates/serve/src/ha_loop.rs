@@ -137,12 +137,7 @@ pub(crate) fn run(
     ready: impl FnOnce(&[Uri]),
 ) -> Result<(), ServeError> {
     let etcd = Arc::new(Etcd::connect(settings_of(cfg))?);
-    let listen_opts = transport::ListenOptions {
-        token: plan.token.clone(),
-        limits: plan.limits.clone(),
-        ..Default::default()
-    };
-    let listeners = transport::Listeners::bind(&plan.listen, &listen_opts)?;
+    let listeners = transport::Listeners::bind(&plan.listen, &crate::listen_options(plan))?;
     let addresses = listeners.addresses();
     let advertise = cfg.advertise.clone().unwrap_or_else(|| {
         addresses

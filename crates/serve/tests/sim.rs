@@ -170,6 +170,8 @@ impl Harness {
             parent_r: Some(rfiles[0].clone()),
             limits: transport::Limits::default(),
             backend: config::Backend::Local,
+            role_tokens: Vec::new(),
+            tls: None,
         };
         Harness {
             disk: SimDisk::new(),
