@@ -922,3 +922,67 @@ fn serve_limits() {
         "{e}"
     );
 }
+
+#[test]
+fn serve_etcd_backend() {
+    let c = parse(
+        "[serve]\nbackend = \"etcd\"\netcd-endpoints = [\"http://127.0.0.1:2379\", \"https://e2:2379\"]\netcd-ca = \"/ca.pem\"\netcd-cert = \"/c.pem\"\netcd-key = \"/k.pem\"\netcd-lease-ttl = \"3s\"\nadvertise = \"tcp://head:8050\"\n",
+    )
+    .unwrap();
+    let Backend::Etcd(e) = &c.serve.backend else {
+        panic!("not etcd: {:?}", c.serve.backend)
+    };
+    assert_eq!(e.endpoints, ["http://127.0.0.1:2379", "https://e2:2379"]);
+    assert_eq!(e.prefix, DEFAULT_ETCD_PREFIX);
+    assert_eq!(e.ca, Some(PathBuf::from("/ca.pem")));
+    assert_eq!(e.key, Some(PathBuf::from("/k.pem")));
+    assert_eq!(e.lease_ttl, 3.0);
+    assert_eq!(e.advertise.as_deref(), Some("tcp://head:8050"));
+    assert_eq!(parse("[serve]\n").unwrap().serve.backend, Backend::Local);
+    assert_eq!(
+        parse("[serve]\nbackend = \"local\"\n")
+            .unwrap()
+            .serve
+            .backend,
+        Backend::Local
+    );
+    let ep = "etcd-endpoints = [\"http://e:1\"]";
+    let cases = [
+        (
+            "backend = \"zk\"",
+            "invalid backend 'zk': expected \"local\" or \"etcd\"",
+        ),
+        (
+            "backend = \"etcd\"",
+            "backend = \"etcd\" needs etcd-endpoints with at least one endpoint",
+        ),
+        (ep, "etcd-endpoints needs backend = \"etcd\""),
+        (
+            "backend = \"etcd\"\netcd-endpoints = \"http://e:1\"",
+            "etcd-endpoints must be an array of strings, got string",
+        ),
+        (
+            "backend = \"etcd\"\netcd-endpoints = [\"e:1\"]",
+            "invalid etcd endpoint 'e:1': expected http://HOST:PORT or https://HOST:PORT",
+        ),
+        (
+            "backend = \"etcd\"\netcd-endpoints = [\"http://e:1\"]\netcd-prefix = \"/r/\"",
+            "invalid etcd-prefix '/r/': must be non-empty and not end with '/'",
+        ),
+        (
+            "backend = \"etcd\"\netcd-endpoints = [\"http://e:1\"]\netcd-cert = \"/c\"",
+            "etcd-cert and etcd-key must be given together",
+        ),
+        (
+            "backend = \"etcd\"\netcd-endpoints = [\"http://e:1\"]\netcd-lease-ttl = \"0.5s\"",
+            "etcd-lease-ttl must be between 1s and 1h, got 0.5s",
+        ),
+    ];
+    for (lines, msg) in cases {
+        let e = err(&format!("[serve]\n{lines}\n"));
+        assert!(
+            e.to_string().ends_with(msg),
+            "{lines}: got {e}, want ...{msg}"
+        );
+    }
+}

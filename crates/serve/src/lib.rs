@@ -306,7 +306,14 @@ pub fn check(opts: &Options) -> Result<String, ServeError> {
         None => parts.push("no configuration: embedded default".to_string()),
     }
     let listen: Vec<String> = plan.listen.iter().map(|u| u.to_string()).collect();
-    parts.push(format!("statedir {}", plan.statedir.display()));
+    match &plan.backend {
+        config::Backend::Local => parts.push(format!("statedir {}", plan.statedir.display())),
+        config::Backend::Etcd(e) => parts.push(format!(
+            "backend etcd {} prefix {}",
+            e.endpoints.join(","),
+            e.prefix
+        )),
+    }
     parts.push(format!("listen {}", listen.join(" ")));
     Ok(format!("configuration is valid: {}", parts.join("; ")))
 }
