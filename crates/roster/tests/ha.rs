@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 fn config(etcd: &EtcdCluster, prefix: &str) -> String {
     format!(
         r#"[[resource.config]]
-hosts = "node[0-15]"
+hosts = "node[0-4095]"
 cores = "0-3"
 
 [resource]
@@ -285,4 +285,85 @@ fn paused_leader_past_its_lease_never_appends() {
     );
     assert!(logged.iter().any(|(ids, _)| ids == "1"));
     assert!(a.log_text().contains("stepping down"), "{}", a.log_text());
+}
+
+/// The crash loop of `serve.rs`, over etcd: drains in flight while the
+/// leader is killed with SIGKILL at a random moment; the standby takes
+/// over and must hold every acknowledged drain; the killed server comes
+/// back as the standby.  `ROSTER_CRASH_ROUNDS` rounds (default 5; each
+/// waits for the lease to expire).
+#[test]
+fn crash_loop_over_etcd_loses_no_acknowledged_drain() {
+    let Some(etcd) = cluster("crash-loop") else {
+        return;
+    };
+    let rounds: u32 = std::env::var("ROSTER_CRASH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let prefix = "/crash-loop";
+    let scratch = [Scratch::new("ha-c0"), Scratch::new("ha-c1")];
+    let mut servers: [Option<Daemon>; 2] = [None, None];
+    servers[0] = Some(server(&scratch[0], &etcd, prefix));
+    wait_leader(
+        &etcd,
+        prefix,
+        &servers[0].as_ref().expect("started").uri,
+        Duration::from_secs(10),
+    );
+    servers[1] = Some(server(&scratch[1], &etcd, prefix));
+    let mut leader = 0usize;
+    let mut acked: Vec<u32> = Vec::new();
+    let mut next = 0u32;
+    let mut seed = 0x9e3779b97f4a7c15u64 ^ u64::from(std::process::id());
+    let mut rand = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..rounds {
+        let uri = servers[leader].as_ref().expect("leader").uri.clone();
+        let first = next;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            let c = client::blocking::Client::new(rpc::uri::Uri::parse(&uri).expect("uri"));
+            let mut r = first;
+            while r < 4096 {
+                if c.drain(&r.to_string(), Some("crash loop"), None).is_err() || tx.send(r).is_err()
+                {
+                    break;
+                }
+                r += 1;
+            }
+        });
+        std::thread::sleep(Duration::from_millis(20 + rand() % 200));
+        servers[leader].as_mut().expect("leader").crash();
+        let _ = worker.join();
+        let got: Vec<u32> = rx.try_iter().collect();
+        next = got.last().map_or(next, |l| l + 1) + 1;
+        acked.extend(got);
+        let standby = 1 - leader;
+        let new_uri = servers[standby].as_ref().expect("standby").uri.clone();
+        wait_leader(&etcd, prefix, &new_uri, Duration::from_secs(20));
+        // Wait until the new leader serves (it answers mutations).
+        let both = format!("{},{}", new_uri, servers[leader].as_ref().expect("old").uri);
+        drain(&both, &next.to_string(), "probe").expect("new leader serves");
+        acked.push(next);
+        next += 1;
+        let have = drained_of(servers[standby].as_ref().expect("new leader"));
+        for r in &acked {
+            assert!(
+                have.contains(*r),
+                "round {round}: acknowledged drain of {r} lost after the failover"
+            );
+        }
+        servers[leader] = Some(server(&scratch[leader], &etcd, prefix));
+        leader = standby;
+    }
+    assert!(acked.len() > rounds as usize, "too few drains acknowledged");
+    eprintln!(
+        "{rounds} failovers, {} acknowledged drains, none lost",
+        acked.len()
+    );
 }
