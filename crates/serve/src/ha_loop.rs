@@ -244,24 +244,33 @@ fn leader(
 ) -> Result<(), LeaderEnd> {
     let started = Instant::now();
     // Catch up on what was committed since the last poll: nobody can
-    // append any more but us.
-    etcd.sync_truncation(state).map_err(ServeError::Ha)?;
-    etcd.poll(state).map_err(ServeError::Ha)?;
+    // append any more but us.  An etcd error here gives the leadership
+    // up (another server, or we, will try again).
     let now = now();
-    if let Some(secs) = plan
+    let history = plan
         .config
         .as_ref()
-        .and_then(|c| c.resource.history.seconds())
-    {
-        let cp_ts = store::checkpoint_timestamp(state.checkpoint.as_ref());
-        if let Some(cutoff) = store::history_cutoff(now, Some(secs), cp_ts) {
-            let n = etcd
-                .truncate(&lead, state, |e| e.timestamp < cutoff)
-                .map_err(ServeError::Ha)?;
-            if n > 0 {
-                tracing::info!("etcd log: truncated {n} events older than {cutoff:.6}");
+        .and_then(|c| c.resource.history.seconds());
+    let prep = (|| -> Result<(), HaError> {
+        etcd.sync_truncation(state)?;
+        etcd.poll(state)?;
+        if let Some(secs) = history {
+            let cp_ts = store::checkpoint_timestamp(state.checkpoint.as_ref());
+            if let Some(cutoff) = store::history_cutoff(now, Some(secs), cp_ts) {
+                let n = etcd.truncate(&lead, state, |e| e.timestamp < cutoff)?;
+                if n > 0 {
+                    tracing::info!("etcd log: truncated {n} events older than {cutoff:.6}");
+                }
             }
         }
+        Ok(())
+    })();
+    if let Err(e) = prep {
+        etcd.resign(lead);
+        return Err(Deposed {
+            why: format!("takeover failed: {e}"),
+            unhandled: Vec::new(),
+        });
     }
     let replay_from = state.replay_from();
     let since_checkpoint = state.events.len() - replay_from.unwrap_or(0);
