@@ -404,7 +404,6 @@ impl Etcd {
         let revision = resp.header().map_or(0, |h| h.revision());
         let mut changed = false;
         let mut more = false;
-        let mut seen_first = None;
         for (i, r) in resp.op_responses().into_iter().enumerate() {
             let TxnOpResponse::Get(g) = r else { continue };
             match i {
@@ -440,7 +439,6 @@ impl Etcd {
                 _ => {
                     for kv in g.kvs() {
                         let seq = self.seq_of(kv.key())?;
-                        seen_first.get_or_insert(seq);
                         st.push_batch(&String::from_utf8_lossy(kv.key()), seq, kv.value())?;
                         changed = true;
                     }
@@ -448,7 +446,6 @@ impl Etcd {
                 }
             }
         }
-        let _ = seen_first;
         st.revision = revision;
         // The rest of a long log, at the same revision.
         while more {
@@ -813,5 +810,65 @@ async fn keepalive(
             stream = None;
             tokio::time::sleep(period / 4).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(ts: f64, name: &str) -> String {
+        format!("{{\"timestamp\":{ts},\"name\":\"{name}\"}}\n")
+    }
+
+    #[test]
+    fn batches_positions_and_truncation() {
+        let mut st = State::default();
+        st.push_batch("k0", 0, (line(1.0, "a") + &line(2.0, "b")).as_bytes())
+            .unwrap();
+        st.push_batch("k2", 2, line(3.0, "c").as_bytes()).unwrap();
+        assert_eq!(st.next_seq, 3);
+        assert_eq!(st.events.len(), 3);
+        // A gap in the sequence is corruption, named by key.
+        let e = st
+            .push_batch("k9", 9, line(4.0, "d").as_bytes())
+            .unwrap_err();
+        assert!(e.to_string().contains("k9"), "{e}");
+        assert!(st
+            .push_batch("k3", 3, b"not json\n")
+            .unwrap_err()
+            .to_string()
+            .contains("k3"));
+        assert!(st.push_batch("k3", 3, b"").is_err());
+        // The checkpoint position is an absolute index.
+        st.checkpoint = Some(serde_json::json!({POSITION_KEY: {"seq": 2}}));
+        assert_eq!(st.replay_from(), Some(2));
+        st.drop_before(2);
+        assert_eq!(st.first_seq(), 2);
+        assert_eq!(st.events.len(), 1);
+        assert_eq!(st.replay_from(), Some(0));
+        // A position beyond the log, or before its start, is ignored.
+        st.checkpoint = Some(serde_json::json!({POSITION_KEY: {"seq": 7}}));
+        assert_eq!(st.replay_from(), None);
+        st.checkpoint = Some(serde_json::json!({POSITION_KEY: {"seq": 1}}));
+        assert_eq!(st.replay_from(), None);
+        st.checkpoint = Some(serde_json::json!({"timestamp": 1.0}));
+        assert_eq!(st.replay_from(), None);
+    }
+
+    #[test]
+    fn leader_value_round_trips() {
+        let v = LeaderInfo::value("h:1:2", "unix:///a.sock,tcp://h:1");
+        let l = LeaderInfo::parse(v.as_bytes(), 7).unwrap();
+        assert_eq!(l.id, "h:1:2");
+        assert_eq!(l.uri, "unix:///a.sock,tcp://h:1");
+        assert_eq!(l.create_revision, 7);
+        assert!(LeaderInfo::parse(b"{}", 1).is_none());
+        assert!(LeaderInfo::parse(b"\xff", 1).is_none());
+    }
+
+    #[test]
+    fn prefix_ranges() {
+        assert_eq!(prefix_end("/r/log/"), b"/r/log0".to_vec());
     }
 }
