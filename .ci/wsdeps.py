@@ -18,7 +18,9 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-UNSAFE_OK = {"agent", "store", "roster"}
+# agent, store, roster call libc; transport and model only in tests/benches
+# (getuid, kill, a counting allocator).
+UNSAFE_OK = {"agent", "store", "roster", "transport", "model"}
 SECTIONS = ("dependencies", "dev-dependencies", "build-dependencies")
 
 
@@ -97,11 +99,15 @@ def write(sh):
     body = body.rstrip("\n") + "\n" + "".join(a + "\n" for a in add)
     root.write_text(head + sep + body + nxt + tail)
     for name, uses in sh.items():
-        for path, _, spec in uses:
+        for path, sec, spec in uses:
             lines = path.read_text().split("\n")
             pat = re.compile(rf"^{re.escape(name)}\s*=")
+            current = None
             for i, l in enumerate(lines):
-                if pat.match(l):
+                m = re.match(r"^\[([^\]]+)\]\s*$", l)
+                if m:
+                    current = m.group(1)
+                elif current == sec and pat.match(l):
                     lines[i] = member_line(name, spec)
             path.write_text("\n".join(lines))
 

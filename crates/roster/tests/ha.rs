@@ -256,8 +256,7 @@ fn paused_leader_past_its_lease_never_appends() {
     let b = server(&sb, &etcd, prefix);
     drain(&a.uri, "0", "from the first leader").expect("drain");
     let pid = a.child.as_ref().expect("running").id() as i32;
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    common::signal(pid, libc::SIGSTOP);
     // A request reaches the paused leader's socket and waits there.
     let sock = a.sock.clone();
     let waiting = std::thread::spawn(move || raw_drain(&sock, "7", "sent to the paused leader"));
@@ -265,8 +264,7 @@ fn paused_leader_past_its_lease_never_appends() {
     wait_leader(&etcd, prefix, &b.uri, Duration::from_secs(20));
     let answer = raw_drain(&b.sock, "1", "from the new leader");
     assert!(answer.starts_with("HTTP/1.1 200"), "new leader: {answer}");
-    // SAFETY: as above.
-    unsafe { libc::kill(pid, libc::SIGCONT) };
+    common::signal(pid, libc::SIGCONT);
     let answer = waiting.join().expect("request thread");
     assert!(
         answer.contains("not the leader") || answer.contains("lost the leadership"),

@@ -1,3 +1,4 @@
+#![allow(unsafe_code)] // libc calls (getuid, kill, signals) or a counting allocator
 //! The Flux local-connector listener (`flux://`) against a stub service
 //! thread, driven by an independent test client.
 //!

@@ -1,3 +1,4 @@
+#![allow(unsafe_code)] // libc calls (getuid, kill, signals) or a counting allocator
 //! A real `roster serve` on a temporary directory, for integration tests.
 #![allow(dead_code)]
 
@@ -296,4 +297,10 @@ pub mod flux_wire {
             |o: usize| u32::from_be_bytes([proto[o], proto[o + 1], proto[o + 2], proto[o + 3]]);
         (frames, be(12), be(16))
     }
+}
+
+/// Send signal `sig` to process `pid` (our own child).
+pub fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill(2) has no memory effects.
+    unsafe { libc::kill(pid, sig) };
 }
