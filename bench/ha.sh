@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # High availability on etcd (release build), all on loopback:
 #   a 3-member etcd cluster, 2 `roster serve` (backend = "etcd") on Unix
-#   sockets, N simulated agents (`roster agent --simulate`, default 1024)
+#   sockets, an R of NODES nodes (default 16384) of which AGENTS have a
+#   simulated agent (`roster agent --simulate`, default 1024)
 #   given both servers, and a client draining one new rank every ~0.1 s
 #   through both servers (ROSTER_URI list).
 # 1. TRIALS (default 20) times: SIGKILL of the leader; time until the next
@@ -14,11 +15,12 @@
 # 3. Durable drains/s through etcd and through the local state directory
 #    (same machine, same run): `svcbench drains`, 1 and 64 clients.
 # Needs Debian's etcd-server and etcd-client (etcdctl), python3.
-# Usage: bench/ha.sh [TRIALS] [AGENTS]
+# Usage: bench/ha.sh [TRIALS] [AGENTS]   (TRIALS=0: only parts 2 and 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TRIALS=${1:-20}
 AGENTS=${2:-1024}
+NODES=${NODES:-16384} # R's size: ranks past the agents are drained too
 command -v etcd >/dev/null || { echo "bench/ha.sh: needs etcd (apt-get install etcd-server)" >&2; exit 1; }
 command -v etcdctl >/dev/null || { echo "bench/ha.sh: needs etcdctl (apt-get install etcd-client)" >&2; exit 1; }
 cargo build --release --locked -p roster -p roster-svcbench >/dev/null 2>&1 ||
@@ -69,10 +71,11 @@ for e in st:
     if e["Status"]["header"]["member_id"]==e["Status"]["leader"]:
         print(int(e["Endpoint"].rsplit(":",1)[1])); break'
 }
-member_of_port() { for i in 0 1 2; do [ "${P[$i]}" = "$1" ] && echo "$i"; done; }
+member_of_port() { for i in 0 1 2; do [ "${P[$i]}" = "$1" ] && echo "$i"; done; return 0; }
 
 # --- roster ------------------------------------------------------------------
-LAST=$((AGENTS - 1))
+LAST=$((NODES - 1))
+ALAST=$((AGENTS - 1))
 QUOTED=$(printf '"%s",' "${EP[@]}")
 config() { # PREFIX
     cat <<CFG
@@ -105,8 +108,12 @@ start_server a
 until [ "$(leader_name)" = a ]; do sleep 0.05; done
 start_server b
 export ROSTER_URI="unix://$T/a.sock,unix://$T/b.sock"
+undrain_all() { # [URI]
+    local d; d=$("$R" resource ${1:+--uri "$1"} status -s drained -no '{ranks}' 2>/dev/null | tr -d '\n')
+    if [ -n "$d" ]; then "$R" resource ${1:+--uri "$1"} undrain "$d" >/dev/null 2>&1 || true; fi
+}
 online() { "$R" resource status -s online -no '{nnodes}' 2>/dev/null | tr -d ' \n'; }
-"$R" agent --simulate "sim[0-$LAST]" --cores 0-3 --heartbeat 2 >"$T/agents.log" 2>&1 &
+"$R" agent --simulate "sim[0-$ALAST]" --cores 0-3 --heartbeat 2 >"$T/agents.log" 2>&1 &
 PIDS+=($!)
 t=$(now)
 until [ "$(online)" = "$AGENTS" ]; do sleep 0.1; done
@@ -146,19 +153,20 @@ for trial in $(seq 1 "$TRIALS"); do
     OFFLINE=$((OFFLINE + n))
     t0=$(now)
     kill -9 "${SRV[$L]}"
-    # First drain accepted after the kill (started after it or not).
+    # First drain accepted that was sent after the kill.
     while :; do
-        line=$(awk -v t="$t0" '$2 == "ok" && $4 > t {print $4; exit}' "$T/drains.log")
+        line=$(awk -v t="$t0" '$2 == "ok" && $3 > t {print $4; exit}' "$T/drains.log")
         [ -n "$line" ] && break
         sleep 0.02
     done
     echo "$t0 $line" | awk '{printf "%.3f\n", $2-$1}' >>"$T/failover.txt"
     say "trial $trial: $L killed, $S leads; first drain accepted after $(tail -1 "$T/failover.txt") s"
-    [ "$(leader_name)" = "$S" ] || say "  (leader is now $(leader_name))"
+    [ "$(leader_name)" = "$S" ] || say "  (leader is now '$(leader_name)', expected $S)"
     start_server "$L"
 done
 touch "$T/drains.log.stop"
 wait "$DRAINER" 2>/dev/null || true
+if [ "$TRIALS" -gt 0 ]; then
 python3 - "$T/failover.txt" >&3 <<'PY'
 import statistics,sys
 v=sorted(float(x) for x in open(sys.argv[1]))
@@ -175,11 +183,13 @@ print(",".join(json.loads(l)["context"]["idset"] for l in sys.stdin if l.strip()
 MISSING_LOG=$("$R" idset diff "$ACKED" "$(cat "$T/logged.txt")" 2>/dev/null || echo "?")
 say "# $NACK acknowledged drains; missing on the last leader: '${MISSING}'; missing in the etcd log: '${MISSING_LOG}'; offline events posted by new leaders: $OFFLINE"
 
+fi
+
 # --- 2. etcd member kills ------------------------------------------------------
 gap_during() { # LABEL CMD...: longest gap between accepted drains for 6 s around CMD
     local label=$1; shift
     : >"$T/gap.log"; rm -f "$T/gap.log.stop"
-    "$R" resource undrain "0-$LAST" >/dev/null 2>&1 || true
+    undrain_all
     bash "$T/drainer.sh" "$R" "$T/gap.log" "$LAST" &
     local d=$!
     sleep 2
@@ -204,7 +214,7 @@ until etcdctl --endpoints="$ENDPOINTS" endpoint health >/dev/null 2>&1; do sleep
 
 # --- 3. durable drains/s: etcd vs local disk ----------------------------------
 kill -9 "${SRV[a]}" "${SRV[b]}" 2>/dev/null || true
-python3 -c "print(','.join(str(i) for i in range($AGENTS)))" >"$T/ranks.txt"
+python3 -c "print(','.join(str(i) for i in range(2048)))" >"$T/ranks.txt"
 config /rate >"$T/rate.toml"
 "$R" serve --config "$T/rate.toml" --listen "unix://$T/rate.sock" >"$T/rate.log" 2>&1 &
 PIDS+=($!); RATE=$!
@@ -217,8 +227,8 @@ until "$R" resource --uri "unix://$T/local.sock" status >/dev/null 2>&1; do slee
 for c in 1 64; do
     for b in etcd local; do
         case $b in etcd) U=unix://$T/rate.sock ;; *) U=unix://$T/local.sock ;; esac
-        "$R" resource --uri "$U" undrain "0-$LAST" >/dev/null 2>&1 || true
-        "$SB" drains --uri "$U" --ranks "$T/ranks.txt" --clients "$c" --label "$b: $AGENTS drains, $c client(s)" >&3
+        undrain_all "$U"
+        "$SB" drains --uri "$U" --ranks "$T/ranks.txt" --clients "$c" --label "$b: 2,048 drains, $c client(s)" >&3
     done
 done
 kill "$RATE" "$LOCAL" 2>/dev/null || true

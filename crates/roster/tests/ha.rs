@@ -164,6 +164,36 @@ fn leader_kill_standby_takes_over_without_losing_a_drain() {
     );
     assert!(b.rpc("resource.status", json!({})).is_ok());
 
+    // Agents given both servers.
+    let mut agents = common::roster()
+        .args([
+            "agent",
+            "--simulate",
+            "node[0-15]",
+            "--cores",
+            "0-3",
+            "--uri",
+            &both,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn agents");
+    let online = |d: &Daemon| -> String {
+        d.rpc("resource.status", json!({}))
+            .ok()
+            .and_then(|st| st.get("online").and_then(Value::as_str).map(String::from))
+            .unwrap_or_default()
+    };
+    let wait_online = |d: &Daemon| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while online(d) != "0-15" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        online(d)
+    };
+    assert_eq!(wait_online(&a), "0-15", "agents did not join the leader");
+
     let mut acked = Vec::new();
     for r in 0..4 {
         drain(&both, &r.to_string(), "before").expect("drain before the kill");
@@ -185,6 +215,11 @@ fn leader_kill_standby_takes_over_without_losing_a_drain() {
         acked.push(r);
     }
     assert_eq!(leader_uri(&etcd, prefix).as_deref(), Some(b.uri.as_str()));
+    // The agents followed, each with its rank (ranks come from hostnames).
+    let now_online = wait_online(&b);
+    let _ = agents.kill();
+    let _ = agents.wait();
+    assert_eq!(now_online, "0-15", "agents did not rejoin the new leader");
     // No acknowledged drain lost: in the new leader's state and in etcd.
     let status_ids = drained_of(&b);
     let drained = status_ids.encode();
