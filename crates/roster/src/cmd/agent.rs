@@ -24,7 +24,8 @@ use idset::IdSet;
     disable_version_flag = true
 )]
 struct Args {
-    /// Service URI (default: $ROSTER_URI, else the embedded default's socket).
+    /// Service URI, or a comma list of the servers of a highly available
+    /// service (default: $ROSTER_URI, else the embedded default's socket).
     #[arg(long, value_name = "URI")]
     uri: Option<String>,
     /// Bearer token file (required for tcp://; default $ROSTER_TOKEN_FILE).

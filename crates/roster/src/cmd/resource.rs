@@ -99,7 +99,7 @@ pub fn parser() -> Parser {
             Arg::opt(
                 "uri",
                 &["--uri"],
-                "URI of the Roster service (default: $ROSTER_URI, else the local default instance)",
+                "URI of the Roster service, or a comma list of its servers (default: $ROSTER_URI, else the local default instance)",
             )
             .metavar("URI"),
         )
