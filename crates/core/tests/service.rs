@@ -706,3 +706,41 @@ fn replay_by_checkpoint_position_not_by_timestamp() {
     // how the drain was lost before.
     assert_eq!(start(None), "0");
 }
+
+#[test]
+fn streaming_flag_on_a_one_reply_topic_is_one_eproto() {
+    let mut h = start();
+    for t in TOPICS.iter().filter(|t| t.streaming == Streaming::One) {
+        let (to, out) = h.req(t.name, json!({"targets": "0"}), Role::Owner, true);
+        let replies = replies_to(&out, to);
+        assert_eq!(replies.len(), 1, "{}: {out:?}", t.name);
+        assert_eq!(
+            err(replies.into_iter().next().unwrap()),
+            (
+                EPROTO,
+                format!("{} does not accept the streaming RPC flag", t.name)
+            ),
+        );
+        // Nothing else happened: no event, no other reply.
+        assert_eq!(out.len(), 1, "{}: {out:?}", t.name);
+    }
+    assert!(h.svc.drained().is_empty());
+    // The permission check comes first: a guest is refused with EPERM.
+    let (to, out) = h.req("resource.drain", json!({}), Role::Guest, true);
+    assert_eq!(
+        err(replies_to(&out, to).remove(0)).0,
+        EPERM,
+        "guest on an owner topic"
+    );
+    let (to, out) = h.req("resource.status", json!({}), Role::Guest, true);
+    assert_eq!(
+        err(replies_to(&out, to).remove(0)),
+        (
+            EPROTO,
+            "resource.status does not accept the streaming RPC flag".into()
+        )
+    );
+    // Without the flag the same request is answered normally.
+    let (to, out) = h.req("resource.status", json!({}), Role::Guest, false);
+    assert!(replies_to(&out, to).remove(0).is_ok());
+}

@@ -167,6 +167,15 @@ impl Service {
         if !t.access.permits(req.role) {
             return Err(RpcError::new(EPERM, "Request requires owner credentials"));
         }
+        if req.streaming && t.streaming == Streaming::One {
+            // One error ends the request (and the shell's route for it):
+            // a streaming client would otherwise wait for an end of
+            // stream that never comes.
+            return Err(RpcError::new(
+                EPROTO,
+                format!("{name} does not accept the streaming RPC flag"),
+            ));
+        }
         (t.handler)(self, now, req, out)
     }
 }
