@@ -59,6 +59,7 @@ use rset::Rset;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 mod acquire;
 mod agents;
@@ -74,7 +75,7 @@ mod targets;
 mod types;
 
 pub use table::{Access, Streaming, Topic, TOPICS};
-pub use types::{Init, Input, Inventory, Level, Method, Output, Settings, StartError};
+pub use types::{Init, Input, Inventory, Level, Method, Now, Output, Settings, StartError};
 
 use targets::TargetState;
 
@@ -102,8 +103,14 @@ pub struct Service {
     monitor: Monitor,
     verify: Option<rset::VerifyConfig>,
     liveness_batch: f64,
-    /// When liveness events were last posted.
+    /// When liveness events were last posted (monotonic seconds).
     liveness_posted: f64,
+    /// The monotonic time of the input being handled, seconds
+    /// ([`Now::mono`]; never decreases).  Every timer uses it.
+    mono: f64,
+    /// The last event/drain timestamp handed out: the wall clock, never
+    /// going backwards (`max(last, Now::wall)`).
+    stamp: f64,
     /// While R is being discovered: each reported rank's R.
     discovered: Option<BTreeMap<u32, Rset>>,
 }
@@ -126,8 +133,18 @@ fn proto() -> RpcError {
 type Handled = Result<Option<Payload>, RpcError>;
 
 impl Service {
-    /// Handle one input at time `now` (seconds since the epoch).
-    pub fn handle(&mut self, now: f64, input: Input, out: &mut Vec<Output>) {
+    /// Handle one input at time `now` (see [`Now`]: a plain `f64` is the
+    /// same seconds on both clocks).
+    ///
+    /// Handlers get the event timestamp (`now` below): the wall clock
+    /// made non-decreasing; the timers read [`Service::mono`].
+    pub fn handle(&mut self, now: impl Into<Now>, input: Input, out: &mut Vec<Output>) {
+        let Now { mono, wall } = now.into();
+        self.mono = self.mono.max(mono.as_secs_f64());
+        if wall.is_finite() {
+            self.stamp = self.stamp.max(wall);
+        }
+        let now = self.stamp;
         match input {
             Input::Request(req) => self.request(now, req, out),
             Input::Disconnect(conn) => self.disconnect(conn, out),
@@ -203,6 +220,37 @@ impl Service {
             );
         }
         out.push(Output::WriteCheckpoint(self.checkpoint(now)));
+    }
+
+    /// The monotonic time by which the shell must send [`Input::Tick`]
+    /// (on the clock of [`Now::mono`]): the earliest heartbeat deadline,
+    /// or the end of the liveness batching interval when transitions are
+    /// waiting to be posted.  A tick any time after it (the timers fire
+    /// once an agent has been silent for *more* than the limit) does the
+    /// work; `None`: nothing is timed, sleep until the next input.
+    pub fn next_deadline(&self) -> Option<Duration> {
+        if self.stopped {
+            return None;
+        }
+        let mut t = self.monitor.next_check();
+        if self.monitor.has_changes() {
+            t = t.min(self.liveness_posted + self.liveness_batch);
+        }
+        if t.is_nan() || t == f64::INFINITY {
+            return None;
+        }
+        Some(Duration::try_from_secs_f64(t.max(0.0)).unwrap_or(Duration::MAX))
+    }
+
+    /// The monotonic time of the latest input, seconds (see [`Now::mono`]).
+    pub fn mono(&self) -> f64 {
+        self.mono
+    }
+
+    /// The latest event timestamp handed out (the wall clock, never
+    /// decreasing).
+    pub fn last_stamp(&self) -> f64 {
+        self.stamp
     }
 
     // ------------------------------------------------------------------
