@@ -744,3 +744,69 @@ fn streaming_flag_on_a_one_reply_topic_is_one_eproto() {
     let (to, out) = h.req("resource.status", json!({}), Role::Guest, false);
     assert!(replies_to(&out, to).remove(0).is_ok());
 }
+
+/// `Input::Cancel`: one request whose stream the transport ended (a
+/// reader that fell behind) is forgotten at once, its connection staying.
+#[test]
+fn a_cancelled_stream_is_dropped_at_once() {
+    let mut h = start();
+    let (journal, out) = h.req("resource.journal", json!({}), Role::Owner, true);
+    assert!(!replies_to(&out, journal).is_empty());
+    let (acquire, out) = h.req("resource.acquire", json!({}), Role::Owner, true);
+    assert_eq!(replies_to(&out, acquire).len(), 1);
+    let (agent, out) = h.req(
+        "resource.agent",
+        json!({"hostname": "fake0"}),
+        Role::Owner,
+        true,
+    );
+    assert!(replies_to(&out, agent)[0].is_ok());
+    let mut out = Vec::new();
+    h.svc.handle(h.now, Input::Tick, &mut out);
+    assert_eq!(h.svc.online().encode(), "0");
+    assert_eq!((h.svc.followers(), h.svc.acquisitions().len()), (1, 1));
+
+    for to in [journal, acquire, agent] {
+        let mut out = Vec::new();
+        h.svc.handle(h.now, Input::Cancel(to), &mut out);
+        assert!(replies_to(&out, to).is_empty(), "silently: {out:?}");
+    }
+    assert_eq!(h.svc.followers(), 0);
+    assert!(h.svc.acquisitions().is_empty());
+    assert_eq!(h.svc.agents(), 0);
+    let mut out = Vec::new();
+    h.now += 1.0; // past the liveness batching interval
+    h.svc.handle(h.now, Input::Tick, &mut out);
+    assert!(h.svc.online().is_empty(), "the agent went offline");
+    // Nothing more goes to the cancelled requests.
+    let (_, out) = h.req(
+        "resource.drain",
+        json!({"targets": "1"}),
+        Role::Owner,
+        false,
+    );
+    for to in [journal, acquire, agent] {
+        assert!(replies_to(&out, to).is_empty(), "{out:?}");
+    }
+    // A new acquire is not refused as busy, and fake0 can say hello again.
+    let (to, out) = h.req("resource.acquire", json!({}), Role::Owner, true);
+    assert!(replies_to(&out, to)[0].is_ok(), "{out:?}");
+    let (to, out) = h.req(
+        "resource.agent",
+        json!({"hostname": "fake0"}),
+        Role::Owner,
+        true,
+    );
+    assert!(replies_to(&out, to)[0].is_ok(), "{out:?}");
+    // Cancelling an unknown request is harmless.
+    let mut out = Vec::new();
+    h.svc.handle(
+        h.now,
+        Input::Cancel(ReplyTo {
+            conn: 999,
+            matchtag: 9,
+        }),
+        &mut out,
+    );
+    assert!(out.is_empty());
+}

@@ -38,6 +38,10 @@ pub struct Shell {
     core: Service,
     dir: store::StateDir,
     routes: HashMap<ConnId, HashMap<u32, Route>>,
+    /// Streams refused by their listener before their end (the client
+    /// fell behind or is gone): the core is told ([`Input::Cancel`]) once
+    /// the batch is delivered.
+    gone: Vec<ReplyTo>,
     config_path: Option<PathBuf>,
 }
 
@@ -47,6 +51,7 @@ impl Shell {
             core,
             dir,
             routes: HashMap::new(),
+            gone: Vec::new(),
             config_path,
         }
     }
@@ -119,6 +124,11 @@ impl Shell {
         // does not read) ends the route: its stream was ended with an
         // error, or its connection is being closed.
         let refused = route.tx.send(reply).is_err();
+        if refused && !last {
+            // Ended by the listener (EOVERFLOW to the client): the core
+            // must stop producing for it now, not at the disconnect.
+            self.gone.push(to);
+        }
         if last || refused {
             conn.remove(&to.matchtag);
             if conn.is_empty() {
@@ -174,16 +184,27 @@ impl Shell {
         }
     }
 
-    /// Commit a batch's outputs, then deliver them.
-    fn commit(&mut self, out: Vec<Output>) -> Result<(), ServeError> {
-        if let Err(e) = self.persist(&out) {
-            // Nothing of this batch is acknowledged: drop every open
-            // request (clients see the connection close) and stop.
-            self.routes.clear();
-            return Err(ServeError::Persist(e));
+    /// Commit a batch's outputs, then deliver them; then tell the core of
+    /// the streams the listeners refused while delivering (and commit
+    /// what that produced, e.g. acquire updates of other groups).
+    fn commit(&mut self, mut out: Vec<Output>) -> Result<(), ServeError> {
+        loop {
+            if let Err(e) = self.persist(&out) {
+                // Nothing of this batch is acknowledged: drop every open
+                // request (clients see the connection close) and stop.
+                self.routes.clear();
+                self.gone.clear();
+                return Err(ServeError::Persist(e));
+            }
+            self.deliver(out);
+            if self.gone.is_empty() {
+                return Ok(());
+            }
+            out = Vec::new();
+            for to in std::mem::take(&mut self.gone) {
+                self.core.handle(clock(), Input::Cancel(to), &mut out);
+            }
         }
-        self.deliver(out);
-        Ok(())
     }
 
     /// SIGHUP: re-read the configuration.  `[resource.groups]` takes

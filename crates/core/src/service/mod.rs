@@ -148,6 +148,7 @@ impl Service {
         match input {
             Input::Request(req) => self.request(now, req, out),
             Input::Disconnect(conn) => self.disconnect(conn, out),
+            Input::Cancel(to) => self.cancel(to, out),
             Input::Tick => self.tick(now, out),
             Input::Reloaded { to, force, result } => self.reloaded(now, to, force, result, out),
             Input::Shutdown => self.shutdown(now, out),
@@ -199,6 +200,20 @@ impl Service {
             self.acquire.disconnect(conn, &self.state.truth(), out);
         }
         self.monitor.disconnect(conn);
+    }
+
+    /// One request is gone (its connection stays): forget it silently.
+    fn cancel(&mut self, to: ReplyTo, out: &mut Vec<Output>) {
+        self.followers.retain(|t| *t != to);
+        self.waitups.retain(|w| w.to != to);
+        if self.acquire.holds_request(to) {
+            self.acquire.gone(to, &self.state.truth(), out);
+        }
+        // An agent whose stream ended is gone: it goes offline (at the
+        // next tick) and its rank is free for a new hello.
+        if self.monitor.agent(to.conn).map(|a| a.stream) == Some(to) {
+            self.monitor.disconnect(to.conn);
+        }
     }
 
     /// Clean shutdown: end every stream, write the checkpoint.

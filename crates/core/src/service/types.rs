@@ -235,6 +235,11 @@ pub enum Input {
     Request(Request),
     /// The connection went away: drop its requests silently.
     Disconnect(ConnId),
+    /// One request is gone while its connection stays (the transport ended
+    /// its stream, e.g. EOVERFLOW for a reader that fell behind): drop it
+    /// silently at once, as a disconnect would (journal follower, acquire,
+    /// waitup, agent stream).
+    Cancel(ReplyTo),
     /// The result of an [`Output::LoadR`].
     Reloaded {
         to: ReplyTo,
