@@ -810,3 +810,61 @@ fn a_cancelled_stream_is_dropped_at_once() {
     );
     assert!(out.is_empty());
 }
+
+/// `resource.status` is cached between state changes: after every kind of
+/// change the cached answer is the freshly computed one.
+#[test]
+fn cached_status_follows_every_state_change() {
+    let mut h = start();
+    let ops: Vec<(&str, Value)> = vec![
+        ("resource.drain", json!({"targets": "1", "reason": "a"})),
+        (
+            "resource.drain",
+            json!({"targets": "1-2", "reason": "b", "mode": "overwrite"}),
+        ),
+        (
+            "resource.drain",
+            json!({"targets": "2", "reason": "c", "mode": "force-overwrite"}),
+        ),
+        ("resource.drain", json!({"targets": "2"})), // error: already drained
+        ("resource.undrain", json!({"targets": "1"})),
+        ("resource.monitor-force-up", json!({})),
+        ("resource.monitor-force-down", json!({"ranks": "0,3"})),
+        ("resource.expiration-update", json!({"expiration": 12345.0})),
+        (
+            "resource.undrain",
+            json!({"targets": "0-3", "mode": "force"}),
+        ),
+        ("resource.monitor-force-up", json!({"ranks": "3"})),
+    ];
+    let status = |h: &mut Harness| {
+        let (to, out) = h.req("resource.status", json!({}), Role::Guest, false);
+        replies_to(&out, to).remove(0).unwrap()
+    };
+    for (topic, p) in ops {
+        status(&mut h); // the cache is filled
+        let _ = h.req(topic, p.clone(), Role::Owner, false);
+        let cached = status(&mut h);
+        assert_eq!(
+            Some(cached),
+            h.svc.status_uncached_for_tests(),
+            "after {topic} {p}"
+        );
+    }
+    // Agents: hello, torpid, offline.
+    status(&mut h);
+    let (agent, _) = h.req(
+        "resource.agent",
+        json!({"hostname": "fake2"}),
+        Role::Owner,
+        true,
+    );
+    let mut out = Vec::new();
+    h.now += 1.0;
+    h.svc.handle(h.now, Input::Tick, &mut out);
+    assert_eq!(Some(status(&mut h)), h.svc.status_uncached_for_tests());
+    h.svc.handle(h.now, Input::Disconnect(agent.conn), &mut out);
+    h.now += 1.0;
+    h.svc.handle(h.now, Input::Tick, &mut out);
+    assert_eq!(Some(status(&mut h)), h.svc.status_uncached_for_tests());
+}

@@ -41,6 +41,7 @@ impl Service {
             followers: Vec::new(),
             waitups: Vec::new(),
             sched_cache: None,
+            status_cache: None,
             stopped: false,
             acquire: Acquire::default(),
             monitor: Monitor::new(init.settings.torpid_max, init.settings.offline_timeout),

@@ -96,6 +96,10 @@ pub struct Service {
     waitups: Vec<Waitup>,
     /// Cached `resource.sched-status` payload, serialised.
     sched_cache: Option<Payload>,
+    /// Cached `resource.status` payload, serialised (both caches are
+    /// dropped by every recorded event and every new inventory: the only
+    /// ways their state changes).
+    status_cache: Option<Payload>,
     stopped: bool,
     /// RFC 28 acquisition (both variants) and resource groups.
     acquire: Acquire,
@@ -186,7 +190,13 @@ impl Service {
 
     fn set_inventory(&mut self, inv: Inventory) {
         self.state.set_inventory(inv);
+        self.invalidate_caches();
+    }
+
+    /// The state the cached payloads show changed (or may have).
+    fn invalidate_caches(&mut self) {
         self.sched_cache = None;
+        self.status_cache = None;
     }
 
     /// The connection went away: drop its requests silently.
@@ -318,6 +328,13 @@ impl Service {
     /// The configured named resource groups.
     pub fn groups(&self) -> &[(String, IdSet)] {
         self.acquire.groups()
+    }
+
+    /// `resource.status` computed afresh, bypassing the cache (tests
+    /// compare it with what the cache answers).
+    #[doc(hidden)]
+    pub fn status_uncached_for_tests(&self) -> Option<Value> {
+        self.status().ok()
     }
 
     #[doc(hidden)]
