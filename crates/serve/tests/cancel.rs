@@ -45,6 +45,8 @@ fn a_stream_ended_for_overflow_is_dropped_by_the_core_at_once() {
         monitor_force_up: true,
         parent_r: Some(PathBuf::from(&r)),
         limits: transport::Limits::default(),
+        role_tokens: Vec::new(),
+        tls: None,
     };
     let (mut shell, _) = serve::prepare(&plan).expect("start");
 
