@@ -104,6 +104,22 @@ fn bench(c: &mut Criterion) {
         None => eprintln!("R16k.json not found (set SHARED): r16k-drained skipped"),
     }
     let mut out = Vec::new();
+    for (name, svc) in &cases {
+        // What the first status after a state change costs (the cache is
+        // rebuilt): the payload built afresh and serialised.
+        let text = svc.status_text_for_tests().expect("R is known");
+        let value = svc.status_uncached_for_tests().expect("R is known");
+        assert_eq!(text, value.to_string(), "{name}: the text is the value's");
+        c.bench_function(&format!("{name}/resource.status-uncached"), |b| {
+            b.iter(|| svc.status_text_for_tests().map_or(0, |t| t.len()))
+        });
+        c.bench_function(&format!("{name}/resource.status-as-value"), |b| {
+            b.iter(|| {
+                let v = svc.status_uncached_for_tests().expect("R is known");
+                serde_json::to_string(&v).map_or(0, |s| s.len())
+            })
+        });
+    }
     for (name, mut svc) in cases {
         for topic in ["resource.status", "resource.sched-status"] {
             let n = answer(&mut svc, topic, &mut out);

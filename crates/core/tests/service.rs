@@ -949,6 +949,11 @@ fn cached_status_follows_every_state_change() {
             json!({"targets": "0-3", "mode": "force"}),
         ),
         ("resource.monitor-force-up", json!({"ranks": "3"})),
+        (
+            "resource.drain",
+            json!({"targets": "0,3", "reason": "a \"quoted\"\treason \u{1F600} \\ </end>"}),
+        ),
+        ("resource.drain", json!({"targets": "1"})), // no reason
     ];
     let status = |h: &mut Harness| {
         let (to, out) = h.req("resource.status", json!({}), Role::Guest, false);
@@ -958,9 +963,12 @@ fn cached_status_follows_every_state_change() {
         status(&mut h); // the cache is filled
         let _ = h.req(topic, p.clone(), Role::Owner, false);
         let cached = status(&mut h);
+        let fresh = h.svc.status_uncached_for_tests();
+        assert_eq!(Some(&cached), fresh.as_ref(), "after {topic} {p}");
+        // The text written directly is what serde_json writes for it.
         assert_eq!(
-            Some(cached),
-            h.svc.status_uncached_for_tests(),
+            h.svc.status_text_for_tests(),
+            fresh.map(|v| v.to_string()),
             "after {topic} {p}"
         );
     }
@@ -980,4 +988,25 @@ fn cached_status_follows_every_state_change() {
     h.now += 1.0;
     h.svc.handle(h.now, Input::Tick, &mut out);
     assert_eq!(Some(status(&mut h)), h.svc.status_uncached_for_tests());
+}
+
+/// The status text leaves R's `scheduling` key out and keeps the other
+/// keys in their order, as the value would.
+#[test]
+fn status_text_leaves_scheduling_out() {
+    let text = r#"{"version":1,"execution":{"R_lite":[{"rank":"0-1","children":{"core":"0-3"}}],"nodelist":["fake[0-1]"],"starttime":0.0,"expiration":0.0},"scheduling":{"graph":{"nodes":[]}},"zzz":[1,2.5,"x"]}"#;
+    let inv = Inventory::from_json_text(text, Method::Configuration).unwrap();
+    let (h, _) = start_with(Init {
+        now: 5.0,
+        inventory: Some(inv),
+        ..Default::default()
+    });
+    let fresh = h.svc.status_uncached_for_tests().unwrap();
+    assert!(fresh["R"].get("scheduling").is_none());
+    let t = h.svc.status_text_for_tests().unwrap();
+    assert_eq!(t, fresh.to_string());
+    assert!(
+        !t.contains("scheduling") && t.contains(r#""zzz":[1,2.5,"x"]"#),
+        "{t}"
+    );
 }

@@ -337,6 +337,13 @@ impl Service {
         self.status().ok()
     }
 
+    /// The text the cache is filled with (tests compare it with the
+    /// serialised [`Service::status_uncached_for_tests`]).
+    #[doc(hidden)]
+    pub fn status_text_for_tests(&self) -> Option<String> {
+        self.status_text().ok()
+    }
+
     #[doc(hidden)]
     pub fn truncate_state_for_tests(&self) -> TruncateState {
         self.truncate_state()
