@@ -246,7 +246,8 @@ fn leader(
     // Catch up on what was committed since the last poll: nobody can
     // append any more but us.  An etcd error here gives the leadership
     // up (another server, or we, will try again).
-    let now = now();
+    let start = crate::clock();
+    let now = start.wall;
     let history = plan
         .config
         .as_ref()
@@ -280,7 +281,7 @@ fn leader(
         state.events.clone(),
         state.checkpoint.clone(),
         replay_from,
-        now,
+        start,
     )?;
     let mut out = Vec::new();
     let core = Service::new(init, &mut out).map_err(ServeError::Start)?;
@@ -455,7 +456,7 @@ fn answer(
             state.events.clone(),
             state.checkpoint.clone(),
             state.replay_from(),
-            now(),
+            crate::clock(),
         );
         *read_core = init
             .ok()
@@ -470,7 +471,7 @@ fn answer(
         return;
     };
     let mut out = Vec::new();
-    core.handle(now(), Input::Request(req), &mut out);
+    core.handle(crate::clock(), Input::Request(req), &mut out);
     for o in out {
         if let Output::Reply { reply, .. } = o {
             let _ = replies.send(reply);

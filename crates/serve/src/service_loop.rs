@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+
 use std::time::Duration;
 
 use eventlog::Event;
@@ -10,11 +11,15 @@ use roster_core::{Input, Level, Output, Service};
 use rpc::{ConnId, Reply, ReplyTo};
 use transport::{Incoming, ReplySender};
 
-use crate::{now, Control, ServeError};
+use crate::{clock, Control, ServeError};
 
-/// How long the loop sleeps when nothing arrives (bounds the reaction time
-/// to signals).
-const TICK: Duration = Duration::from_millis(100);
+/// Not a connection: the wake-up [`Control`] sends when a signal asks
+/// the loop for something (connection ids are handed out from 1 up).
+pub const WAKE: ConnId = ConnId::MAX;
+
+/// A tick is sent this long after the core's deadline (its timers fire
+/// once an agent has been silent for more than the limit).
+const DEADLINE_SLACK: Duration = Duration::from_millis(1);
 /// At most this many inputs are handled before their events are committed.
 const MAX_BATCH: usize = 1024;
 
@@ -26,6 +31,9 @@ struct Route {
     tx: ReplySender,
     streaming: bool,
 }
+
+/// How often a leader on etcd checks its lease while idle.
+const LEASE_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Where a batch's persistence outputs go.
 #[derive(Debug)]
@@ -54,6 +62,10 @@ pub struct Shell {
     core: Service,
     backing: Backing,
     routes: HashMap<ConnId, HashMap<u32, Route>>,
+    /// Streams refused by their listener before their end (the client
+    /// fell behind or is gone): the core is told ([`Input::Cancel`]) once
+    /// the batch is delivered.
+    gone: Vec<ReplyTo>,
     config_path: Option<PathBuf>,
     /// Messages taken from the listeners but not handled because the
     /// leadership was lost first (etcd backend): answered by the standby.
@@ -74,6 +86,7 @@ impl Shell {
             core,
             backing,
             routes: HashMap::new(),
+            gone: Vec::new(),
             config_path,
             unhandled: Vec::new(),
         }
@@ -167,6 +180,11 @@ impl Shell {
         // does not read) ends the route: its stream was ended with an
         // error, or its connection is being closed.
         let refused = route.tx.send(reply).is_err();
+        if refused && !last {
+            // Ended by the listener (EOVERFLOW to the client): the core
+            // must stop producing for it now, not at the disconnect.
+            self.gone.push(to);
+        }
         if last || refused {
             conn.remove(&to.matchtag);
             if conn.is_empty() {
@@ -201,7 +219,7 @@ impl Shell {
     /// on the spot.
     fn handle(&mut self, input: Input, out: &mut Vec<Output>) {
         let start = out.len();
-        self.core.handle(now(), input, out);
+        self.core.handle(clock(), input, out);
         let mut i = start;
         while i < out.len() {
             if !matches!(out[i], Output::LoadR { .. }) {
@@ -217,24 +235,35 @@ impl Shell {
             {
                 let result = crate::load_reload_r(&path, xml);
                 self.core
-                    .handle(now(), Input::Reloaded { to, force, result }, out);
+                    .handle(clock(), Input::Reloaded { to, force, result }, out);
             }
         }
     }
 
-    /// Commit a batch's outputs, then deliver them.
-    fn commit(&mut self, out: Vec<Output>) -> Result<(), ServeError> {
-        if let Err(e) = self.persist(&out) {
-            // Nothing of this batch is acknowledged: drop every open
-            // request (clients see the connection close) and stop.
-            if let ServeError::Deposed(why) = &e {
-                self.step_down(why);
+    /// Commit a batch's outputs, then deliver them; then tell the core of
+    /// the streams the listeners refused while delivering (and commit
+    /// what that produced, e.g. acquire updates of other groups).
+    fn commit(&mut self, mut out: Vec<Output>) -> Result<(), ServeError> {
+        loop {
+            if let Err(e) = self.persist(&out) {
+                // Nothing of this batch is acknowledged: drop every open
+                // request (clients see the connection close) and stop.
+                if let ServeError::Deposed(why) = &e {
+                    self.step_down(why);
+                }
+                self.routes.clear();
+                self.gone.clear();
+                return Err(e);
             }
-            self.routes.clear();
-            return Err(e);
+            self.deliver(out);
+            if self.gone.is_empty() {
+                return Ok(());
+            }
+            out = Vec::new();
+            for to in std::mem::take(&mut self.gone) {
+                self.core.handle(clock(), Input::Cancel(to), &mut out);
+            }
         }
-        self.deliver(out);
-        Ok(())
     }
 
     /// The leadership is lost (etcd backend): end every open stream and
@@ -290,16 +319,27 @@ impl Shell {
             if control.take_reload() {
                 self.reload_config()?;
             }
-            let first = match rx.recv_timeout(TICK) {
+            // Sleep until the next input or the core's next deadline
+            // (heartbeat timers, liveness batching): no polling.
+            let mut wait = wait_for(self.core.next_deadline(), clock().mono);
+            if matches!(self.backing, Backing::Etcd(_)) {
+                // The lease is checked at least this often.
+                wait = Some(wait.map_or(LEASE_CHECK, |w| w.min(LEASE_CHECK)));
+            }
+            let first = match wait {
+                Some(d) => rx.recv_timeout(d),
+                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            let first = match first {
                 Ok(m) => m,
                 Err(RecvTimeoutError::Timeout) => {
                     if let Some(why) = self.lost_leadership() {
                         self.step_down(&why);
                         return Err(ServeError::Deposed(why));
                     }
-                    // Idle: only the liveness timers can have work.
+                    // A deadline passed: only the liveness timers have work.
                     let mut out = Vec::new();
-                    self.core.handle(now(), Input::Tick, &mut out);
+                    self.core.handle(clock(), Input::Tick, &mut out);
                     self.commit(out)?;
                     continue;
                 }
@@ -309,6 +349,10 @@ impl Shell {
             while batch.len() < MAX_BATCH {
                 let Ok(m) = rx.try_recv() else { break };
                 batch.push(m);
+            }
+            batch.retain(|m| !matches!(m, Incoming::Disconnect(c) if *c == WAKE));
+            if batch.is_empty() {
+                continue; // woken for the control flags
             }
             if let Some(why) = self.lost_leadership() {
                 // Not one of these is handled: the standby answers them.
@@ -335,14 +379,39 @@ impl Shell {
             self.handle(input, &mut out);
         }
         // Post the batch's liveness transitions (one event per kind).
-        self.core.handle(now(), Input::Tick, &mut out);
+        self.core.handle(clock(), Input::Tick, &mut out);
         self.commit(out)
     }
 
     /// Clean shutdown: streams end, the drain checkpoint is written.
     pub fn shutdown(&mut self) -> Result<(), ServeError> {
         let mut out = Vec::new();
-        self.core.handle(now(), Input::Shutdown, &mut out);
+        self.core.handle(clock(), Input::Shutdown, &mut out);
         self.commit(out)
+    }
+}
+
+/// How long the loop may sleep at monotonic time `mono` before the core's
+/// `deadline` (plus a little slack) passes; `None`: no deadline, sleep
+/// until an input arrives.
+fn wait_for(deadline: Option<Duration>, mono: Duration) -> Option<Duration> {
+    deadline.map(|d| d.saturating_add(DEADLINE_SLACK).saturating_sub(mono))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loop_sleeps_until_the_deadline_or_an_input() {
+        let s = Duration::from_secs;
+        assert_eq!(wait_for(None, s(5)), None, "nothing timed: block");
+        assert_eq!(wait_for(Some(s(10)), s(4)), Some(s(6) + DEADLINE_SLACK));
+        // A deadline already passed: tick at once.
+        assert_eq!(wait_for(Some(s(3)), s(4)), Some(Duration::ZERO));
+        assert_eq!(
+            wait_for(Some(Duration::MAX), s(4)),
+            Some(Duration::MAX - s(4))
+        );
     }
 }
