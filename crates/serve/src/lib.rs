@@ -19,6 +19,7 @@
 //! on disk is then the truth, and the next start replays it.
 
 mod inventory;
+pub mod metrics;
 pub mod service_loop;
 
 use std::path::{Path, PathBuf};
@@ -354,7 +355,12 @@ pub fn run(
         token: plan.token.clone(),
         ..Default::default()
     };
-    let listeners = transport::Listeners::bind(&plan.listen, &listen_opts)?;
+    let metrics = shell.metrics();
+    metrics.refresh(shell.core(), std::time::Instant::now(), true);
+    let listeners =
+        transport::Listeners::bind(&plan.listen, &listen_opts)?.with_web(Arc::new(metrics::Web {
+            metrics: Arc::clone(&metrics),
+        }));
     let addresses = listeners.addresses();
     let (tx, rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -367,8 +373,10 @@ pub fn run(
     let sig_control = Arc::clone(&control);
     runtime.spawn(async move { watch_signals(sig_control).await });
     let net = runtime.spawn(listeners.run(tx, stop_rx));
+    metrics.set_ready(true);
     ready(&addresses);
     let result = shell.run(&rx, &control);
+    metrics.set_ready(false);
     // Stop accepting; in-flight streams have had their final replies.
     let _ = stop_tx.send(true);
     if let Err(e) = runtime.block_on(net).unwrap_or(Ok(())) {

@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use eventlog::Event;
 use roster_core::{Input, Level, Output, Service};
@@ -11,6 +12,7 @@ use rpc::{ConnId, Reply, ReplyTo};
 use tokio::sync::mpsc::UnboundedSender;
 use transport::Incoming;
 
+use crate::metrics::Metrics;
 use crate::{now, Control, ServeError};
 
 /// How long the loop sleeps when nothing arrives (bounds the reaction time
@@ -24,6 +26,14 @@ const MAX_BATCH: usize = 1024;
 struct Route {
     tx: UnboundedSender<Reply>,
     streaming: bool,
+    topic: String,
+    start: Instant,
+}
+
+impl Route {
+    fn is_agent(&self) -> bool {
+        self.topic == rpc::wire::SESSION_TOPIC
+    }
 }
 
 /// The core, the state directory and the open requests.
@@ -33,6 +43,7 @@ pub struct Shell {
     dir: store::StateDir,
     routes: HashMap<ConnId, HashMap<u32, Route>>,
     config_path: Option<PathBuf>,
+    metrics: Arc<Metrics>,
 }
 
 impl Shell {
@@ -42,7 +53,13 @@ impl Shell {
             dir,
             routes: HashMap::new(),
             config_path,
+            metrics: Arc::new(Metrics::new()),
         }
+    }
+
+    /// The daemon's metrics (shared with the `/metrics` route).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
     }
 
     pub fn core(&self) -> &Service {
@@ -79,7 +96,9 @@ impl Shell {
         if pending.is_empty() {
             return Ok(());
         }
+        let start = Instant::now();
         self.dir.append(pending)?;
+        self.metrics.committed(pending.len(), start.elapsed());
         pending.clear();
         Ok(())
     }
@@ -108,6 +127,19 @@ impl Shell {
             return;
         };
         let last = !route.streaming || reply.is_err();
+        if last {
+            let (topic, outcome) = match &reply {
+                Ok(_) => (route.topic.as_str(), "ok"),
+                // Unknown topics share one label (bounded cardinality).
+                Err(e) if e.errnum == rpc::errno::ENOSYS => ("unknown", "error"),
+                Err(_) => (route.topic.as_str(), "error"),
+            };
+            let latency = (!route.streaming).then(|| route.start.elapsed());
+            self.metrics.rpc_done(topic, outcome, latency);
+            if route.is_agent() {
+                self.metrics.agent_closed();
+            }
+        }
         // A closed receiver means the listener is already dropping the
         // connection; its Disconnect follows.
         let _ = route.tx.send(reply);
@@ -123,17 +155,31 @@ impl Shell {
     fn input_of(&mut self, msg: Incoming) -> Input {
         match msg {
             Incoming::Request { req, replies } => {
-                self.routes.entry(req.conn).or_default().insert(
-                    req.matchtag,
-                    Route {
-                        tx: replies,
-                        streaming: req.streaming,
-                    },
-                );
+                let route = Route {
+                    tx: replies,
+                    streaming: req.streaming,
+                    topic: req.topic.clone(),
+                    start: Instant::now(),
+                };
+                if route.is_agent() {
+                    self.metrics.agent_opened();
+                }
+                let old = self
+                    .routes
+                    .entry(req.conn)
+                    .or_default()
+                    .insert(req.matchtag, route);
+                if old.is_some_and(|r| r.is_agent()) {
+                    self.metrics.agent_closed();
+                }
                 Input::Request(req)
             }
             Incoming::Disconnect(conn) => {
-                self.routes.remove(&conn);
+                if let Some(gone) = self.routes.remove(&conn) {
+                    for _ in gone.values().filter(|r| r.is_agent()) {
+                        self.metrics.agent_closed();
+                    }
+                }
                 Input::Disconnect(conn)
             }
         }
@@ -169,10 +215,16 @@ impl Shell {
         if let Err(e) = self.persist(&out) {
             // Nothing of this batch is acknowledged: drop every open
             // request (clients see the connection close) and stop.
+            for r in self.routes.values().flat_map(|c| c.values()) {
+                if r.is_agent() {
+                    self.metrics.agent_closed();
+                }
+            }
             self.routes.clear();
             return Err(ServeError::Persist(e));
         }
         self.deliver(out);
+        self.metrics.refresh(&self.core, Instant::now(), false);
         Ok(())
     }
 

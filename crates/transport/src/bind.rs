@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, watch};
 pub struct Listeners {
     items: Vec<Bound>,
     opts: ListenOptions,
+    web: Option<Arc<dyn crate::web::WebHandler>>,
 }
 
 #[derive(Debug)]
@@ -105,7 +106,15 @@ impl Listeners {
         Ok(Listeners {
             items,
             opts: opts.clone(),
+            web: None,
         })
+    }
+
+    /// Answer plain `GET`s outside the RPC namespace on the HTTP
+    /// listeners with `handler` (see [`crate::web`]).
+    pub fn with_web(mut self, handler: Arc<dyn crate::web::WebHandler>) -> Listeners {
+        self.web = Some(handler);
+        self
     }
 
     /// The bound addresses, in the order given to `bind`; TCP ones carry
@@ -125,7 +134,7 @@ impl Listeners {
         tx: std::sync::mpsc::Sender<Incoming>,
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), TransportError> {
-        let ctx = Arc::new(Ctx::new(tx.clone(), &self.opts));
+        let ctx = Arc::new(Ctx::new(tx.clone(), &self.opts, self.web.clone()));
         let flux_ctx = Arc::new(FluxCtx::new(tx, &self.opts));
         // Every connection task holds a clone; all dropped = all done.
         let (live_tx, mut live_rx) = mpsc::channel::<()>(1);

@@ -24,12 +24,18 @@ pub(crate) struct Ctx {
     tx: Sender<Incoming>,
     owner_uid: u32,
     token: Option<Vec<u8>>,
+    web: Option<Arc<dyn crate::web::WebHandler>>,
 }
 
 impl Ctx {
-    pub(crate) fn new(tx: Sender<Incoming>, opts: &ListenOptions) -> Ctx {
+    pub(crate) fn new(
+        tx: Sender<Incoming>,
+        opts: &ListenOptions,
+        web: Option<Arc<dyn crate::web::WebHandler>>,
+    ) -> Ctx {
         Ctx {
             tx,
+            web,
             owner_uid: opts.owner_uid,
             token: opts.token.as_ref().map(|t| t.as_bytes().to_vec()),
         }
@@ -259,6 +265,9 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + std::fmt::Display,
 {
+    if let Some(resp) = web_route(&req, ctx) {
+        return resp;
+    }
     let (role, userid) = match peer {
         Peer::Unix { uid: Some(uid) } if uid == ctx.owner_uid || uid == 0 => {
             (Role::Owner, Some(uid))
@@ -384,6 +393,21 @@ where
             "service ended the request without a reply",
         )),
     }
+}
+
+/// A `GET` outside the RPC namespace, answered by the installed web
+/// handler (no credentials needed: see [`crate::web`]).
+fn web_route<B>(req: &Request<B>, ctx: &Ctx) -> Option<Response<ReplyBody>> {
+    let web = ctx.web.as_ref()?;
+    if req.method() != Method::GET || req.uri().path().starts_with(wire::PATH_PREFIX) {
+        return None;
+    }
+    let r = web.get(req.uri().path())?;
+    let mut resp = Response::new(ReplyBody::Full((!r.body.is_empty()).then_some(r.body)));
+    *resp.status_mut() = StatusCode::from_u16(r.status).unwrap_or(StatusCode::OK);
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(r.content_type));
+    Some(resp)
 }
 
 /// NDJSON lines accumulated from body frames.

@@ -36,6 +36,7 @@
 mod bind;
 mod flux;
 mod http;
+pub mod web;
 
 use rpc::uri::Uri;
 use std::fmt;

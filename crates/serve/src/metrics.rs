@@ -1,0 +1,393 @@
+//! Prometheus metrics (`GET /metrics`) and health checks (`GET /healthz`,
+//! `GET /readyz`) on the HTTP listeners.
+//!
+//! The service loop only bumps atomics (counters, histograms) on its hot
+//! path; node-state gauges are recomputed from the core's id sets at most
+//! every [`NODE_REFRESH`] (set algebra on ranges, microseconds at 16k
+//! nodes), so a scrape never waits for, nor slows, the service loop.
+//! Process figures (RSS, open fds) are read from `/proc` at scrape time.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::{text::encode, EncodeLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use roster_core::Service;
+use transport::web::{WebHandler, WebResponse};
+
+/// Node-state gauges are recomputed at most this often.
+pub const NODE_REFRESH: Duration = Duration::from_millis(250);
+
+/// The node states exported by `roster_nodes{state=...}` (they overlap
+/// as in `flux resource status`: a drained node is also down).
+pub const STATES: [&str; 7] = [
+    "up", "down", "drained", "draining", "excluded", "torpid", "offline",
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RpcLabel {
+    topic: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TopicLabel {
+    topic: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 20 µs .. ~10 s
+    Histogram::new(exponential_buckets(0.00002, 2.0, 20))
+}
+
+/// Every metric of one daemon.
+pub struct Metrics {
+    registry: Registry,
+    nodes: Family<StateLabel, Gauge>,
+    nodes_total: Gauge,
+    agents: Gauge,
+    rpcs: Family<RpcLabel, Counter>,
+    rpc_seconds: HistogramFamily<TopicLabel>,
+    appends: Counter,
+    commit_seconds: Histogram,
+    followers: Gauge,
+    acquirers: Gauge,
+    rss: Gauge,
+    fds: Gauge,
+    ready: AtomicBool,
+    last_refresh: Mutex<Option<Instant>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let nodes = Family::<StateLabel, Gauge>::default();
+        registry.register(
+            "roster_nodes",
+            "Execution targets by state (states overlap as in flux resource status)",
+            nodes.clone(),
+        );
+        let nodes_total = Gauge::default();
+        registry.register(
+            "roster_nodes_size",
+            "Execution targets in the instance",
+            nodes_total.clone(),
+        );
+        let agents = Gauge::default();
+        registry.register(
+            "roster_agents_connected",
+            "Open agent sessions (resource.agent streams)",
+            agents.clone(),
+        );
+        let rpcs = Family::<RpcLabel, Counter>::default();
+        registry.register(
+            "roster_rpc_requests",
+            "RPC requests answered, by topic and outcome (ok or error; unknown topics as \"unknown\")",
+            rpcs.clone(),
+        );
+        let rpc_seconds: HistogramFamily<TopicLabel> =
+            Family::new_with_constructor(latency_histogram as fn() -> Histogram);
+        registry.register(
+            "roster_rpc_duration_seconds",
+            "Time from a request reaching the service loop to its (last) reply, non-streaming requests",
+            rpc_seconds.clone(),
+        );
+        let appends = Counter::default();
+        registry.register(
+            "roster_eventlog_appends",
+            "Events appended to the persistent eventlog",
+            appends.clone(),
+        );
+        let commit_seconds = latency_histogram();
+        registry.register(
+            "roster_eventlog_commit_seconds",
+            "Time of one group commit to the eventlog (write + fdatasync)",
+            commit_seconds.clone(),
+        );
+        let followers = Gauge::default();
+        registry.register(
+            "roster_journal_followers",
+            "Live resource.journal followers",
+            followers.clone(),
+        );
+        let acquirers = Gauge::default();
+        registry.register(
+            "roster_acquire_holders",
+            "Live resource.acquire holders (schedulers)",
+            acquirers.clone(),
+        );
+        let rss = Gauge::default();
+        registry.register(
+            "roster_process_resident_memory_bytes",
+            "Resident set size of the daemon",
+            rss.clone(),
+        );
+        let fds = Gauge::default();
+        registry.register(
+            "roster_process_open_fds",
+            "Open file descriptors of the daemon",
+            fds.clone(),
+        );
+        Metrics {
+            registry,
+            nodes,
+            nodes_total,
+            agents,
+            rpcs,
+            rpc_seconds,
+            appends,
+            commit_seconds,
+            followers,
+            acquirers,
+            rss,
+            fds,
+            ready: AtomicBool::new(false),
+            last_refresh: Mutex::new(None),
+        }
+    }
+
+    /// One RPC answered (its last reply sent).  `latency` is `None` for
+    /// streams.
+    pub fn rpc_done(&self, topic: &str, outcome: &str, latency: Option<Duration>) {
+        self.rpcs
+            .get_or_create(&RpcLabel {
+                topic: topic.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+        if let Some(d) = latency {
+            self.rpc_seconds
+                .get_or_create(&TopicLabel {
+                    topic: topic.to_string(),
+                })
+                .observe(d.as_secs_f64());
+        }
+    }
+
+    /// One group commit of `events` events that took `took`.
+    pub fn committed(&self, events: usize, took: Duration) {
+        self.appends.inc_by(events as u64);
+        self.commit_seconds.observe(took.as_secs_f64());
+    }
+
+    pub fn agent_opened(&self) {
+        self.agents.inc();
+    }
+
+    pub fn agent_closed(&self) {
+        self.agents.dec();
+    }
+
+    /// Recompute the node-state gauges from `core` unless that was done
+    /// less than [`NODE_REFRESH`] ago (`force` ignores the limit).
+    pub fn refresh(&self, core: &Service, now: Instant, force: bool) {
+        {
+            let mut last = self.last_refresh.lock().unwrap_or_else(|e| e.into_inner());
+            if !force && last.is_some_and(|t| now.duration_since(t) < NODE_REFRESH) {
+                return;
+            }
+            *last = Some(now);
+        }
+        for (state, n) in node_counts(core) {
+            self.nodes
+                .get_or_create(&StateLabel {
+                    state: state.to_string(),
+                })
+                .set(n as i64);
+        }
+        self.nodes_total.set(i64::from(core.size()));
+        self.followers.set(core.followers() as i64);
+        self.acquirers.set(core.acquisitions().len() as i64);
+    }
+
+    /// State loaded and listeners up.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Release);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// The exposition text, in Prometheus's classic text format (0.0.4),
+    /// which every scraper and `promtool check metrics` read.
+    pub fn render(&self) -> String {
+        if let Some(rss) = process_rss() {
+            self.rss.set(rss as i64);
+        }
+        if let Some(n) = process_fds() {
+            self.fds.set(n as i64);
+        }
+        let mut s = String::with_capacity(8192);
+        // Writing to a String cannot fail.
+        let _ = encode(&mut s, &self.registry);
+        openmetrics_to_text(&s)
+    }
+}
+
+/// Counts per state, in [`STATES`] order.  `draining` (drained but still
+/// allocated) needs allocation data the resource service does not have;
+/// it is always 0.
+pub fn node_counts(core: &Service) -> [(&'static str, u64); 7] {
+    let all = if core.size() > 0 {
+        idset::IdSet::from_range(0, core.size() - 1)
+    } else {
+        idset::IdSet::new()
+    };
+    let excluded = core.excluded().intersection(&all);
+    let drained = core.drained().difference(&excluded);
+    let offline = all.difference(core.online()).difference(&excluded);
+    let torpid = core
+        .torpid()
+        .intersection(core.online())
+        .difference(&excluded);
+    let up = core.up();
+    let down = all.difference(&up).difference(&excluded);
+    [
+        ("up", up.len()),
+        ("down", down.len()),
+        ("drained", drained.len()),
+        ("draining", 0),
+        ("excluded", excluded.len()),
+        ("torpid", torpid.len()),
+        ("offline", offline.len()),
+    ]
+}
+
+/// prometheus-client writes OpenMetrics: a counter family `x` has samples
+/// `x_total`, and the text ends with `# EOF`.  The classic text format
+/// names the family after its samples and has no `# EOF`.
+fn openmetrics_to_text(om: &str) -> String {
+    let counters: std::collections::HashSet<&str> = om
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(om.len() + 64);
+    for line in om.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .iter()
+            .find_map(|p| Some((*p, line.strip_prefix(p)?)));
+        match meta {
+            Some((p, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                if counters.contains(name) {
+                    out.push_str(&format!("{p}{name}_total {tail}"));
+                } else {
+                    out.push_str(line);
+                }
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn process_rss() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn process_fds() -> Option<usize> {
+    Some(
+        std::fs::read_dir("/proc/self/fd")
+            .ok()?
+            .count()
+            .saturating_sub(1),
+    )
+}
+
+/// The `GET` routes: `/metrics`, `/healthz`, `/readyz`.
+#[derive(Debug)]
+pub struct Web {
+    pub metrics: std::sync::Arc<Metrics>,
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
+const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+impl WebHandler for Web {
+    fn get(&self, path: &str) -> Option<WebResponse> {
+        match path {
+            "/metrics" => Some(WebResponse::ok(EXPOSITION, self.metrics.render())),
+            "/healthz" => Some(WebResponse::ok(TEXT, "ok\n")),
+            "/readyz" => Some(if self.metrics.is_ready() {
+                WebResponse::ok(TEXT, "ready\n")
+            } else {
+                WebResponse {
+                    status: 503,
+                    content_type: TEXT,
+                    body: "not ready\n".into(),
+                }
+            }),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_names_every_metric() {
+        let m = Metrics::new();
+        m.rpc_done("resource.drain", "ok", Some(Duration::from_micros(300)));
+        m.committed(3, Duration::from_micros(900));
+        m.agent_opened();
+        let text = m.render();
+        for name in [
+            "roster_rpc_requests_total{topic=\"resource.drain\",outcome=\"ok\"} 1",
+            "roster_rpc_duration_seconds_count{topic=\"resource.drain\"} 1",
+            "roster_eventlog_appends_total 3",
+            "roster_eventlog_commit_seconds_count 1",
+            "roster_agents_connected 1",
+            "# TYPE roster_rpc_requests_total counter",
+            "# HELP roster_eventlog_appends_total Events",
+        ] {
+            assert!(text.contains(name), "{name} missing from:\n{text}");
+        }
+        assert!(!text.contains("# EOF"), "{text}");
+    }
+
+    #[test]
+    fn readyz_follows_the_flag() {
+        let web = Web {
+            metrics: std::sync::Arc::new(Metrics::new()),
+        };
+        assert_eq!(web.get("/readyz").unwrap().status, 503);
+        web.metrics.set_ready(true);
+        assert_eq!(web.get("/readyz").unwrap().status, 200);
+        assert_eq!(web.get("/healthz").unwrap().status, 200);
+        assert!(web.get("/nope").is_none());
+    }
+}
