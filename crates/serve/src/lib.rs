@@ -20,6 +20,7 @@
 
 mod inventory;
 pub mod metrics;
+pub mod notify;
 pub mod service_loop;
 
 use std::path::{Path, PathBuf};
@@ -374,9 +375,16 @@ pub fn run(
     runtime.spawn(async move { watch_signals(sig_control).await });
     let net = runtime.spawn(listeners.run(tx, stop_rx));
     metrics.set_ready(true);
+    let mut notifier = notify::Notifier::from_env();
+    notifier.send(&format!(
+        "READY=1\nSTATUS=serving {} targets\nMAINPID={}",
+        shell.core().size(),
+        std::process::id()
+    ));
     ready(&addresses);
-    let result = shell.run(&rx, &control);
+    let result = shell.run(&rx, &control, &mut notifier);
     metrics.set_ready(false);
+    notifier.send("STOPPING=1");
     // Stop accepting; in-flight streams have had their final replies.
     let _ = stop_tx.send(true);
     if let Err(e) = runtime.block_on(net).unwrap_or(Ok(())) {

@@ -255,8 +255,14 @@ impl Shell {
 
     /// Serve until a stop is requested (or every listener is gone), then
     /// shut the core down cleanly: streams end, the checkpoint is written.
-    pub fn run(&mut self, rx: &Receiver<Incoming>, control: &Control) -> Result<(), ServeError> {
+    pub fn run(
+        &mut self,
+        rx: &Receiver<Incoming>,
+        control: &Control,
+        notifier: &mut crate::notify::Notifier,
+    ) -> Result<(), ServeError> {
         loop {
+            notifier.watchdog(Instant::now());
             if control.stop_requested() {
                 break;
             }
