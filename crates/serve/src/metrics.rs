@@ -18,7 +18,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use roster_core::Service;
-use transport::web::{WebHandler, WebResponse};
+use transport::web::{WebHandler, WebResponse, WebRoute};
 
 /// Node-state gauges are recomputed at most this often.
 pub const NODE_REFRESH: Duration = Duration::from_millis(250);
@@ -326,7 +326,12 @@ fn process_fds() -> Option<usize> {
     )
 }
 
-/// The `GET` routes: `/metrics`, `/healthz`, `/readyz`.
+/// The live web view (`GET /`), embedded in the binary.
+const INDEX_HTML: &str = include_str!("web/index.html");
+
+/// The `GET` routes: `/metrics`, `/healthz`, `/readyz`, and the web view:
+/// `/` (the page), `/api/status` (`resource.status` as a guest) and
+/// `/api/journal` (the `resource.journal` stream, read-only).
 #[derive(Debug)]
 pub struct Web {
     pub metrics: std::sync::Arc<Metrics>,
@@ -336,21 +341,36 @@ const TEXT: &str = "text/plain; charset=utf-8";
 const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 impl WebHandler for Web {
-    fn get(&self, path: &str) -> Option<WebResponse> {
-        match path {
-            "/metrics" => Some(WebResponse::ok(EXPOSITION, self.metrics.render())),
-            "/healthz" => Some(WebResponse::ok(TEXT, "ok\n")),
-            "/readyz" => Some(if self.metrics.is_ready() {
-                WebResponse::ok(TEXT, "ready\n")
-            } else {
-                WebResponse {
-                    status: 503,
-                    content_type: TEXT,
-                    body: "not ready\n".into(),
-                }
-            }),
-            _ => None,
-        }
+    fn get(&self, path: &str) -> Option<WebRoute> {
+        let page = match path {
+            "/" | "/index.html" => WebResponse::ok("text/html; charset=utf-8", INDEX_HTML),
+            "/metrics" => WebResponse::ok(EXPOSITION, self.metrics.render()),
+            "/healthz" => WebResponse::ok(TEXT, "ok\n"),
+            "/readyz" if self.metrics.is_ready() => WebResponse::ok(TEXT, "ready\n"),
+            "/readyz" => WebResponse {
+                status: 503,
+                content_type: TEXT,
+                body: "not ready\n".into(),
+            },
+            "/api/status" => {
+                return Some(WebRoute::Rpc {
+                    topic: "resource.status",
+                    streaming: false,
+                    role: rpc::Role::Guest,
+                })
+            }
+            // The journal is owner-only over RPC, but it is read-only and
+            // holds what `/api/status` shows; the web view follows it.
+            "/api/journal" => {
+                return Some(WebRoute::Rpc {
+                    topic: "resource.journal",
+                    streaming: true,
+                    role: rpc::Role::Owner,
+                })
+            }
+            _ => return None,
+        };
+        Some(WebRoute::Page(page))
     }
 }
 
@@ -384,10 +404,23 @@ mod tests {
         let web = Web {
             metrics: std::sync::Arc::new(Metrics::new()),
         };
-        assert_eq!(web.get("/readyz").unwrap().status, 503);
+        let status = |p: &str| match web.get(p) {
+            Some(WebRoute::Page(r)) => r.status,
+            other => panic!("{p}: {other:?}"),
+        };
+        assert_eq!(status("/readyz"), 503);
         web.metrics.set_ready(true);
-        assert_eq!(web.get("/readyz").unwrap().status, 200);
-        assert_eq!(web.get("/healthz").unwrap().status, 200);
+        assert_eq!(status("/readyz"), 200);
+        assert_eq!(status("/healthz"), 200);
+        assert_eq!(status("/"), 200);
         assert!(web.get("/nope").is_none());
+        assert!(matches!(
+            web.get("/api/status"),
+            Some(WebRoute::Rpc {
+                topic: "resource.status",
+                role: rpc::Role::Guest,
+                ..
+            })
+        ));
     }
 }

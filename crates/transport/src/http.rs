@@ -265,7 +265,7 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + std::fmt::Display,
 {
-    if let Some(resp) = web_route(&req, ctx) {
+    if let Some(resp) = web_route(&req, ctx).await {
         return resp;
     }
     let (role, userid) = match peer {
@@ -346,6 +346,19 @@ where
         Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
     };
 
+    dispatch(ctx, topic, payload, streaming, role, userid).await
+}
+
+/// Hand one request to the service and answer with its reply (or, when
+/// `streaming`, with NDJSON lines as replies arrive).
+async fn dispatch(
+    ctx: &Ctx,
+    topic: String,
+    payload: serde_json::Value,
+    streaming: bool,
+    role: Role,
+    userid: Option<u32>,
+) -> Response<ReplyBody> {
     let conn = next_conn_id();
     let (replies, mut rx) = mpsc::unbounded_channel();
     let request = rpc::Request {
@@ -397,12 +410,22 @@ where
 
 /// A `GET` outside the RPC namespace, answered by the installed web
 /// handler (no credentials needed: see [`crate::web`]).
-fn web_route<B>(req: &Request<B>, ctx: &Ctx) -> Option<Response<ReplyBody>> {
+async fn web_route<B>(req: &Request<B>, ctx: &Ctx) -> Option<Response<ReplyBody>> {
     let web = ctx.web.as_ref()?;
     if req.method() != Method::GET || req.uri().path().starts_with(wire::PATH_PREFIX) {
         return None;
     }
-    let r = web.get(req.uri().path())?;
+    let r = match web.get(req.uri().path())? {
+        crate::web::WebRoute::Page(r) => r,
+        crate::web::WebRoute::Rpc {
+            topic,
+            streaming,
+            role,
+        } => {
+            let payload = serde_json::Value::Object(Default::default());
+            return Some(dispatch(ctx, topic.to_string(), payload, streaming, role, None).await);
+        }
+    };
     let mut resp = Response::new(ReplyBody::Full((!r.body.is_empty()).then_some(r.body)));
     *resp.status_mut() = StatusCode::from_u16(r.status).unwrap_or(StatusCode::OK);
     resp.headers_mut()

@@ -35,9 +35,25 @@ impl std::fmt::Debug for dyn WebHandler {
     }
 }
 
+/// What a `GET` route answers with.
+#[derive(Debug, Clone)]
+pub enum WebRoute {
+    /// A complete reply.
+    Page(WebResponse),
+    /// A read-only RPC on the caller's behalf, with an empty payload,
+    /// answered like `POST /v1/TOPIC` (NDJSON lines when `streaming`).
+    /// The handler picks the role: only topics that change nothing may
+    /// be offered here.
+    Rpc {
+        topic: &'static str,
+        streaming: bool,
+        role: rpc::Role,
+    },
+}
+
 /// Serves the non-RPC `GET` routes.
 pub trait WebHandler: Send + Sync + 'static {
-    /// The reply for `path`, or `None` if the handler has no such route
+    /// The route for `path`, or `None` if the handler has no such route
     /// (the listener then answers as for any unknown path).
-    fn get(&self, path: &str) -> Option<WebResponse>;
+    fn get(&self, path: &str) -> Option<WebRoute>;
 }
