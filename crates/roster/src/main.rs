@@ -7,6 +7,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 mod cmd;
+mod logging;
 
 const USAGE: &str = "\
 Usage: roster COMMAND [ARGS...]

@@ -309,6 +309,7 @@ pub fn prepare(plan: &Plan) -> Result<(service_loop::Shell, Vec<Output>), ServeE
         .map_or(roster_core::Method::DynamicDiscovery, |i| i.method);
     let mut settings = settings_of(plan);
     settings.verify = verify_settings(resource, method);
+    let replayed = events.len();
     let init = Init {
         now,
         settings,
@@ -323,6 +324,7 @@ pub fn prepare(plan: &Plan) -> Result<(service_loop::Shell, Vec<Output>), ServeE
     // drain state even after a crash (history truncation may have removed
     // the older events it summarises).
     let mut shell = service_loop::Shell::new(core, dir, plan.config_path.clone());
+    shell.set_replayed(replayed);
     shell.persist(&out).map_err(ServeError::Persist)?;
     Ok((shell, out))
 }
@@ -349,6 +351,7 @@ pub fn run(
     control: Arc<Control>,
     ready: impl FnOnce(&[Uri]),
 ) -> Result<(), ServeError> {
+    let started = std::time::Instant::now();
     let plan = plan(opts)?;
     let (mut shell, out) = prepare(&plan)?;
     shell.deliver(out);
@@ -381,6 +384,26 @@ pub fn run(
         shell.core().size(),
         std::process::id()
     ));
+    let listeners_text = addresses
+        .iter()
+        .map(|u| u.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        nodes = shell.core().size(),
+        statedir = %plan.statedir.display(),
+        listeners = %listeners_text,
+        replayed_events = shell.replayed(),
+        startup_ms = started.elapsed().as_secs_f64() * 1e3,
+        "roster serve {} ready: {} nodes, statedir {}, listening on {}, {} events replayed in {:.1} ms",
+        env!("CARGO_PKG_VERSION"),
+        shell.core().size(),
+        plan.statedir.display(),
+        listeners_text,
+        shell.replayed(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
     ready(&addresses);
     let result = shell.run(&rx, &control, &mut notifier);
     metrics.set_ready(false);

@@ -36,6 +36,26 @@ impl Route {
     }
 }
 
+/// One persistent event, with its context as log fields.
+fn log_event(ev: &Event) {
+    let field = |k: &str| {
+        ev.context
+            .as_ref()
+            .and_then(|c| c.get(k))
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    tracing::info!(
+        event = %ev.name,
+        rank = %field("idset"),
+        nodelist = %field("nodelist"),
+        reason = %field("reason"),
+        "event {}",
+        ev.name
+    );
+}
+
 /// The core, the state directory and the open requests.
 #[derive(Debug)]
 pub struct Shell {
@@ -44,6 +64,7 @@ pub struct Shell {
     routes: HashMap<ConnId, HashMap<u32, Route>>,
     config_path: Option<PathBuf>,
     metrics: Arc<Metrics>,
+    replayed: usize,
 }
 
 impl Shell {
@@ -54,7 +75,17 @@ impl Shell {
             routes: HashMap::new(),
             config_path,
             metrics: Arc::new(Metrics::new()),
+            replayed: 0,
         }
+    }
+
+    /// How many stored events the start-up replayed.
+    pub fn replayed(&self) -> usize {
+        self.replayed
+    }
+
+    pub fn set_replayed(&mut self, n: usize) {
+        self.replayed = n;
     }
 
     /// The daemon's metrics (shared with the `/metrics` route).
@@ -77,7 +108,10 @@ impl Shell {
         let mut pending: Vec<Event> = Vec::new();
         for o in out {
             match o {
-                Output::Persist(ev) => pending.push(ev.clone()),
+                Output::Persist(ev) => {
+                    log_event(ev);
+                    pending.push(ev.clone());
+                }
                 Output::WriteR(v) => {
                     self.flush_events(&mut pending)?;
                     self.dir.write_r(&v.to_string())?;
@@ -155,6 +189,13 @@ impl Shell {
     fn input_of(&mut self, msg: Incoming) -> Input {
         match msg {
             Incoming::Request { req, replies } => {
+                tracing::debug!(
+                    topic = %req.topic,
+                    uid = ?req.userid,
+                    role = ?req.role,
+                    conn = req.conn,
+                    "request"
+                );
                 let route = Route {
                     tx: replies,
                     streaming: req.streaming,

@@ -42,9 +42,12 @@ struct Args {
     /// Bearer token file required of TCP clients.
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
-    /// Log debug messages too.
+    /// Log debug messages too (RUST_LOG, e.g. `info,serve=debug`, overrides).
     #[arg(short, long)]
     verbose: bool,
+    /// Log lines as text or as JSON objects.
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t)]
+    log_format: crate::logging::LogFormat,
 }
 
 fn parse_uri(s: &str) -> Result<Uri, String> {
@@ -60,17 +63,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let level = if args.verbose {
-        tracing::Level::DEBUG
-    } else {
-        tracing::Level::INFO
-    };
-    let _ = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_target(false)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+    crate::logging::init(args.verbose, args.log_format);
     let opts = serve::Options {
         config: args.config,
         statedir: args.statedir,
