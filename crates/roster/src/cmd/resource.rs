@@ -330,10 +330,28 @@ pub struct Ctx<'a> {
     pub now: &'a dyn Fn() -> f64,
 }
 
+/// What to do about an error flux has no advice for.
+fn error_hint(text: &str) -> Option<&'static str> {
+    if !text.starts_with("cannot connect to ") {
+        return None;
+    }
+    Some(if text.starts_with("cannot connect to tcp://") {
+        "is `roster serve` listening there? TCP needs --token-file (or ROSTER_TOKEN_FILE) with the service's token"
+    } else {
+        "is a service running? Start one with `roster serve &`, or point --uri / ROSTER_URI at it"
+    })
+}
+
 impl Ctx<'_> {
     /// Log a diagnostic as flux's CLIMain logger does.
     pub fn log(&mut self, level: Level, text: &str) {
         let _ = writeln!(self.err, "{PROG}: {}: {text}", level.name());
+        // After flux's ERROR line (kept byte-identical), a hint of our own.
+        if matches!(level, Level::Error) {
+            if let Some(hint) = error_hint(text) {
+                let _ = writeln!(self.err, "{PROG}: {}: {hint}", Level::Info.name());
+            }
+        }
     }
 
     /// `LOGGER.error(text)`, exit status 1.

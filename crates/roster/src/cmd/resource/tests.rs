@@ -322,7 +322,8 @@ fn status_rpc_errors() {
     assert_eq!(o.code, 1);
     assert_eq!(
         o.stderr,
-        "roster-resource: ERROR: cannot connect to unix:///run/roster.sock: No such file or directory\n"
+        "roster-resource: ERROR: cannot connect to unix:///run/roster.sock: No such file or directory\n\
+         roster-resource: INFO: is a service running? Start one with `roster serve &`, or point --uri / ROSTER_URI at it\n"
     );
 }
 
@@ -497,7 +498,8 @@ fn drain_errors() {
     let o = run_with(&["drain", "1"], fake);
     assert_eq!(
         o.stderr,
-        "roster-resource: ERROR: cannot connect to unix:///x: Connection refused\n"
+        "roster-resource: ERROR: cannot connect to unix:///x: Connection refused\n\
+         roster-resource: INFO: is a service running? Start one with `roster serve &`, or point --uri / ROSTER_URI at it\n"
     );
 }
 
