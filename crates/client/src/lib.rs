@@ -20,6 +20,7 @@
 pub mod acquire;
 pub mod blocking;
 mod conn;
+pub mod follower;
 mod status;
 
 use conn::Exchange;
@@ -30,6 +31,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use acquire::{AcquireStream, Acquisition, Response as AcquireResponse};
+pub use follower::{Applied, FollowError, Follower};
 pub use status::{DrainEntry, Status};
 
 /// Environment variable naming the token file for `tcp://` services.

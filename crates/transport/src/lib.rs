@@ -24,7 +24,7 @@
 //! let (_stop, shutdown) = tokio::sync::watch::channel(false);
 //! std::thread::spawn(move || {
 //!     while let Ok(msg) = rx.recv() {
-//!         if let Incoming::Request { req, replies } = msg {
+//!         if let Incoming::Request { req, replies, .. } = msg {
 //!             let _ = replies.send(Ok(serde_json::json!({"topic": req.topic}).into()));
 //!         }
 //!     }
@@ -36,7 +36,12 @@
 mod bind;
 mod flux;
 mod http;
+mod limits;
 pub mod web;
+
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 
 use rpc::uri::Uri;
 use std::fmt;
@@ -45,6 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use bind::Listeners;
+pub use limits::{overflow_error, reply_cost, Limits, QueueSlot, ReplyRefused, ReplySender};
 
 /// What a listener hands to the service loop.
 #[derive(Debug)]
@@ -52,9 +58,14 @@ pub enum Incoming {
     /// A request and the channel its replies go to.  A non-streaming
     /// request takes the first reply only; a streaming one takes replies
     /// until the first `Err`.
+    ///
+    /// `slot` holds the request's place in the bounded listener → loop
+    /// queue ([`Limits::max_queued_requests`]): drop it once the request
+    /// is taken off the channel.
     Request {
         req: rpc::Request,
-        replies: tokio::sync::mpsc::UnboundedSender<rpc::Reply>,
+        replies: ReplySender,
+        slot: QueueSlot,
     },
     /// The connection is gone: drop every request it still has, without
     /// replying.  Sent exactly once per [`rpc::ConnId`] handed out in a
@@ -74,6 +85,8 @@ pub struct ListenOptions {
     /// Permission bits of Unix sockets (default `0o666`: anyone may
     /// connect; roles restrict what guests may do).
     pub socket_mode: u32,
+    /// Connection, queue, size and time limits.
+    pub limits: Limits,
 }
 
 impl Default for ListenOptions {
@@ -83,6 +96,7 @@ impl Default for ListenOptions {
             owner_uid: rpc::uri::current_uid(),
             token: None,
             socket_mode: 0o666,
+            limits: Limits::default(),
         }
     }
 }
@@ -93,6 +107,7 @@ impl fmt::Debug for ListenOptions {
             .field("owner_uid", &self.owner_uid)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("socket_mode", &format_args!("{:#o}", self.socket_mode))
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -176,6 +191,7 @@ mod tests {
             owner_uid: 5,
             token: Some("sekrit".into()),
             socket_mode: 0o600,
+            limits: Limits::default(),
         };
         let s = format!("{o:?}");
         assert!(!s.contains("sekrit"), "{s}");

@@ -2,7 +2,7 @@
 //! library computes it, like Python's `datetime.fromtimestamp`), the
 //! terminal width argparse wraps at, and `os.path.realpath`.
 
-use format::LocalZone;
+use resource_views::LocalZone;
 use std::ffi::CStr;
 use std::path::Path;
 
