@@ -83,6 +83,12 @@ fn config_file_arg() -> Arg {
     Arg::opt("config_file", &["--config-file"], "").hidden()
 }
 
+/// `--json` (Roster's): hidden from usage and help so that both stay
+/// byte-identical to flux's; documented in the README and the man page.
+fn json_arg(help: &'static str) -> Arg {
+    Arg::flag("json", &["--json"], help).hidden()
+}
+
 fn format_arg(help: &'static str) -> Arg {
     Arg::opt("format", &["-o", "--format"], help).default_str("default")
 }
@@ -128,6 +134,9 @@ pub fn parser() -> Parser {
             ))
             .arg(no_header_arg())
             .arg(color_arg())
+            .arg(json_arg(
+                "Print one JSON document instead of the table (Roster; only used when no drain targets specified)",
+            ))
             .arg(Arg::pos_optional(
                 "targets",
                 "List of targets to drain (IDSET or HOSTLIST)",
@@ -168,6 +177,7 @@ pub fn parser() -> Parser {
                     &["--skip-empty"],
                     "Skip empty lines of output even with --states",
                 ))
+                .arg(json_arg("Print one JSON document instead of the table (Roster)"))
         })
         .sub("list", |p| {
             p.arg(format_arg(fmt_help))
@@ -191,6 +201,7 @@ pub fn parser() -> Parser {
                 .arg(no_header_arg())
                 .arg(from_stdin_arg())
                 .arg(config_file_arg())
+                .arg(json_arg("Print one JSON document instead of the table (Roster)"))
         })
         .sub("info", |p| {
             p.arg(
