@@ -32,6 +32,11 @@ Service clients (mirror flux's):
 Run 'roster COMMAND --help' for a command's options.
 ";
 
+/// The sub-commands, for "did you mean".
+const COMMANDS: [&str; 7] = [
+    "idset", "hostlist", "R", "graph", "serve", "agent", "resource",
+];
+
 fn main() -> ExitCode {
     let mut args: Vec<OsString> = std::env::args_os().collect();
     if args.len() < 2 {
@@ -57,7 +62,11 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            eprintln!("roster: unknown command '{}'", sub.to_string_lossy());
+            let word = sub.to_string_lossy();
+            eprintln!("roster: unknown command '{word}'");
+            if let Some(guess) = cmd::suggest::closest(&word, COMMANDS.iter().copied()) {
+                eprintln!("roster: did you mean '{guess}'?");
+            }
             eprint!("{USAGE}");
             ExitCode::from(2)
         }

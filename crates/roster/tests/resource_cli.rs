@@ -302,3 +302,24 @@ fn json_output_of_status_drain_and_list() {
     assert_eq!(lines[1]["nnodes"], 2);
     assert_eq!(lines[1]["nodelist"], "fake[1-2]");
 }
+
+#[test]
+fn out_of_range_and_mistyped_targets_get_a_hint() {
+    let Some(s) = start("hints") else { return };
+    let o = run(&s, &["drain", "7"]);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster-resource: ERROR: [Errno 22] idset is out of range\n\
+         roster-resource: INFO: valid targets: ranks 0-3 or hosts fake[0-3]\n"
+    );
+    let o = run(&s, &["drain", "fkae2", "x"]);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster-resource: ERROR: [Errno 22] invalid targets: invalid hosts: fkae2\n\
+         roster-resource: INFO: valid targets: ranks 0-3 or hosts fake[0-3]\n\
+         roster-resource: INFO: did you mean 'fake2' (for 'fkae2')?\n"
+    );
+    assert_eq!(ok(&s, &["drain", "-no", "{ranks}"]), "");
+}

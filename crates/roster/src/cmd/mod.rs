@@ -7,3 +7,4 @@ pub mod idset;
 pub mod r;
 pub mod resource;
 pub mod serve;
+pub mod suggest;

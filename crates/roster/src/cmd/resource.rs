@@ -398,6 +398,24 @@ impl Ctx<'_> {
     }
 }
 
+/// The sub-command a mistyped one was probably meant to be, from
+/// argparse's `argument subcommand: invalid choice: 'X' (choose from
+/// 'a', 'b', ...)` error.
+fn subcommand_guess(error: &str) -> Option<String> {
+    let rest = error
+        .split("argument subcommand: invalid choice: ")
+        .nth(1)?;
+    let (word, choices) = rest.split_once(" (choose from ")?;
+    let word = word.trim_matches('\'');
+    let choices: Vec<&str> = choices
+        .trim_end()
+        .trim_end_matches(')')
+        .split(", ")
+        .map(|c| c.trim_matches('\''))
+        .collect();
+    crate::cmd::suggest::closest(word, choices)
+}
+
 /// Parse and run one command line (`words` excludes the program name).
 /// Returns the exit status.
 pub fn run(
@@ -415,6 +433,9 @@ pub fn run(
         }
         Err(Stop::Error(text)) => {
             let _ = ctx.err.write_all(text.as_bytes());
+            if let Some(guess) = subcommand_guess(&text) {
+                ctx.log(Level::Info, &format!("did you mean '{guess}'?"));
+            }
             return 2;
         }
     };

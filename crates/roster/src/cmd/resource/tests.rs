@@ -1154,3 +1154,85 @@ fn list_json_properties_and_queues() {
     assert_eq!(plain["queues"], json!(["batch"]));
     assert_eq!(plain["nodelist"], "foo[3-4]");
 }
+
+// ------------------------------------------------------------------ hints
+
+#[test]
+fn out_of_range_targets_name_the_valid_ones() {
+    // flux's ERROR line stays byte-identical; Roster's INFO lines follow
+    let fake = Fake::new()
+        .reply(
+            "resource.drain",
+            Err(SvcError::rpc(EINVAL, "idset is out of range")),
+        )
+        .json("resource.status", &example_status());
+    let o = run_with(&["drain", "7"], fake);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster-resource: ERROR: [Errno 22] idset is out of range\n\
+         roster-resource: INFO: valid targets: ranks 0-3 or hosts foo[1-4]\n"
+    );
+    assert_eq!(o.topics(), ["resource.drain", "resource.status"]);
+
+    let fake = Fake::new()
+        .reply(
+            "resource.undrain",
+            Err(SvcError::rpc(
+                EINVAL,
+                "invalid targets: invalid hosts: fo2,bar",
+            )),
+        )
+        .json("resource.status", &example_status());
+    let o = run_with(&["undrain", "fo2,bar"], fake);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster-resource: ERROR: invalid targets: invalid hosts: fo2,bar\n\
+         roster-resource: INFO: valid targets: ranks 0-3 or hosts foo[1-4]\n\
+         roster-resource: INFO: did you mean 'foo2' (for 'fo2')?\n"
+    );
+
+    // other errors get no hint, and no extra request
+    let fake = Fake::new().reply(
+        "resource.drain",
+        Err(SvcError::rpc(EINVAL, "something else")),
+    );
+    let o = run_with(&["drain", "7"], fake);
+    assert_eq!(
+        o.stderr,
+        "roster-resource: ERROR: [Errno 22] something else\n"
+    );
+    assert_eq!(o.topics(), ["resource.drain"]);
+
+    // the status cannot be fetched: flux's line alone
+    let fake = Fake::new().reply(
+        "resource.drain",
+        Err(SvcError::rpc(EINVAL, "idset is out of range")),
+    );
+    let o = run_with(&["drain", "7"], fake);
+    assert_eq!(
+        o.stderr,
+        "roster-resource: ERROR: [Errno 22] idset is out of range\n"
+    );
+}
+
+#[test]
+fn mistyped_subcommand_gets_a_suggestion_after_the_usage_error() {
+    let o = run_with(&["drian", "0"], Fake::new());
+    assert_eq!(o.code, 2);
+    let lines: Vec<&str> = o.stderr.lines().collect();
+    assert!(
+        lines[lines.len() - 2].starts_with(
+            "roster resource: error: argument subcommand: invalid choice: 'drian' (choose from"
+        ),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(
+        lines[lines.len() - 1],
+        "roster-resource: INFO: did you mean 'drain'?"
+    );
+    let o = run_with(&["frobnicate"], Fake::new());
+    assert!(!o.stderr.contains("did you mean"), "{}", o.stderr);
+}
