@@ -29,12 +29,24 @@ Service clients (mirror flux's):
   resource  status|list|info|R|drain|undrain|reload|eventlog|acquire|release|group-set
                                                              the resource service (flux resource)
 
+Documentation:
+  completions bash|zsh|fish|elvish|powershell                 print a shell completion script
+  manpage   [--dir DIR] [COMMAND...]                          print (or write) the man pages
+
 Run 'roster COMMAND --help' for a command's options.
 ";
 
 /// The sub-commands, for "did you mean".
-const COMMANDS: [&str; 7] = [
-    "idset", "hostlist", "R", "graph", "serve", "agent", "resource",
+const COMMANDS: [&str; 9] = [
+    "idset",
+    "hostlist",
+    "R",
+    "graph",
+    "serve",
+    "agent",
+    "resource",
+    "completions",
+    "manpage",
 ];
 
 fn main() -> ExitCode {
@@ -53,6 +65,8 @@ fn main() -> ExitCode {
         Some("resource") => cmd::resource::main(args),
         Some("serve") => cmd::serve::main(args),
         Some("agent") => cmd::agent::main(args),
+        Some("completions") => cmd::docs::completions_main(args),
+        Some("manpage") => cmd::docs::manpage_main(args),
         Some("-h" | "--help" | "help") => {
             print!("{USAGE}");
             ExitCode::SUCCESS

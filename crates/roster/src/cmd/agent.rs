@@ -90,6 +90,11 @@ fn seconds(what: &str, s: f64) -> Result<Duration, String> {
     }
 }
 
+/// The command line, for `roster completions` and `roster manpage`.
+pub fn command() -> clap::Command {
+    <Args as clap::CommandFactory>::command()
+}
+
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let args = match Args::try_parse_from(args) {
         Ok(a) => a,

@@ -84,9 +84,15 @@ fn config_file_arg() -> Arg {
 }
 
 /// `--json` (Roster's): hidden from usage and help so that both stay
-/// byte-identical to flux's; documented in the README and the man page.
-fn json_arg(help: &'static str) -> Arg {
-    Arg::flag("json", &["--json"], help).hidden()
+/// byte-identical to flux's; shown in the man page and completions
+/// (`doc`), documented in the README.
+fn json_arg(doc: bool, help: &'static str) -> Arg {
+    let a = Arg::flag("json", &["--json"], help);
+    if doc {
+        a
+    } else {
+        a.hidden()
+    }
 }
 
 fn format_arg(help: &'static str) -> Arg {
@@ -96,6 +102,16 @@ fn format_arg(help: &'static str) -> Arg {
 /// The command line of `roster resource` (flux-resource.py's parser, plus
 /// the global service options and Roster's `acquire`/`release`).
 pub fn parser() -> Parser {
+    build_parser(false)
+}
+
+/// [`parser`] with Roster's own hidden options shown, for `roster
+/// manpage` and `roster completions`.
+pub fn doc_parser() -> Parser {
+    build_parser(true)
+}
+
+fn build_parser(doc: bool) -> Parser {
     let fmt_help = "Specify output format using Python's string format syntax or a defined format by name (use 'help' to get a list of names)";
     Parser::new(USAGE_PROG)
         .arg(
@@ -135,6 +151,7 @@ pub fn parser() -> Parser {
             .arg(no_header_arg())
             .arg(color_arg())
             .arg(json_arg(
+                doc,
                 "Print one JSON document instead of the table (Roster; only used when no drain targets specified)",
             ))
             .arg(Arg::pos_optional(
@@ -177,7 +194,7 @@ pub fn parser() -> Parser {
                     &["--skip-empty"],
                     "Skip empty lines of output even with --states",
                 ))
-                .arg(json_arg("Print one JSON document instead of the table (Roster)"))
+                .arg(json_arg(doc, "Print one JSON document instead of the table (Roster)"))
         })
         .sub("list", |p| {
             p.arg(format_arg(fmt_help))
@@ -201,7 +218,7 @@ pub fn parser() -> Parser {
                 .arg(no_header_arg())
                 .arg(from_stdin_arg())
                 .arg(config_file_arg())
-                .arg(json_arg("Print one JSON document instead of the table (Roster)"))
+                .arg(json_arg(doc, "Print one JSON document instead of the table (Roster)"))
         })
         .sub("info", |p| {
             p.arg(

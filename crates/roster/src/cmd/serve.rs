@@ -54,6 +54,11 @@ fn parse_uri(s: &str) -> Result<Uri, String> {
     Uri::parse(s).map_err(|e| e.to_string())
 }
 
+/// The command line, for `roster completions` and `roster manpage`.
+pub fn command() -> clap::Command {
+    <Args as clap::CommandFactory>::command()
+}
+
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let args = match Args::try_parse_from(args) {
         Ok(a) => a,
