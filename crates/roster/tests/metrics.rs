@@ -135,6 +135,69 @@ fn metrics_health_and_readiness_without_a_token() {
     assert_eq!(status, 401);
 }
 
+fn value(text: &str, key: &str) -> Option<i64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Wait until `/metrics` shows `key` at `want`.
+fn wait_for(addr: &str, key: &str, want: i64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, text) = http_get(addr, "/metrics");
+        if value(&text, key) == Some(want) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{key} never became {want}:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn journal_followers_and_their_queues() {
+    let s = Scratch::new("metrics-streams");
+    let (d, addr) = daemon_with_tcp(&s, 4);
+    let key = "roster_streams{topic=\"resource.journal\"} ";
+    wait_for(&addr, key, 0);
+    // a follower: roster resource eventlog -F
+    let follower = Killed(
+        roster()
+            .args(["resource", "--uri", &d.uri, "eventlog", "-F"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let text = wait_for(&addr, key, 1);
+    // it reads: nothing stays queued for long
+    assert!(
+        value(
+            &text,
+            "roster_stream_queued_bytes{topic=\"resource.journal\"} "
+        )
+        .is_some(),
+        "{text}"
+    );
+    assert!(
+        value(
+            &text,
+            "roster_stream_queued_bytes_max{topic=\"resource.journal\"} "
+        )
+        .is_some(),
+        "{text}"
+    );
+    assert_eq!(
+        value(&text, "roster_streams{topic=\"resource.acquire\"} "),
+        Some(0)
+    );
+    drop(follower);
+    wait_for(&addr, key, 0);
+}
+
 struct Killed(Child);
 impl Drop for Killed {
     fn drop(&mut self) {

@@ -5,7 +5,9 @@
 //! path; node-state gauges are recomputed from the core's id sets at most
 //! every [`NODE_REFRESH`] (set algebra on ranges, microseconds at 16k
 //! nodes), so a scrape never waits for, nor slows, the service loop.
-//! Process figures (RSS, open fds) are read from `/proc` at scrape time.
+//! Process figures (RSS, open fds) and the outbound queues of open streams
+//! (journal followers, acquire holders, agent sessions) are read at
+//! scrape time.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -19,6 +21,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use roster_core::Service;
 use transport::web::{WebHandler, WebResponse, WebRoute};
+use transport::QueueProbe;
 
 /// Node-state gauges are recomputed at most this often.
 pub const NODE_REFRESH: Duration = Duration::from_millis(250);
@@ -66,6 +69,11 @@ pub struct Metrics {
     acquirers: Gauge,
     rss: Gauge,
     fds: Gauge,
+    streams: Family<TopicLabel, Gauge>,
+    stream_bytes: Family<TopicLabel, Gauge>,
+    stream_bytes_max: Family<TopicLabel, Gauge>,
+    /// Open streaming requests, by topic label (pruned as they end).
+    probes: Mutex<Probes>,
     ready: AtomicBool,
     last_refresh: Mutex<Option<Instant>>,
 }
@@ -152,8 +160,30 @@ impl Metrics {
             "Open file descriptors of the daemon",
             fds.clone(),
         );
+        let streams = Family::<TopicLabel, Gauge>::default();
+        registry.register(
+            "roster_streams",
+            "Open streaming requests by topic (resource.journal followers, resource.acquire holders, resource.agent sessions, other)",
+            streams.clone(),
+        );
+        let stream_bytes = Family::<TopicLabel, Gauge>::default();
+        registry.register(
+            "roster_stream_queued_bytes",
+            "Reply bytes queued and not yet written to the connections of open streams, by topic (each connection counted once)",
+            stream_bytes.clone(),
+        );
+        let stream_bytes_max = Family::<TopicLabel, Gauge>::default();
+        registry.register(
+            "roster_stream_queued_bytes_max",
+            "The largest outbound queue of one connection with an open stream of the topic (a reader falling behind)",
+            stream_bytes_max.clone(),
+        );
         Metrics {
             registry,
+            streams,
+            stream_bytes,
+            stream_bytes_max,
+            probes: Mutex::new(Probes::default()),
             nodes,
             nodes_total,
             agents,
@@ -224,6 +254,50 @@ impl Metrics {
         self.acquirers.set(core.acquisitions().len() as i64);
     }
 
+    /// A streaming request was opened: watch its outbound queue until it
+    /// ends.
+    pub fn stream_opened(&self, topic: &str, probe: QueueProbe) {
+        let label = stream_label(topic);
+        let mut p = self.probes.lock().unwrap_or_else(|e| e.into_inner());
+        p.list.push((label, probe));
+        // Drop the ended ones now and then (amortized: when the list has
+        // doubled since the last pass).
+        if p.list.len() >= 2 * p.live_at_prune.max(32) {
+            p.list.retain(|(_, q)| q.is_live());
+            p.live_at_prune = p.list.len();
+        }
+    }
+
+    /// Recompute the stream gauges from the open streams' queues.
+    fn refresh_streams(&self) {
+        let mut p = self.probes.lock().unwrap_or_else(|e| e.into_inner());
+        p.list.retain(|(_, q)| q.is_live());
+        p.live_at_prune = p.list.len();
+        for label in STREAM_LABELS {
+            let mut count = 0i64;
+            let mut seen = std::collections::HashSet::new();
+            let (mut sum, mut max) = (0usize, 0usize);
+            for (_, q) in p.list.iter().filter(|(l, _)| *l == label) {
+                count += 1;
+                if seen.insert(q.queue_id()) {
+                    let b = q.queued_bytes();
+                    sum = sum.saturating_add(b);
+                    max = max.max(b);
+                }
+            }
+            let key = TopicLabel {
+                topic: label.to_string(),
+            };
+            self.streams.get_or_create(&key).set(count);
+            self.stream_bytes
+                .get_or_create(&key)
+                .set(i64::try_from(sum).unwrap_or(i64::MAX));
+            self.stream_bytes_max
+                .get_or_create(&key)
+                .set(i64::try_from(max).unwrap_or(i64::MAX));
+        }
+    }
+
     /// State loaded and listeners up.
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
@@ -242,11 +316,35 @@ impl Metrics {
         if let Some(n) = process_fds() {
             self.fds.set(n as i64);
         }
+        self.refresh_streams();
         let mut s = String::with_capacity(8192);
         // Writing to a String cannot fail.
         let _ = encode(&mut s, &self.registry);
         openmetrics_to_text(&s)
     }
+}
+
+/// The `topic` labels of the stream gauges (bounded cardinality).
+const STREAM_LABELS: [&str; 4] = [
+    "resource.journal",
+    "resource.acquire",
+    rpc::wire::SESSION_TOPIC,
+    "other",
+];
+
+fn stream_label(topic: &str) -> &'static str {
+    STREAM_LABELS
+        .iter()
+        .find(|l| **l == topic)
+        .copied()
+        .unwrap_or("other")
+}
+
+/// The open streams being watched.
+#[derive(Debug, Default)]
+struct Probes {
+    list: Vec<(&'static str, QueueProbe)>,
+    live_at_prune: usize,
 }
 
 /// Counts per state, in [`STATES`] order.  `draining` (drained but still
@@ -397,6 +495,49 @@ mod tests {
             assert!(text.contains(name), "{name} missing from:\n{text}");
         }
         assert!(!text.contains("# EOF"), "{text}");
+    }
+
+    #[test]
+    fn stream_queues_are_read_at_scrape_time() {
+        let m = Metrics::new();
+        let (journal, _rx) = transport::ReplySender::unbounded(true);
+        let (acquire, _rx2) = transport::ReplySender::unbounded(true);
+        m.stream_opened("resource.journal", journal.probe());
+        m.stream_opened("resource.acquire", acquire.probe());
+        m.stream_opened("resource.acquire", acquire.probe());
+        m.stream_opened("resource.frobnicate", acquire.probe());
+        journal
+            .send(Ok(serde_json::json!({"events": ["x".repeat(1000)]}).into()))
+            .unwrap();
+        let text = m.render();
+        let value = |line: &str| -> i64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(line))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{line} missing from:\n{text}"))
+        };
+        assert_eq!(value("roster_streams{topic=\"resource.journal\"}"), 1);
+        assert_eq!(value("roster_streams{topic=\"resource.acquire\"}"), 2);
+        assert_eq!(value("roster_streams{topic=\"other\"}"), 1);
+        assert_eq!(value("roster_streams{topic=\"resource.agent\"}"), 0);
+        let queued = value("roster_stream_queued_bytes{topic=\"resource.journal\"}");
+        assert!(queued >= 1000, "{queued}");
+        assert_eq!(
+            value("roster_stream_queued_bytes_max{topic=\"resource.journal\"}"),
+            queued
+        );
+        assert_eq!(
+            value("roster_stream_queued_bytes{topic=\"resource.acquire\"}"),
+            0
+        );
+        // the request ends (its sender dropped): no longer counted
+        drop(journal);
+        let text = m.render();
+        assert!(
+            text.contains("roster_streams{topic=\"resource.journal\"} 0"),
+            "{text}"
+        );
+        assert!(text.contains("roster_stream_queued_bytes{topic=\"resource.journal\"} 0"));
     }
 
     #[test]

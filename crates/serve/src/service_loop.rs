@@ -210,6 +210,9 @@ impl Shell {
                 if route.is_agent() {
                     self.metrics.agent_opened();
                 }
+                if route.streaming {
+                    self.metrics.stream_opened(&route.topic, route.tx.probe());
+                }
                 let old = self
                     .routes
                     .entry(req.conn)

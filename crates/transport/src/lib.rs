@@ -50,7 +50,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use bind::Listeners;
-pub use limits::{overflow_error, reply_cost, Limits, QueueSlot, ReplyRefused, ReplySender};
+pub use limits::{
+    overflow_error, reply_cost, Limits, QueueProbe, QueueSlot, ReplyRefused, ReplySender,
+};
 
 /// What a listener hands to the service loop.
 #[derive(Debug)]
