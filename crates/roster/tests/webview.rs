@@ -219,7 +219,8 @@ fn a_drain_shows_in_the_browser_within_a_second() {
     let s = Scratch::new("webview");
     let (d, addr) = daemon_with_tcp(&s, &fake_config(16, ""));
     let b = Browser::start(1000, 800);
-    b.goto(&format!("http://{addr}/"));
+    // the owner's page: the token in the fragment, the journal followed
+    b.goto(&format!("http://{addr}/#token=s3cret"));
     let page_ready = "return !!(window.roster && window.roster.n === 16 && document.getElementById('status').textContent === 'live')";
     b.wait_for(page_ready, &json!(true), Duration::from_secs(20))
         .expect("page loaded and following the journal");
@@ -249,6 +250,83 @@ fn a_drain_shows_in_the_browser_within_a_second() {
         .as_str()
         .unwrap()
         .contains("web test"));
+    // the token left the address bar
+    assert_eq!(
+        b.eval("return location.hash"),
+        json!(""),
+        "the token must not stay in the URL"
+    );
+
+    // a guest's page (no token): no journal, the status polled instead
+    b.eval("sessionStorage.clear(); return null");
+    b.goto(&format!("http://{addr}/"));
+    let polling =
+        "return !!(window.roster && window.roster.n === 16 && window.roster.polling === true)";
+    b.wait_for(polling, &json!(true), Duration::from_secs(20))
+        .expect("guest page polling the status");
+    let state6 = "return window.roster.drained[6] ? 'drained' : 'other'";
+    assert_eq!(b.eval(state6), json!("other"));
+    d.ok(&["drain", "6", "guest view"]);
+    let took = b
+        .wait_for(state6, &json!("drained"), Duration::from_secs(3))
+        .unwrap_or_else(|v| panic!("cell 6 not drained within 3 s on the guest page: {v}"));
+    eprintln!("drain seen by the guest page after {took:?}");
+}
+
+/// A raw GET over TCP with optional headers: (status, the body's first
+/// line), without waiting for a stream to end.
+fn get_first_line(addr: &str, path: &str, headers: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}\r\n").unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&buf).to_string();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let status = head
+                .split_whitespace()
+                .nth(1)
+                .and_then(|c| c.parse().ok())
+                .unwrap();
+            // chunked or not: the first line holding a JSON object
+            if let Some(line) = body.lines().find(|l| l.starts_with('{')) {
+                return (status, line.to_string());
+            }
+        }
+        let n = s.read(&mut chunk).expect("read");
+        assert!(n > 0, "connection closed: {text}");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The web routes run with the caller's role: a guest (no token) reads
+/// the status but not the owner-only journal; the token makes an owner;
+/// a wrong token is refused.
+#[test]
+fn web_routes_run_with_the_callers_role() {
+    let s = Scratch::new("webroles");
+    let (d, addr) = daemon_with_tcp(&s, &fake_config(4, ""));
+    d.ok(&["drain", "2", "roles"]);
+    let (status, line) = get_first_line(&addr, "/api/journal", "");
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        v["errnum"], 1,
+        "a guest must not follow the journal: {line}"
+    );
+    let (status, line) = get_first_line(&addr, "/api/status", "");
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["drain"]["2"]["reason"], "roles", "{line}");
+    let (status, line) = get_first_line(&addr, "/api/journal", "Authorization: Bearer s3cret\r\n");
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert!(v["events"].is_array(), "{line}");
+    let (status, _) = get_first_line(&addr, "/api/journal", "Authorization: Bearer nope\r\n");
+    assert_eq!(status, 401);
+    let (status, _) = get_first_line(&addr, "/metrics", "Authorization: Bearer nope\r\n");
+    assert_eq!(status, 401);
 }
 
 /// R16k with 30 % drained: first paint time, a screenshot under docs/.
@@ -309,7 +387,7 @@ fn r16k_first_paint_and_screenshot() {
     }
     eprintln!("R16k /metrics scrape: {:?} each", scrape.elapsed() / n);
     let b = Browser::start(1400, 1000);
-    b.goto(&format!("http://{addr}/"));
+    b.goto(&format!("http://{addr}/#token=s3cret"));
     b.wait_for(
         "return !!(window.roster && window.roster.counts && window.roster.counts.drained === 4915)",
         &json!(true),

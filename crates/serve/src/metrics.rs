@@ -428,8 +428,11 @@ fn process_fds() -> Option<usize> {
 const INDEX_HTML: &str = include_str!("web/index.html");
 
 /// The `GET` routes: `/metrics`, `/healthz`, `/readyz`, and the web view:
-/// `/` (the page), `/api/status` (`resource.status` as a guest) and
-/// `/api/journal` (the `resource.journal` stream, read-only).
+/// `/` (the page), `/api/status` (`resource.status`, which guests may
+/// read) and `/api/journal` (the `resource.journal` stream, owner-only as
+/// over RPC: the listener caps the route's role at the caller's, so a
+/// guest is refused with EPERM and the page polls `/api/status`
+/// instead).
 #[derive(Debug)]
 pub struct Web {
     pub metrics: std::sync::Arc<Metrics>,
@@ -439,7 +442,7 @@ const TEXT: &str = "text/plain; charset=utf-8";
 const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 impl WebHandler for Web {
-    fn get(&self, path: &str) -> Option<WebRoute> {
+    fn get(&self, path: &str, _caller: rpc::Role) -> Option<WebRoute> {
         let page = match path {
             "/" | "/index.html" => WebResponse::ok("text/html; charset=utf-8", INDEX_HTML),
             "/metrics" => WebResponse::ok(EXPOSITION, self.metrics.render()),
@@ -457,8 +460,8 @@ impl WebHandler for Web {
                     role: rpc::Role::Guest,
                 })
             }
-            // The journal is owner-only over RPC, but it is read-only and
-            // holds what `/api/status` shows; the web view follows it.
+            // Owner-only, as over RPC (flux's journal is owner-only): the
+            // listener runs it with the caller's role when that is less.
             "/api/journal" => {
                 return Some(WebRoute::Rpc {
                     topic: "resource.journal",
@@ -545,7 +548,7 @@ mod tests {
         let web = Web {
             metrics: std::sync::Arc::new(Metrics::new()),
         };
-        let status = |p: &str| match web.get(p) {
+        let status = |p: &str| match web.get(p, rpc::Role::Guest) {
             Some(WebRoute::Page(r)) => r.status,
             other => panic!("{p}: {other:?}"),
         };
@@ -554,9 +557,9 @@ mod tests {
         assert_eq!(status("/readyz"), 200);
         assert_eq!(status("/healthz"), 200);
         assert_eq!(status("/"), 200);
-        assert!(web.get("/nope").is_none());
+        assert!(web.get("/nope", rpc::Role::Owner).is_none());
         assert!(matches!(
-            web.get("/api/status"),
+            web.get("/api/status", rpc::Role::Owner),
             Some(WebRoute::Rpc {
                 topic: "resource.status",
                 role: rpc::Role::Guest,

@@ -301,7 +301,7 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + std::fmt::Display,
 {
-    if let Some(resp) = web_route(&req, ctx).await {
+    if let Some(resp) = web_route(&req, &peer, ctx).await {
         return resp;
     }
     let (role, userid) = match peer {
@@ -445,13 +445,33 @@ async fn dispatch(
 }
 
 /// A `GET` outside the RPC namespace, answered by the installed web
-/// handler (no credentials needed: see [`crate::web`]).
-async fn web_route<B>(req: &Request<B>, ctx: &Ctx) -> Option<Response<ReplyBody>> {
+/// handler (no credentials needed: missing ones make a guest, see
+/// [`crate::web`]).
+async fn web_route<B>(req: &Request<B>, peer: &Peer, ctx: &Ctx) -> Option<Response<ReplyBody>> {
     let web = ctx.web.as_ref()?;
     if req.method() != Method::GET || req.uri().path().starts_with(wire::PATH_PREFIX) {
         return None;
     }
-    let r = match web.get(req.uri().path())? {
+    let (caller, userid) = match *peer {
+        Peer::Unix { uid: Some(uid) } if uid == ctx.owner_uid || uid == 0 => {
+            (Role::Owner, Some(uid))
+        }
+        Peer::Unix { uid } => (Role::Guest, uid),
+        Peer::Tcp if req.headers().get(wire::AUTH_HEADER).is_none() => (Role::Guest, None),
+        Peer::Tcp if ctx.token.as_deref().is_some_and(|t| authorized(req, t)) => {
+            (Role::Owner, None)
+        }
+        Peer::Tcp => {
+            let mut resp = error_response(
+                StatusCode::UNAUTHORIZED,
+                &RpcError::new(EPERM, "authentication failed: wrong bearer token"),
+            );
+            resp.headers_mut()
+                .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return Some(resp);
+        }
+    };
+    let r = match web.get(req.uri().path(), caller)? {
         crate::web::WebRoute::Page(r) => r,
         crate::web::WebRoute::Rpc {
             topic,
@@ -459,7 +479,8 @@ async fn web_route<B>(req: &Request<B>, ctx: &Ctx) -> Option<Response<ReplyBody>
             role,
         } => {
             let payload = serde_json::Value::Object(Default::default());
-            return Some(dispatch(ctx, topic.to_string(), payload, streaming, role, None).await);
+            let role = crate::web::cap(role, caller);
+            return Some(dispatch(ctx, topic.to_string(), payload, streaming, role, userid).await);
         }
     };
     let mut resp = Response::new(ReplyBody::Full((!r.body.is_empty()).then_some(r.body)));

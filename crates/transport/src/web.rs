@@ -5,6 +5,14 @@
 //! These routes are read-only and need no credentials, on TCP listeners
 //! too: bind TCP to loopback (or firewall it) if the metrics must stay
 //! private.  Paths under [`rpc::wire::PATH_PREFIX`] never reach the handler.
+//!
+//! The caller's role is decided by the listener exactly as for an RPC,
+//! except that missing credentials make a guest instead of a refusal: on a
+//! Unix socket the peer's uid (the owner's uid or root: owner, anyone
+//! else: guest); on TCP the bearer token (`Authorization: Bearer TOKEN`
+//! right: owner; no `Authorization` header: guest; a wrong one: 401).
+//! The handler sees that role, and an RPC route never runs with more than
+//! it: [`WebRoute::Rpc`]'s role is capped at the caller's by the listener.
 
 use bytes::Bytes;
 
@@ -42,8 +50,9 @@ pub enum WebRoute {
     Page(WebResponse),
     /// A read-only RPC on the caller's behalf, with an empty payload,
     /// answered like `POST /v1/TOPIC` (NDJSON lines when `streaming`).
-    /// The handler picks the role: only topics that change nothing may
-    /// be offered here.
+    /// `role` is the most the route grants; the request runs with the
+    /// lesser of it and the caller's role ([`cap`]).  Only topics that
+    /// change nothing may be offered here.
     Rpc {
         topic: &'static str,
         streaming: bool,
@@ -53,7 +62,31 @@ pub enum WebRoute {
 
 /// Serves the non-RPC `GET` routes.
 pub trait WebHandler: Send + Sync + 'static {
-    /// The route for `path`, or `None` if the handler has no such route
-    /// (the listener then answers as for any unknown path).
-    fn get(&self, path: &str) -> Option<WebRoute>;
+    /// The route for `path` asked by a caller with role `caller`, or
+    /// `None` if the handler has no such route (the listener then answers
+    /// as for any unknown path).
+    fn get(&self, path: &str, caller: rpc::Role) -> Option<WebRoute>;
+}
+
+/// The role an RPC route runs with: the lesser of what the route grants
+/// and what the caller has (roles are ordered guest < owner).
+pub fn cap(route: rpc::Role, caller: rpc::Role) -> rpc::Role {
+    match (route, caller) {
+        (rpc::Role::Owner, rpc::Role::Owner) => rpc::Role::Owner,
+        _ => rpc::Role::Guest,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rpc::Role::{Guest, Owner};
+
+    #[test]
+    fn a_route_never_grants_more_than_the_caller_has() {
+        assert_eq!(cap(Owner, Owner), Owner);
+        assert_eq!(cap(Owner, Guest), Guest);
+        assert_eq!(cap(Guest, Owner), Guest);
+        assert_eq!(cap(Guest, Guest), Guest);
+    }
 }
