@@ -119,6 +119,7 @@ fn man_pages_for_every_command() {
         "roster-R-encode.1",
         "roster-graph.1",
         "roster-serve.1",
+        "roster-serve-ca-issue.1",
         "roster-agent.1",
         "roster-resource.1",
         "roster-resource-drain.1",

@@ -13,12 +13,22 @@ fn quick_start(readme: &str) -> Vec<String> {
     let start = readme
         .find("## Quick start")
         .expect("a Quick start section");
-    let mut out = Vec::new();
+    let mut out: Vec<String> = Vec::new();
     let mut started = false;
+    let mut continued = false;
     for line in readme[start..].lines().skip(1) {
         if let Some(cmd) = line.strip_prefix("    ") {
             started = true;
-            out.push(cmd.to_string());
+            // a `\` continuation joins the next line
+            let (cmd, more) = match cmd.strip_suffix('\\') {
+                Some(c) => (c, true),
+                None => (cmd, false),
+            };
+            match out.last_mut() {
+                Some(last) if continued => last.push_str(cmd.trim_start()),
+                _ => out.push(cmd.to_string()),
+            }
+            continued = more;
         } else if line.trim().is_empty() {
             if started {
                 out.push(String::new());
@@ -90,9 +100,13 @@ fn readme_quick_start_runs() {
             script.push_str("timeout -s INT 1 roster resource acquire || [ $? = 124 ]\n");
         } else if trimmed.starts_with("curl ") && !have_curl {
             script.push_str("echo 'skipped (no curl):' \"$LINENO\"\n");
+        } else if trimmed.starts_with("roster serve ca issue") {
+            // the service is reached at 127.0.0.1 here, not at head
+            script.push_str(&format!("{l} --san 127.0.0.1\n"));
         } else if trimmed.starts_with("roster agent --uri") {
             // "on every node": here, play node0 for two seconds
-            let cmd = l.split('#').next().unwrap().trim();
+            let cmd = l.split(" #").next().unwrap().trim();
+            let cmd = cmd.replace("$(hostname)", "node0");
             script.push_str(&format!(
                 "timeout 2 {cmd} --hostname node0 || [ $? = 124 ]\n"
             ));

@@ -1,3 +1,4 @@
+#![allow(unsafe_code)] // libc calls (getuid, kill, signals) or a counting allocator
 //! `roster serve` under systemd's notify protocol: READY=1 only once the
 //! socket answers, WATCHDOG=1 pings, STOPPING=1 on SIGTERM, in that order;
 //! and the shipped units pass `systemd-analyze verify` where available.

@@ -429,10 +429,11 @@ const INDEX_HTML: &str = include_str!("web/index.html");
 
 /// The `GET` routes: `/metrics`, `/healthz`, `/readyz`, and the web view:
 /// `/` (the page), `/api/status` (`resource.status`, which guests may
-/// read) and `/api/journal` (the `resource.journal` stream, owner-only as
-/// over RPC: the listener caps the route's role at the caller's, so a
-/// guest is refused with EPERM and the page polls `/api/status`
-/// instead).
+/// read) and `/api/journal` (the `resource.journal` stream, which needs
+/// the `user` role as over RPC).  The routes grant at most `guest` and
+/// `user` rights: the listener caps them at the caller's role, so a guest
+/// is refused the journal with EPERM (its page polls `/api/status`
+/// instead), and no caller gets more than a user's reads.
 #[derive(Debug)]
 pub struct Web {
     pub metrics: std::sync::Arc<Metrics>,
@@ -442,7 +443,7 @@ const TEXT: &str = "text/plain; charset=utf-8";
 const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 impl WebHandler for Web {
-    fn get(&self, path: &str, _caller: rpc::Role) -> Option<WebRoute> {
+    fn get(&self, path: &str, _caller: &rpc::Role) -> Option<WebRoute> {
         let page = match path {
             "/" | "/index.html" => WebResponse::ok("text/html; charset=utf-8", INDEX_HTML),
             "/metrics" => WebResponse::ok(EXPOSITION, self.metrics.render()),
@@ -460,13 +461,13 @@ impl WebHandler for Web {
                     role: rpc::Role::Guest,
                 })
             }
-            // Owner-only, as over RPC (flux's journal is owner-only): the
-            // listener runs it with the caller's role when that is less.
+            // A user's read, as over RPC: the listener runs it with the
+            // caller's role when that is less (a guest is refused).
             "/api/journal" => {
                 return Some(WebRoute::Rpc {
                     topic: "resource.journal",
                     streaming: true,
-                    role: rpc::Role::Owner,
+                    role: rpc::Role::User,
                 })
             }
             _ => return None,
@@ -548,7 +549,7 @@ mod tests {
         let web = Web {
             metrics: std::sync::Arc::new(Metrics::new()),
         };
-        let status = |p: &str| match web.get(p, rpc::Role::Guest) {
+        let status = |p: &str| match web.get(p, &rpc::Role::Guest) {
             Some(WebRoute::Page(r)) => r.status,
             other => panic!("{p}: {other:?}"),
         };
@@ -557,9 +558,9 @@ mod tests {
         assert_eq!(status("/readyz"), 200);
         assert_eq!(status("/healthz"), 200);
         assert_eq!(status("/"), 200);
-        assert!(web.get("/nope", rpc::Role::Owner).is_none());
+        assert!(web.get("/nope", &rpc::Role::Owner).is_none());
         assert!(matches!(
-            web.get("/api/status", rpc::Role::Owner),
+            web.get("/api/status", &rpc::Role::Owner),
             Some(WebRoute::Rpc {
                 topic: "resource.status",
                 role: rpc::Role::Guest,

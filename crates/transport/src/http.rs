@@ -23,7 +23,8 @@ use tokio::sync::{mpsc, watch};
 pub(crate) struct Ctx {
     tx: LoopTx,
     owner_uid: u32,
-    token: Option<Vec<u8>>,
+    /// Bearer tokens and the role each gives (the owner's first).
+    tokens: Vec<(Vec<u8>, Role)>,
     web: Option<Arc<dyn crate::web::WebHandler>>,
     limits: Limits,
 }
@@ -34,23 +35,49 @@ impl Ctx {
         opts: &ListenOptions,
         web: Option<Arc<dyn crate::web::WebHandler>>,
     ) -> Ctx {
+        let mut tokens: Vec<(Vec<u8>, Role)> = Vec::new();
+        if let Some(t) = opts.token.as_ref().filter(|t| !t.is_empty()) {
+            tokens.push((t.as_bytes().to_vec(), Role::Owner));
+        }
+        for (role, t) in &opts.role_tokens {
+            if !t.is_empty() {
+                tokens.push((t.as_bytes().to_vec(), role.clone()));
+            }
+        }
         Ctx {
             tx,
             web,
             owner_uid: opts.owner_uid,
-            token: opts.token.as_ref().map(|t| t.as_bytes().to_vec()),
+            tokens,
             limits: opts.limits.clone(),
         }
+    }
+
+    /// The role of the bearer token a request carries, if it is one of
+    /// ours.
+    fn token_role<B>(&self, req: &Request<B>) -> Option<Role> {
+        let given = bearer(req)?;
+        let mut found = None;
+        // Compare with every token (no early exit).
+        for (t, role) in &self.tokens {
+            if constant_time_eq(given, t) && found.is_none() {
+                found = Some(role.clone());
+            }
+        }
+        found
     }
 }
 
 /// Who is on the other end of a connection.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum Peer {
     /// Unix socket; `uid` from the peer credentials (None if unreadable).
     Unix { uid: Option<u32> },
-    /// TCP: the bearer token decides.
+    /// Plain TCP (loopback only): the bearer token decides.
     Tcp,
+    /// TLS: the client certificate (if it presented one) or else the
+    /// bearer token decides.
+    Tls(Option<Arc<crate::tls::CertPeer>>),
 }
 
 pub(crate) async fn serve_connection<S>(
@@ -67,6 +94,7 @@ pub(crate) async fn serve_connection<S>(
     let head_timeout = ctx.limits.request_timeout;
     let svc = hyper::service::service_fn(move |req| {
         let ctx = Arc::clone(&ctx);
+        let peer = peer.clone();
         async move { Ok::<_, Infallible>(handle(req, peer, &ctx).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
@@ -233,18 +261,67 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The token of an `Authorization: Bearer <token>` header.
+fn bearer<B>(req: &Request<B>) -> Option<&[u8]> {
+    let v = req.headers().get(wire::AUTH_HEADER)?.to_str().ok()?;
+    let (scheme, given) = v.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| given.trim().as_bytes())
+}
+
 /// Does the request carry `Authorization: Bearer <token>`?
+#[cfg(test)]
 fn authorized<B>(req: &Request<B>, token: &[u8]) -> bool {
-    let Some(v) = req.headers().get(wire::AUTH_HEADER) else {
-        return false;
-    };
-    let Ok(v) = v.to_str() else {
-        return false;
-    };
-    let Some((scheme, given)) = v.trim().split_once(' ') else {
-        return false;
-    };
-    scheme.eq_ignore_ascii_case("bearer") && constant_time_eq(given.trim().as_bytes(), token)
+    bearer(req).is_some_and(|given| constant_time_eq(given, token))
+}
+
+/// 401 with an EPERM error object.
+/// The caller's role (and uid, on a Unix socket), decided by the
+/// listener: the peer's uid on a Unix socket, the client certificate or
+/// else the bearer token on TLS, the bearer token on (loopback) TCP.
+/// Missing credentials are refused (the 401 text), except with `guest_if_none`
+/// (the web routes, see [`crate::web`]) where a request with no
+/// certificate role and no `Authorization` header is a guest's; a wrong
+/// token is refused either way.
+fn caller<B>(
+    req: &Request<B>,
+    peer: &Peer,
+    ctx: &Ctx,
+    guest_if_none: bool,
+) -> Result<(Role, Option<u32>), String> {
+    let anonymous = guest_if_none && req.headers().get(wire::AUTH_HEADER).is_none();
+    match peer {
+        Peer::Unix { uid: Some(uid) } if *uid == ctx.owner_uid || *uid == 0 => {
+            Ok((Role::Owner, Some(*uid)))
+        }
+        Peer::Unix { uid } => Ok((Role::Guest, *uid)),
+        Peer::Tcp => match ctx.token_role(req) {
+            Some(role) => Ok((role, None)),
+            None if anonymous => Ok((Role::Guest, None)),
+            None => Err("authentication required: missing or wrong bearer token".into()),
+        },
+        Peer::Tls(cert) => match (cert.as_deref(), ctx.token_role(req)) {
+            (Some(crate::tls::CertPeer { role: Some(r), .. }), _) => Ok((r.clone(), None)),
+            (_, Some(role)) => Ok((role, None)),
+            (_, None) if anonymous => Ok((Role::Guest, None)),
+            (Some(c), None) => Err(format!(
+                "authentication required: the certificate of {} maps to no role \
+                 (see [serve.auth]) and no valid bearer token was given",
+                c.name
+            )),
+            (None, None) => Err(
+                "authentication required: present a client certificate or a bearer token".into(),
+            ),
+        },
+    }
+}
+
+fn unauthorized(msg: String) -> Response<ReplyBody> {
+    let mut resp = error_response(StatusCode::UNAUTHORIZED, &RpcError::new(EPERM, msg));
+    resp.headers_mut()
+        .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    resp
 }
 
 fn wants_streaming<B>(req: &Request<B>) -> bool {
@@ -304,27 +381,9 @@ where
     if let Some(resp) = web_route(&req, &peer, ctx).await {
         return resp;
     }
-    let (role, userid) = match peer {
-        Peer::Unix { uid: Some(uid) } if uid == ctx.owner_uid || uid == 0 => {
-            (Role::Owner, Some(uid))
-        }
-        Peer::Unix { uid } => (Role::Guest, uid),
-        Peer::Tcp => {
-            let ok = ctx.token.as_deref().is_some_and(|t| authorized(&req, t));
-            if !ok {
-                let mut resp = error_response(
-                    StatusCode::UNAUTHORIZED,
-                    &RpcError::new(
-                        EPERM,
-                        "authentication required: missing or wrong bearer token",
-                    ),
-                );
-                resp.headers_mut()
-                    .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                return resp;
-            }
-            (Role::Owner, None)
-        }
+    let (role, userid) = match caller(&req, &peer, ctx, false) {
+        Ok(c) => c,
+        Err(msg) => return unauthorized(msg),
     };
     let path = req.uri().path();
     let Some(topic) = wire::topic_of(path).map(str::to_string) else {
@@ -357,7 +416,7 @@ where
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     // Checked before a byte of the body is read (guests: a small limit).
-    let limit = ctx.limits.request_bytes(role);
+    let limit = ctx.limits.request_bytes(&role);
     if declared.is_some_and(|n| n > limit as u64) {
         return too_large(limit);
     }
@@ -398,7 +457,7 @@ async fn dispatch(
     userid: Option<u32>,
 ) -> Response<ReplyBody> {
     let conn = next_conn_id();
-    let queue = OutQueue::new(ctx.limits.outbound_bytes(role));
+    let queue = OutQueue::new(ctx.limits.outbound_bytes(&role));
     let (replies, mut rx) = ReplySender::new(Arc::clone(&queue), streaming);
     let request = rpc::Request {
         conn,
@@ -409,7 +468,7 @@ async fn dispatch(
         role,
         userid,
     };
-    tracing::debug!(conn, topic = %request.topic, streaming, ?role, "request");
+    tracing::debug!(conn, topic = %request.topic, streaming, role = ?request.role, "request");
     if let Err(e) = ctx.tx.request(request, replies) {
         return rpc_error_response(&e.error());
     }
@@ -452,26 +511,11 @@ async fn web_route<B>(req: &Request<B>, peer: &Peer, ctx: &Ctx) -> Option<Respon
     if req.method() != Method::GET || req.uri().path().starts_with(wire::PATH_PREFIX) {
         return None;
     }
-    let (caller, userid) = match *peer {
-        Peer::Unix { uid: Some(uid) } if uid == ctx.owner_uid || uid == 0 => {
-            (Role::Owner, Some(uid))
-        }
-        Peer::Unix { uid } => (Role::Guest, uid),
-        Peer::Tcp if req.headers().get(wire::AUTH_HEADER).is_none() => (Role::Guest, None),
-        Peer::Tcp if ctx.token.as_deref().is_some_and(|t| authorized(req, t)) => {
-            (Role::Owner, None)
-        }
-        Peer::Tcp => {
-            let mut resp = error_response(
-                StatusCode::UNAUTHORIZED,
-                &RpcError::new(EPERM, "authentication failed: wrong bearer token"),
-            );
-            resp.headers_mut()
-                .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return Some(resp);
-        }
+    let (caller, userid) = match caller(req, peer, ctx, true) {
+        Ok(c) => c,
+        Err(msg) => return Some(unauthorized(msg)),
     };
-    let r = match web.get(req.uri().path(), caller)? {
+    let r = match web.get(req.uri().path(), &caller)? {
         crate::web::WebRoute::Page(r) => r,
         crate::web::WebRoute::Rpc {
             topic,
@@ -479,7 +523,7 @@ async fn web_route<B>(req: &Request<B>, peer: &Peer, ctx: &Ctx) -> Option<Respon
             role,
         } => {
             let payload = serde_json::Value::Object(Default::default());
-            let role = crate::web::cap(role, caller);
+            let role = crate::web::cap(&role, &caller);
             return Some(dispatch(ctx, topic.to_string(), payload, streaming, role, userid).await);
         }
     };
@@ -571,7 +615,7 @@ where
 {
     let mut body = Box::pin(body);
     let mut lines = Lines::default();
-    let limit = ctx.limits.request_bytes(role);
+    let limit = ctx.limits.request_bytes(&role);
     let timeout = ctx.limits.request_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
     let first = loop {
@@ -605,7 +649,7 @@ where
         Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
     };
     let conn = next_conn_id();
-    let queue = OutQueue::new(ctx.limits.outbound_bytes(role));
+    let queue = OutQueue::new(ctx.limits.outbound_bytes(&role));
     let (replies, rx) = ReplySender::new(Arc::clone(&queue), true);
     let request = rpc::Request {
         conn,
@@ -613,7 +657,7 @@ where
         topic: wire::SESSION_TOPIC.to_string(),
         payload,
         streaming: true,
-        role,
+        role: role.clone(),
         userid,
     };
     tracing::debug!(conn, ?role, "agent session");
@@ -645,7 +689,7 @@ where
                     topic: wire::SESSION_LINE_TOPIC.to_string(),
                     payload,
                     streaming: false,
-                    role,
+                    role: role.clone(),
                     userid,
                 };
                 matchtag = matchtag.checked_add(1).unwrap_or(2);

@@ -65,28 +65,50 @@ pub trait WebHandler: Send + Sync + 'static {
     /// The route for `path` asked by a caller with role `caller`, or
     /// `None` if the handler has no such route (the listener then answers
     /// as for any unknown path).
-    fn get(&self, path: &str, caller: rpc::Role) -> Option<WebRoute>;
+    fn get(&self, path: &str, caller: &rpc::Role) -> Option<WebRoute>;
 }
 
 /// The role an RPC route runs with: the lesser of what the route grants
-/// and what the caller has (roles are ordered guest < owner).
-pub fn cap(route: rpc::Role, caller: rpc::Role) -> rpc::Role {
-    match (route, caller) {
-        (rpc::Role::Owner, rpc::Role::Owner) => rpc::Role::Owner,
-        _ => rpc::Role::Guest,
+/// and what the caller has, in the order of read rights guest < user <
+/// scheduler, admin < owner (scheduler and admin, which read as a user,
+/// meet at user).  An agent keeps its own role: it may read nothing.
+pub fn cap(route: &rpc::Role, caller: &rpc::Role) -> rpc::Role {
+    use rpc::Role;
+    fn level(r: &Role) -> u8 {
+        match r {
+            Role::Guest | Role::Agent(_) => 0,
+            Role::User => 1,
+            Role::Scheduler | Role::Admin => 2,
+            Role::Owner => 3,
+        }
+    }
+    if matches!(caller, Role::Agent(_)) {
+        return caller.clone();
+    }
+    match level(route).cmp(&level(caller)) {
+        std::cmp::Ordering::Less => route.clone(),
+        std::cmp::Ordering::Greater => caller.clone(),
+        std::cmp::Ordering::Equal if route == caller => route.clone(),
+        std::cmp::Ordering::Equal => Role::User,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rpc::Role::{Guest, Owner};
+    use rpc::Role::{Admin, Agent, Guest, Owner, Scheduler, User};
 
     #[test]
     fn a_route_never_grants_more_than_the_caller_has() {
-        assert_eq!(cap(Owner, Owner), Owner);
-        assert_eq!(cap(Owner, Guest), Guest);
-        assert_eq!(cap(Guest, Owner), Guest);
-        assert_eq!(cap(Guest, Guest), Guest);
+        assert_eq!(cap(&Owner, &Owner), Owner);
+        assert_eq!(cap(&User, &Owner), User);
+        assert_eq!(cap(&User, &Admin), User);
+        assert_eq!(cap(&User, &Guest), Guest);
+        assert_eq!(cap(&Guest, &Owner), Guest);
+        assert_eq!(cap(&Owner, &Scheduler), Scheduler);
+        assert_eq!(cap(&Admin, &Scheduler), User);
+        let agent = Agent("node1".into());
+        assert_eq!(cap(&User, &agent), agent);
+        assert_eq!(cap(&Guest, &agent), agent);
     }
 }
