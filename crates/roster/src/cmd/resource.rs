@@ -396,6 +396,8 @@ fn error_hint(text: &str) -> Option<&'static str> {
     }
     Some(if text.starts_with("cannot connect to tcp://") {
         "is `roster serve` listening there? TCP needs --token-file (or ROSTER_TOKEN_FILE) with the service's token"
+    } else if text.starts_with("cannot connect to tls://") {
+        "is `roster serve` listening there? TLS needs --ca (ROSTER_CA) to check the service, and --cert/--key (ROSTER_CERT/ROSTER_KEY) or --token-file for your role"
     } else {
         "is a service running? Start one with `roster serve &`, or point --uri / ROSTER_URI at it"
     })

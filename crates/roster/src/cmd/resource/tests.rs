@@ -325,6 +325,22 @@ fn status_rpc_errors() {
         "roster-resource: ERROR: cannot connect to unix:///run/roster.sock: No such file or directory\n\
          roster-resource: INFO: is a service running? Start one with `roster serve &`, or point --uri / ROSTER_URI at it\n"
     );
+
+    // over TLS, the hint names the TLS flags
+    let fake = Fake::new().reply(
+        "resource.status",
+        Err(SvcError::Connect(
+            "cannot connect to tls://head:8050: Connection refused".into(),
+        )),
+    );
+    let o = run_with(&["status"], fake);
+    assert!(
+        o.stderr.ends_with(
+            "roster-resource: INFO: is `roster serve` listening there? TLS needs --ca (ROSTER_CA) to check the service, and --cert/--key (ROSTER_CERT/ROSTER_KEY) or --token-file for your role\n"
+        ),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]
