@@ -76,6 +76,9 @@ pub struct Metrics {
     probes: Mutex<Probes>,
     ready: AtomicBool,
     last_refresh: Mutex<Option<Instant>>,
+    /// A refresh was skipped by the rate limit: the gauges are stale until
+    /// the next one ([`Metrics::refresh_due`]).
+    refresh_pending: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -197,6 +200,7 @@ impl Metrics {
             fds,
             ready: AtomicBool::new(false),
             last_refresh: Mutex::new(None),
+            refresh_pending: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -238,9 +242,13 @@ impl Metrics {
         {
             let mut last = self.last_refresh.lock().unwrap_or_else(|e| e.into_inner());
             if !force && last.is_some_and(|t| now.duration_since(t) < NODE_REFRESH) {
+                self.refresh_pending
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
                 return;
             }
             *last = Some(now);
+            self.refresh_pending
+                .store(false, std::sync::atomic::Ordering::Relaxed);
         }
         for (state, n) in node_counts(core) {
             self.nodes
@@ -252,6 +260,20 @@ impl Metrics {
         self.nodes_total.set(i64::from(core.size()));
         self.followers.set(core.followers() as i64);
         self.acquirers.set(core.acquisitions().len() as i64);
+    }
+
+    /// When a skipped refresh is due (`None`: the gauges are current).
+    /// The service loop, which sleeps until its next deadline, wakes for
+    /// it so the gauges never stay stale after the last change.
+    pub fn refresh_due(&self) -> Option<Instant> {
+        if !self
+            .refresh_pending
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return None;
+        }
+        let last = *self.last_refresh.lock().unwrap_or_else(|e| e.into_inner());
+        Some(last.map_or_else(Instant::now, |t| t + NODE_REFRESH))
     }
 
     /// A streaming request was opened: watch its outbound queue until it

@@ -76,6 +76,12 @@ impl Notifier {
     /// `WATCHDOG=1` if half the watchdog interval has passed since the
     /// last one.  Called from the service loop, so a stuck loop stops the
     /// pings and systemd restarts the daemon.
+    /// When the next `WATCHDOG=1` is due (`None`: no watchdog): the
+    /// service loop, which sleeps until its next deadline, wakes for it.
+    pub fn next_watchdog(&self) -> Option<Instant> {
+        self.watchdog.map(|every| self.last_ping + every / 2)
+    }
+
     pub fn watchdog(&mut self, now: Instant) {
         if let Some(every) = self.watchdog {
             if now.duration_since(self.last_ping) >= every / 2 {

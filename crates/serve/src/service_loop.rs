@@ -345,7 +345,17 @@ impl Shell {
             }
             // Sleep until the next input or the core's next deadline
             // (heartbeat timers, liveness batching): no polling.
-            let wait = wait_for(self.core.next_deadline(), clock().mono);
+            // The metrics' pending refresh and systemd's watchdog ping
+            // (shell deadlines on the same monotonic clock) wake it too.
+            let mut wait = wait_for(self.core.next_deadline(), clock().mono);
+            let now = Instant::now();
+            for due in [self.metrics.refresh_due(), notifier.next_watchdog()]
+                .into_iter()
+                .flatten()
+            {
+                let d = due.saturating_duration_since(now);
+                wait = Some(wait.map_or(d, |w| w.min(d)));
+            }
             let first = match wait {
                 Some(d) => rx.recv_timeout(d),
                 None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
@@ -353,7 +363,8 @@ impl Shell {
             let first = match first {
                 Ok(m) => m,
                 Err(RecvTimeoutError::Timeout) => {
-                    // A deadline passed: only the liveness timers have work.
+                    // A deadline passed: the liveness timers, the metrics'
+                    // refresh or the watchdog (at the top of the loop).
                     let mut out = Vec::new();
                     self.core.handle(clock(), Input::Tick, &mut out);
                     self.commit(out)?;
