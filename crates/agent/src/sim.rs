@@ -40,6 +40,33 @@ pub struct SimReport {
     pub failed: AtomicUsize,
     /// The first few refusal messages.
     pub errors: Mutex<Vec<String>>,
+    /// Failed connection attempts or sessions lost (each retried).
+    pub retries: AtomicUsize,
+    /// The latest reason for a retry.
+    pub last_retry: Mutex<Option<String>>,
+}
+
+impl SimReport {
+    /// One line of progress: joined, retries and the latest reason.
+    pub fn progress(&self, total: usize) -> String {
+        let retries = self.retries.load(Ordering::Relaxed);
+        let mut line = format!(
+            "{}/{total} joined, {} gave up, {retries} retries",
+            self.joined.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        );
+        if let Some(last) = self.last_retry.lock().ok().and_then(|g| g.clone()) {
+            line.push_str(&format!(" (latest: {last})"));
+        }
+        line
+    }
+
+    fn retried(&self, why: String) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut g) = self.last_retry.lock() {
+            *g = Some(why);
+        }
+    }
 }
 
 /// Run the simulation until `stop`; `on_all_joined` is called once, when
@@ -96,10 +123,13 @@ pub async fn simulate(
                         }
                     }
                 }
-                Event::Lost { .. } => {
+                Event::Lost { reason } => {
                     report.joined.fetch_sub(1, Ordering::Relaxed);
+                    report.retried(format!("{}: session lost: {reason}", acfg.hostname));
                 }
-                Event::Retrying { .. } => {}
+                Event::Retrying { error, .. } => {
+                    report.retried(format!("{}: {error}", acfg.hostname));
+                }
             })
             .await;
             if let Err(e) = result {
@@ -116,4 +146,22 @@ pub async fn simulate(
         let _ = t.await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_counts_and_names_the_latest_retry() {
+        let r = SimReport::default();
+        assert_eq!(r.progress(4), "0/4 joined, 0 gave up, 0 retries");
+        r.joined.store(3, Ordering::Relaxed);
+        r.retried("sim1: cannot connect to tls://x:1: Connection refused".into());
+        r.retried("sim2: session lost: the service ended the session".into());
+        assert_eq!(
+            r.progress(4),
+            "3/4 joined, 0 gave up, 2 retries (latest: sim2: session lost: the service ended the session)"
+        );
+    }
 }
