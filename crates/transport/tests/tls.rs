@@ -355,6 +355,15 @@ fn start_up_refusals() {
          (127.0.0.0/8, ::1), because tokens and requests would cross the network unencrypted; \
          use tls://0.0.0.0:0 with tls-cert and tls-key (see `roster serve ca`)"
     );
+    // Every other address that is not loopback: IPv6 any, a site
+    // address, an IPv4-mapped one (refused before binding).
+    for host in ["::", "10.1.2.3", "::ffff:127.0.0.1", "192.168.0.1"] {
+        let e = Listeners::bind(&[tcp(host)], &opts).unwrap_err();
+        assert!(
+            matches!(e, TransportError::PlainTcpOffLoopback { .. }),
+            "{host}: {e}"
+        );
+    }
     // Loopback stays allowed (with a token).
     Listeners::bind(&[tcp("127.0.0.1")], &opts).unwrap();
     Listeners::bind(&[tcp("localhost")], &opts).unwrap();
