@@ -304,6 +304,7 @@ pub async fn run(
 
 /// Raise the soft limit of open files to the hard limit (agents and the
 /// simulator hold one socket per session).  Returns the new soft limit.
+#[allow(unsafe_code)] // getrlimit/setrlimit: the agent's only libc calls
 pub fn raise_nofile_limit() -> Option<libc::rlim_t> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,

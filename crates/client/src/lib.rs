@@ -25,6 +25,7 @@
 pub mod acquire;
 pub mod blocking;
 mod conn;
+pub mod follower;
 mod status;
 
 pub use conn::Connection;
@@ -37,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use acquire::{AcquireStream, Acquisition, Response as AcquireResponse};
+pub use follower::{Applied, FollowError, Follower};
 pub use status::{DrainEntry, Status};
 
 /// Environment variable naming the token file for `tcp://` services.

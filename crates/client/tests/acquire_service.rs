@@ -6,10 +6,10 @@ use client::{AcquireResponse, Client};
 use idset::IdSet;
 use roster_core::{Init, Input, Inventory, Method, Output, Service, Settings};
 use rpc::uri::Uri;
-use rpc::{Reply, ReplyTo};
+use rpc::ReplyTo;
 use std::collections::HashMap;
 use std::sync::mpsc as smpsc;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use transport::{Incoming, ListenOptions, Listeners};
 
 const R4: &str = r#"{"version":1,"execution":{"R_lite":[{"rank":"0-3","children":{"core":"0-3"}}],"nodelist":["fake[0-3]"],"starttime":0.0,"expiration":0.0}}"#;
@@ -54,13 +54,13 @@ fn daemon() -> Daemon {
             &mut out,
         )
         .unwrap();
-        let mut routes: HashMap<ReplyTo, mpsc::UnboundedSender<Reply>> = HashMap::new();
+        let mut routes: HashMap<ReplyTo, transport::ReplySender> = HashMap::new();
         let mut now = 2.0;
         while let Ok(m) = rx.recv() {
             now += 1.0;
             let mut out = Vec::new();
             match m {
-                Incoming::Request { req, replies } => {
+                Incoming::Request { req, replies, .. } => {
                     routes.insert(req.reply_to(), replies);
                     svc.handle(now, Input::Request(req), &mut out);
                 }

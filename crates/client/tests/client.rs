@@ -82,7 +82,7 @@ fn service() -> Service {
                     let _ = disc_tx.send(c);
                     continue;
                 }
-                Incoming::Request { req, replies } => (req, replies),
+                Incoming::Request { req, replies, .. } => (req, replies),
             };
             let _ = seen_tx.send(Seen {
                 topic: req.topic.clone(),

@@ -68,6 +68,21 @@
 //! | `monitor-force-up` | boolean | consider every rank up (flux's `monitor-force-up` module argument) |
 //! | `parent-R` | string | R of an enclosing allocation (flux's `job-info` inventory source) |
 //!
+//! The listeners' limits ([`ServeLimits`], all optional):
+//!
+//! | key | type | default | bounds |
+//! |---|---|---|---|
+//! | `max-connections` | integer | 32768 | per listener, ≥ 1 |
+//! | `max-connections-per-peer` | integer | 64 | per non-owner uid (Unix) or IP (TCP), ≥ 1 |
+//! | `max-inflight` | integer | 1024 | requests in flight per Flux connection, ≥ 1 |
+//! | `max-outbound-bytes` | integer | 8388608 | replies queued per connection, ≥ 4096 |
+//! | `max-guest-outbound-bytes` | integer | 1048576 | the same for a guest, ≥ 4096 |
+//! | `max-request-bytes` | integer | 16777216 | owner's request, 1024 – 2147483647 |
+//! | `max-guest-request-bytes` | integer | 65536 | guest's request, 1024 – `max-request-bytes` |
+//! | `max-queued-requests` | integer | 32768 | requests waiting for the service loop, ≥ 1 |
+//! | `request-timeout` | string (FSD) | `"30s"` | > 0 |
+//! | `idle-timeout` | string (FSD) | `"5m"` | > 0 |
+//!
 //! Relative paths are kept as written (relative to the daemon's working
 //! directory, as flux-core does).
 //!
@@ -84,6 +99,7 @@
 //! from; [`ConfigError::flux_text`] gives flux-core's wording.
 
 mod error;
+pub mod flux_conf;
 mod fsd;
 mod load;
 
@@ -237,6 +253,8 @@ pub struct ServeConfig {
     pub monitor_force_up: bool,
     /// `parent-R`.
     pub parent_r: Option<PathBuf>,
+    /// The listeners' limits (`max-*`, `*-timeout`).
+    pub limits: ServeLimits,
     /// `tls-cert`.
     pub tls_cert: Option<PathBuf>,
     /// `tls-key`.
@@ -245,6 +263,40 @@ pub struct ServeConfig {
     pub tls_client_ca: Option<PathBuf>,
     /// `[serve.auth]`.
     pub auth: AuthConfig,
+}
+
+/// The listeners' limits of `[serve]` (see the crate docs for the keys).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeLimits {
+    pub max_connections: u64,
+    pub max_connections_per_peer: u64,
+    pub max_inflight: u64,
+    pub max_outbound_bytes: u64,
+    pub max_guest_outbound_bytes: u64,
+    pub max_request_bytes: u64,
+    pub max_guest_request_bytes: u64,
+    pub max_queued_requests: u64,
+    /// Seconds.
+    pub request_timeout: f64,
+    /// Seconds.
+    pub idle_timeout: f64,
+}
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        ServeLimits {
+            max_connections: 32768,
+            max_connections_per_peer: 64,
+            max_inflight: 1024,
+            max_outbound_bytes: 8 << 20,
+            max_guest_outbound_bytes: 1 << 20,
+            max_request_bytes: 16 << 20,
+            max_guest_request_bytes: 64 << 10,
+            max_queued_requests: 32768,
+            request_timeout: 30.0,
+            idle_timeout: 300.0,
+        }
+    }
 }
 
 /// The `[serve.auth]` table: how TLS clients get their roles.
@@ -470,9 +522,9 @@ fn parse_resource(t: &TableCtx) -> Result<ResourceConfig, ConfigError> {
     };
     r.config = match t.table.get("config") {
         None => None,
-        Some(toml::Value::Array(a)) => {
-            Some(rset::conf::toml_to_json(&toml::Value::Array(a.clone())))
-        }
+        Some(toml::Value::Array(a)) => Some(crate::flux_conf::toml_to_json(&toml::Value::Array(
+            a.clone(),
+        ))),
         Some(v) => return Err(t.type_err("config", "an array of tables", v)),
     };
     r.exclude = t.string("exclude")?;
@@ -518,7 +570,7 @@ fn parse_resource(t: &TableCtx) -> Result<ResourceConfig, ConfigError> {
     t.check_unknown(RESOURCE_KEYS)?;
 
     if let Some(v) = t.table.get("verify") {
-        let json = rset::conf::toml_to_json(v);
+        let json = crate::flux_conf::toml_to_json(v);
         r.verify = Some(
             VerifyConfig::from_json(Some(&json))
                 .map_err(|e| t.err("verify", ErrorKind::Verify(e.to_string())))?,
@@ -550,6 +602,28 @@ const SERVE_KEYS: &[&str] = &[
     "tls-key",
     "tls-client-ca",
     "auth",
+    "max-connections",
+    "max-connections-per-peer",
+    "max-inflight",
+    "max-outbound-bytes",
+    "max-guest-outbound-bytes",
+    "max-request-bytes",
+    "max-guest-request-bytes",
+    "max-queued-requests",
+    "request-timeout",
+    "idle-timeout",
+];
+
+/// Integer limit keys of `[serve]`: (key, smallest, largest).
+const SERVE_INT_LIMITS: &[(&str, i64, i64)] = &[
+    ("max-connections", 1, i64::MAX),
+    ("max-connections-per-peer", 1, i64::MAX),
+    ("max-inflight", 1, i64::MAX),
+    ("max-outbound-bytes", 4096, i64::MAX),
+    ("max-request-bytes", 1024, i32::MAX as i64),
+    ("max-guest-request-bytes", 1024, i32::MAX as i64),
+    ("max-queued-requests", 1, i64::MAX),
+    ("max-guest-outbound-bytes", 4096, i64::MAX),
 ];
 
 const AUTH_ROLE_KEYS: &[&str] = &["agent", "owner", "admin", "scheduler", "user"];
@@ -619,6 +693,13 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
     s.token_file = t.string("token-file")?.map(PathBuf::from);
     s.monitor_force_up = t.boolean("monitor-force-up")?;
     s.parent_r = t.string("parent-R")?.map(PathBuf::from);
+    let d = ServeLimits::default();
+    let mut ints = Vec::with_capacity(SERVE_INT_LIMITS.len());
+    for (key, _, _) in SERVE_INT_LIMITS {
+        ints.push(t.table.get(*key).map(|_| t.integer(key, 0)).transpose()?);
+    }
+    let request_timeout = t.string("request-timeout")?;
+    let idle_timeout = t.string("idle-timeout")?;
     s.tls_cert = t.string("tls-cert")?.map(PathBuf::from);
     s.tls_key = t.string("tls-key")?.map(PathBuf::from);
     s.tls_client_ca = t.string("tls-client-ca")?.map(PathBuf::from);
@@ -635,6 +716,78 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
     }
 
     t.check_unknown(SERVE_KEYS)?;
+
+    let invalid = |key: &str, message: String| {
+        t.err(
+            key,
+            ErrorKind::Invalid {
+                table: "serve".to_string(),
+                message,
+            },
+        )
+    };
+    let mut vals = Vec::with_capacity(ints.len());
+    for ((key, lo, hi), v) in SERVE_INT_LIMITS.iter().zip(ints) {
+        match v {
+            Some(v) if v < *lo => {
+                return Err(invalid(
+                    key,
+                    format!("{key} must be at least {lo}, got {v}"),
+                ))
+            }
+            Some(v) if v > *hi => {
+                return Err(invalid(key, format!("{key} must be at most {hi}, got {v}")))
+            }
+            v => vals.push(v.map(|v| v as u64)),
+        }
+    }
+    let pick = |i: usize, default: u64| vals[i].unwrap_or(default);
+    let mut limits = ServeLimits {
+        max_connections: pick(0, d.max_connections),
+        max_connections_per_peer: pick(1, d.max_connections_per_peer),
+        max_inflight: pick(2, d.max_inflight),
+        max_outbound_bytes: pick(3, d.max_outbound_bytes),
+        max_request_bytes: pick(4, d.max_request_bytes),
+        max_guest_request_bytes: pick(5, d.max_guest_request_bytes),
+        max_queued_requests: pick(6, d.max_queued_requests),
+        max_guest_outbound_bytes: pick(7, d.max_guest_outbound_bytes),
+        ..d
+    };
+    if limits.max_guest_request_bytes > limits.max_request_bytes {
+        if vals[5].is_none() {
+            // Only max-request-bytes was lowered: the guest limit follows.
+            limits.max_guest_request_bytes = limits.max_request_bytes;
+        } else {
+            return Err(invalid(
+                "max-guest-request-bytes",
+                format!(
+                    "max-guest-request-bytes ({}) must not exceed max-request-bytes ({})",
+                    limits.max_guest_request_bytes, limits.max_request_bytes
+                ),
+            ));
+        }
+    }
+    for (key, text, slot) in [
+        (
+            "request-timeout",
+            request_timeout,
+            &mut limits.request_timeout,
+        ),
+        ("idle-timeout", idle_timeout, &mut limits.idle_timeout),
+    ] {
+        let Some(text) = text else { continue };
+        match parse_fsd(&text) {
+            Ok(v) if v > 0.0 && v.is_finite() => *slot = v,
+            Ok(_) => {
+                return Err(invalid(
+                    key,
+                    format!("invalid {key} '{text}': must be a finite duration above zero"),
+                ))
+            }
+            Err(reason) => return Err(invalid(key, format!("invalid {key} '{text}': {reason}"))),
+        }
+    }
+    s.limits = limits;
 
     if let Some(raw) = listen_raw {
         if raw.is_empty() {

@@ -40,7 +40,7 @@ pub(crate) fn io_text(e: &std::io::Error) -> String {
     }
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()
         .get(..offset.min(text.len()))
         .map_or(1, |b| b.iter().filter(|&&c| c == b'\n').count() + 1)

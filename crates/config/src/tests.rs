@@ -853,3 +853,72 @@ fn inventory_from_path_and_scheduling() {
     // Nothing configured: no R.
     assert_eq!(parse("").unwrap_or_default().resource.inventory(), Ok(None));
 }
+
+#[test]
+fn serve_limits() {
+    let c = parse("[serve]\n").unwrap();
+    assert_eq!(c.serve.limits, ServeLimits::default());
+    let c = parse(
+        "[serve]\nmax-connections = 10\nmax-connections-per-peer = 2\nmax-inflight = 3\n\
+         max-outbound-bytes = 8192\nmax-guest-outbound-bytes = 4096\nmax-request-bytes = 4096\nmax-queued-requests = 7\n\
+         request-timeout = \"2s\"\nidle-timeout = \"1m\"\n",
+    )
+    .unwrap();
+    let l = &c.serve.limits;
+    assert_eq!(l.max_connections, 10);
+    assert_eq!(l.max_connections_per_peer, 2);
+    assert_eq!(l.max_inflight, 3);
+    assert_eq!(l.max_outbound_bytes, 8192);
+    assert_eq!(l.max_guest_outbound_bytes, 4096);
+    assert_eq!(l.max_request_bytes, 4096);
+    assert_eq!(
+        l.max_guest_request_bytes, 4096,
+        "follows a lower max-request-bytes"
+    );
+    assert_eq!(l.max_queued_requests, 7);
+    assert_eq!(l.request_timeout, 2.0);
+    assert_eq!(l.idle_timeout, 60.0);
+    for (body, msg) in [
+        (
+            "max-connections = 0",
+            "[serve]: max-connections must be at least 1, got 0",
+        ),
+        (
+            "max-inflight = -5",
+            "[serve]: max-inflight must be at least 1, got -5",
+        ),
+        (
+            "max-outbound-bytes = 100",
+            "[serve]: max-outbound-bytes must be at least 4096, got 100",
+        ),
+        (
+            "max-request-bytes = 4294967296",
+            "[serve]: max-request-bytes must be at most 2147483647, got 4294967296",
+        ),
+        (
+            "max-queued-requests = \"many\"",
+            "[serve]: max-queued-requests must be an integer, got string",
+        ),
+        (
+            "max-request-bytes = 2048\nmax-guest-request-bytes = 4096",
+            "[serve]: max-guest-request-bytes (4096) must not exceed max-request-bytes (2048)",
+        ),
+        (
+            "idle-timeout = \"0\"",
+            "[serve]: invalid idle-timeout '0': must be a finite duration above zero",
+        ),
+        (
+            "request-timeout = 5",
+            "[serve]: request-timeout must be a string, got integer",
+        ),
+    ] {
+        let e = err(&format!("[serve]\n{body}\n"));
+        assert_eq!(e.to_string(), format!("test.toml: {msg}"), "{body}");
+    }
+    let e = err("[serve]\nrequest-timeout = \"soon\"\n");
+    assert!(
+        e.to_string()
+            .starts_with("test.toml: [serve]: invalid request-timeout 'soon': "),
+        "{e}"
+    );
+}

@@ -19,7 +19,7 @@
 use crate::errno::{RpcError, EEXIST, EINVAL};
 use idset::IdSet;
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// How a drain request treats targets that are already drained.
@@ -80,10 +80,15 @@ pub struct DrainInfo {
     pub reason: Option<Arc<str>>,
 }
 
-/// Drain state for targets `0..size`.
+/// Drain state for targets `0..size`.  Sparse: the records are runs of
+/// consecutive targets sharing one record, so memory follows the number of
+/// drain operations, never the size or the width of a target range (a
+/// single rank near 2^31, or draining `0-2147483646`, is fine).
 #[derive(Debug, Clone, Default)]
 pub struct DrainTable {
-    info: Vec<Option<DrainInfo>>,
+    size: u32,
+    /// First target of a run → (last target, record).
+    runs: BTreeMap<u32, (u32, DrainInfo)>,
     drained: IdSet,
     reasons: HashMap<Arc<str>, ()>,
 }
@@ -109,22 +114,24 @@ impl DrainTable {
     /// An empty table for targets `0..size`.
     pub fn new(size: u32) -> Self {
         DrainTable {
-            info: vec![None; size as usize],
+            size,
             ..Default::default()
         }
     }
 
     /// Number of targets covered.
     pub fn size(&self) -> u32 {
-        self.info.len() as u32
+        self.size
     }
 
     /// Grow or shrink the covered range; records of targets past the new size are dropped.
     pub fn resize(&mut self, size: u32) {
-        if size < self.size() {
+        if size < self.size {
             self.drained.remove_range(size, u32::MAX);
+            self.split_at(size);
+            self.runs.split_off(&size);
         }
-        self.info.resize(size as usize, None);
+        self.size = size;
     }
 
     /// The drained targets.
@@ -134,7 +141,32 @@ impl DrainTable {
 
     /// The record of one target, if drained.
     pub fn get(&self, rank: u32) -> Option<&DrainInfo> {
-        self.info.get(rank as usize).and_then(Option::as_ref)
+        self.runs
+            .range(..=rank)
+            .next_back()
+            .filter(|(_, (hi, _))| *hi >= rank)
+            .map(|(_, (_, d))| d)
+    }
+
+    /// Make `k` the first target of its run (if a run covers it).
+    fn split_at(&mut self, k: u32) {
+        let Some((&lo, &(hi, _))) = self.runs.range(..k).next_back() else {
+            return;
+        };
+        if hi >= k {
+            if let Some((_, d)) = self.runs.get(&lo).cloned() {
+                self.runs.insert(lo, (k - 1, d.clone()));
+                self.runs.insert(k, (hi, d));
+            }
+        }
+    }
+
+    /// Split the runs so that `lo..=hi` starts and ends on run boundaries.
+    fn isolate(&mut self, lo: u32, hi: u32) {
+        self.split_at(lo);
+        if let Some(after) = hi.checked_add(1) {
+            self.split_at(after);
+        }
     }
 
     fn intern(&mut self, reason: Option<&str>) -> Option<Arc<str>> {
@@ -149,17 +181,21 @@ impl DrainTable {
 
     /// The check a drain without a mode makes before changing anything.
     pub fn check_drain(&self, targets: &IdSet, excluded: &IdSet) -> Result<(), RpcError> {
-        let mut bad = IdSet::new();
-        let (mut was_drained, mut was_excluded) = (false, false);
-        for rank in targets {
-            let ex = excluded.contains(rank);
-            let dr = self.get(rank).is_some_and(|d| d.reason.is_some());
-            was_excluded |= ex;
-            was_drained |= dr;
-            if ex || dr {
-                bad.insert_range(rank, rank);
+        let ex = targets.intersection(excluded);
+        let mut dr = IdSet::new();
+        for &(lo, hi) in targets.ranges() {
+            // The run that starts before `lo` may reach into the range.
+            let first = self.runs.range(..lo).next_back().map(|(&k, _)| k);
+            let from = first.unwrap_or(lo);
+            for (&a, (b, d)) in self.runs.range(from..=hi) {
+                if d.reason.is_some() && *b >= lo {
+                    dr.insert_range(a.max(lo), (*b).min(hi));
+                }
             }
         }
+        let (was_drained, was_excluded) = (!dr.is_empty(), !ex.is_empty());
+        let mut bad = ex;
+        bad.add(&dr);
         if bad.is_empty() {
             return Ok(());
         }
@@ -179,27 +215,36 @@ impl DrainTable {
     /// Targets at or beyond `size` are ignored.
     pub fn apply_drain(&mut self, targets: &IdSet, now: f64, reason: Option<&str>, overwrite: u8) {
         let reason = self.intern(reason);
-        for rank in targets {
-            let Some(slot) = self.info.get_mut(rank as usize) else {
-                break;
-            };
-            match slot {
-                Some(d) if overwrite == 0 && d.reason.is_some() => {}
-                Some(d) => {
-                    d.reason = reason.clone();
-                    if overwrite == 2 {
-                        d.timestamp = now;
-                    }
+        let Some(last) = self.size.checked_sub(1) else {
+            return;
+        };
+        let targets = targets.intersection(&IdSet::from_range(0, last));
+        for &(lo, hi) in targets.ranges() {
+            self.isolate(lo, hi);
+            for (_, (_, d)) in self.runs.range_mut(lo..=hi) {
+                if overwrite == 0 && d.reason.is_some() {
+                    continue;
                 }
-                None => {
-                    *slot = Some(DrainInfo {
-                        timestamp: now,
-                        reason: reason.clone(),
-                    });
-                    self.drained.insert_range(rank, rank);
+                d.reason = reason.clone();
+                if overwrite == 2 {
+                    d.timestamp = now;
                 }
             }
         }
+        let fresh = targets.difference(&self.drained);
+        for &(lo, hi) in fresh.ranges() {
+            self.runs.insert(
+                lo,
+                (
+                    hi,
+                    DrainInfo {
+                        timestamp: now,
+                        reason: reason.clone(),
+                    },
+                ),
+            );
+        }
+        self.drained.add(&fresh);
     }
 
     /// The check an undrain without a mode makes: every target must be drained.
@@ -218,10 +263,10 @@ impl DrainTable {
     /// Clear the targets (live and replay).
     pub fn apply_undrain(&mut self, targets: &IdSet) {
         for &(lo, hi) in targets.intersection(&self.drained).ranges() {
-            for rank in lo..=hi {
-                if let Some(slot) = self.info.get_mut(rank as usize) {
-                    *slot = None;
-                }
+            self.isolate(lo, hi);
+            let gone: Vec<u32> = self.runs.range(lo..=hi).map(|(&r, _)| r).collect();
+            for r in gone {
+                self.runs.remove(&r);
             }
         }
         self.drained.subtract(targets);
@@ -257,15 +302,14 @@ impl DrainTable {
     pub fn groups(&self) -> Vec<(IdSet, f64, Option<Arc<str>>)> {
         let mut index: HashMap<(u64, Option<&str>), usize> = HashMap::new();
         let mut out: Vec<(IdSet, f64, Option<Arc<str>>)> = Vec::new();
-        for rank in &self.drained {
-            let Some(d) = self.get(rank) else { continue };
+        for (&lo, (hi, d)) in &self.runs {
             let ts = d.timestamp.round();
             let key = (ts.to_bits(), d.reason.as_deref());
             match index.get(&key) {
-                Some(&i) => out[i].0.insert_range(rank, rank),
+                Some(&i) => out[i].0.insert_range(lo, *hi),
                 None => {
                     index.insert(key, out.len());
-                    out.push((IdSet::from_range(rank, rank), ts, d.reason.clone()));
+                    out.push((IdSet::from_range(lo, *hi), ts, d.reason.clone()));
                 }
             }
         }
@@ -470,6 +514,99 @@ mod tests {
                 "4": {"timestamp": 1234.0, "reason": ""}
             })
         );
+    }
+
+    #[test]
+    fn sparse_table_for_the_largest_rank() {
+        // RFC 22's largest id: the table must not be sized by it.
+        let top = 2_147_483_646u32;
+        let mut t = DrainTable::new(top + 1);
+        assert_eq!(t.size(), top + 1);
+        t.drain(
+            &ids("2147483646"),
+            &IdSet::new(),
+            DrainMode::Strict,
+            Some("x"),
+            5.0,
+        )
+        .unwrap();
+        assert_eq!(t.get(top).and_then(|d| d.reason.as_deref()), Some("x"));
+        assert_eq!(t.groups().len(), 1);
+        t.resize(top);
+        assert!(t.drained().is_empty() && t.get(top).is_none());
+        // A range as wide as the id space costs one run, not 2^31 records.
+        let mut t = DrainTable::new(top + 1);
+        t.drain(
+            &ids("0-2147483646"),
+            &IdSet::new(),
+            DrainMode::Strict,
+            None,
+            5.0,
+        )
+        .unwrap();
+        assert_eq!(t.drained().len(), u64::from(top) + 1);
+        let e = t
+            .check_drain(&ids("7,2147483646"), &IdSet::new())
+            .map(|_| ());
+        assert_eq!(e, Ok(()), "drained without a reason may be drained again");
+        t.apply_drain(&ids("5-9"), 6.0, Some("mid"), 1);
+        t.apply_undrain(&ids("1000-2147483000"));
+        let e = t.check_drain(&ids("0-20"), &IdSet::new()).unwrap_err();
+        assert_eq!(e.to_string(), "ranks 5-9 already drained");
+        let g = t.groups();
+        assert_eq!(g.len(), 2);
+        assert_eq!(g[0].0.encode(), "0-4,10-999,2147483001-2147483646");
+        assert_eq!(g[1].0.encode(), "5-9");
+        assert_eq!(t.get(7).and_then(|d| d.reason.as_deref()), Some("mid"));
+        assert!(t.get(5000).is_none());
+    }
+
+    #[test]
+    fn runs_split_and_overwrite_like_per_rank_records() {
+        // Compare with a per-rank model on a small table.
+        let mut t = DrainTable::new(16);
+        let mut model: Vec<Option<(f64, Option<String>)>> = vec![None; 16];
+        let ops: [(&str, u8, f64, Option<&str>, bool); 8] = [
+            ("0-7", 1, 1.0, None, true),
+            ("4-11", 0, 2.0, Some("a"), true),
+            ("2-5", 2, 3.0, Some("b"), true),
+            ("3", 1, 4.0, None, false),
+            ("6-13", 1, 5.0, Some("c"), true),
+            ("0-15", 0, 6.0, Some("d"), true),
+            ("8-9", 1, 7.0, None, false),
+            ("9-15", 2, 8.0, None, true),
+        ];
+        for (set, ow, now, reason, drain) in ops {
+            let set = ids(set);
+            if drain {
+                t.apply_drain(&set, now, reason, ow);
+                for r in &set {
+                    let slot = &mut model[r as usize];
+                    match slot {
+                        Some((_, Some(_))) if ow == 0 => {}
+                        Some((ts, why)) => {
+                            *why = reason.map(String::from);
+                            if ow == 2 {
+                                *ts = now;
+                            }
+                        }
+                        None => *slot = Some((now, reason.map(String::from))),
+                    }
+                }
+            } else {
+                t.apply_undrain(&set);
+                for r in &set {
+                    model[r as usize] = None;
+                }
+            }
+            for (r, m) in model.iter().enumerate() {
+                let got = t
+                    .get(r as u32)
+                    .map(|d| (d.timestamp, d.reason.as_deref().map(String::from)));
+                assert_eq!(got, m.clone(), "rank {r}");
+                assert_eq!(t.drained().contains(r as u32), m.is_some());
+            }
+        }
     }
 
     #[test]

@@ -2,7 +2,17 @@
 //! and the current time in; responses and events out). No sockets, files or
 //! clock reads live here, so every behaviour is testable deterministically.
 //!
-//! This crate is being built up module by module; see ARCHITECTURE.md.
+//! * [`service`]: the [`Service`] state machine, one module per concern
+//!   (load/replay, the topic table, status, drain, journal, reload,
+//!   acquire, liveness, agents); its module docs hold the durability
+//!   contract and the layout.
+//! * [`drain`]: the drain table and flux-core's drain modes.
+//! * [`journal`]: the in-memory RFC 44 journal with its `truncate` summary.
+//! * [`acquire`]: RFC 28 acquisition (both variants) and resource groups.
+//! * [`monitor`]: agents, rank ownership and heartbeat timers.
+//! * [`errno`]: the errno values and [`rpc::RpcError`].
+//!
+//! See ARCHITECTURE.md for where the core sits among the crates.
 
 pub mod acquire;
 pub mod drain;
@@ -12,4 +22,7 @@ pub mod monitor;
 pub mod service;
 
 pub use acquire::{AcquireInfo, GroupError, DEFAULT_GROUP};
-pub use service::{Init, Input, Inventory, Level, Method, Output, Service, Settings, StartError};
+pub use service::{
+    Access, Init, Input, Inventory, Level, Method, Output, Service, Settings, StartError,
+    Streaming, Topic, TOPICS,
+};

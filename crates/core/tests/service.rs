@@ -784,3 +784,38 @@ fn force_down_and_waitup() {
     let ss = h.rpc("resource.sched-status", Value::Null).unwrap();
     assert_eq!(ss["down"]["execution"]["R_lite"][0]["rank"], json!("2-3"));
 }
+
+/// Replay starts at the checkpoint's position in the log when it has one,
+/// whatever the timestamps: a drain acknowledged after a clean stop made
+/// with the clock ahead is older than the checkpoint, yet after it.
+#[test]
+fn replay_by_checkpoint_position_not_by_timestamp() {
+    let cp = json!({"timestamp": 90_000.0, "drain_state": {
+        "0": {"timestamp": 80_000.0, "reason": "ahead", "nodelist": "fake0"}}});
+    let before = ev(
+        80_000.0,
+        "drain",
+        json!({"idset": "0", "nodelist": "fake0", "reason": "ahead", "overwrite": 0}),
+    );
+    let after = ev(
+        1_000.0,
+        "drain",
+        json!({"idset": "1", "nodelist": "fake1", "reason": "true time", "overwrite": 0}),
+    );
+    let start = |replay_from| {
+        let (h, _) = start_with(Init {
+            now: 10_000.0,
+            inventory: Some(r4()),
+            stored_events: vec![before.clone(), after.clone()],
+            checkpoint: Some(cp.clone()),
+            replay_from,
+            ..Default::default()
+        });
+        h.svc.drained().encode()
+    };
+    // With the position (1 event summarised), the later drain is replayed.
+    assert_eq!(start(Some(1)), "0-1");
+    // A checkpoint without a position falls back to timestamps, which is
+    // how the drain was lost before.
+    assert_eq!(start(None), "0");
+}

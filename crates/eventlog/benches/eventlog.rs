@@ -2,7 +2,7 @@
 //! resource.eventlog of more than 86,000 entries replayed at every start.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use eventlog::{decode_log, encode_log, Event, EventLogFile};
+use eventlog::{decode_log, encode_log, Event};
 use serde_json::json;
 
 const N: usize = 86_000;
@@ -41,27 +41,6 @@ fn benches(c: &mut Criterion) {
         b.iter(|| black_box(decode_log(black_box(&log))))
     });
 
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    let path = dir.path().join("resource.eventlog");
-    std::fs::write(&path, &log).unwrap_or_else(|e| panic!("write: {e}"));
-    g.bench_function("open_replay_86k", |b| {
-        b.iter(|| black_box(EventLogFile::open(&path).map(|o| o.events.len())))
-    });
-    g.finish();
-
-    // Group commit: one fdatasync per batch, whatever its size.
-    let mut g = c.benchmark_group("eventlog_commit");
-    g.sample_size(10);
-    let path = dir.path().join("commit.eventlog");
-    let mut file = EventLogFile::open(&path)
-        .unwrap_or_else(|e| panic!("open: {e}"))
-        .log;
-    for batch in [1usize, 100] {
-        g.throughput(Throughput::Elements(batch as u64));
-        g.bench_function(format!("append_batch_{batch}"), |b| {
-            b.iter(|| file.append_batch(black_box(&events[..batch])))
-        });
-    }
     g.finish();
 }
 

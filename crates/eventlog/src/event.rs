@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use crate::json;
 
 /// Why an event (or a line of an eventlog) is invalid.  The texts name the
-/// offending field; [`crate::LogError`] and [`crate::EventLogError`] prefix
+/// offending field; [`crate::LogError`] (and the `store` crate's errors) prefix
 /// them with the line number.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EventError {
@@ -273,7 +273,7 @@ pub struct LogError {
 /// newline, and every newline-terminated line must be a valid event (an
 /// empty line is an error).  **Text after the last newline is ignored**,
 /// as flux-core ignores it (a partial read of a log being appended to).
-/// [`crate::EventLogFile`] treats such a tail as a torn write instead.
+/// The `store` crate's log file treats such a tail as a torn write instead.
 pub fn decode_log(log: &str) -> Result<Vec<Event>, LogError> {
     if !log.is_empty() && !log.contains('\n') {
         return Err(LogError {

@@ -184,9 +184,29 @@ impl Graph {
         self.rec(i).map_or(0, |r| r.allocated)
     }
 
-    /// Units of `v` not held by allocations now (size − allocated).
+    /// Units of `v` offered to new work now: size − allocated, or 0 when
+    /// its state is not available (see [`crate::State::is_available`]) or
+    /// it is staged.
     pub(crate) fn own_avail(&self, i: u32) -> u64 {
+        let x = &self.v[i as usize];
+        if !x.state.is_available() || x.flags & crate::graph::flag::STAGED != 0 {
+            return 0;
+        }
+        x.size.saturating_sub(self.own_alloc(i))
+    }
+
+    /// Units of `v` not held by allocations now, whatever its state.
+    pub(crate) fn unallocated(&self, i: u32) -> u64 {
         self.v[i as usize].size.saturating_sub(self.own_alloc(i))
+    }
+
+    /// The first of `i` and its ancestors whose state takes it out of
+    /// service, with that state.
+    pub(crate) fn out_of_service(&self, i: u32) -> Option<(u32, crate::State)> {
+        std::iter::once(i)
+            .chain(self.ups(i).map(|a| a.0))
+            .map(|a| (a, self.v[a as usize].state))
+            .find(|(_, s)| !s.is_available())
     }
 
     fn window_of(&self, j: JobId) -> (u64, u64) {
@@ -214,9 +234,11 @@ impl Graph {
         Ok(self.rec(i).map_or(0, |r| r.resv.iter().map(|e| e.1).sum()))
     }
 
-    /// RFC 4 Available: size − allocated, and 0 when an ancestor is full
-    /// now (the composite model makes children of an unavailable pool
-    /// unavailable).
+    /// RFC 4 Available: size − allocated, and 0 when the pool or an
+    /// ancestor is out of service (state other than `up`), staged, or an
+    /// ancestor is full now (the composite model makes children of an
+    /// unavailable pool unavailable).  Aggregate, Copy and Match use the
+    /// same rule.
     pub fn available(&self, v: VertexId) -> Result<u64, ModelError> {
         let i = self.check(v)?;
         Ok(self.eff_avail(i))
@@ -230,8 +252,15 @@ impl Graph {
         }
     }
 
+    /// The first ancestor of `i` offering nothing now (full, out of
+    /// service or staged).
     pub(crate) fn ancestor_full_now(&self, i: u32) -> Option<u32> {
         self.ups(i).map(|a| a.0).find(|&a| self.own_avail(a) == 0)
+    }
+
+    /// The first ancestor of `i` whose units are all allocated now.
+    pub(crate) fn ancestor_allocated_now(&self, i: u32) -> Option<u32> {
+        self.ups(i).map(|a| a.0).find(|&a| self.unallocated(a) == 0)
     }
 
     /// Allocations on `v`: (job, units), by job id.
@@ -278,7 +307,7 @@ impl Graph {
     /// exclusively allocated ancestor?
     pub fn is_allocated(&self, v: VertexId) -> Result<bool, ModelError> {
         let i = self.check(v)?;
-        Ok(self.own_alloc(i) > 0 || self.ancestor_full_now(i).is_some())
+        Ok(self.own_alloc(i) > 0 || self.ancestor_allocated_now(i).is_some())
     }
 
     /// Summary of a job.
@@ -527,6 +556,15 @@ impl Graph {
                         "window [{}, {}) differs from the job's [{}, {})",
                         w.0, w.1, x.start, x.end
                     ),
+                });
+            }
+        }
+        if kind == JobKind::Allocated && !strict {
+            if let Some((a, st)) = self.out_of_service(i) {
+                return Err(ModelError::Unavailable {
+                    path: path(),
+                    at: self.path_of(a),
+                    state: st.as_str(),
                 });
             }
         }
@@ -912,6 +950,11 @@ impl Graph {
         self.agg_apply(i, p, &d, false);
     }
 
+    /// The units `i` offers changed from `old` to `new` (state, staging).
+    pub(crate) fn avail_changed(&mut self, i: u32, old: u64, new: u64) {
+        self.agg_avail_change(i, old, new);
+    }
+
     fn agg_avail_change(&mut self, i: u32, old: u64, new: u64) {
         let p = self.v[i as usize].parent;
         if old == new || p == NONE {
@@ -1285,6 +1328,49 @@ mod tests {
 
     fn s(v: &[(&str, u64)]) -> Vec<(String, u64)> {
         v.iter().map(|(a, b)| (a.to_string(), *b)).collect()
+    }
+
+    #[test]
+    fn out_of_service_pools_leave_available_aggregate_and_copy() {
+        let mut g = g();
+        let n1 = at(&g, "/cluster0/node1");
+        let c = at(&g, "/cluster0/node1/socket0/core1");
+        g.allocate(c, 1, 7).unwrap();
+        g.set_state(n1, crate::State::Down).unwrap();
+        // The down node and all below it count for nothing.
+        assert_eq!(g.available(n1).unwrap(), 0);
+        assert_eq!(
+            g.available(at(&g, "/cluster0/node1/socket1/core5"))
+                .unwrap(),
+            0
+        );
+        assert!(agg(&g, "/cluster0/node1").is_empty());
+        let a = g.aggregate_all();
+        assert_eq!((a["node"], a["core"], a["socket"]), (1, 8, 2));
+        assert!(g.copy(n1).is_err());
+        assert!(g.copy_all().lookup("/cluster0/node1").is_none());
+        // New allocations are refused, naming the state; old ones stay.
+        let e = g.allocate(at(&g, "/cluster0/node1/socket1/core5"), 1, 8);
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "/cluster0/node1/socket1/core5: unavailable because /cluster0/node1 is down"
+        );
+        assert_eq!(g.allocated(c).unwrap(), 1);
+        g.free_job(7).unwrap();
+        g.check_invariants().unwrap();
+        // Degraded takes nothing new either; up restores everything.
+        g.set_state(n1, crate::State::Degraded).unwrap();
+        assert_eq!(g.aggregate_all()["core"], 8);
+        g.set_state(n1, crate::State::Up).unwrap();
+        assert_eq!(g.aggregate_all()["core"], 16);
+        // Staging locks a pool out of Available, but its stager may take it.
+        let s0 = at(&g, "/cluster0/node0/socket0");
+        g.stage(s0).unwrap();
+        assert_eq!(g.aggregate_all()["core"], 12);
+        g.allocate(s0, 1, 9).unwrap();
+        g.unstage_all();
+        assert_eq!(g.aggregate_all()["core"], 12);
+        g.check_invariants().unwrap();
     }
 
     #[test]

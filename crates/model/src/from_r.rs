@@ -117,6 +117,85 @@ impl Graph {
         Graph::from_rset(&r)
     }
 
+    /// [`Graph::from_r_str`] for an R already parsed as JSON (e.g. the
+    /// `resources` of a `resource.acquire` response).
+    pub fn from_r_value(v: &Value, use_scheduling: bool) -> Result<Graph, ModelError> {
+        if use_scheduling {
+            if let Some(sched) = v.get("scheduling") {
+                if sched.get("graph").is_some() {
+                    return Graph::from_jgf(sched);
+                }
+            }
+        }
+        let r = Rset::from_json(v).map_err(|e| ModelError::R(e.to_string()))?;
+        Graph::from_rset(&r)
+    }
+
+    /// The pool standing for each execution target: the highest pool of
+    /// each rank (a pool with a rank whose parent has another rank or
+    /// none), i.e. the `node` pools of an R.
+    pub fn target_roots(&self) -> BTreeMap<i64, crate::VertexId> {
+        let mut out = BTreeMap::new();
+        for v in self.vertices() {
+            let x = &self.v[v.index()];
+            if x.rank < 0 {
+                continue;
+            }
+            let p = x.parent;
+            if p == NONE || self.v[p as usize].rank != x.rank {
+                out.entry(x.rank).or_insert(v);
+            }
+        }
+        out
+    }
+
+    /// Jobs with records on `v` or below it: (allocated, reserved).
+    pub fn holders(&self, v: crate::VertexId) -> Result<(Vec<JobId>, Vec<JobId>), ModelError> {
+        let mut al: Vec<JobId> = self.allocations(v)?.into_iter().map(|e| e.0).collect();
+        al.extend(self.shared(v)?);
+        let mut rs: Vec<JobId> = self.reservations(v)?.into_iter().map(|e| e.0).collect();
+        rs.extend(self.reserved_shared(v)?);
+        al.sort_unstable();
+        al.dedup();
+        rs.sort_unstable();
+        rs.dedup();
+        Ok((al, rs))
+    }
+
+    /// Carry the jobs of `old` over to this graph, pool by pool (matched
+    /// by containment path), whatever the pools' states: used when a
+    /// scheduler rebuilds its graph from a new resource set and keeps its
+    /// running jobs.  Returns the jobs that could not be carried whole
+    /// (a pool vanished or is smaller); their partial records are freed.
+    pub fn adopt_jobs(&mut self, old: &Graph) -> Vec<JobId> {
+        let mut lost = Vec::new();
+        for j in old.jobs() {
+            let mut ok = true;
+            for &v in &j.vertices {
+                let ((al, rs), _) = old.job_amounts(v.0, j.id);
+                let n = if j.kind == crate::JobKind::Allocated {
+                    al
+                } else {
+                    rs
+                };
+                let here = old.path(v).and_then(|p| self.lookup(&p));
+                let done = here.is_some_and(|nv| {
+                    self.record(nv, n, j.id, j.kind, (j.start, j.end), true)
+                        .is_ok()
+                });
+                if !done {
+                    ok = false;
+                    break;
+                }
+            }
+            if !ok {
+                let _ = self.free_job(j.id);
+                lost.push(j.id);
+            }
+        }
+        lost
+    }
+
     /// R (as flux-core encodes it) of the whole graph, or of the pools held
     /// by `job`.  Instance-local properties (`+name`) are left out of a
     /// job's R, as RFC 31 asks.

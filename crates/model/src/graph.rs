@@ -69,6 +69,25 @@ impl State {
             State::Null => "null",
         }
     }
+    /// Does a pool in this state offer its units to new work?  Only `up`
+    /// does.  `degraded` is defined here as "keeps what it runs, takes
+    /// nothing new" (like a Flux drain: RFC 4 lists the state without
+    /// semantics, and a degraded pool cannot promise its full size), and
+    /// `down`, `failing`, `unknown` and `null` likewise.  An unavailable
+    /// pool counts 0 in Available, Aggregate, Copy and Match, and so do
+    /// its descendants (the composite rule).  Existing allocations stay.
+    pub fn is_available(self) -> bool {
+        self == State::Up
+    }
+    /// Every state, in [`State::as_str`] order of declaration.
+    pub const ALL: [State; 6] = [
+        State::Up,
+        State::Down,
+        State::Degraded,
+        State::Failing,
+        State::Unknown,
+        State::Null,
+    ];
     /// Parse a state name (case-sensitive, as written by [`State::as_str`]).
     pub fn parse(s: &str) -> Option<State> {
         Some(match s {
@@ -656,9 +675,14 @@ impl Graph {
     }
 
     /// Set the RFC 4 state of `v`.
+    /// An unavailable state (see [`State::is_available`]) takes the pool
+    /// and everything below it out of Available, Aggregate, Copy and Match.
     pub fn set_state(&mut self, v: VertexId, s: State) -> Result<(), ModelError> {
         let i = self.check(v)?;
+        let old = self.own_avail(i);
         self.v[i as usize].state = s;
+        let new = self.own_avail(i);
+        self.avail_changed(i, old, new);
         Ok(())
     }
 
@@ -728,23 +752,35 @@ impl Graph {
     }
 
     /// Mark `v` staged (a temporary lock while it is considered for a job).
+    /// A staged pool is locked for the job being considered: it leaves
+    /// Available (and Aggregate, Copy, Match) until unstaged, but
+    /// Allocate on it is allowed (that is how the stager takes it).
     pub fn stage(&mut self, v: VertexId) -> Result<(), ModelError> {
         let i = self.check(v)?;
+        let old = self.own_avail(i);
         self.v[i as usize].flags |= flag::STAGED;
+        let new = self.own_avail(i);
+        self.avail_changed(i, old, new);
         Ok(())
     }
 
     /// Clear the staged mark of `v`.
     pub fn unstage(&mut self, v: VertexId) -> Result<(), ModelError> {
         let i = self.check(v)?;
+        let old = self.own_avail(i);
         self.v[i as usize].flags &= !flag::STAGED;
+        let new = self.own_avail(i);
+        self.avail_changed(i, old, new);
         Ok(())
     }
 
     /// Clear every staged mark.
     pub fn unstage_all(&mut self) {
-        for x in &mut self.v {
-            x.flags &= !flag::STAGED;
+        let staged: Vec<u32> = (0..self.v.len() as u32)
+            .filter(|&i| self.is_live(i) && self.v[i as usize].flags & flag::STAGED != 0)
+            .collect();
+        for i in staged {
+            let _ = self.unstage(VertexId(i));
         }
     }
 

@@ -55,6 +55,12 @@ pub enum ModelError {
         requested: u64,
         available: u64,
     },
+    #[error("{path}: unavailable because {at} is {state}")]
+    Unavailable {
+        path: String,
+        at: String,
+        state: &'static str,
+    },
     #[error("{path}: unavailable because {ancestor} is fully allocated")]
     AncestorFull { path: String, ancestor: String },
     #[error("{path}: busy: job(s) {jobs} hold resources below it")]

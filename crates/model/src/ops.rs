@@ -170,6 +170,10 @@ impl Graph {
             if ni == NONE {
                 continue;
             }
+            if x.flags & flag::STAGED != 0 {
+                // Through stage() so that the aggregates see it.
+                let _ = out.stage(VertexId(ni));
+            }
             out.v[ni as usize].flags = x.flags
                 & (flag::STAGED
                     | flag::XMARK
@@ -523,7 +527,10 @@ impl Graph {
                     p.name = Some(other.name_of(o).into_owned());
                 }
                 let nv = self.add_child(VertexId(parent), p)?;
-                self.v[nv.index()].flags |= ox.flags & (flag::STAGED | flag::XMARK);
+                self.v[nv.index()].flags |= ox.flags & flag::XMARK;
+                if ox.flags & flag::STAGED != 0 {
+                    self.stage(nv)?;
+                }
                 if let Some(po) = other.path_override.get(&o) {
                     self.path_override.insert(nv.0, po.clone());
                 }

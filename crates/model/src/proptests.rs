@@ -4,7 +4,7 @@
 //! subtree restores the aggregate and the jobs).
 
 use crate::alloc::JobKind;
-use crate::graph::{Graph, Pool, VertexId};
+use crate::graph::{Graph, Pool, State, VertexId};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -68,6 +68,16 @@ enum Op {
         v: usize,
     },
     FindCheck,
+    SetState {
+        v: usize,
+        state: usize,
+    },
+    Stage {
+        v: usize,
+        on: bool,
+    },
+    /// Available, Aggregate, Copy and Match agree on every pool.
+    Agree,
     MatchAlloc {
         slots: u32,
         cores: u32,
@@ -90,6 +100,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1..64usize).prop_map(|v| Op::Regraft { v }),
         1 => (0..64usize).prop_map(|v| Op::CopyCheck { v }),
         1 => Just(Op::FindCheck),
+        2 => (0..64usize, 0..8usize).prop_map(|(v, state)| Op::SetState { v, state }),
+        1 => (0..64usize, proptest::bool::ANY).prop_map(|(v, on)| Op::Stage { v, on }),
+        2 => Just(Op::Agree),
         3 => (1..4u32, 1..5u32, 0..3u32, proptest::bool::ANY, 20..26u64)
             .prop_map(|(slots, cores, nodes, exclusive, job)| Op::MatchAlloc { slots, cores, nodes, exclusive, job }),
     ]
@@ -117,8 +130,12 @@ fn apply(g: &mut Graph, op: &Op) -> Result<(), TestCaseError> {
             if let Some(v) = pick(g, v) {
                 let before = g.allocated(v).unwrap_or(0);
                 let avail = g.available(v).unwrap_or(0);
+                let staged = std::iter::once(v)
+                    .chain(g.ancestors(v))
+                    .any(|a| g.get(a).unwrap().staged());
                 if g.allocate(v, n, job).is_ok() {
-                    prop_assert!(n <= avail, "allocated {n} with {avail} available");
+                    // Allocate may take a staged pool (the stager's lock).
+                    prop_assert!(staged || n <= avail, "allocated {n} with {avail} available");
                     prop_assert_eq!(g.allocated(v).unwrap(), before + n);
                 }
             }
@@ -231,6 +248,30 @@ fn apply(g: &mut Graph, op: &Op) -> Result<(), TestCaseError> {
                 Err(_) => prop_assert!(had),
             }
         }
+        Op::SetState { v, state } => {
+            if let Some(v) = pick(g, v) {
+                // Bias towards up so that graphs do not go all down.
+                let st = State::ALL.get(state).copied().unwrap_or(State::Up);
+                g.set_state(v, st).unwrap();
+                if !st.is_available() {
+                    prop_assert_eq!(g.available(v).unwrap(), 0);
+                    prop_assert!(g.aggregate(v).unwrap().is_empty());
+                    prop_assert!(g.copy(v).is_err());
+                    prop_assert!(g.allocate(v, 1, 1).is_err());
+                }
+            }
+        }
+        Op::Stage { v, on } => {
+            if let Some(v) = pick(g, v) {
+                if on {
+                    g.stage(v).unwrap();
+                    prop_assert_eq!(g.available(v).unwrap(), 0);
+                } else {
+                    g.unstage(v).unwrap();
+                }
+            }
+        }
+        Op::Agree => agree(g)?,
         Op::FindCheck => {
             let f = g.find(&crate::Pred::True);
             f.check_invariants()
@@ -239,6 +280,83 @@ fn apply(g: &mut Graph, op: &Op) -> Result<(), TestCaseError> {
             prop_assert_eq!(job_sizes(&f), job_sizes(g));
         }
     }
+    Ok(())
+}
+
+/// Available, Aggregate, Copy and Match tell the same story about every
+/// pool: a pool offers units iff Copy keeps it; Aggregate of a pool is
+/// its own available units plus those of its offering children; Copy
+/// aggregates like the original; and (without reservations, which only
+/// Match looks ahead at) a one-node request of `c` cores on node `n`
+/// matches iff Aggregate(n) counts at least `c` cores.
+fn agree(g: &mut Graph) -> Result<(), TestCaseError> {
+    let all: Vec<VertexId> = g.vertices().collect();
+    let core = "core".to_string();
+    for &v in &all {
+        let avail = g.available(v).unwrap();
+        let agg = g.aggregate(v).unwrap();
+        let ty = g.get(v).unwrap().type_name().to_string();
+        prop_assert_eq!(agg.get(&ty).copied().unwrap_or(0) >= avail, true);
+        match g.copy(v) {
+            Ok(c) => {
+                prop_assert!(avail > 0, "copy of unavailable {}", g.path(v).unwrap());
+                let cv = c.lookup(&g.path(v).unwrap()).unwrap();
+                prop_assert_eq!(c.aggregate(cv).unwrap(), agg.clone());
+                // Nothing out of service or staged survives a copy.
+                for x in c.vertices() {
+                    let p = c.get(x).unwrap();
+                    prop_assert!(p.state().is_available() && !p.staged() || c.is_ancestor(x, cv));
+                }
+            }
+            Err(_) => {
+                prop_assert_eq!(avail, 0);
+                prop_assert!(agg.is_empty());
+            }
+        }
+        if avail == 0 {
+            prop_assert!(agg.is_empty());
+        }
+        // Sum rule: own units + what the offering children offer.
+        if avail > 0 {
+            let mut sum: BTreeMap<String, u64> = BTreeMap::new();
+            *sum.entry(ty.clone()).or_insert(0) += avail;
+            for c in g.children(v).collect::<Vec<_>>() {
+                for (t, n) in g.aggregate(c).unwrap() {
+                    *sum.entry(t).or_insert(0) += n;
+                }
+            }
+            prop_assert_eq!(sum, agg.clone());
+        }
+        let no_resv = g.jobs().iter().all(|j| j.kind == JobKind::Allocated);
+        if ty == "node" && no_resv {
+            let rank = g.get(v).unwrap().raw_rank();
+            let have = agg.get(&core).copied().unwrap_or(0);
+            for c in [1u32, 2, 3] {
+                let mut req = crate::matcher::Request::nodes(1, 1, c, 0, false);
+                req.constraint = Some(crate::matcher::Constraint::Ranks(vec![
+                    idset::IdSet::parse(&rank.to_string()).unwrap(),
+                ]));
+                let m = g.match_request(&req).is_some();
+                prop_assert_eq!(
+                    m,
+                    have >= u64::from(c),
+                    "node {} offers {} cores; match of {} says {}",
+                    g.path(v).unwrap(),
+                    have,
+                    c,
+                    m
+                );
+            }
+        }
+    }
+    let roots: Vec<VertexId> = g.roots().collect();
+    let mut total: BTreeMap<String, u64> = BTreeMap::new();
+    for r in roots {
+        for (t, n) in g.aggregate(r).unwrap() {
+            *total.entry(t).or_insert(0) += n;
+        }
+    }
+    prop_assert_eq!(total, g.aggregate_all());
     Ok(())
 }
 
@@ -260,8 +378,57 @@ proptest! {
             g.free_job(j).unwrap();
         }
         g.check_invariants().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        agree(&mut g)?;
+        let all: Vec<VertexId> = g.vertices().collect();
+        for &v in &all {
+            g.set_state(v, State::Up).unwrap();
+            g.unstage(v).unwrap();
+        }
         for v in g.vertices() {
             prop_assert_eq!(g.available(v).unwrap(), g.size(v).unwrap());
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Save (full JGF) then load gives back the same state: the same
+    /// document, aggregates, jobs with windows, records, states and tags.
+    #[test]
+    fn save_and_load_round_trip(ops in proptest::collection::vec(op(), 1..30), tags in proptest::collection::vec((0..64usize, "[a-z]{1,4}", proptest::option::of("[ -~]{0,6}")), 0..4)) {
+        let mut g = base();
+        for op in &ops {
+            apply(&mut g, op)?;
+        }
+        for (v, k, val) in &tags {
+            if let Some(v) = pick(&g, *v) {
+                g.tag(v, k, val.as_deref()).unwrap();
+            }
+        }
+        let text = g.to_jgf_string(crate::jgf::JgfStyle::Full);
+        let h = Graph::from_jgf_str(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        h.check_invariants().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(h.to_jgf_string(crate::jgf::JgfStyle::Full), text);
+        prop_assert_eq!(h.aggregate_all(), g.aggregate_all());
+        prop_assert_eq!(h.jobs().len(), g.jobs().len());
+        for (a, b) in g.jobs().iter().zip(h.jobs().iter()) {
+            prop_assert_eq!((a.id, a.kind, a.start, a.end), (b.id, b.kind, b.start, b.end));
+        }
+        for v in g.vertices() {
+            let p = g.path(v).unwrap();
+            let w = h.lookup(&p).unwrap();
+            prop_assert_eq!(g.allocations(v).unwrap(), h.allocations(w).unwrap());
+            prop_assert_eq!(g.reservations(v).unwrap(), h.reservations(w).unwrap());
+            prop_assert_eq!(g.available(v).unwrap(), h.available(w).unwrap());
+            let (x, y) = (g.get(v).unwrap(), h.get(w).unwrap());
+            prop_assert_eq!(x.state(), y.state());
+            prop_assert_eq!(x.staged(), y.staged());
+            let mut tx: Vec<_> = x.tags().collect();
+            let mut ty: Vec<_> = y.tags().collect();
+            tx.sort();
+            ty.sort();
+            prop_assert_eq!(tx, ty);
         }
     }
 }

@@ -375,7 +375,7 @@ impl Graph {
                 x.state == State::Down
                     || self.ups(i).any(|a| self.v[a.index()].state == State::Down)
             }
-            Pred::AllocatedNow => self.own_alloc(i) > 0 || self.ancestor_full_now(i).is_some(),
+            Pred::AllocatedNow => self.own_alloc(i) > 0 || self.ancestor_allocated_now(i).is_some(),
             Pred::ReservedFuture => {
                 self.has_reservation(i)
                     || self.ups(i).any(|a| {
@@ -575,7 +575,8 @@ mod tests {
         assert_eq!(count("jobid-tag=43"), 3);
         assert_eq!(count("exclusive=true"), 2);
         assert_eq!(count("sched-now=allocated status=down"), 0);
-        assert_eq!(count("available=1 and type=core"), 11);
+        // 16 cores less node 0's 4, core2 of node 1 and the down node's 4.
+        assert_eq!(count("available=1 and type=core"), 7);
     }
 
     #[test]

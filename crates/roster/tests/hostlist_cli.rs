@@ -82,7 +82,7 @@ fn usage_error(args: &[&str]) -> String {
     assert_eq!(o.code, 2, "{args:?}: {}", o.stderr);
     assert_eq!(o.stdout, "");
     assert!(
-        o.stderr.starts_with("usage: roster-hostlist "),
+        o.stderr.starts_with("usage: roster hostlist "),
         "{}",
         o.stderr
     );
@@ -96,7 +96,7 @@ fn t2814_help() {
     let o = run(&["--help"]);
     assert_eq!(o.code, 0);
     assert!(o.stdout.contains("SOURCES may include"));
-    assert!(o.stdout.starts_with("usage: roster-hostlist "));
+    assert!(o.stdout.starts_with("usage: roster hostlist "));
 }
 
 #[test]
@@ -339,7 +339,7 @@ fn man_page_examples() {
 fn argparse_behaviour() {
     let e = usage_error(&["-n", "-1,3-4", "foo[1-10]"]);
     assert!(
-        e.ends_with("roster-hostlist: error: argument -n/--nth: expected one argument\n"),
+        e.ends_with("roster hostlist: error: argument -n/--nth: expected one argument\n"),
         "{e}"
     );
     assert_eq!(ok(&["-n", "-1", "foo[1-10]"]), "foo10");
@@ -594,4 +594,27 @@ fn clustered_short_options() {
         "{e}"
     );
     assert_eq!(ok(&["-ed=,", "h[1-2]"]), "h1,h2");
+}
+
+/// `--` as an option value is kept (CPython 3.11's argparse drops it and
+/// flux-hostlist then fails; later releases, and Roster, print with it).
+#[test]
+fn double_dash_as_delimiter() {
+    assert_eq!(ok(&["-e", "--delimiter=--", "a", "b"]), "a--b");
+    assert_eq!(ok(&["-e", "-d", "--", "x", "a", "b"]), "axb");
+}
+
+/// flux-core's decoder takes the first `]` after `[` as the end of the
+/// range and keeps the rest as a suffix, so a trailing `]` after a range is
+/// accepted (`n[1-2]]` is `n1],n2]`); a `]` with no `[` in its token is an
+/// unmatched bracket (EINVAL), as in `hostlist_create_bracketed()`.
+#[test]
+fn trailing_bracket_after_a_range() {
+    assert_eq!(ok(&["n[1-2]]"]), "n1],n2]");
+    assert_eq!(ok(&["-e", "n[1-2]]x"]), "n1]x n2]x");
+    assert_eq!(ok(&["-c", "n[1-2]]", "n[3]]]"]), "3");
+    assert_eq!(
+        fails(&["n1]"]),
+        "roster-hostlist: ERROR: Invalid jobid or hostlist n1]\n"
+    );
 }

@@ -695,3 +695,16 @@ fn usage_and_help() {
     assert_eq!(o.code, 0);
     assert!(o.stdout.starts_with("Usage: roster R decode [OPTIONS]..."));
 }
+
+/// Reals are written as jansson ≥ 2.14 writes them (shortest round trip),
+/// the same rule as eventlog lines: `0.1`, not `%.17g`'s
+/// `0.10000000000000001`.
+#[test]
+fn reals_shortest_like_the_eventlog() {
+    let r = r#"{"version":1,"execution":{"R_lite":[{"rank":"3","children":{"core":"0"}}],"starttime":0.1,"expiration":1e-5,"nodelist":["a"]}}"#;
+    let out = ok(&["remap"], r);
+    assert!(
+        out.contains(r#""starttime": 0.1, "expiration": 1e-5"#),
+        "{out}"
+    );
+}

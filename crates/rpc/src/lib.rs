@@ -1,9 +1,10 @@
 //! Transport-neutral RPC layer of Roster.
 //!
-//! Every listener (HTTP/NDJSON, the Flux local connector, agent sessions) turns what
-//! arrives on its socket into a [`Request`] (topic, payload, streaming flag,
-//! role, and the `(conn, matchtag)` pair that identifies it for
-//! cancellation), hands it to the service, and carries each [`Reply`] back.
+//! Every listener (HTTP/NDJSON on unix:// and tcp://, the Flux local
+//! connector on flux://) turns what arrives on its socket into a
+//! [`Request`] (topic, payload, streaming flag, role, and the
+//! `(conn, matchtag)` pair that identifies it for cancellation), hands it
+//! to the service, and carries each [`Reply`] back.
 //! RFC 6 semantics hold whatever the transport:
 //!
 //! * a non-streaming request gets exactly one reply, a payload or an error;

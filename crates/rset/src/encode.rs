@@ -170,8 +170,19 @@ fn properties_of(nodes: &[&Node]) -> Vec<(Name, IdSet)> {
 /// The names of [`properties`], in the same order: the same table
 /// operations (the order depends on them, not on the values).
 pub(crate) fn property_names(rl: &Rset) -> Vec<String> {
+    names_of(sorted_nodes(rl))
+}
+
+/// The property names as flux's Python `ResourceSet.get_properties()`
+/// reads them: the same table filled walking the node list as it stands
+/// (merges append, only encoding sorts it).
+pub(crate) fn property_names_in_list_order(rl: &Rset) -> Vec<String> {
+    names_of(rl.nodes.iter().collect())
+}
+
+fn names_of(nodes: Vec<&Node>) -> Vec<String> {
     let mut table: ZTable<()> = ZTable::new();
-    for n in sorted_nodes(rl) {
+    for n in nodes {
         if n.props.is_empty() {
             continue;
         }

@@ -62,7 +62,6 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-pub mod conf;
 pub mod json;
 
 pub use constraint::{Constraint, HostMatch};

@@ -740,6 +740,13 @@ impl Rset {
         crate::encode::property_names(self)
     }
 
+    /// The property names in the order flux's Python bindings list them
+    /// (`ResourceSet.get_properties()`): filled walking the node list in
+    /// its current order rather than in rank order.
+    pub fn property_names_in_list_order(&self) -> Vec<String> {
+        crate::encode::property_names_in_list_order(self)
+    }
+
     /// The lowest rank, if any.
     pub fn min_rank(&self) -> Option<u32> {
         self.nodes.iter().map(|n| n.rank).min()

@@ -684,28 +684,27 @@ fn r16k_reproduces_flux_encoding() {
     // The benchmark inputs were written by flux-core 0.88; decoding and
     // re-encoding must reproduce them exactly (R_lite grouping, child and
     // property key order), and the halves are flux's `--include` copies.
-    // ../shared beside the repository, as CI and bench/ have it.
-    let shared = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/bench/");
-    let read = |name: &str| std::fs::read_to_string(format!("{shared}{name}"));
-    let Ok(full) = read("R16k.json") else {
-        eprintln!("{shared}R16k.json not found: skipped");
-        return;
+    // Vendored from ../shared/bench (17 KB), so that the test cannot pass
+    // by skipping when ../shared is absent.
+    let read = |name: &str| {
+        let path = format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
     };
+    let full = read("R16k.json");
     let r = Rset::from_json_str(&full).unwrap_or_default();
     assert_eq!(r.nnodes(), 16384);
     assert_eq!(r.count("core"), 1_545_024);
     assert_eq!(r.count("gpu"), 66_816);
     assert_eq!(r.encode(), full.trim_end());
-    if let Ok(lo) = read("R16k_lo.json") {
-        assert_eq!(r.copy_ranks(&ids("0-8191")).encode(), lo.trim_end());
-        let mut a = Rset::from_json_str(&lo).unwrap_or_default();
-        let hi = read("R16k_hi.json").unwrap_or_default();
-        assert_eq!(r.copy_ranks(&ids("8192-16383")).encode(), hi.trim_end());
-        assert!(a
-            .append(&Rset::from_json_str(&hi).unwrap_or_default())
-            .is_ok());
-        assert_eq!(a, r);
-    }
+    let lo = read("R16k_lo.json");
+    assert_eq!(r.copy_ranks(&ids("0-8191")).encode(), lo.trim_end());
+    let mut a = Rset::from_json_str(&lo).unwrap_or_default();
+    let hi = read("R16k_hi.json");
+    assert_eq!(r.copy_ranks(&ids("8192-16383")).encode(), hi.trim_end());
+    assert!(a
+        .append(&Rset::from_json_str(&hi).unwrap_or_default())
+        .is_ok());
+    assert_eq!(a, r);
 }
 
 #[test]

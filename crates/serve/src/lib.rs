@@ -91,6 +91,27 @@ pub struct Plan {
     pub tls: Option<transport::TlsListen>,
     pub monitor_force_up: bool,
     pub parent_r: Option<PathBuf>,
+    /// The listeners' limits (`[serve]` `max-*`, `*-timeout`).
+    pub limits: transport::Limits,
+}
+
+/// The listeners' limits from `[serve]`.
+pub fn limits_of(l: &config::ServeLimits) -> transport::Limits {
+    let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    let secs =
+        |v: f64| std::time::Duration::try_from_secs_f64(v).unwrap_or(std::time::Duration::MAX);
+    transport::Limits {
+        max_connections: n(l.max_connections),
+        max_connections_per_peer: n(l.max_connections_per_peer),
+        max_inflight: n(l.max_inflight),
+        max_outbound_bytes: n(l.max_outbound_bytes),
+        max_guest_outbound_bytes: n(l.max_guest_outbound_bytes),
+        max_request_bytes: n(l.max_request_bytes),
+        max_guest_request_bytes: n(l.max_guest_request_bytes),
+        max_queued_requests: n(l.max_queued_requests),
+        request_timeout: secs(l.request_timeout),
+        idle_timeout: secs(l.idle_timeout),
+    }
 }
 
 /// The default-location inputs of this process: `$XDG_RUNTIME_DIR`,
@@ -158,6 +179,7 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         tls,
         monitor_force_up: opts.monitor_force_up || serve.monitor_force_up,
         parent_r: opts.parent_r.clone().or(serve.parent_r),
+        limits: limits_of(&serve.limits),
     })
 }
 
@@ -331,33 +353,66 @@ impl Control {
 /// core and make its start-up outputs durable.  Returns the running state
 /// and the outputs still to deliver (logs).
 pub fn prepare(plan: &Plan) -> Result<(service_loop::Shell, Vec<Output>), ServeError> {
-    let (mut dir, loaded) = store::StateDir::open(&plan.statedir)?;
+    prepare_on(plan, Arc::new(store::RealFs))
+}
+
+/// [`prepare`] with the state directory on `fs` (tests run it on a
+/// simulated disk, [`store::sim::SimDisk`]).
+pub fn prepare_on(
+    plan: &Plan,
+    fs: Arc<dyn store::Fs>,
+) -> Result<(service_loop::Shell, Vec<Output>), ServeError> {
+    let (mut dir, loaded) = store::StateDir::open_on(fs, &plan.statedir)?;
     for w in &loaded.warnings {
         tracing::warn!("{w}");
     }
     let now = now();
     let resource = plan.config.as_ref().map(|c| &c.resource);
     // `history` truncation of the persistent log (flux-core truncate.c),
-    // unless history is infinite.
+    // unless history is infinite.  The checkpoint's position in the log
+    // (`replay_from`) decides what it summarises: only events before it
+    // may be dropped, those older than the cutoff; events at or after it
+    // are kept whatever their timestamps (a clock that was ahead at the
+    // last stop must not make a later acknowledged drain look old).
     let mut events = loaded.events;
+    let mut replay_from = loaded.replay_from;
     let history = resource.map(|r| r.history).unwrap_or_default();
     if let Some(secs) = history.seconds() {
         let cp_ts = store::checkpoint_timestamp(loaded.checkpoint.as_ref());
-        // Only a log with something to drop is copied and rewritten (the
-        // same test as `truncate_history`: NaN timestamps are kept).
-        let cutoff = store::history_cutoff(now, Some(secs), cp_ts)
-            .filter(|c| events.iter().any(|e| e.timestamp < *c));
-        if let Some(cutoff) = cutoff {
-            let before = events.len();
-            let kept = store::truncate_history(std::mem::take(&mut events), cutoff);
-            if kept.len() != before {
-                dir.rewrite_eventlog(&kept)?;
-                tracing::info!(
-                    "resource.eventlog: truncated {} events older than {cutoff:.6}",
-                    before - kept.len()
-                );
+        let cutoff = store::history_cutoff(now, Some(secs), cp_ts);
+        match (cutoff, &loaded.checkpoint, replay_from) {
+            (Some(cutoff), Some(cp), Some(_)) => {
+                let before = events.len();
+                let (kept, from) =
+                    dir.truncate_before_checkpoint(events, cp, |e| e.timestamp < cutoff)?;
+                if kept.len() != before {
+                    tracing::info!(
+                        "resource.eventlog: truncated {} events older than {cutoff:.6} before the checkpoint",
+                        before - kept.len()
+                    );
+                }
+                events = kept;
+                replay_from = from;
             }
-            events = kept;
+            (Some(cutoff), _, _) => {
+                // No checkpoint (cutoff 0: nothing to drop), or one
+                // without a position (an older version's): by timestamp,
+                // as before.  Only a log with something to drop is copied
+                // and rewritten (NaN timestamps are kept).
+                if events.iter().any(|e| e.timestamp < cutoff) {
+                    let before = events.len();
+                    let kept = store::truncate_history(std::mem::take(&mut events), cutoff);
+                    if kept.len() != before {
+                        dir.rewrite_eventlog(&kept)?;
+                        tracing::info!(
+                            "resource.eventlog: truncated {} events older than {cutoff:.6}",
+                            before - kept.len()
+                        );
+                    }
+                    events = kept;
+                }
+            }
+            (None, _, _) => {}
         }
     }
     let source = Source {
@@ -397,6 +452,7 @@ pub fn prepare(plan: &Plan) -> Result<(service_loop::Shell, Vec<Output>), ServeE
         inventory,
         stored_events: events,
         checkpoint: loaded.checkpoint,
+        replay_from,
         discover_hosts: discover,
     };
     let mut out = Vec::new();
@@ -436,6 +492,7 @@ pub fn run(
     shell.deliver(out);
     let listen_opts = transport::ListenOptions {
         token: plan.token.clone(),
+        limits: plan.limits.clone(),
         role_tokens: plan.role_tokens.clone(),
         tls: plan.tls.clone(),
         ..Default::default()
@@ -480,5 +537,16 @@ async fn watch_signals(control: Arc<Control>) {
             _ = int.recv() => { tracing::info!("SIGINT: shutting down"); control.request_stop(); }
             _ = hup.recv() => { control.request_reload(); }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn default_limits_agree() {
+        assert_eq!(
+            super::limits_of(&config::ServeLimits::default()),
+            transport::Limits::default()
+        );
     }
 }

@@ -8,8 +8,7 @@ use std::time::Duration;
 use eventlog::Event;
 use roster_core::{Input, Level, Output, Service};
 use rpc::{ConnId, Reply, ReplyTo};
-use tokio::sync::mpsc::UnboundedSender;
-use transport::Incoming;
+use transport::{Incoming, ReplySender};
 
 use crate::{now, Control, ServeError};
 
@@ -22,7 +21,9 @@ const MAX_BATCH: usize = 1024;
 /// Where the replies of one outstanding request go.
 #[derive(Debug)]
 struct Route {
-    tx: UnboundedSender<Reply>,
+    /// Never blocks: a client that does not read is refused replies (and
+    /// told so by its listener) instead of slowing the loop.
+    tx: ReplySender,
     streaming: bool,
 }
 
@@ -109,9 +110,11 @@ impl Shell {
         };
         let last = !route.streaming || reply.is_err();
         // A closed receiver means the listener is already dropping the
-        // connection; its Disconnect follows.
-        let _ = route.tx.send(reply);
-        if last {
+        // connection; its Disconnect follows.  A refused reply (the client
+        // does not read) ends the route: its stream was ended with an
+        // error, or its connection is being closed.
+        let refused = route.tx.send(reply).is_err();
+        if last || refused {
             conn.remove(&to.matchtag);
             if conn.is_empty() {
                 self.routes.remove(&to.conn);
@@ -122,7 +125,9 @@ impl Shell {
     /// Turn one message from the listeners into a core input.
     fn input_of(&mut self, msg: Incoming) -> Input {
         match msg {
-            Incoming::Request { req, replies } => {
+            Incoming::Request { req, replies, slot } => {
+                // Off the listener → loop queue.
+                drop(slot);
                 self.routes.entry(req.conn).or_default().insert(
                     req.matchtag,
                     Route {
@@ -222,24 +227,38 @@ impl Shell {
                 }
                 Err(RecvTimeoutError::Disconnected) => break,
             };
-            let mut out = Vec::new();
-            let input = self.input_of(first);
-            self.handle(input, &mut out);
-            let mut n = 1;
-            while n < MAX_BATCH {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
                 let Ok(m) = rx.try_recv() else { break };
-                let input = self.input_of(m);
-                self.handle(input, &mut out);
-                n += 1;
+                batch.push(m);
             }
-            // Post the batch's liveness transitions (one event per kind).
-            self.core.handle(now(), Input::Tick, &mut out);
-            self.commit(out)?;
+            self.step(batch)?;
         }
-        let mut out = Vec::new();
-        self.core.handle(now(), Input::Shutdown, &mut out);
-        self.commit(out)?;
+        self.shutdown()?;
         tracing::info!("stopped; drain checkpoint written");
         Ok(())
+    }
+
+    /// Handle one batch of messages from the listeners: each goes to the
+    /// core, then the batch's liveness transitions are posted, its events
+    /// made durable (one write + fdatasync) and only then its replies
+    /// sent.  On a persistence error nothing of the batch is acknowledged
+    /// (every open request is dropped) and the daemon must stop.
+    pub fn step(&mut self, batch: Vec<Incoming>) -> Result<(), ServeError> {
+        let mut out = Vec::new();
+        for m in batch {
+            let input = self.input_of(m);
+            self.handle(input, &mut out);
+        }
+        // Post the batch's liveness transitions (one event per kind).
+        self.core.handle(now(), Input::Tick, &mut out);
+        self.commit(out)
+    }
+
+    /// Clean shutdown: streams end, the drain checkpoint is written.
+    pub fn shutdown(&mut self) -> Result<(), ServeError> {
+        let mut out = Vec::new();
+        self.core.handle(now(), Input::Shutdown, &mut out);
+        self.commit(out)
     }
 }

@@ -27,6 +27,35 @@
 //!   Temporary files left by a crash are deleted at open (and reported as
 //!   warnings).
 //!
+//! * At open, everything read (log, R, checkpoint, the directory's
+//!   entries) is fsynced before the daemon builds on it: after a failed
+//!   sync and a restart without power loss, the page cache can hold data
+//!   that never reached the disk.
+//! * The directory itself, when created, is made durable by fsyncing its
+//!   parent.
+//! * A zero-filled block in the unsynced tail of the eventlog (its size
+//!   reached the disk, its data did not), even when followed by more text
+//!   and newlines, is a torn tail too: dropped and reported, not a
+//!   refusal to start.
+//!
+//! # Positions, not clocks
+//!
+//! [`StateDir::write_checkpoint`] records in the checkpoint where it
+//! stands in `resource.eventlog`: the number of events it summarises and a
+//! hash of their lines (key [`POSITION_KEY`]).  [`StateDir::open`] finds
+//! which recorded position matches the log and returns it as
+//! [`Loaded::replay_from`]; replay starts there, whatever the events'
+//! timestamps say.  History truncation ([`StateDir::truncate_before_checkpoint`])
+//! drops only events before that position, crash-safely (see there).
+//!
+//! # File system
+//!
+//! Every file operation goes through the [`Fs`] trait: [`RealFs`] in the
+//! daemon, [`sim::SimDisk`] in tests (a page-cache model that loses what
+//! was not synced at a simulated power loss, tears writes and injects
+//! `ENOSPC`/`EIO`).  The file layer (append-only log, atomic replacement)
+//! lives here, not in the `eventlog` crate, which is a pure codec.
+//!
 //! # Exclusion
 //!
 //! [`StateDir::open`] takes an exclusive `flock` on `DIR/lock`, held until
@@ -41,18 +70,24 @@
 //! and the drain checkpoint) as pure functions; the caller rewrites the
 //! log with [`StateDir::rewrite_eventlog`].
 
+mod fs;
 mod history;
+mod log;
+pub mod sim;
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use eventlog::{Event, EventLogError, EventLogFile};
+use eventlog::Event;
 use serde_json::Value;
 
+pub use fs::{Fs, FsFile, RealFs};
 pub use history::{checkpoint_timestamp, history_cutoff, truncate_history};
+pub use log::{
+    fnv1a, remove_stale_temp_files, write_file_atomic, EventLogError, EventLogFile, Opened,
+    TornTail, FNV_START,
+};
 
 /// Name of the eventlog file.
 pub const EVENTLOG_FILE: &str = "resource.eventlog";
@@ -62,6 +97,8 @@ pub const R_FILE: &str = "resource.R";
 pub const CHECKPOINT_FILE: &str = "checkpoint.resource";
 /// Name of the lock file.
 pub const LOCK_FILE: &str = "lock";
+/// The checkpoint key holding its position(s) in `resource.eventlog`.
+pub const POSITION_KEY: &str = "log_position";
 
 /// Errors of the state directory.
 #[derive(Debug, thiserror::Error)]
@@ -105,7 +142,7 @@ pub enum StoreError {
 }
 
 /// strerror-style text, without Rust's " (os error N)".
-fn io_text(e: &io::Error) -> String {
+pub(crate) fn io_text(e: &io::Error) -> String {
     let s = e.to_string();
     match s.find(" (os error") {
         Some(i) => s.get(..i).unwrap_or(&s).to_string(),
@@ -130,6 +167,12 @@ pub struct Loaded {
     pub r: Option<String>,
     /// `checkpoint.resource`.
     pub checkpoint: Option<Value>,
+    /// The checkpoint's position in `resource.eventlog`: the number of
+    /// events it summarises (replay starts at this index).  `None` without
+    /// a checkpoint, or when the checkpoint records no position (written
+    /// by an older version) or none that matches the log: then the caller
+    /// falls back to comparing timestamps, and [`Loaded::warnings`] says so.
+    pub replay_from: Option<usize>,
     /// Things repaired while opening, worth logging: a discarded torn last
     /// line, deleted temporary files.
     pub warnings: Vec<String>,
@@ -138,54 +181,18 @@ pub struct Loaded {
 /// An open, locked state directory.
 #[derive(Debug)]
 pub struct StateDir {
+    fs: Arc<dyn Fs>,
     dir: PathBuf,
     log: EventLogFile,
-    /// Holds the flock; released when dropped.
-    _lock: File,
-}
-
-/// Take the directory lock, or say who holds it.
-fn lock(dir: &Path) -> Result<File, StoreError> {
-    let path = dir.join(LOCK_FILE);
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&path)
-        .map_err(io_err(&path, "open"))?;
-    // SAFETY: flock on a file descriptor owned by `file`, which is alive.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            let mut text = String::new();
-            let pid = file
-                .read_to_string(&mut text)
-                .ok()
-                .and_then(|_| text.trim().parse().ok());
-            return Err(StoreError::Locked {
-                dir: dir.to_path_buf(),
-                pid,
-            });
-        }
-        return Err(StoreError::Io {
-            path,
-            op: "lock",
-            source: e,
-        });
-    }
-    file.set_len(0)
-        .and_then(|_| file.rewind())
-        .and_then(|_| writeln!(file, "{}", std::process::id()))
-        .map_err(io_err(&path, "write pid"))?;
-    Ok(file)
+    /// The matching checkpoint position found at open: (events, hash).
+    position: Option<(usize, u64)>,
+    /// Holds the lock; released when dropped.
+    _lock: Box<dyn std::fmt::Debug + Send + Sync>,
 }
 
 /// Read a whole file, `None` if it does not exist.
-fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
-    match fs::read(path) {
+fn read_optional(fs: &dyn Fs, path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
+    match fs.read(path) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(StoreError::Io {
@@ -196,32 +203,97 @@ fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
     }
 }
 
-fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(dir, "fsync directory"))
+/// One recorded position: `{"events": N, "fnv1a": "<16 hex digits>"}`
+/// (the hash of the first N lines), plus `"log": "<16 hex digits>"`, the
+/// hash of the whole log, in the two positions written while a truncation
+/// rewrites the log (no event is appended meanwhile): it tells the old log
+/// from the new one even if their first lines happened to be identical.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Position {
+    events: usize,
+    hash: u64,
+    whole: Option<u64>,
+}
+
+fn position_value(p: Position) -> Value {
+    let mut v = serde_json::json!({"events": p.events, "fnv1a": format!("{:016x}", p.hash)});
+    if let Some(w) = p.whole {
+        v["log"] = Value::String(format!("{w:016x}"));
+    }
+    v
+}
+
+/// The positions recorded in a checkpoint (none for an older checkpoint).
+fn positions_of(checkpoint: &Value) -> Vec<Position> {
+    let Some(list) = checkpoint.get(POSITION_KEY).and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let hex = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .and_then(|s| u64::from_str_radix(s, 16).ok())
+    };
+    list.iter()
+        .filter_map(|p| {
+            Some(Position {
+                events: usize::try_from(p.get("events")?.as_u64()?).ok()?,
+                hash: hex(p.get("fnv1a"))?,
+                whole: hex(p.get("log")),
+            })
+        })
+        .collect()
+}
+
+/// `checkpoint` with its positions replaced by `positions`.
+fn with_positions(checkpoint: &Value, positions: &[Position]) -> Value {
+    let mut v = checkpoint.clone();
+    if let Some(obj) = v.as_object_mut() {
+        let list = positions.iter().map(|&p| position_value(p)).collect();
+        obj.insert(POSITION_KEY.to_string(), Value::Array(list));
+    }
+    v
+}
+
+/// The checkpoint's text as written.
+fn checkpoint_text(v: &Value) -> String {
+    let mut text = v.to_string();
+    text.push('\n');
+    text
 }
 
 impl StateDir {
-    /// Open the state directory `dir`, creating it (mode 0700) if needed,
-    /// lock it, and read its content (see the crate documentation).
+    /// Open the state directory `dir` on the real file system (see
+    /// [`StateDir::open_on`]).
     pub fn open(dir: &Path) -> Result<(StateDir, Loaded), StoreError> {
+        StateDir::open_on(Arc::new(RealFs), dir)
+    }
+
+    /// Open the state directory `dir` on `fs`, creating it (mode 0700, and
+    /// fsyncing its parent so that it survives a power loss) if needed,
+    /// lock it, and read its content (see the crate documentation).
+    pub fn open_on(fs: Arc<dyn Fs>, dir: &Path) -> Result<(StateDir, Loaded), StoreError> {
         let dir = dir.to_path_buf();
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
+        fs.create_dir_all(&dir)
             .map_err(io_err(&dir, "create state directory"))?;
-        let lock_file = lock(&dir)?;
+        let lock = match fs.lock(&dir) {
+            Ok(Ok(guard)) => guard,
+            Ok(Err(pid)) => return Err(StoreError::Locked { dir, pid }),
+            Err(e) => {
+                return Err(StoreError::Io {
+                    path: dir.join(LOCK_FILE),
+                    op: "lock",
+                    source: e,
+                })
+            }
+        };
 
         let mut warnings = Vec::new();
-        let opened = EventLogFile::open(dir.join(EVENTLOG_FILE))?;
+        let opened = EventLogFile::open(Arc::clone(&fs), &dir.join(EVENTLOG_FILE))?;
         if let Some(t) = &opened.torn {
             warnings.push(t.to_string());
         }
         let mut removed = opened.removed_temp_files;
         for name in [R_FILE, CHECKPOINT_FILE] {
-            removed.extend(eventlog::remove_stale_temp_files(dir.join(name))?);
+            removed.extend(remove_stale_temp_files(&*fs, &dir.join(name))?);
         }
         for p in removed {
             warnings.push(format!(
@@ -231,7 +303,7 @@ impl StateDir {
         }
 
         let r_path = dir.join(R_FILE);
-        let r = match read_optional(&r_path)? {
+        let r = match read_optional(&*fs, &r_path)? {
             None => None,
             Some(b) => {
                 Some(String::from_utf8(b).map_err(|_| StoreError::NotUtf8 { path: r_path })?)
@@ -239,7 +311,7 @@ impl StateDir {
         };
         let ck_path = dir.join(CHECKPOINT_FILE);
         let checkpoint =
-            match read_optional(&ck_path)? {
+            match read_optional(&*fs, &ck_path)? {
                 None => None,
                 Some(b) => Some(serde_json::from_slice::<Value>(&b).map_err(|e| {
                     StoreError::Checkpoint {
@@ -248,17 +320,77 @@ impl StateDir {
                     }
                 })?),
             };
+        // What was just read becomes the truth the daemon builds on: make
+        // it durable first.  After a failed fsync and a restart without a
+        // power loss, the page cache may hold a renamed R or log lines that
+        // never reached the disk; acknowledging new requests on top of
+        // them, then losing them at the next power loss, would lose the
+        // state those requests were acknowledged against.
+        for (name, present) in [
+            (EVENTLOG_FILE, true),
+            (R_FILE, r.is_some()),
+            (CHECKPOINT_FILE, checkpoint.is_some()),
+        ] {
+            if present {
+                let p = dir.join(name);
+                fs.open_append(&p)
+                    .and_then(|mut f| f.sync_all())
+                    .map_err(io_err(&p, "fsync"))?;
+            }
+        }
+        fs.sync_dir(&dir).map_err(io_err(&dir, "fsync directory"))?;
+        // The checkpoint's position: the recorded (count, hash of the
+        // first `count` lines) that matches this log.  (Two are recorded
+        // while a history truncation rewrites the log: one for the old
+        // log, one for the new; whichever file survived a crash matches.)
+        let mut position = None;
+        let mut checkpoint = checkpoint;
+        if let Some(cp) = &mut checkpoint {
+            let recorded = positions_of(cp);
+            let whole = opened.prefix_hashes.last().copied();
+            let found = recorded.iter().copied().find(|p| {
+                opened.prefix_hashes.get(p.events) == Some(&p.hash)
+                    && p.whole.is_none_or(|w| Some(w) == whole)
+            });
+            position = found.map(|p| (p.events, p.hash));
+            if let (Some(p), true) = (found, recorded.len() > 1) {
+                // A truncation was interrupted after the checkpoint named
+                // both logs: keep only the one that survived, before
+                // anything is appended.
+                let single = Position { whole: None, ..p };
+                *cp = with_positions(cp, &[single]);
+                write_file_atomic(
+                    &*fs,
+                    &dir.join(CHECKPOINT_FILE),
+                    checkpoint_text(cp).as_bytes(),
+                )?;
+            }
+            if position.is_none() {
+                warnings.push(if recorded.is_empty() {
+                    format!(
+                        "{CHECKPOINT_FILE}: no position in {EVENTLOG_FILE} (written by an older version): replaying the events not older than its timestamp"
+                    )
+                } else {
+                    format!(
+                        "{CHECKPOINT_FILE}: its position does not match {EVENTLOG_FILE} (edited or damaged?): replaying the events not older than its timestamp"
+                    )
+                });
+            }
+        }
         let loaded = Loaded {
             events: opened.events,
             r,
             checkpoint,
+            replay_from: position.map(|(n, _)| n),
             warnings,
         };
         Ok((
             StateDir {
+                fs,
                 dir,
                 log: opened.log,
-                _lock: lock_file,
+                position,
+                _lock: lock,
             },
             loaded,
         ))
@@ -302,31 +434,125 @@ impl StateDir {
     }
 
     /// Replace `resource.eventlog` with `events` atomically (history
-    /// truncation at start).
+    /// truncation at start, for a checkpoint without a position).
     pub fn rewrite_eventlog(&mut self, events: &[Event]) -> Result<(), StoreError> {
         self.log.rewrite(events).map_err(StoreError::from)
     }
 
+    /// History truncation by position: drop the events that come before
+    /// the checkpoint's position (see [`Loaded::replay_from`]) and that
+    /// `drop` selects (e.g. older than the `history` cutoff); never an
+    /// event at or after the position.  `events` is the whole log as
+    /// loaded, `checkpoint` the loaded checkpoint.
+    ///
+    /// Crash-safe although two files change: the checkpoint is first
+    /// rewritten recording both positions (old log, new log), then the log
+    /// is replaced, then the checkpoint records only the new position.
+    /// After a crash at any point, whichever log survived matches one of
+    /// the recorded positions.
+    ///
+    /// Returns the kept events and the new replay position; unchanged
+    /// (and nothing written) when nothing is selected or there is no
+    /// matching position.
+    pub fn truncate_before_checkpoint(
+        &mut self,
+        events: Vec<Event>,
+        checkpoint: &Value,
+        drop: impl Fn(&Event) -> bool,
+    ) -> Result<(Vec<Event>, Option<usize>), StoreError> {
+        let Some((at, hash)) = self.position else {
+            return Ok((events, None));
+        };
+        if at > events.len() || !events[..at].iter().any(&drop) {
+            return Ok((events, Some(at)));
+        }
+        let mut kept = Vec::with_capacity(events.len());
+        let mut new_hash = FNV_START;
+        let mut new_at = 0usize;
+        for (i, ev) in events.into_iter().enumerate() {
+            if i < at {
+                if drop(&ev) {
+                    continue;
+                }
+                let line = ev.encode().map_err(|reason| EventLogError::Encode {
+                    label: EVENTLOG_FILE.to_string(),
+                    name: ev.name.clone(),
+                    reason,
+                })?;
+                new_hash = fnv1a(new_hash, line.as_bytes());
+                new_at += 1;
+            }
+            kept.push(ev);
+        }
+        let new_whole = {
+            let mut h = new_hash;
+            for ev in &kept[new_at..] {
+                let line = ev.encode().map_err(|reason| EventLogError::Encode {
+                    label: EVENTLOG_FILE.to_string(),
+                    name: ev.name.clone(),
+                    reason,
+                })?;
+                h = fnv1a(h, line.as_bytes());
+            }
+            h
+        };
+        let old = Position {
+            events: at,
+            hash,
+            whole: Some(self.log.content_hash()),
+        };
+        let new = Position {
+            events: new_at,
+            hash: new_hash,
+            whole: Some(new_whole),
+        };
+        self.write_checkpoint_raw(&with_positions(checkpoint, &[old, new]))?;
+        self.log.rewrite(&kept)?;
+        self.position = Some((new_at, new_hash));
+        let single = Position { whole: None, ..new };
+        self.write_checkpoint_raw(&with_positions(checkpoint, &[single]))?;
+        Ok((kept, Some(new_at)))
+    }
+
     /// Replace `resource.R` atomically and durably.
     pub fn write_r(&mut self, r_json: &str) -> Result<(), StoreError> {
-        eventlog::write_file_atomic(self.dir.join(R_FILE), r_json.as_bytes())?;
+        write_file_atomic(&*self.fs, &self.dir.join(R_FILE), r_json.as_bytes())?;
         Ok(())
     }
 
     /// Replace `checkpoint.resource` atomically and durably (compact JSON
-    /// and a newline).
+    /// and a newline), recording the current end of `resource.eventlog`
+    /// as its position (key [`POSITION_KEY`]): the checkpoint summarises
+    /// every event durably in the log when it is written.
     pub fn write_checkpoint(&mut self, v: &Value) -> Result<(), StoreError> {
-        let mut text = v.to_string();
-        text.push('\n');
-        eventlog::write_file_atomic(self.dir.join(CHECKPOINT_FILE), text.as_bytes())?;
+        let at = self.log.event_count();
+        let hash = self.log.content_hash();
+        let p = Position {
+            events: at,
+            hash,
+            whole: None,
+        };
+        self.write_checkpoint_raw(&with_positions(v, &[p]))?;
+        self.position = Some((at, hash));
+        Ok(())
+    }
+
+    fn write_checkpoint_raw(&mut self, v: &Value) -> Result<(), StoreError> {
+        let text = checkpoint_text(v);
+        write_file_atomic(&*self.fs, &self.dir.join(CHECKPOINT_FILE), text.as_bytes())?;
         Ok(())
     }
 
     /// Remove `checkpoint.resource` durably (no error if there is none).
     pub fn remove_checkpoint(&mut self) -> Result<(), StoreError> {
         let path = self.dir.join(CHECKPOINT_FILE);
-        match fs::remove_file(&path) {
-            Ok(()) => sync_dir(&self.dir),
+        match self.fs.remove(&path) {
+            Ok(()) => {
+                self.position = None;
+                self.fs
+                    .sync_dir(&self.dir)
+                    .map_err(io_err(&self.dir, "fsync directory"))
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(StoreError::Io {
                 path,

@@ -2,14 +2,17 @@
 
 use crate::flux::FluxCtx;
 use crate::http::{serve_connection, Ctx, Peer};
+use crate::limits::{admit, CapReached, ConnPermit, LoopTx, PeerCounts, PeerKey};
 use crate::{io_text, Incoming, ListenOptions, TransportError, SHUTDOWN_GRACE};
 use rpc::uri::Uri;
 use std::io;
 use std::net::ToSocketAddrs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
 
 /// Bound sockets, ready to serve.  Binding happens in [`Listeners::bind`]
@@ -129,8 +132,13 @@ impl Listeners {
         tx: std::sync::mpsc::Sender<Incoming>,
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), TransportError> {
+        let tx = LoopTx::new(tx, self.opts.limits.max_queued_requests);
         let ctx = Arc::new(Ctx::new(tx.clone(), &self.opts));
         let flux_ctx = Arc::new(FluxCtx::new(tx, &self.opts));
+        let gate = Gate {
+            opts: self.opts.clone(),
+            peers: Arc::new(PeerCounts::default()),
+        };
         // Every connection task holds a clone; all dropped = all done.
         let (live_tx, mut live_rx) = mpsc::channel::<()>(1);
         let mut files = Vec::new();
@@ -184,6 +192,7 @@ impl Listeners {
             };
             loops.push(tokio::spawn(accept_loop(
                 acceptor,
+                gate.clone(),
                 Arc::clone(&ctx),
                 Arc::clone(&flux_ctx),
                 shutdown.clone(),
@@ -353,8 +362,51 @@ pub(crate) async fn shutdown_signalled(rx: &mut watch::Receiver<bool>) {
     }
 }
 
+/// Who may connect: the connection caps of every listener of a `run`.
+#[derive(Clone)]
+struct Gate {
+    opts: ListenOptions,
+    peers: Arc<PeerCounts>,
+}
+
+impl Gate {
+    /// Admit a Unix peer (the owner and root are not counted per peer).
+    fn unix(&self, open: &Arc<AtomicUsize>, uid: Option<u32>) -> Result<ConnPermit, CapReached> {
+        let key = uid
+            .filter(|&u| u != self.opts.owner_uid && u != 0)
+            .map(PeerKey::Uid);
+        admit(open, &self.peers, key, &self.opts.limits)
+    }
+
+    fn tcp(
+        &self,
+        open: &Arc<AtomicUsize>,
+        addr: Option<std::net::SocketAddr>,
+    ) -> Result<ConnPermit, CapReached> {
+        let key = addr.map(|a| PeerKey::Ip(a.ip()));
+        admit(open, &self.peers, key, &self.opts.limits)
+    }
+}
+
+/// Answer a connection refused at a cap, then close it (without waiting
+/// long on a peer that does not read).
+fn refuse<S>(mut stream: S, answer: Vec<u8>, uri: &Uri, why: CapReached)
+where
+    S: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    tracing::warn!(%uri, "refusing a connection: {}", why.error().errstr.unwrap_or_default());
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            let _ = stream.write_all(&answer).await;
+            let _ = stream.shutdown().await;
+        })
+        .await;
+    });
+}
+
 async fn accept_loop(
     acceptor: Acceptor,
+    gate: Gate,
     ctx: Arc<Ctx>,
     flux_ctx: Arc<FluxCtx>,
     mut shutdown: watch::Receiver<bool>,
@@ -363,6 +415,7 @@ async fn accept_loop(
     let uri = match &acceptor {
         Acceptor::Unix(u, _) | Acceptor::Tcp(u, _, _) | Acceptor::Flux(u, _, _) => u.clone(),
     };
+    let open = Arc::new(AtomicUsize::new(0));
     loop {
         let accepted = tokio::select! {
             biased;
@@ -372,34 +425,49 @@ async fn accept_loop(
         match accepted {
             Ok(Accepted::Flux(stream, local_uri)) => {
                 let uid = peer_uid(&uri, &stream);
-                tokio::spawn(crate::flux::serve_connection(
-                    stream,
-                    uid,
-                    Arc::clone(&flux_ctx),
-                    local_uri,
-                    shutdown.clone(),
-                    live.clone(),
-                ));
+                let permit = match gate.unix(&open, uid) {
+                    Ok(p) => p,
+                    Err(why) => {
+                        // flux-core's handshake: a non-zero byte is the errno.
+                        refuse(stream, vec![rpc::errno::EAGAIN as u8], &uri, why);
+                        continue;
+                    }
+                };
+                let (ctx, sd, live) = (Arc::clone(&flux_ctx), shutdown.clone(), live.clone());
+                tokio::spawn(async move {
+                    crate::flux::serve_connection(stream, uid, ctx, local_uri, sd, live).await;
+                    drop(permit);
+                });
             }
             Ok(Accepted::Unix(stream)) => {
                 let uid = peer_uid(&uri, &stream);
-                tokio::spawn(serve_connection(
-                    stream,
-                    Peer::Unix { uid },
-                    Arc::clone(&ctx),
-                    shutdown.clone(),
-                    live.clone(),
-                ));
+                let permit = match gate.unix(&open, uid) {
+                    Ok(p) => p,
+                    Err(why) => {
+                        refuse(stream, crate::http::refusal_bytes(&why.error()), &uri, why);
+                        continue;
+                    }
+                };
+                let (ctx, sd, live) = (Arc::clone(&ctx), shutdown.clone(), live.clone());
+                tokio::spawn(async move {
+                    serve_connection(stream, Peer::Unix { uid }, ctx, sd, live).await;
+                    drop(permit);
+                });
             }
             Ok(Accepted::Tcp(stream, _)) if !matches!(acceptor, Acceptor::Tcp(_, _, Some(_))) => {
                 let _ = stream.set_nodelay(true);
-                tokio::spawn(serve_connection(
-                    stream,
-                    Peer::Tcp,
-                    Arc::clone(&ctx),
-                    shutdown.clone(),
-                    live.clone(),
-                ));
+                let permit = match gate.tcp(&open, stream.peer_addr().ok()) {
+                    Ok(p) => p,
+                    Err(why) => {
+                        refuse(stream, crate::http::refusal_bytes(&why.error()), &uri, why);
+                        continue;
+                    }
+                };
+                let (ctx, sd, live) = (Arc::clone(&ctx), shutdown.clone(), live.clone());
+                tokio::spawn(async move {
+                    serve_connection(stream, Peer::Tcp, ctx, sd, live).await;
+                    drop(permit);
+                });
             }
             Ok(Accepted::Tcp(stream, addr)) => {
                 // TLS: the handshake runs in the connection's task, so a

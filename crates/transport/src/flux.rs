@@ -20,21 +20,23 @@
 //!   the service gets one [`Incoming::Disconnect`].
 
 use crate::bind::shutdown_signalled;
-use crate::{io_text, next_conn_id, Incoming, ListenOptions, SHUTDOWN_GRACE};
+use crate::limits::{reply_cost, Limits, LoopTx, OutQueue, ReplySender};
+use crate::{io_text, next_conn_id, ListenOptions, SHUTDOWN_GRACE};
 use fluxmsg::{flag, role, Message, MsgType, NODEID_ANY};
-use rpc::errno::{EHOSTUNREACH, EIO, ENOENT, ENOSYS, EOVERFLOW, EPERM, EPROTO};
+use rpc::errno::{EAGAIN, EHOSTUNREACH, EIO, ENOENT, ENOSYS, EOVERFLOW, EPERM, EPROTO};
 use rpc::{wire, Reply, Role, RpcError};
 use serde_json::{json, Value};
-use std::sync::mpsc::Sender;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::UnixStream;
+use tokio::io::{
+    AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter,
+    WriteHalf,
+};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-/// Largest message accepted from a client.
+/// Largest message accepted from a client (whatever `max-request-bytes`).
 pub(crate) const MAX_MESSAGE: u32 = fluxmsg::DEFAULT_MAX_MESSAGE;
 
 /// The flux-core version Roster's wire behaviour follows (reported as
@@ -46,16 +48,51 @@ const ATTR_QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What every Flux connection of a `run` shares.
 pub(crate) struct FluxCtx {
-    tx: Sender<Incoming>,
+    tx: LoopTx,
     owner_uid: u32,
+    limits: Limits,
 }
 
 impl FluxCtx {
-    pub(crate) fn new(tx: Sender<Incoming>, opts: &ListenOptions) -> FluxCtx {
+    pub(crate) fn new(tx: LoopTx, opts: &ListenOptions) -> FluxCtx {
         FluxCtx {
             tx,
             owner_uid: opts.owner_uid,
+            limits: opts.limits.clone(),
         }
+    }
+}
+
+/// An encoded message for the writer and what it costs against the
+/// connection's outbound queue.
+type Out = (Vec<u8>, usize);
+
+/// Queue `bytes` for the writer, charged to `queue`; a client over its
+/// outbound limit is marked for closing instead.
+fn push_to(out: &mpsc::UnboundedSender<Out>, queue: &OutQueue, bytes: Vec<u8>) {
+    let cost = bytes.len();
+    if !queue.charge(cost) {
+        queue.set_overflow();
+        return;
+    }
+    if out.send((bytes, cost)).is_err() {
+        queue.release(cost);
+    }
+}
+
+/// Counts one request in flight for as long as it lives.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn new(n: &Arc<AtomicUsize>) -> InFlight {
+        n.fetch_add(1, Ordering::AcqRel);
+        InFlight(Arc::clone(n))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -70,14 +107,16 @@ struct Cred {
 /// Serve one accepted connection until EOF, a protocol error or shutdown.
 /// `uid` is the peer's uid (None: unreadable, the client is refused);
 /// `local_uri` is what `attr.get local-uri` answers.
-pub(crate) async fn serve_connection(
-    mut stream: UnixStream,
+pub(crate) async fn serve_connection<S>(
+    mut stream: S,
     uid: Option<u32>,
     ctx: Arc<FluxCtx>,
     local_uri: Arc<str>,
     mut shutdown: watch::Receiver<bool>,
     _live: mpsc::Sender<()>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
     let Some(userid) = uid else {
         // flux-core's handshake: a non-zero byte is the errno.
         let _ = stream.write_all(&[EPERM as u8]).await;
@@ -103,9 +142,14 @@ pub(crate) async fn serve_connection(
         );
         return;
     }
-    let (rd, wr) = stream.into_split();
-    let (out, out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    let writer = tokio::spawn(write_loop(wr, out_rx));
+    let (rd, wr) = tokio::io::split(stream);
+    let queue = OutQueue::new(ctx.limits.outbound_bytes(&cred.role));
+    let (out, out_rx) = mpsc::unbounded_channel::<Out>();
+    let writer = tokio::spawn(write_loop(wr, out_rx, Arc::clone(&queue)));
+    let limits = ctx.limits.clone();
+    let max_len = u32::try_from(limits.request_bytes(&cred.role))
+        .unwrap_or(u32::MAX)
+        .min(MAX_MESSAGE);
     let mut conn = Conn {
         id: next_conn_id(),
         used: false,
@@ -113,20 +157,55 @@ pub(crate) async fn serve_connection(
         ctx,
         local_uri,
         out,
+        queue: Arc::clone(&queue),
+        inflight: Arc::new(AtomicUsize::new(0)),
         tasks: JoinSet::new(),
     };
     tracing::debug!(conn = conn.id, userid, role = ?cred.role, "flux client connected");
     let mut rd = BufReader::new(rd);
     let graceful = loop {
+        // A client that does not read its replies gets no more requests
+        // read: it costs nothing more, and is dropped if it stays so.
+        if queue.queued() > queue.limit() / 2 {
+            let drained = tokio::select! {
+                biased;
+                _ = shutdown_signalled(&mut shutdown) => break true,
+                d = queue.drained(limits.request_timeout) => d,
+            };
+            if !drained {
+                tracing::warn!(
+                    conn = conn.id,
+                    "dropping flux client: it does not read its replies ({} bytes queued for {}s, max-outbound-bytes {})",
+                    queue.queued(),
+                    limits.request_timeout.as_secs_f64(),
+                    queue.limit()
+                );
+                queue.set_overflow();
+                break false;
+            }
+        }
         let read = tokio::select! {
             biased;
             _ = shutdown_signalled(&mut shutdown) => break true,
-            r = read_message(&mut rd) => r,
+            _ = queue.overflowed() => {
+                tracing::warn!(
+                    conn = conn.id,
+                    "dropping flux client: it does not read its replies ({} bytes queued, max-outbound-bytes {})",
+                    queue.queued(),
+                    queue.limit()
+                );
+                break false;
+            }
+            r = read_message(&mut rd, max_len, &limits, &conn.inflight) => r,
         };
         match read {
             Ok(Some(msg)) => conn.dispatch(msg),
             Ok(None) => {
                 tracing::debug!(conn = conn.id, "flux client disconnected");
+                break false;
+            }
+            Err(ReadError::Idle) => {
+                tracing::debug!(conn = conn.id, "closing an idle flux client");
                 break false;
             }
             Err(e) => {
@@ -149,17 +228,18 @@ pub(crate) async fn serve_connection(
     } = conn;
     if used {
         // The service may be gone already; nothing to tell then.
-        let _ = ctx.tx.send(Incoming::Disconnect(id));
+        ctx.tx.disconnect(id);
     }
     drop(out);
     drop(rd);
     // Flush what is queued (a client that only shut down its write side
     // still gets it), but do not wait on a client that stopped reading.
     let mut writer = writer;
-    if tokio::time::timeout(SHUTDOWN_GRACE, &mut writer)
-        .await
-        .is_err()
-    {
+    let flushed = !queue.is_overflowed()
+        && tokio::time::timeout(SHUTDOWN_GRACE, &mut writer)
+            .await
+            .is_ok();
+    if !flushed {
         writer.abort();
     }
 }
@@ -173,23 +253,50 @@ enum ReadError {
     Truncated,
     #[error("read error: {}", io_text(.0))]
     Io(#[from] std::io::Error),
+    #[error("message not received within {0}s (request-timeout)")]
+    Slow(f64),
+    #[error("idle")]
+    Idle,
 }
 
-/// Read one message; `Ok(None)` on a clean EOF between messages.
-async fn read_message(rd: &mut BufReader<OwnedReadHalf>) -> Result<Option<Message>, ReadError> {
-    if rd.fill_buf().await?.is_empty() {
-        return Ok(None);
+/// Read one message; `Ok(None)` on a clean EOF between messages.  Longer
+/// messages than `max_len` end the connection before their body is read.
+/// Between messages, a connection that is not `busy` (no request in
+/// flight, no open stream) for `idle_timeout` gets [`ReadError::Idle`];
+/// once a message started, it must be complete within `request_timeout`.
+async fn read_message<R: AsyncRead + Unpin>(
+    rd: &mut BufReader<R>,
+    max_len: u32,
+    limits: &Limits,
+    inflight: &AtomicUsize,
+) -> Result<Option<Message>, ReadError> {
+    loop {
+        match tokio::time::timeout(limits.idle_timeout, rd.fill_buf()).await {
+            Ok(r) => {
+                if r?.is_empty() {
+                    return Ok(None);
+                }
+                break;
+            }
+            Err(_) if inflight.load(Ordering::Acquire) > 0 => continue,
+            Err(_) => return Err(ReadError::Idle),
+        }
     }
-    let mut pre = [0u8; fluxmsg::PREAMBLE_SIZE];
-    read_exact(rd, &mut pre).await?;
-    let len = fluxmsg::decode_preamble(&pre, MAX_MESSAGE)?;
-    // Grow with what actually arrives rather than trusting the length.
-    let mut body = Vec::with_capacity((len as usize).min(64 << 10));
-    let got = rd.take(u64::from(len)).read_to_end(&mut body).await?;
-    if got != len as usize {
-        return Err(ReadError::Truncated);
-    }
-    Ok(Some(Message::decode_frames(&body)?))
+    let timeout = limits.request_timeout;
+    tokio::time::timeout(timeout, async {
+        let mut pre = [0u8; fluxmsg::PREAMBLE_SIZE];
+        read_exact(rd, &mut pre).await?;
+        let len = fluxmsg::decode_preamble(&pre, max_len)?;
+        // Grow with what actually arrives rather than trusting the length.
+        let mut body = Vec::with_capacity((len as usize).min(64 << 10));
+        let got = rd.take(u64::from(len)).read_to_end(&mut body).await?;
+        if got != len as usize {
+            return Err(ReadError::Truncated);
+        }
+        Ok(Some(Message::decode_frames(&body)?))
+    })
+    .await
+    .unwrap_or(Err(ReadError::Slow(timeout.as_secs_f64())))
 }
 
 async fn read_exact<R: AsyncRead + Unpin>(rd: &mut R, buf: &mut [u8]) -> Result<(), ReadError> {
@@ -201,13 +308,22 @@ async fn read_exact<R: AsyncRead + Unpin>(rd: &mut R, buf: &mut [u8]) -> Result<
 }
 
 /// Write encoded messages in order; batch what is queued into one flush.
-async fn write_loop(wr: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+/// What is written leaves the connection's outbound queue.
+async fn write_loop<W: AsyncWrite>(
+    wr: WriteHalf<W>,
+    mut rx: mpsc::UnboundedReceiver<Out>,
+    queue: Arc<OutQueue>,
+) {
     let mut w = BufWriter::new(wr);
-    while let Some(buf) = rx.recv().await {
+    while let Some((buf, cost)) = rx.recv().await {
         let mut r = w.write_all(&buf).await;
+        queue.release(cost);
         while r.is_ok() {
             match rx.try_recv() {
-                Ok(more) => r = w.write_all(&more).await,
+                Ok((more, cost)) => {
+                    r = w.write_all(&more).await;
+                    queue.release(cost);
+                }
                 Err(_) => break,
             }
         }
@@ -273,12 +389,21 @@ struct Conn {
     cred: Cred,
     ctx: Arc<FluxCtx>,
     local_uri: Arc<str>,
-    out: mpsc::UnboundedSender<Vec<u8>>,
+    out: mpsc::UnboundedSender<Out>,
+    /// The bytes queued for this client, written or not.
+    queue: Arc<OutQueue>,
+    /// Requests waiting for their last reply (streams included).
+    inflight: Arc<AtomicUsize>,
     /// Tasks carrying replies of requests in flight.
     tasks: JoinSet<()>,
 }
 
 impl Conn {
+    /// Queue a reply made here.
+    fn push(&self, bytes: Vec<u8>) {
+        push_to(&self.out, &self.queue, bytes);
+    }
+
     fn dispatch(&mut self, msg: Message) {
         // Reap finished reply tasks so the set stays small.
         while self.tasks.try_join_next().is_some() {}
@@ -316,6 +441,14 @@ impl Conn {
             None
         } else if topic == "config.get" {
             local(Ok(json!({}).into()))
+        } else if respond && self.inflight.load(Ordering::Acquire) >= self.ctx.limits.max_inflight {
+            local(Err(RpcError::new(
+                EAGAIN,
+                format!(
+                    "too many requests in flight on this connection: {} (max-inflight)",
+                    self.ctx.limits.max_inflight
+                ),
+            )))
         } else if topic == "attr.get" {
             match attr_name(&msg) {
                 Err(e) => local(Err(e)),
@@ -339,13 +472,13 @@ impl Conn {
             )))
         };
         if let Some(bytes) = immediate {
-            let _ = self.out.send(bytes);
+            self.push(bytes);
         }
     }
 
     /// Hand a request to the service and relay its replies.
     fn forward(&mut self, payload: Value, head: ReplyHead, respond: bool) {
-        let (replies, mut rx) = mpsc::unbounded_channel();
+        let (replies, mut rx) = ReplySender::new(Arc::clone(&self.queue), head.streaming);
         let req = rpc::Request {
             conn: self.id,
             matchtag: head.matchtag,
@@ -355,15 +488,9 @@ impl Conn {
             role: self.cred.role.clone(),
             userid: Some(self.cred.userid),
         };
-        if self
-            .ctx
-            .tx
-            .send(Incoming::Request { req, replies })
-            .is_err()
-        {
+        if let Err(e) = self.ctx.tx.request(req, replies) {
             if respond {
-                let e = RpcError::new(EIO, "the service is not running");
-                let _ = self.out.send(head.encode(&Err(e)));
+                self.push(head.encode(&Err(e.error())));
             }
             return;
         }
@@ -373,7 +500,9 @@ impl Conn {
             return;
         }
         let out = self.out.clone();
+        let inflight = InFlight::new(&self.inflight);
         self.tasks.spawn(async move {
+            let _inflight = inflight;
             loop {
                 let Some(reply) = rx.recv().await else {
                     let what = if head.streaming {
@@ -381,11 +510,12 @@ impl Conn {
                     } else {
                         "service ended the request without a reply"
                     };
-                    let _ = out.send(head.encode(&Err(RpcError::new(EIO, what))));
+                    let _ = out.send((head.encode(&Err(RpcError::new(EIO, what))), 0));
                     return;
                 };
                 let end = !head.streaming || reply.is_err();
-                if out.send(head.encode(&reply)).is_err() || end {
+                let cost = reply_cost(&reply);
+                if out.send((head.encode(&reply), cost)).is_err() || end {
                     return;
                 }
             }
@@ -405,21 +535,26 @@ impl Conn {
             // parent-uri, jobid, ... do not exist at the top level.
             _ => Some(Err(RpcError::bare(ENOENT))),
         };
-        let send = move |out: &mpsc::UnboundedSender<Vec<u8>>, r: Result<String, RpcError>| {
+        let send = move |out: &mpsc::UnboundedSender<Out>,
+                         queue: &OutQueue,
+                         r: Result<String, RpcError>| {
             if respond {
                 let reply = r.map(|v| json!({"value": v, "flags": 0}).into());
-                let _ = out.send(head.encode(&reply));
+                push_to(out, queue, head.encode(&reply));
             }
         };
         if let Some(r) = fixed {
-            send(&self.out, r);
+            send(&self.out, &self.queue, r);
             return;
         }
         // hostlist and size come from the service's R.
         let ctx = Arc::clone(&self.ctx);
         let role = self.cred.role.clone();
         let out = self.out.clone();
+        let queue = Arc::clone(&self.queue);
+        let inflight = InFlight::new(&self.inflight);
         self.tasks.spawn(async move {
+            let _inflight = inflight;
             let r = hosts_of_service(&ctx, role).await.map(|hosts| {
                 if name == "size" {
                     hosts.len().to_string()
@@ -427,7 +562,7 @@ impl Conn {
                     hosts.encode()
                 }
             });
-            send(&out, r);
+            send(&out, &queue, r);
         });
     }
 }
@@ -455,7 +590,7 @@ fn request_payload(msg: &Message) -> Result<Value, RpcError> {
 /// read the instance's hosts from its R (`execution.nodelist`).
 async fn hosts_of_service(ctx: &FluxCtx, role: Role) -> Result<hostlist::Hostlist, RpcError> {
     let conn = next_conn_id();
-    let (replies, mut rx) = mpsc::unbounded_channel();
+    let (replies, mut rx) = ReplySender::new(OutQueue::new(usize::MAX), false);
     let req = rpc::Request {
         conn,
         matchtag: 1,
@@ -465,11 +600,9 @@ async fn hosts_of_service(ctx: &FluxCtx, role: Role) -> Result<hostlist::Hostlis
         role,
         userid: None,
     };
-    if ctx.tx.send(Incoming::Request { req, replies }).is_err() {
-        return Err(RpcError::new(EIO, "the service is not running"));
-    }
+    ctx.tx.request(req, replies).map_err(|e| e.error())?;
     let reply = tokio::time::timeout(ATTR_QUERY_TIMEOUT, rx.recv()).await;
-    let _ = ctx.tx.send(Incoming::Disconnect(conn));
+    ctx.tx.disconnect(conn);
     let status = match reply {
         Ok(Some(r)) => r?.into_value(),
         Ok(None) => {

@@ -1,18 +1,18 @@
 //! One HTTP connection: requests in, replies out, per [`rpc::wire`].
 
 use crate::bind::shutdown_signalled;
-use crate::{next_conn_id, Incoming, ListenOptions, SHUTDOWN_GRACE};
+use crate::limits::{reply_cost, Limits, LoopTx, OutQueue, ReplySender};
+use crate::{next_conn_id, ListenOptions, SHUTDOWN_GRACE};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Body, Frame, SizeHint};
 use hyper::header::{HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use rpc::errno::{EIO, ENOSYS, EOVERFLOW, EPERM, EPROTO};
+use rpc::errno::{EIO, ENOSYS, EOVERFLOW, EPERM, EPROTO, ETIMEDOUT};
 use rpc::{wire, Payload, Reply, Role, RpcError};
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -21,14 +21,15 @@ use tokio::sync::{mpsc, watch};
 
 /// What every connection of a `run` shares.
 pub(crate) struct Ctx {
-    tx: Sender<Incoming>,
+    tx: LoopTx,
     owner_uid: u32,
     /// Bearer tokens and the role each gives (the owner's first).
     tokens: Vec<(Vec<u8>, Role)>,
+    limits: Limits,
 }
 
 impl Ctx {
-    pub(crate) fn new(tx: Sender<Incoming>, opts: &ListenOptions) -> Ctx {
+    pub(crate) fn new(tx: LoopTx, opts: &ListenOptions) -> Ctx {
         let mut tokens: Vec<(Vec<u8>, Role)> = Vec::new();
         if let Some(t) = opts.token.as_ref().filter(|t| !t.is_empty()) {
             tokens.push((t.as_bytes().to_vec(), Role::Owner));
@@ -42,6 +43,7 @@ impl Ctx {
             tx,
             owner_uid: opts.owner_uid,
             tokens,
+            limits: opts.limits.clone(),
         }
     }
 
@@ -72,9 +74,6 @@ pub(crate) enum Peer {
     Tls(Option<Arc<crate::tls::CertPeer>>),
 }
 
-/// How long a client may take to send a request head.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
-
 pub(crate) async fn serve_connection<S>(
     stream: S,
     peer: Peer,
@@ -84,6 +83,9 @@ pub(crate) async fn serve_connection<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    // hyper starts this timer as soon as it waits for a head: it bounds
+    // both a slow head and a keep-alive connection idle between requests.
+    let head_timeout = ctx.limits.request_timeout;
     let svc = hyper::service::service_fn(move |req| {
         let ctx = Arc::clone(&ctx);
         let peer = peer.clone();
@@ -91,7 +93,7 @@ pub(crate) async fn serve_connection<S>(
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .header_read_timeout(head_timeout)
         .serve_connection(TokioIo::new(stream), svc);
     tokio::pin!(conn);
     let result = tokio::select! {
@@ -117,13 +119,13 @@ pub(crate) async fn serve_connection<S>(
 /// away (hyper drops the handler future or the response body).
 struct DisconnectGuard {
     conn: rpc::ConnId,
-    tx: Sender<Incoming>,
+    tx: LoopTx,
 }
 
 impl Drop for DisconnectGuard {
     fn drop(&mut self) {
         // The service may be gone already; nothing to tell then.
-        let _ = self.tx.send(Incoming::Disconnect(self.conn));
+        self.tx.disconnect(self.conn);
     }
 }
 
@@ -132,6 +134,9 @@ enum ReplyBody {
     Full(Option<Bytes>),
     Stream {
         rx: mpsc::UnboundedReceiver<Reply>,
+        /// The request's outbound queue: a reply leaves it when hyper
+        /// takes it (hyper polls the body only when it can write).
+        queue: Arc<OutQueue>,
         done: bool,
         guard: DisconnectGuard,
     },
@@ -147,12 +152,18 @@ impl Body for ReplyBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             ReplyBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-            ReplyBody::Stream { rx, done, guard } => {
+            ReplyBody::Stream {
+                rx,
+                queue,
+                done,
+                guard,
+            } => {
                 if *done {
                     return Poll::Ready(None);
                 }
                 match rx.poll_recv(cx) {
                     Poll::Ready(Some(reply)) => {
+                        queue.release(reply_cost(&reply));
                         *done = reply.is_err();
                         let line = wire::reply_line(&reply);
                         Poll::Ready(Some(Ok(Frame::data(Bytes::from(line)))))
@@ -278,17 +289,42 @@ fn wants_streaming<B>(req: &Request<B>) -> bool {
         .unwrap_or(false)
 }
 
-fn too_large() -> Response<ReplyBody> {
+fn too_large(limit: usize) -> Response<ReplyBody> {
     error_response(
         StatusCode::PAYLOAD_TOO_LARGE,
         &RpcError::new(
             EOVERFLOW,
+            format!("request body exceeds the limit of {limit} bytes"),
+        ),
+    )
+}
+
+fn too_slow(timeout: Duration) -> Response<ReplyBody> {
+    error_response(
+        StatusCode::REQUEST_TIMEOUT,
+        &RpcError::new(
+            ETIMEDOUT,
             format!(
-                "request body exceeds the limit of {} bytes",
-                wire::MAX_REQUEST_BODY
+                "request body not received within {}s (request-timeout)",
+                timeout.as_secs_f64()
             ),
         ),
     )
+}
+
+/// The canned answer to a connection refused at a connection cap, written
+/// before it is closed.
+pub(crate) fn refusal_bytes(e: &RpcError) -> Vec<u8> {
+    let body = serde_json::to_string(&wire::error_json(e)).unwrap_or_default();
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: {}\r\n{}: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
+        wire::JSON,
+        wire::ERRNUM_HEADER,
+        e.errnum,
+        body.len(),
+        body
+    )
+    .into_bytes()
 }
 
 async fn handle<B>(req: Request<B>, peer: Peer, ctx: &Ctx) -> Response<ReplyBody>
@@ -357,20 +393,22 @@ where
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > wire::MAX_REQUEST_BODY as u64) {
-        return too_large();
+    // Checked before a byte of the body is read (guests: a small limit).
+    let limit = ctx.limits.request_bytes(&role);
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large(limit);
     }
     if topic == wire::SESSION_TOPIC {
         return session(req.into_body(), role, userid, ctx).await;
     }
     let streaming = wants_streaming(&req);
-    let body = match Limited::new(req.into_body(), wire::MAX_REQUEST_BODY)
-        .collect()
-        .await
-    {
-        Ok(c) => c.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
-        Err(e) => {
+    let timeout = ctx.limits.request_timeout;
+    let collected = tokio::time::timeout(timeout, Limited::new(req.into_body(), limit).collect());
+    let body = match collected.await {
+        Err(_) => return too_slow(timeout),
+        Ok(Ok(c)) => c.to_bytes(),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(limit),
+        Ok(Err(e)) => {
             tracing::debug!("error reading a request body: {e}");
             return error_response(
                 StatusCode::BAD_REQUEST,
@@ -384,7 +422,8 @@ where
     };
 
     let conn = next_conn_id();
-    let (replies, mut rx) = mpsc::unbounded_channel();
+    let queue = OutQueue::new(ctx.limits.outbound_bytes(&role));
+    let (replies, mut rx) = ReplySender::new(Arc::clone(&queue), streaming);
     let request = rpc::Request {
         conn,
         matchtag: 1,
@@ -395,15 +434,8 @@ where
         userid,
     };
     tracing::debug!(conn, topic = %request.topic, streaming, role = ?request.role, "request");
-    if ctx
-        .tx
-        .send(Incoming::Request {
-            req: request,
-            replies,
-        })
-        .is_err()
-    {
-        return rpc_error_response(&RpcError::new(EIO, "the service is not running"));
+    if let Err(e) = ctx.tx.request(request, replies) {
+        return rpc_error_response(&e.error());
     }
     let guard = DisconnectGuard {
         conn,
@@ -412,6 +444,7 @@ where
     if streaming {
         let mut resp = Response::new(ReplyBody::Stream {
             rx,
+            queue,
             done: false,
             guard,
         });
@@ -422,6 +455,9 @@ where
     // If the client goes away meanwhile, hyper drops this future and the
     // guard sends the Disconnect.
     let reply = rx.recv().await;
+    if let Some(r) = &reply {
+        queue.release(reply_cost(r));
+    }
     drop(guard);
     match reply {
         Some(reply) => reply_response(reply),
@@ -474,13 +510,10 @@ impl Lines {
     }
 }
 
-fn session_line_too_long() -> RpcError {
+fn session_line_too_long(limit: usize) -> RpcError {
     RpcError::new(
         EOVERFLOW,
-        format!(
-            "session line exceeds the limit of {} bytes",
-            wire::MAX_REQUEST_BODY
-        ),
+        format!("session line exceeds the limit of {limit} bytes"),
     )
 }
 
@@ -516,6 +549,9 @@ where
 {
     let mut body = Box::pin(body);
     let mut lines = Lines::default();
+    let limit = ctx.limits.request_bytes(&role);
+    let timeout = ctx.limits.request_timeout;
+    let deadline = tokio::time::Instant::now() + timeout;
     let first = loop {
         if let Some(line) = lines.next_line() {
             if line.iter().all(u8::is_ascii_whitespace) {
@@ -523,10 +559,14 @@ where
             }
             break line;
         }
-        if lines.pending() > wire::MAX_REQUEST_BODY {
-            return too_large();
+        if lines.pending() > limit {
+            return too_large(limit);
         }
-        match read_frame(&mut body, &mut lines).await {
+        let Ok(frame) = tokio::time::timeout_at(deadline, read_frame(&mut body, &mut lines)).await
+        else {
+            return too_slow(timeout);
+        };
+        match frame {
             Some(Ok(())) => {}
             Some(Err(e)) => {
                 tracing::debug!("error reading a session hello: {e}");
@@ -543,7 +583,8 @@ where
         Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
     };
     let conn = next_conn_id();
-    let (replies, rx) = mpsc::unbounded_channel();
+    let queue = OutQueue::new(ctx.limits.outbound_bytes(&role));
+    let (replies, rx) = ReplySender::new(Arc::clone(&queue), true);
     let request = rpc::Request {
         conn,
         matchtag: 1,
@@ -555,23 +596,20 @@ where
     };
     tracing::debug!(conn, ?role, "agent session");
     let end = replies.clone();
-    if ctx
-        .tx
-        .send(Incoming::Request {
-            req: request,
-            replies,
-        })
-        .is_err()
-    {
-        return rpc_error_response(&RpcError::new(EIO, "the service is not running"));
+    if let Err(e) = ctx.tx.request(request, replies) {
+        return rpc_error_response(&e.error());
     }
     let tx = ctx.tx.clone();
     tokio::spawn(async move {
         // Replies to session lines go nowhere.
-        let (discard, _) = mpsc::unbounded_channel();
+        let (discard, _) = ReplySender::new(OutQueue::new(1), false);
         let mut matchtag: u32 = 2;
         let reason = 'read: loop {
             while let Some(line) = lines.next_line() {
+                if end.is_ended() {
+                    // The hello was refused (or the session ended).
+                    return;
+                }
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
@@ -589,18 +627,23 @@ where
                     userid,
                 };
                 matchtag = matchtag.checked_add(1).unwrap_or(2);
-                let msg = Incoming::Request {
-                    req,
-                    replies: discard.clone(),
-                };
-                if tx.send(msg).is_err() {
+                // An admitted session's lines are never refused at the
+                // loop queue's bound: a lost heartbeat would mark the node.
+                if tx.request_anyway(req, discard.clone()).is_err() {
                     break 'read RpcError::new(EIO, "the service is not running");
                 }
             }
-            if lines.pending() > wire::MAX_REQUEST_BODY {
-                break session_line_too_long();
+            if lines.pending() > limit {
+                break session_line_too_long(limit);
             }
-            match read_frame(&mut body, &mut lines).await {
+            let frame = tokio::select! {
+                biased;
+                // The session's reply stream is over (e.g. the hello was
+                // refused): stop turning the body into requests.
+                _ = end.closed() => return,
+                f = read_frame(&mut body, &mut lines) => f,
+            };
+            match frame {
                 Some(Ok(())) => {}
                 Some(Err(e)) => {
                     tracing::debug!(conn, "agent session read error: {e}");
@@ -619,6 +662,7 @@ where
     };
     let mut resp = Response::new(ReplyBody::Stream {
         rx,
+        queue,
         done: false,
         guard,
     });

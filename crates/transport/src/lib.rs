@@ -24,7 +24,7 @@
 //! let (_stop, shutdown) = tokio::sync::watch::channel(false);
 //! std::thread::spawn(move || {
 //!     while let Ok(msg) = rx.recv() {
-//!         if let Incoming::Request { req, replies } = msg {
+//!         if let Incoming::Request { req, replies, .. } = msg {
 //!             let _ = replies.send(Ok(serde_json::json!({"topic": req.topic}).into()));
 //!         }
 //!     }
@@ -36,6 +36,11 @@
 mod bind;
 mod flux;
 mod http;
+mod limits;
+
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod tls;
 
 use rpc::uri::Uri;
@@ -45,6 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use bind::Listeners;
+pub use limits::{overflow_error, reply_cost, Limits, QueueSlot, ReplyRefused, ReplySender};
 pub use tls::TlsListen;
 
 /// What a listener hands to the service loop.
@@ -53,9 +59,14 @@ pub enum Incoming {
     /// A request and the channel its replies go to.  A non-streaming
     /// request takes the first reply only; a streaming one takes replies
     /// until the first `Err`.
+    ///
+    /// `slot` holds the request's place in the bounded listener → loop
+    /// queue ([`Limits::max_queued_requests`]): drop it once the request
+    /// is taken off the channel.
     Request {
         req: rpc::Request,
-        replies: tokio::sync::mpsc::UnboundedSender<rpc::Reply>,
+        replies: ReplySender,
+        slot: QueueSlot,
     },
     /// The connection is gone: drop every request it still has, without
     /// replying.  Sent exactly once per [`rpc::ConnId`] handed out in a
@@ -80,6 +91,8 @@ pub struct ListenOptions {
     /// Permission bits of Unix sockets (default `0o666`: anyone may
     /// connect; roles restrict what guests may do).
     pub socket_mode: u32,
+    /// Connection, queue, size and time limits.
+    pub limits: Limits,
 }
 
 impl Default for ListenOptions {
@@ -91,6 +104,7 @@ impl Default for ListenOptions {
             role_tokens: Vec::new(),
             tls: None,
             socket_mode: 0o666,
+            limits: Limits::default(),
         }
     }
 }
@@ -110,6 +124,7 @@ impl fmt::Debug for ListenOptions {
             )
             .field("tls", &self.tls)
             .field("socket_mode", &format_args!("{:#o}", self.socket_mode))
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -221,6 +236,7 @@ mod tests {
             role_tokens: vec![(rpc::Role::Admin, "sekrit2".into())],
             tls: None,
             socket_mode: 0o600,
+            limits: Limits::default(),
         };
         let s = format!("{o:?}");
         assert!(!s.contains("sekrit"), "{s}");

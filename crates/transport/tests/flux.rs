@@ -1,3 +1,4 @@
+#![allow(unsafe_code)] // libc calls (getuid, kill, signals) or a counting allocator
 //! The Flux local-connector listener (`flux://`) against a stub service
 //! thread, driven by an independent test client.
 //!
@@ -277,7 +278,7 @@ fn r4() -> Value {
 /// * `resource.echo`: the payload; `resource.fail`: EINVAL with text;
 /// * other `resource.*`: ENOSYS "unknown service method".
 fn stub(rx: smpsc::Receiver<Incoming>, seen: smpsc::Sender<Seen>) {
-    type Tx = tokio::sync::mpsc::UnboundedSender<rpc::Reply>;
+    type Tx = transport::ReplySender;
     let mut streams: HashMap<(ConnId, u32), Tx> = HashMap::new();
     while let Ok(m) = rx.recv() {
         let (req, tx) = match m {
@@ -286,7 +287,7 @@ fn stub(rx: smpsc::Receiver<Incoming>, seen: smpsc::Sender<Seen>) {
                 let _ = seen.send(Seen::Disconnect(c));
                 continue;
             }
-            Incoming::Request { req, replies } => (req, replies),
+            Incoming::Request { req, replies, .. } => (req, replies),
         };
         let _ = seen.send(Seen::Request {
             conn: req.conn,
@@ -1096,7 +1097,7 @@ async fn shutdown_finishes_requests_then_cuts_streams() {
     let mut pending = Vec::new();
     for _ in 0..2 {
         match rx.recv_timeout(Duration::from_secs(10)).unwrap() {
-            Incoming::Request { req, replies } => pending.push((req, replies)),
+            Incoming::Request { req, replies, .. } => pending.push((req, replies)),
             other => panic!("{other:?}"),
         }
     }

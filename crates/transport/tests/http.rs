@@ -7,17 +7,17 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use rpc::errno::{EINVAL, ENODATA};
 use rpc::uri::Uri;
-use rpc::{ConnId, Reply, Role, RpcError};
+use rpc::{ConnId, Role, RpcError};
 use serde_json::{json, Value};
 use std::sync::mpsc as smpsc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use transport::{Incoming, ListenOptions, Listeners, TransportError};
 
 const TOKEN: &str = "s3cret-token";
 
-type Pending = (rpc::Request, mpsc::UnboundedSender<Reply>);
+type Pending = (rpc::Request, transport::ReplySender);
 
 /// The service side as the tests see it.
 struct Fake {
@@ -153,7 +153,7 @@ async fn start_with(opts: ListenOptions) -> (Server, Fake) {
     std::thread::spawn(move || {
         while let Ok(m) = rx.recv() {
             match m {
-                Incoming::Request { req, replies } => {
+                Incoming::Request { req, replies, .. } => {
                     let _ = req_tx.send((req, replies));
                 }
                 Incoming::Disconnect(c) => {

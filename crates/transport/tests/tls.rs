@@ -124,7 +124,7 @@ fn start(opts: ListenOptions) -> Server {
     let (tx, rx) = smpsc::channel::<Incoming>();
     std::thread::spawn(move || {
         while let Ok(m) = rx.recv() {
-            if let Incoming::Request { req, replies } = m {
+            if let Incoming::Request { req, replies, .. } = m {
                 let v = match req.topic.as_str() {
                     "test.role" => match &req.role {
                         rpc::Role::Agent(h) => json!(format!("agent:{h}")),
@@ -473,7 +473,7 @@ async fn the_token_never_crosses_the_wire() {
     let (tx, rx) = smpsc::channel::<Incoming>();
     std::thread::spawn(move || {
         while let Ok(m) = rx.recv() {
-            if let Incoming::Request { req, replies } = m {
+            if let Incoming::Request { req, replies, .. } = m {
                 let _ = replies.send(Ok(
                     json!({"role": req.role.name(), "echo": req.payload}).into()
                 ));

@@ -25,7 +25,7 @@ impl Service {
         now: f64,
         req: &Request,
         out: &mut Vec<Output>,
-    ) -> Result<Option<Value>, RpcError> {
+    ) -> Handled {
         if !req.streaming {
             return Err(RpcError::new(
                 EPROTO,
@@ -53,13 +53,13 @@ impl Service {
                 return Err(RpcError::new(EPERM, msg));
             }
         }
-        if self.inventory.is_none() && self.discovered.is_none() {
+        if self.state.inventory.is_none() && self.discovered.is_none() {
             return Err(RpcError::new(
                 ENOENT,
                 "R is unavailable for mapping hostnames to ranks",
             ));
         }
-        let Some(ranks) = self.host_ranks.get(host) else {
+        let Some(ranks) = self.state.host_ranks.get(host) else {
             return Err(RpcError::new(
                 ENOENT,
                 format!("unknown host {host}: it is not in the nodelist of R"),
@@ -125,7 +125,7 @@ impl Service {
             Ok(json!({
                 "rank": rank,
                 "hostname": host,
-                "size": self.size,
+                "size": self.state.size,
                 "heartbeat": self.monitor.heartbeat_period(),
                 "torpid-max": self.monitor.torpid_max(),
                 "offline-timeout": self.monitor.offline_timeout(),
@@ -146,14 +146,14 @@ impl Service {
     /// host i, until every rank has reported its R.
     pub(super) fn expect_hosts(&mut self, hosts: Vec<String>) {
         let size = u32::try_from(hosts.len()).unwrap_or(u32::MAX);
-        self.size = size;
-        self.drain.resize(size);
-        self.host_ranks.clear();
-        self.hosts = Vec::with_capacity(hosts.len());
+        self.state.size = size;
+        self.state.drain.resize(size);
+        self.state.host_ranks.clear();
+        self.state.hosts.clear();
         for (rank, h) in (0..size).zip(hosts) {
             let h: Arc<str> = Arc::from(h.as_str());
-            self.hosts.push(Some(h.clone()));
-            self.host_ranks.entry(h).or_default().push(rank);
+            self.state.hosts.insert(rank, h.clone());
+            self.state.host_ranks.entry(h).or_default().push(rank);
         }
         self.discovered = Some(std::collections::BTreeMap::new());
     }
@@ -166,7 +166,7 @@ impl Service {
             return;
         };
         found.insert(rank, r);
-        if found.len() < self.size as usize {
+        if found.len() < self.state.size as usize {
             return;
         }
         let mut all = Rset::new();
@@ -187,7 +187,7 @@ impl Service {
             level: Level::Info,
             msg: format!(
                 "dynamic discovery: all {} ranks reported, R defined",
-                self.size
+                self.state.size
             ),
         });
         self.post(
@@ -232,27 +232,27 @@ impl Service {
     /// `overwrite`, like flux-core's self-drain).  Excluded ranks and
     /// ranks already drained for the same reason are left alone.
     fn verify_agent(&mut self, now: f64, rank: u32, actual: &Rset, out: &mut Vec<Output>) {
-        let (Some(cfg), Some(inv)) = (&self.verify, &self.inventory) else {
+        let (Some(cfg), Some(inv)) = (&self.verify, &self.state.inventory) else {
             return;
         };
         let v = rset::verify(&inv.rset, actual, Some(cfg));
-        if v.rc == 0 || self.exclude.contains(rank) {
+        if v.rc == 0 || self.state.exclude.contains(rank) {
             return;
         }
         out.push(Output::Log {
             level: Level::Error,
             msg: format!("draining: {}", v.message),
         });
-        if let Some(d) = self.drain.get(rank) {
+        if let Some(d) = self.state.drain.get(rank) {
             if d.reason.as_deref() == Some(v.message.as_str()) {
                 return;
             }
         }
         let ids = IdSet::from_range(rank, rank);
-        self.drain.apply_drain(&ids, now, Some(&v.message), 1);
+        self.state.drain.apply_drain(&ids, now, Some(&v.message), 1);
         let c = ctx(vec![
             ("idset", idset_str(&ids)),
-            ("nodelist", Value::String(self.nodelist_of(&ids))),
+            ("nodelist", Value::String(self.state.nodelist_of(&ids))),
             ("reason", Value::String(v.message)),
         ]);
         self.post(now, "drain", c, true, out);
@@ -263,9 +263,10 @@ impl Service {
         &mut self,
         now: f64,
         req: &Request,
-    ) -> Result<Option<Value>, RpcError> {
+        _: &mut Vec<Output>,
+    ) -> Handled {
         match self.monitor.heard(now, req.conn) {
-            Some(_) => Ok(Some(Value::Null)),
+            Some(_) => Ok(Some(Value::Null.into())),
             None => Err(RpcError::new(
                 EPROTO,
                 "no agent on this connection: say hello (resource.agent) first",
@@ -281,7 +282,7 @@ impl Service {
             return;
         }
         for a in self.monitor.tick(now) {
-            let host = self.nodelist_of(&IdSet::from_range(a.rank, a.rank));
+            let host = self.state.nodelist_of(&IdSet::from_range(a.rank, a.rank));
             out.push(Output::Log {
                 level: Level::Warn,
                 msg: format!(
@@ -317,14 +318,14 @@ impl Service {
         }
         self.liveness_posted = now;
         if !up.is_empty() || !down.is_empty() {
-            let mut new = self.online.union(&up);
+            let mut new = self.state.online.union(&up);
             new.subtract(&down);
-            if new != self.online {
+            if new != self.state.online {
                 self.set_online(now, new, out);
             }
         }
         if !torpid.is_empty() || !lively.is_empty() {
-            let mut new = self.torpid.union(&torpid);
+            let mut new = self.state.torpid.union(&torpid);
             new.subtract(&lively);
             self.set_torpid(now, new, out);
         }

@@ -314,15 +314,16 @@ fn rich() -> Graph {
     g.add_edge(sw, VertexId(1), "network", "connects").unwrap();
     g.tag(cores[0], "maint", None).unwrap();
     g.tag(cores[1], "owner", Some("ops\n")).unwrap();
-    g.set_state(cores[2], State::Degraded).unwrap();
-    g.set_state(VertexId(1), State::Down).unwrap();
-    g.stage(cores[3]).unwrap();
     g.allocate(cores[0], 1, 100).unwrap();
     g.allocate(cores[4], 1, 100).unwrap();
     let m = g.lookup("/cluster0/fluke1/memory").unwrap();
     g.allocate(m, 10, 101).unwrap();
     g.reserve(m, 54, 102, 50, 90).unwrap();
     g.allocate_span(cores[5], 1, 103, 0, 40).unwrap();
+    // States last: allocating on an out-of-service pool is refused.
+    g.set_state(cores[2], State::Degraded).unwrap();
+    g.set_state(VertexId(1), State::Down).unwrap();
+    g.stage(cores[3]).unwrap();
     g.check_invariants().unwrap();
     g
 }

@@ -21,6 +21,7 @@ use clap::{Parser, ValueEnum};
 use model::hwloc::HwlocOptions;
 use model::Graph;
 
+mod follow;
 mod session;
 
 pub use session::{Format, Outcome, Session};
@@ -45,7 +46,7 @@ pub enum LoadFormat {
 #[command(
     name = "roster graph",
     about = "Query and schedule on an RFC 4 resource graph (like Fluxion's resource-query)",
-    after_help = session::COMMANDS_HELP
+    after_help = session::commands_help()
 )]
 struct Opts {
     /// Resources to load: an R, a JGF or an hwloc XML file.
@@ -57,6 +58,14 @@ struct Opts {
     /// Load this machine (its cores and GPUs) instead of a file.
     #[arg(long, conflicts_with = "load")]
     local: bool,
+    /// Build the graph from the resource.acquire stream of the service at
+    /// URI and keep it live (see "A scheduler's view" in the README).
+    #[arg(long, value_name = "URI", conflicts_with_all = ["load", "local"])]
+    follow: Option<String>,
+    /// With --follow: acquire this group (RFC 28 groups variant) instead
+    /// of the v1 protocol.
+    #[arg(long, value_name = "GROUP", requires = "follow")]
+    group: Option<String>,
     /// Rank of the node read from hwloc XML or --local.
     #[arg(long, default_value_t = 0)]
     rank: u32,
@@ -96,6 +105,28 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
     };
+    if let Some(uri) = opts.follow.as_deref() {
+        let c = match client::Client::from_env(Some(uri), None) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("roster graph: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let format = if opts.scheduling {
+            Format::Rv1
+        } else {
+            opts.format
+        };
+        let mut s = Session::new(Graph::new(), format, opts.json);
+        s.set_load_options(opts.load_format, i64::from(opts.rank));
+        s.follow(opts.group.as_deref());
+        let mut cmds = opts.commands.clone();
+        if !opts.words.is_empty() {
+            cmds.push(opts.words.join(" "));
+        }
+        return follow::run(s, c, opts.group.as_deref(), cmds, opts.json);
+    }
     let g = match load(&opts) {
         Ok(g) => g,
         Err(msg) => {

@@ -4,7 +4,7 @@
 //! The behaviour reproduces the Python command and the parts of flux's
 //! Python bindings it relies on, observable quirks included:
 //!
-//! * options are parsed like Python's `argparse` (abbreviated long options,
+//! * options are parsed by [`pycompat::argparse`] (abbreviated long options,
 //!   clustered short options, `-n -1` but not `-n -1,3`, `--nth=-1,3`,
 //!   mutually exclusive `-e`/`-c` and `-i`/`-m`/`-X`, exit code 2 with a
 //!   usage message on errors, positional arguments in one run);
@@ -29,167 +29,119 @@
 
 use hostlist::{Finder, Hostlist};
 use idset::IdSet;
+use pycompat::argparse::{terminal_columns, Arg, Namespace, Parser, Stop};
+use pycompat::{float_repr, repr_str};
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::Duration;
 
-const PROG: &str = "roster-hostlist";
+/// The program name in usage texts: what a user types.
+const PROG: &str = "roster hostlist";
+/// The prefix of diagnostics (`flux-hostlist: ERROR: ...` in flux).
+const LOG_PREFIX: &str = "roster-hostlist";
 
-// ------------------------------------------------------------------ argparse emulation
+// ------------------------------------------------------------------ command line
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Act {
-    Help,
-    Expand,
-    Delimiter,
-    Count,
-    Nth,
-    Find,
-    Limit,
-    Sort,
-    Exclude,
-    Union,
-    Intersect,
-    Minus,
-    Xor,
-    Fallback,
-    Local,
-    Quiet,
+/// flux-hostlist.py's `ArgumentParser`, through [`pycompat::argparse`].
+fn parser() -> Parser {
+    Parser::new(PROG)
+        .arg(Arg::flag(
+            "expand",
+            &["-e", "--expand"],
+            "Expand hostlist using defined output delimiter",
+        ))
+        .arg(
+            Arg::opt(
+                "delimiter",
+                &["-d", "--delimiter"],
+                "Set output delimiter for expanded hostlist (default=' ')",
+            )
+            .metavar("S"),
+        )
+        .arg(Arg::flag(
+            "count",
+            &["-c", "--count"],
+            "Print the total number of hosts",
+        ))
+        .arg(
+            Arg::opt(
+                "nth",
+                &["-n", "--nth"],
+                "Output hosts at indices in idset IDS (-IDS to index from end)",
+            )
+            .metavar("[-]IDS"),
+        )
+        .arg(
+            Arg::opt(
+                "find",
+                &["-F", "--find"],
+                "Output indices of HOSTS in target in hostlist. Fails if any host is not found.",
+            )
+            .metavar("HOSTS"),
+        )
+        .arg(
+            Arg::opt(
+                "limit",
+                &["-L", "--limit"],
+                "Output at most N hosts (-N for the last N hosts)",
+            )
+            .metavar("N")
+            .typed("int", |w| py_int(w).is_some()),
+        )
+        .arg(Arg::flag("sort", &["-S", "--sort"], "Return sorted result"))
+        .arg(
+            Arg::opt(
+                "exclude",
+                &["-x", "--exclude"],
+                "Exclude all occurrences of HOSTS or indices from final result",
+            )
+            .metavar("IDS|HOSTS")
+            .typed("Hostlist", |w| Hostlist::decode(w).is_ok()),
+        )
+        .arg(Arg::flag(
+            "union",
+            &["-u", "--union", "--unique"],
+            "Return only unique hosts in the final hostlist. Without other options, \
+             this is the same as the union of all hostlist args (default mode is append).",
+        ))
+        .arg(Arg::flag(
+            "intersect",
+            &["-i", "--intersect"],
+            "Return the intersection of all hostlists",
+        ))
+        .arg(Arg::flag(
+            "minus",
+            &["-m", "--minus"],
+            "Subtract all hostlist args from first argument",
+        ))
+        .arg(Arg::flag(
+            "xor",
+            &["-X", "--xor"],
+            "Return the symmetric difference of all hostlists",
+        ))
+        .arg(Arg::flag(
+            "fallback",
+            &["-f", "--fallback"],
+            "Fallback to treating jobids that are not found as hostnames (for hostnames \
+             that are also valid jobids e.g. f1, fuzz100, etc)",
+        ))
+        .arg(Arg::flag(
+            "local",
+            &["-l", "--local"],
+            "Set the default source to 'local' instead of 'stdin'",
+        ))
+        .arg(Arg::flag(
+            "quiet",
+            &["-q", "--quiet"],
+            "No output. Exit with nonzero exit status if hostlist is empty",
+        ))
+        .arg(Arg::pos_any("sources", "(optional) One or more hostlist sources").metavar("SOURCES"))
+        .exclusive(&["expand", "count"])
+        .exclusive(&["intersect", "minus", "xor"])
+        .epilog(EPILOG)
 }
-
-struct OptDef {
-    act: Act,
-    strings: &'static [&'static str],
-    takes_arg: bool,
-    metavar: &'static str,
-    help: &'static str,
-}
-
-/// The options in `add_argument()` order (which is argparse's matching order).
-const OPTS: &[OptDef] = &[
-    OptDef {
-        act: Act::Help,
-        strings: &["-h", "--help"],
-        takes_arg: false,
-        metavar: "",
-        help: "show this help message and exit",
-    },
-    OptDef {
-        act: Act::Expand,
-        strings: &["-e", "--expand"],
-        takes_arg: false,
-        metavar: "",
-        help: "Expand hostlist using defined output delimiter",
-    },
-    OptDef {
-        act: Act::Delimiter,
-        strings: &["-d", "--delimiter"],
-        takes_arg: true,
-        metavar: "S",
-        help: "Set output delimiter for expanded hostlist (default=' ')",
-    },
-    OptDef {
-        act: Act::Count,
-        strings: &["-c", "--count"],
-        takes_arg: false,
-        metavar: "",
-        help: "Print the total number of hosts",
-    },
-    OptDef {
-        act: Act::Nth,
-        strings: &["-n", "--nth"],
-        takes_arg: true,
-        metavar: "[-]IDS",
-        help: "Output hosts at indices in idset IDS (-IDS to index from end)",
-    },
-    OptDef {
-        act: Act::Find,
-        strings: &["-F", "--find"],
-        takes_arg: true,
-        metavar: "HOSTS",
-        help: "Output indices of HOSTS in target in hostlist. Fails if any host is not found.",
-    },
-    OptDef {
-        act: Act::Limit,
-        strings: &["-L", "--limit"],
-        takes_arg: true,
-        metavar: "N",
-        help: "Output at most N hosts (-N for the last N hosts)",
-    },
-    OptDef {
-        act: Act::Sort,
-        strings: &["-S", "--sort"],
-        takes_arg: false,
-        metavar: "",
-        help: "Return sorted result",
-    },
-    OptDef {
-        act: Act::Exclude,
-        strings: &["-x", "--exclude"],
-        takes_arg: true,
-        metavar: "IDS|HOSTS",
-        help: "Exclude all occurrences of HOSTS or indices from final result",
-    },
-    OptDef {
-        act: Act::Union,
-        strings: &["-u", "--union", "--unique"],
-        takes_arg: false,
-        metavar: "",
-        help: "Return only unique hosts in the final hostlist. Without other options, \
-               this is the same as the union of all hostlist args (default mode is append).",
-    },
-    OptDef {
-        act: Act::Intersect,
-        strings: &["-i", "--intersect"],
-        takes_arg: false,
-        metavar: "",
-        help: "Return the intersection of all hostlists",
-    },
-    OptDef {
-        act: Act::Minus,
-        strings: &["-m", "--minus"],
-        takes_arg: false,
-        metavar: "",
-        help: "Subtract all hostlist args from first argument",
-    },
-    OptDef {
-        act: Act::Xor,
-        strings: &["-X", "--xor"],
-        takes_arg: false,
-        metavar: "",
-        help: "Return the symmetric difference of all hostlists",
-    },
-    OptDef {
-        act: Act::Fallback,
-        strings: &["-f", "--fallback"],
-        takes_arg: false,
-        metavar: "",
-        help: "Fallback to treating jobids that are not found as hostnames (for hostnames \
-               that are also valid jobids e.g. f1, fuzz100, etc)",
-    },
-    OptDef {
-        act: Act::Local,
-        strings: &["-l", "--local"],
-        takes_arg: false,
-        metavar: "",
-        help: "Set the default source to 'local' instead of 'stdin'",
-    },
-    OptDef {
-        act: Act::Quiet,
-        strings: &["-q", "--quiet"],
-        takes_arg: false,
-        metavar: "",
-        help: "No output. Exit with nonzero exit status if hostlist is empty",
-    },
-];
-
-/// Mutually exclusive groups.
-const GROUPS: &[&[Act]] = &[
-    &[Act::Expand, Act::Count],
-    &[Act::Intersect, Act::Minus, Act::Xor],
-];
 
 const EPILOG: &str = "\
 SOURCES may include:
@@ -207,195 +159,6 @@ option is used, in which case the default is 'local'.
 instance, jobid, local and avail[able] need a running Flux/Roster instance;
 roster hostlist works offline and reports them as errors.
 ";
-
-fn def(act: Act) -> Option<&'static OptDef> {
-    OPTS.iter().find(|d| d.act == act)
-}
-
-fn act_name(act: Act) -> String {
-    def(act).map_or_else(String::new, |d| d.strings.join("/"))
-}
-
-fn lookup(opt: &str) -> Option<Act> {
-    OPTS.iter()
-        .find(|d| d.strings.contains(&opt))
-        .map(|d| d.act)
-}
-
-fn takes_arg(act: Act) -> bool {
-    def(act).is_some_and(|d| d.takes_arg)
-}
-
-/// Python's `repr()` of a string, for argparse messages.
-fn py_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::new();
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
-
-/// The usage text argparse prints (wrapped at 78 columns like HelpFormatter).
-fn usage() -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for d in OPTS {
-        let short = d.strings.first().copied().unwrap_or("");
-        let part = if d.takes_arg {
-            format!("{short} {}", d.metavar)
-        } else {
-            short.to_string()
-        };
-        parts.push(part);
-    }
-    // argparse brackets each optional; a mutually exclusive group is shown as
-    // one bracket only when its options are adjacent (-i | -m | -X).
-    let mut opt_parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < OPTS.len() {
-        let act = OPTS.get(i).map(|d| d.act);
-        if act == Some(Act::Intersect) {
-            opt_parts.push("[-i | -m | -X]".to_string());
-            i += 3;
-            continue;
-        }
-        if let Some(p) = parts.get(i) {
-            opt_parts.push(format!("[{p}]"));
-        }
-        i += 1;
-    }
-    let pos_parts = ["[SOURCES ...]".to_string()];
-    let prefix = "usage: ";
-    let text_width = 78usize;
-    let full = format!(
-        "{prefix}{PROG} {} {}",
-        opt_parts.join(" "),
-        pos_parts.join(" ")
-    );
-    if full.len() <= text_width {
-        return format!("{full}\n");
-    }
-    let indent = " ".repeat(prefix.len() + PROG.len() + 1);
-    let get_lines = |parts: &[String], first: Option<&str>| -> Vec<String> {
-        let mut lines = Vec::new();
-        let mut line: Vec<&str> = Vec::new();
-        let mut line_len = first.map_or(indent.len() - 1, |p| p.len() - 1);
-        for part in parts {
-            if line_len + 1 + part.len() > text_width && !line.is_empty() {
-                lines.push(format!("{indent}{}", line.join(" ")));
-                line.clear();
-                line_len = indent.len() - 1;
-            }
-            line.push(part);
-            line_len += part.len() + 1;
-        }
-        if !line.is_empty() {
-            lines.push(format!("{indent}{}", line.join(" ")));
-        }
-        if first.is_some() {
-            if let Some(l) = lines.first_mut() {
-                *l = l.get(indent.len()..).unwrap_or("").to_string();
-            }
-        }
-        lines
-    };
-    let mut with_prog = vec![PROG.to_string()];
-    with_prog.extend(opt_parts);
-    let mut lines = get_lines(&with_prog, Some(prefix));
-    lines.extend(get_lines(&pos_parts, None));
-    format!("{prefix}{}\n", lines.join("\n"))
-}
-
-/// Greedy word wrap (Python's textwrap for plain words).
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut cur = String::new();
-    for w in text.split_whitespace() {
-        if !cur.is_empty() && cur.len() + 1 + w.len() > width {
-            lines.push(std::mem::take(&mut cur));
-        }
-        if !cur.is_empty() {
-            cur.push(' ');
-        }
-        cur.push_str(w);
-    }
-    if !cur.is_empty() {
-        lines.push(cur);
-    }
-    lines
-}
-
-/// The `--help` text (flux's help formatter: `-s, --long=ARG`).
-fn help() -> String {
-    let invocation = |d: &OptDef| {
-        let s = d.strings.join(", ");
-        if d.takes_arg {
-            format!("{s}={}", d.metavar)
-        } else {
-            s
-        }
-    };
-    let max_len = OPTS
-        .iter()
-        .map(|d| invocation(d).len() + 2)
-        .max()
-        .unwrap_or(0)
-        .max("SOURCES".len() + 2);
-    let help_pos = (max_len + 2).min(40);
-    let help_width = 78usize.saturating_sub(help_pos).max(11);
-    let mut out = usage();
-    let item = |out: &mut String, inv: &str, help: &str| {
-        let lines = wrap(help, help_width);
-        let mut first = true;
-        if inv.len() + 2 <= help_pos - 2 {
-            out.push_str(&format!("  {inv:<w$}  ", w = help_pos - 4));
-        } else {
-            out.push_str(&format!("  {inv}\n"));
-            first = false;
-        }
-        for l in lines {
-            if first {
-                out.push_str(&l);
-                out.push('\n');
-                first = false;
-            } else {
-                out.push_str(&format!("{:w$}{l}\n", "", w = help_pos));
-            }
-        }
-    };
-    out.push_str("\npositional arguments:\n");
-    item(
-        &mut out,
-        "SOURCES",
-        "(optional) One or more hostlist sources",
-    );
-    out.push_str("\noptions:\n");
-    for d in OPTS {
-        item(&mut out, &invocation(d), d.help);
-    }
-    out.push('\n');
-    out.push_str(EPILOG);
-    out
-}
 
 /// Parsed command line.
 #[derive(Default)]
@@ -418,108 +181,34 @@ struct Args {
     sources: Vec<String>,
 }
 
-/// How parsing ended early.
-enum Stop {
-    /// `-h`: print help, exit 0.
-    Help,
-    /// argparse error: usage + message, exit 2.
-    Usage(String),
-}
-
-/// Classification of one command-line word (argparse's `_parse_optional`).
-#[derive(Clone)]
-enum Word {
-    /// A positional argument ('A').
-    Pos,
-    /// The first `--` ('-'): everything after it is positional.
-    DashDash,
-    /// An option ('O'): the action (None if unknown), the option string
-    /// matched, an explicit argument (`--nth=1`, `-n1`) and whether that
-    /// argument followed an `=` (argparse's `sep`).
-    Opt(Option<(Act, &'static str, Option<String>, bool)>),
-}
-
-/// argparse's negative number pattern `^-\d+$|^-\d*\.\d+$`.
-fn looks_negative_number(s: &str) -> bool {
-    let Some(rest) = s.strip_prefix('-') else {
-        return false;
-    };
-    let all_digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
-    if all_digits(rest) {
-        return true;
-    }
-    match rest.split_once('.') {
-        Some((a, b)) => (a.is_empty() || a.bytes().all(|c| c.is_ascii_digit())) && all_digits(b),
-        None => false,
+impl Args {
+    fn from_namespace(ns: &Namespace) -> Args {
+        Args {
+            expand: ns.flag("expand"),
+            delimiter: ns.str("delimiter").map(String::from),
+            count: ns.flag("count"),
+            nth: ns.str("nth").map(String::from),
+            find: ns.str("find").map(String::from),
+            limit: ns.str("limit").and_then(py_int),
+            sort: ns.flag("sort"),
+            exclude: ns.str("exclude").and_then(|x| Hostlist::decode(x).ok()),
+            union: ns.flag("union"),
+            intersect: ns.flag("intersect"),
+            minus: ns.flag("minus"),
+            xor: ns.flag("xor"),
+            fallback: ns.flag("fallback"),
+            local: ns.flag("local"),
+            quiet: ns.flag("quiet"),
+            sources: ns.list("sources").to_vec(),
+        }
     }
 }
 
-fn classify(arg: &str) -> Result<Word, Stop> {
-    if arg.is_empty() || !arg.starts_with('-') {
-        return Ok(Word::Pos);
-    }
-    if let Some(act) = lookup(arg) {
-        let s = def(act)
-            .and_then(|d| d.strings.iter().find(|&&x| x == arg))
-            .copied()
-            .unwrap_or("");
-        return Ok(Word::Opt(Some((act, s, None, false))));
-    }
-    if arg.len() == 1 {
-        return Ok(Word::Pos);
-    }
-    if let Some((o, v)) = arg.split_once('=') {
-        if let Some(act) = lookup(o) {
-            let s = def(act)
-                .and_then(|d| d.strings.iter().find(|&&x| x == o))
-                .copied()
-                .unwrap_or("");
-            return Ok(Word::Opt(Some((act, s, Some(v.to_string()), true))));
-        }
-    }
-    // Abbreviations and attached short-option arguments.
-    let mut matches: Vec<(Act, &'static str, Option<String>, bool)> = Vec::new();
-    if let Some(long) = arg.strip_prefix("--") {
-        let _ = long;
-        let (pfx, explicit) = match arg.split_once('=') {
-            Some((p, v)) => (p, Some(v.to_string())),
-            None => (arg, None),
-        };
-        let sep = explicit.is_some();
-        for d in OPTS {
-            for &s in d.strings {
-                if s.starts_with(pfx) {
-                    matches.push((d.act, s, explicit.clone(), sep));
-                }
-            }
-        }
-    } else {
-        let short: String = arg.chars().take(2).collect();
-        let rest: String = arg.chars().skip(2).collect();
-        for d in OPTS {
-            for &s in d.strings {
-                if s == short {
-                    matches.push((d.act, s, Some(rest.clone()), false));
-                } else if s.starts_with(arg) {
-                    matches.push((d.act, s, None, false));
-                }
-            }
-        }
-    }
-    if matches.len() > 1 {
-        let names: Vec<&str> = matches.iter().map(|m| m.1).collect();
-        return Err(Stop::Usage(format!(
-            "ambiguous option: {arg} could match {}",
-            names.join(", ")
-        )));
-    }
-    if let Some(m) = matches.pop() {
-        return Ok(Word::Opt(Some(m)));
-    }
-    if looks_negative_number(arg) || arg.contains(' ') {
-        return Ok(Word::Pos);
-    }
-    Ok(Word::Opt(None))
+/// Parse the command line: the options, or what to print and how to exit.
+fn parse_args(words: &[String], columns: usize) -> Result<Args, Stop> {
+    parser()
+        .parse(words, columns)
+        .map(|ns| Args::from_namespace(&ns))
 }
 
 /// Python `int()` on a command-line string.
@@ -548,223 +237,6 @@ fn py_int(s: &str) -> Option<i128> {
         }
     }
     Some(if neg { -v } else { v })
-}
-
-struct Parser {
-    args: Args,
-    seen: Vec<Act>,
-}
-
-impl Parser {
-    fn take(&mut self, act: Act, value: Option<String>) -> Result<(), Stop> {
-        let err = |msg: String| Stop::Usage(format!("argument {}: {msg}", act_name(act)));
-        // type conversion first, as argparse's _get_values
-        match act {
-            Act::Help => return Err(Stop::Help),
-            Act::Limit => {
-                let v = value.clone().unwrap_or_default();
-                match py_int(&v) {
-                    Some(n) => self.args.limit = Some(n),
-                    None => return Err(err(format!("invalid int value: {}", py_repr(&v)))),
-                }
-            }
-            Act::Exclude => {
-                let v = value.clone().unwrap_or_default();
-                match Hostlist::decode(&v) {
-                    Ok(h) => self.args.exclude = Some(h),
-                    Err(_) => return Err(err(format!("invalid Hostlist value: {}", py_repr(&v)))),
-                }
-            }
-            _ => {}
-        }
-        // conflicts with previously seen members of a mutually exclusive group
-        if !self.seen.contains(&act) {
-            self.seen.push(act);
-        }
-        for g in GROUPS {
-            if g.contains(&act) {
-                if let Some(other) = self.seen.iter().find(|&&s| s != act && g.contains(&s)) {
-                    return Err(err(format!(
-                        "not allowed with argument {}",
-                        act_name(*other)
-                    )));
-                }
-            }
-        }
-        let a = &mut self.args;
-        match act {
-            Act::Expand => a.expand = true,
-            Act::Delimiter => a.delimiter = value,
-            Act::Count => a.count = true,
-            Act::Nth => a.nth = value,
-            Act::Find => a.find = value,
-            Act::Sort => a.sort = true,
-            Act::Union => a.union = true,
-            Act::Intersect => a.intersect = true,
-            Act::Minus => a.minus = true,
-            Act::Xor => a.xor = true,
-            Act::Fallback => a.fallback = true,
-            Act::Local => a.local = true,
-            Act::Quiet => a.quiet = true,
-            Act::Help | Act::Limit | Act::Exclude => {}
-        }
-        Ok(())
-    }
-}
-
-fn parse_args(words: &[String]) -> Result<Args, Stop> {
-    // 1. classify every word (ambiguity errors come first, as in argparse)
-    let mut classes: Vec<Word> = Vec::with_capacity(words.len());
-    let mut after_dd = false;
-    for w in words {
-        if after_dd {
-            classes.push(Word::Pos);
-        } else if w == "--" {
-            classes.push(Word::DashDash);
-            after_dd = true;
-        } else {
-            classes.push(classify(w)?);
-        }
-    }
-    let is_opt = |i: usize| matches!(classes.get(i), Some(Word::Opt(_)));
-    let is_pos = |i: usize| matches!(classes.get(i), Some(Word::Pos));
-
-    let mut p = Parser {
-        args: Args::default(),
-        seen: Vec::new(),
-    };
-    let mut extras: Vec<String> = Vec::new();
-    let mut sources_taken = false;
-    let mut i = 0usize;
-    let n = words.len();
-    // positional runs are matched to SOURCES (nargs='*') once
-    let mut take_positionals = |i: &mut usize, p: &mut Parser, extras: &mut Vec<String>| {
-        let start = *i;
-        while *i < n && !is_opt(*i) {
-            *i += 1;
-        }
-        let chunk = words.get(start..*i).unwrap_or(&[]);
-        if sources_taken {
-            extras.extend(chunk.iter().cloned());
-            return;
-        }
-        sources_taken = true;
-        let mut v: Vec<String> = chunk.to_vec();
-        if let Some(pos) = v.iter().position(|s| s == "--") {
-            v.remove(pos);
-        }
-        p.args.sources = v;
-    };
-    while i < n {
-        if !is_opt(i) {
-            take_positionals(&mut i, &mut p, &mut extras);
-            continue;
-        }
-        let Some(Word::Opt(o)) = classes.get(i).cloned() else {
-            i += 1;
-            continue;
-        };
-        let Some((mut act, mut optstr, mut explicit, mut sep)) = o else {
-            extras.push(words.get(i).cloned().unwrap_or_default());
-            i += 1;
-            continue;
-        };
-        // argparse's consume_optional(): the actions of one word (`-Sux`) are
-        // collected first and taken only once the word is parsed, so an error
-        // in the word comes before a conflict of its earlier options.
-        let ignored = |act: Act, x: &str| {
-            Stop::Usage(format!(
-                "argument {}: ignored explicit argument {}",
-                act_name(act),
-                py_repr(x)
-            ))
-        };
-        let mut pending: Vec<(Act, Option<String>)> = Vec::new();
-        loop {
-            match explicit.take() {
-                Some(x) => {
-                    let single_dash = !optstr.starts_with("--");
-                    if !takes_arg(act) {
-                        if single_dash && !x.is_empty() {
-                            // `-e=S` and `-e-S` are not clusters
-                            if sep || x.starts_with('-') {
-                                return Err(ignored(act, &x));
-                            }
-                            pending.push((act, None));
-                            let mut chars = x.chars();
-                            let c = chars.next().unwrap_or('-');
-                            let rest: String = chars.collect();
-                            let next = format!("-{c}");
-                            match lookup(&next) {
-                                Some(a2) => {
-                                    act = a2;
-                                    optstr = def(a2)
-                                        .and_then(|d| d.strings.iter().find(|&&s| s == next))
-                                        .copied()
-                                        .unwrap_or("");
-                                    (explicit, sep) = if rest.is_empty() {
-                                        (None, false)
-                                    } else if let Some(r) = rest.strip_prefix('=') {
-                                        (Some(r.to_string()), true)
-                                    } else {
-                                        (Some(rest), false)
-                                    };
-                                    continue;
-                                }
-                                None => {
-                                    // an unknown letter: the rest of the word
-                                    // is an unrecognized argument
-                                    extras.push(format!("-{x}"));
-                                    i += 1;
-                                    break;
-                                }
-                            }
-                        }
-                        return Err(ignored(act, &x));
-                    }
-                    pending.push((act, Some(x)));
-                    i += 1;
-                    break;
-                }
-                None => {
-                    if !takes_arg(act) {
-                        pending.push((act, None));
-                        i += 1;
-                        break;
-                    }
-                    // pattern -*A-* : optional "--" markers, one positional
-                    let mut j = i + 1;
-                    while matches!(classes.get(j), Some(Word::DashDash)) {
-                        j += 1;
-                    }
-                    if !is_pos(j) {
-                        return Err(Stop::Usage(format!(
-                            "argument {}: expected one argument",
-                            act_name(act)
-                        )));
-                    }
-                    let value = words.get(j).cloned().unwrap_or_default();
-                    j += 1;
-                    while matches!(classes.get(j), Some(Word::DashDash)) {
-                        j += 1;
-                    }
-                    pending.push((act, Some(value)));
-                    i = j;
-                    break;
-                }
-            }
-        }
-        for (a, v) in pending {
-            p.take(a, v)?;
-        }
-    }
-    if !extras.is_empty() {
-        return Err(Stop::Usage(format!(
-            "unrecognized arguments: {}",
-            extras.join(" ")
-        )));
-    }
-    Ok(p.args)
 }
 
 // ------------------------------------------------------------------ job ids (RFC 19)
@@ -1026,40 +498,6 @@ fn xor(hl1: &Hostlist, hl2: &Hostlist) -> PyResult<Hostlist> {
     Ok(result)
 }
 
-/// Python's `repr()` of a float (for the stdin timeout message).
-fn py_float_repr(x: f64) -> String {
-    if x.is_nan() {
-        return "nan".to_string();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "inf" } else { "-inf" }.to_string();
-    }
-    // shortest round-trip digits and exponent
-    let sci = format!("{x:e}");
-    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let neg = mant.starts_with('-');
-    let digits: String = mant.chars().filter(char::is_ascii_digit).collect();
-    let sign = if neg { "-" } else { "" };
-    if (-4..16).contains(&exp) {
-        let plain = format!("{x}");
-        if plain.contains('.') {
-            plain
-        } else {
-            format!("{plain}.0")
-        }
-    } else {
-        let (first, rest) = digits.split_at(1.min(digits.len()));
-        let m = if rest.is_empty() {
-            first.to_string()
-        } else {
-            format!("{first}.{rest}")
-        };
-        let esign = if exp < 0 { '-' } else { '+' };
-        format!("{sign}{m}e{esign}{:02}", exp.abs())
-    }
-}
-
 /// Read standard input like `StdinHostlistResult`: wait at most the timeout
 /// (FLUX_HOSTLIST_STDIN_TIMEOUT, default 15 s) for it to become readable,
 /// then read every line and append it as a hostlist.
@@ -1072,7 +510,7 @@ fn read_stdin(state: &mut StdinState) -> PyResult<Hostlist> {
         Some(v) => v
             .trim()
             .parse::<f64>()
-            .map_err(|_| format!("could not convert string to float: {}", py_repr(&v)))?,
+            .map_err(|_| format!("could not convert string to float: {}", repr_str(&v)))?,
     };
     if timeout.is_nan() {
         return Err("Invalid value NaN (not a number)".to_string());
@@ -1117,7 +555,7 @@ fn read_stdin(state: &mut StdinState) -> PyResult<Hostlist> {
             if !ready {
                 return Err(format!(
                     "timeout after {}s waiting for stdin",
-                    py_float_repr(timeout)
+                    float_repr(timeout)
                 ));
             }
             data_rx.recv().unwrap_or_default()
@@ -1361,15 +799,18 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let parsed = match parse_args(&words) {
+    let columns = terminal_columns(
+        std::env::var("COLUMNS").ok().as_deref(),
+        super::resource::sys::stdout_columns(),
+    );
+    let parsed = match parse_args(&words, columns) {
         Ok(a) => a,
-        Err(Stop::Help) => {
-            print!("{}", help());
+        Err(Stop::Help(text)) => {
+            print!("{text}");
             return ExitCode::SUCCESS;
         }
-        Err(Stop::Usage(msg)) => {
-            eprint!("{}", usage());
-            eprintln!("{PROG}: error: {msg}");
+        Err(Stop::Error(text)) => {
+            eprint!("{text}");
             return ExitCode::from(2);
         }
     };
@@ -1381,13 +822,13 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
                 .and_then(|()| stdout.flush())
                 .is_err()
             {
-                eprintln!("{PROG}: ERROR: Broken pipe");
+                eprintln!("{LOG_PREFIX}: ERROR: Broken pipe");
                 return ExitCode::from(1);
             }
             ExitCode::from(code)
         }
         Err(msg) => {
-            eprintln!("{PROG}: ERROR: {msg}");
+            eprintln!("{LOG_PREFIX}: ERROR: {msg}");
             ExitCode::from(1)
         }
     }
@@ -1399,9 +840,13 @@ mod tests {
 
     fn parse(v: &[&str]) -> Result<Args, String> {
         let w: Vec<String> = v.iter().map(|s| s.to_string()).collect();
-        parse_args(&w).map_err(|e| match e {
-            Stop::Help => "HELP".to_string(),
-            Stop::Usage(m) => m,
+        parse_args(&w, 80).map_err(|e| match e {
+            Stop::Help(_) => "HELP".to_string(),
+            Stop::Error(t) => t
+                .lines()
+                .last()
+                .and_then(|l| l.split_once(": error: "))
+                .map_or_else(|| t.clone(), |(_, m)| m.to_string()),
         })
     }
 
@@ -1540,21 +985,11 @@ mod tests {
 
     #[test]
     fn usage_wraps_like_argparse() {
-        let u = usage();
-        assert!(u.starts_with("usage: roster-hostlist [-h] [-e] [-d S] [-c] [-n [-]IDS]"));
+        let u = parser().format_usage(80);
+        assert!(u.starts_with("usage: roster hostlist [-h] [-e] [-d S] [-c] [-n [-]IDS]"));
         assert!(u.lines().all(|l| l.len() <= 78), "{u}");
         assert!(u.contains("[-i | -m | -X]"));
         assert!(u.trim_end().ends_with("[SOURCES ...]"));
-        assert!(help().contains("SOURCES may include:"));
-    }
-
-    #[test]
-    fn python_float_repr() {
-        assert_eq!(py_float_repr(15.0), "15.0");
-        assert_eq!(py_float_repr(0.1), "0.1");
-        assert_eq!(py_float_repr(1e16), "1e+16");
-        assert_eq!(py_float_repr(0.00001), "1e-05");
-        assert_eq!(py_float_repr(2.5e-7), "2.5e-07");
-        assert_eq!(py_float_repr(123456.5), "123456.5");
+        assert!(parser().format_help(80).contains("SOURCES may include:"));
     }
 }

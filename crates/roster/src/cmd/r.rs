@@ -4,6 +4,7 @@
 //! `encode` and `parse-config`) and print compact one-line JSON the way
 //! jansson's `json_dumps (R, 0)` does.  Error messages are flux's with the
 //! `flux-R:` prefix replaced by `roster R:`; every failure exits 1.
+use pycompat::getopt::{OptSpec, Outcome, Parsed, Subcommand};
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -32,22 +33,10 @@ fn die_errno<T>(msg: impl std::fmt::Display, errno: &str) -> Res<T> {
 }
 
 // ---------------------------------------------------------------------------
-// Option parsing (a small getopt_long with GNU semantics: permutation,
-// bundled short options, `--name=value`, unique long-option prefixes, `--`).
+// Option parsing: flux's liboptparse, through [`pycompat::getopt`].
 
-struct OptSpec {
-    name: &'static str,
-    key: char,
-    arginfo: Option<&'static str>,
-    usage: &'static str,
-}
-
-struct Sub {
-    name: &'static str,
-    usage: &'static str,
-    doc: &'static str,
-    opts: &'static [OptSpec],
-}
+/// `RSET_DOC`.
+const DOC: &str = "Read, generate, and process RFC 20 Resource Set objects.\nOptions:\n";
 
 const ENCODE_OPTS: &[OptSpec] = &[
     OptSpec {
@@ -139,278 +128,68 @@ const DECODE_OPTS: &[OptSpec] = &[
     },
 ];
 
-const SUBS: &[Sub] = &[
-    Sub {
+const SUBS: &[Subcommand] = &[
+    Subcommand {
         name: "append",
         usage: "",
         doc: "Append multiple R objects on stdin. Emits an error if resource sets are not disjoint.",
         opts: &[],
     },
-    Sub {
+    Subcommand {
         name: "decode",
         usage: "[OPTIONS]...",
         doc: "\nReturn the union of all R objects on stdin and print details or summary of the result. By default an RFC 20 JSON object is emitted on stdout, unless one or more options below are used\n\nOptions:\n",
         opts: DECODE_OPTS,
     },
-    Sub {
+    Subcommand {
         name: "diff",
         usage: "",
         doc: "Return the set difference of multiple R objects on stdin. (i.e. (R1 - R2) - R3 ...)",
         opts: &[],
     },
-    Sub {
+    Subcommand {
         name: "encode",
         usage: "[OPTIONS]...",
         doc: "\nEncode RFC 20 R objects for testing.\n\nOptions:\n",
         opts: ENCODE_OPTS,
     },
-    Sub {
+    Subcommand {
         name: "intersect",
         usage: "",
         doc: "Return the intersection of all R objects on stdin",
         opts: &[],
     },
-    Sub {
+    Subcommand {
         name: "parse-config",
         usage: "PATH",
         doc: "Read config from resource.config array",
         opts: &[],
     },
-    Sub {
+    Subcommand {
         name: "remap",
         usage: "",
         doc: "Return the union of all R objects on stdin with ranks re-numbered starting from index 0.",
         opts: &[],
     },
-    Sub {
+    Subcommand {
         name: "rerank",
         usage: "HOSTLIST",
         doc: "Return the union of all R objects on stdin with ranks re-mapped  based on their index in HOSTLIST.",
         opts: &[],
     },
-    Sub {
+    Subcommand {
         name: "set-property",
         usage: "PROPERTY:RANKS [PROPERTY:RANKS]...",
         doc: "Set properties on R object on stdin, emitting the result on stdout",
         opts: &[],
     },
-    Sub {
+    Subcommand {
         name: "verify",
         usage: "",
         doc: "Takes 2 R objects on stdin and verifies that the resources in each rank present in R2 has at least resources present for the same rank in R1.",
         opts: &[],
     },
 ];
-
-fn top_usage() -> String {
-    let mut s = String::new();
-    for (i, sub) in SUBS.iter().enumerate() {
-        let lead = if i == 0 { "Usage" } else { "or" };
-        let usage = if sub.usage.is_empty() { "" } else { sub.usage };
-        s.push_str(&format!("{lead:>5}: {PROG} {} {usage}\n", sub.name));
-    }
-    s.push_str("Read, generate, and process RFC 20 Resource Set objects.\nOptions:\n");
-    s.push_str("  -h, --help               Display this message.\n");
-    s
-}
-
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut cur = String::new();
-    for word in text.split_whitespace() {
-        if !cur.is_empty() && cur.len() + 1 + word.len() > width {
-            lines.push(std::mem::take(&mut cur));
-        }
-        if !cur.is_empty() {
-            cur.push(' ');
-        }
-        cur.push_str(word);
-    }
-    if !cur.is_empty() {
-        lines.push(cur);
-    }
-    if lines.is_empty() {
-        lines.push(String::new());
-    }
-    lines
-}
-
-fn sub_usage(sub: &Sub) -> String {
-    let mut s = format!("Usage: {PROG} {} {}\n", sub.name, sub.usage);
-    s.push_str(sub.doc);
-    if !sub.doc.ends_with('\n') {
-        s.push('\n');
-    }
-    let width = 25;
-    let mut opts: Vec<(String, &str)> = vec![("-h, --help".into(), "Display this message.")];
-    for o in sub.opts {
-        let arg = match o.arginfo {
-            Some(a) if !a.is_empty() => format!("={a}"),
-            _ => String::new(),
-        };
-        opts.push((format!("-{}, --{}{arg}", o.key, o.name), o.usage));
-    }
-    opts.sort_by_key(|a| a.0.to_lowercase());
-    for (info, usage) in opts {
-        let info = format!("  {info}");
-        let lines = wrap(usage, 80 - width);
-        if info.len() < width {
-            s.push_str(&format!("{info:<width$}{}\n", lines[0]));
-        } else {
-            s.push_str(&format!("{info}\n{:width$}{}\n", "", lines[0]));
-        }
-        for l in &lines[1..] {
-            s.push_str(&format!("{:width$}{l}\n", ""));
-        }
-    }
-    s
-}
-
-/// Parsed options: (option name, value) in command-line order, and the
-/// positional arguments.
-struct Parsed {
-    opts: Vec<(&'static str, Option<String>)>,
-    args: Vec<String>,
-}
-
-impl Parsed {
-    fn has(&self, name: &str) -> bool {
-        self.opts.iter().any(|(n, _)| *n == name)
-    }
-    /// The last value given for `name`.
-    fn get(&self, name: &str) -> Option<&str> {
-        self.opts
-            .iter()
-            .rev()
-            .find(|(n, _)| *n == name)
-            .and_then(|(_, v)| v.as_deref())
-    }
-    fn all(&self, name: &str) -> Vec<&str> {
-        self.opts
-            .iter()
-            .filter(|(n, _)| *n == name)
-            .filter_map(|(_, v)| v.as_deref())
-            .collect()
-    }
-}
-
-enum ParseOutcome {
-    Ok(Parsed),
-    Help,
-    Error(String),
-}
-
-fn parse_opts(sub: &Sub, argv: &[String]) -> ParseOutcome {
-    let prog = format!("{PROG} {}", sub.name);
-    let mut opts = Vec::new();
-    let mut args = Vec::new();
-    let mut i = 0;
-    while i < argv.len() {
-        let a = &argv[i];
-        i += 1;
-        if a == "--" {
-            args.extend(argv[i..].iter().cloned());
-            break;
-        }
-        if let Some(long) = a.strip_prefix("--") {
-            let (name, inline) = match long.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (long, None),
-            };
-            let spec = if name == "help" {
-                return ParseOutcome::Help;
-            } else if let Some(s) = sub.opts.iter().find(|o| o.name == name) {
-                s
-            } else {
-                let cands: Vec<&OptSpec> = sub
-                    .opts
-                    .iter()
-                    .filter(|o| o.name.starts_with(name))
-                    .collect();
-                let help = !name.is_empty() && "help".starts_with(name);
-                match (cands.len(), help) {
-                    (0, true) => return ParseOutcome::Help,
-                    (1, false) => cands[0],
-                    (0, false) => {
-                        return ParseOutcome::Error(format!(
-                            "{prog}: unrecognized option '--{name}'"
-                        ))
-                    }
-                    _ => {
-                        return ParseOutcome::Error(format!(
-                            "{prog}: option '--{name}' is ambiguous"
-                        ))
-                    }
-                }
-            };
-            if spec.arginfo.is_some() {
-                let v = match inline {
-                    Some(v) => v,
-                    None => match argv.get(i) {
-                        Some(v) => {
-                            i += 1;
-                            v.clone()
-                        }
-                        None => {
-                            return ParseOutcome::Error(format!(
-                                "{prog}: option '--{}' requires an argument",
-                                spec.name
-                            ))
-                        }
-                    },
-                };
-                opts.push((spec.name, Some(v)));
-            } else {
-                if inline.is_some() {
-                    return ParseOutcome::Error(format!(
-                        "{prog}: option '--{}' doesn't allow an argument",
-                        spec.name
-                    ));
-                }
-                opts.push((spec.name, None));
-            }
-            continue;
-        }
-        if a.len() > 1 && a.starts_with('-') {
-            let chars: Vec<char> = a[1..].chars().collect();
-            let mut j = 0;
-            while j < chars.len() {
-                let c = chars[j];
-                j += 1;
-                if c == 'h' {
-                    return ParseOutcome::Help;
-                }
-                let Some(spec) = sub.opts.iter().find(|o| o.key == c) else {
-                    return ParseOutcome::Error(format!("{prog}: invalid option -- '{c}'"));
-                };
-                if spec.arginfo.is_some() {
-                    let rest: String = chars[j..].iter().collect();
-                    let v = if !rest.is_empty() {
-                        rest
-                    } else {
-                        match argv.get(i) {
-                            Some(v) => {
-                                i += 1;
-                                v.clone()
-                            }
-                            None => {
-                                return ParseOutcome::Error(format!(
-                                    "{prog}: option requires an argument -- '{c}'"
-                                ))
-                            }
-                        }
-                    };
-                    opts.push((spec.name, Some(v)));
-                    break;
-                }
-                opts.push((spec.name, None));
-            }
-            continue;
-        }
-        args.push(a.clone());
-    }
-    ParseOutcome::Ok(Parsed { opts, args })
-}
 
 // ---------------------------------------------------------------------------
 // Input
@@ -776,7 +555,7 @@ fn cmd_parse_config(args: &[String], out: &mut Vec<u8>) -> Res<()> {
     let Some(path) = args.first() else {
         return die("flux_conf_parse: Invalid argument");
     };
-    let conf = match rset::conf::parse_path(std::path::Path::new(path)) {
+    let conf = match config::flux_conf::parse_path(std::path::Path::new(path)) {
         Ok(c) => c,
         Err(e) => return die(format!("flux_conf_parse: {e}")),
     };
@@ -841,7 +620,7 @@ fn read_stdin() -> Vec<u8> {
     buf
 }
 
-fn run(sub: &Sub, p: &Parsed, out: &mut Vec<u8>, err: &mut Vec<u8>) -> Res<ExitCode> {
+fn run(sub: &Subcommand, p: &Parsed, out: &mut Vec<u8>, err: &mut Vec<u8>) -> Res<ExitCode> {
     match sub.name {
         "encode" => cmd_encode(p, out)?,
         "append" => cmd_append(&read_stdin(), out)?,
@@ -879,28 +658,28 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         let _ = e.flush();
     };
     let Some(subname) = args.get(1) else {
-        stderr(&top_usage());
+        stderr(&pycompat::getopt::usage(PROG, DOC, SUBS));
         return ExitCode::from(1);
     };
     if subname == "-h" || subname == "--help" {
-        print!("{}", top_usage());
+        print!("{}", pycompat::getopt::usage(PROG, DOC, SUBS));
         return ExitCode::SUCCESS;
     }
     let Some(sub) = SUBS.iter().find(|s| s.name == subname) else {
         if subname.starts_with('-') {
             stderr(&format!("{PROG}: unrecognized option '{subname}'\n"));
         }
-        stderr(&top_usage());
+        stderr(&pycompat::getopt::usage(PROG, DOC, SUBS));
         return ExitCode::from(1);
     };
-    let parsed = match parse_opts(sub, &args[2..]) {
-        ParseOutcome::Ok(p) => p,
-        ParseOutcome::Help => {
-            print!("{}", sub_usage(sub));
+    let parsed = match sub.parse(PROG, &args[2..]) {
+        Outcome::Ok(p) => p,
+        Outcome::Help => {
+            print!("{}", sub.usage(PROG));
             return ExitCode::SUCCESS;
         }
-        ParseOutcome::Error(msg) => {
-            stderr(&format!("{msg}\n{}", sub_usage(sub)));
+        Outcome::Error(msg) => {
+            stderr(&format!("{msg}\n{}", sub.usage(PROG)));
             return ExitCode::from(1);
         }
     };

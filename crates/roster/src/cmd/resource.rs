@@ -27,16 +27,16 @@
 //! this client's certificate, whose role the service decides.
 
 mod actions;
-pub(crate) mod argparse;
+
 mod config;
 mod eventlog;
 mod remote;
 pub(crate) mod service;
-mod sys;
+pub(crate) mod sys;
 mod views;
 
-use argparse::{Arg, Namespace, Parser, Stop};
-use format::{CmdOutput, Level, LocalZone};
+use pycompat::argparse::{self, Arg, Namespace, Parser, Stop};
+use resource_views::{CmdOutput, Level, LocalZone};
 use service::{Service, SvcError};
 use std::ffi::OsString;
 use std::io::{IsTerminal, Read, Write};
@@ -44,6 +44,10 @@ use std::process::ExitCode;
 
 /// The name diagnostics are prefixed with (flux: `flux-resource`).
 pub const PROG: &str = "roster-resource";
+
+/// The program name in usage texts and argparse errors: what a user
+/// types (flux prints `flux-resource`, which cannot be typed either).
+pub const USAGE_PROG: &str = "roster resource";
 
 const INCLUDE_HELP: &str =
     "Include only specified targets in output set. TARGETS may be provided as an idset or hostlist.";
@@ -90,7 +94,7 @@ fn format_arg(help: &'static str) -> Arg {
 /// the global service options and Roster's `acquire`/`release`).
 pub fn parser() -> Parser {
     let fmt_help = "Specify output format using Python's string format syntax or a defined format by name (use 'help' to get a list of names)";
-    Parser::new(PROG)
+    Parser::new(USAGE_PROG)
         .arg(
             Arg::opt(
                 "uri",
@@ -419,9 +423,9 @@ pub fn run(
         "drain" if ns.str("targets").is_none() => views::drain_list(&ns, ctx, s),
         "drain" => actions::drain(&ns, ctx, s),
         "undrain" => actions::undrain(&ns, ctx, s),
-        "list" => views::list(&ns, ctx, s, format::ListView::List),
-        "info" => views::list(&ns, ctx, s, format::ListView::Info),
-        "R" => views::list(&ns, ctx, s, format::ListView::R),
+        "list" => views::list(&ns, ctx, s, resource_views::ListView::List),
+        "info" => views::list(&ns, ctx, s, resource_views::ListView::Info),
+        "R" => views::list(&ns, ctx, s, resource_views::ListView::R),
         "reload" => actions::reload(&ns, ctx, s),
         "acquire-mute" => actions::acquire_mute(ctx, s),
         "acquire" => actions::acquire(&ns, ctx, s),

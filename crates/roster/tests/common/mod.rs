@@ -1,3 +1,4 @@
+#![allow(unsafe_code)] // libc calls (getuid, kill, signals) or a counting allocator
 //! A real `roster serve` on a temporary directory, for integration tests.
 #![allow(dead_code)]
 
@@ -62,6 +63,22 @@ pub fn start(s: &Scratch, config: &str, args: &[&str]) -> Daemon {
 /// Like [`start`], but return the daemon's log if it exits before it
 /// answers.
 pub fn try_start(s: &Scratch, config: &str, args: &[&str]) -> Result<Daemon, String> {
+    try_start_env(s, config, args, &[])
+}
+
+/// [`start`] with extra environment variables for the daemon.
+pub fn start_env(s: &Scratch, config: &str, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+    try_start_env(s, config, args, env)
+        .unwrap_or_else(|log| panic!("roster serve did not start:\n{log}"))
+}
+
+/// [`try_start`] with extra environment variables for the daemon.
+pub fn try_start_env(
+    s: &Scratch,
+    config: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<Daemon, String> {
     let cfg = s.write("roster.toml", config);
     let sock = s.path("roster.sock");
     let uri = format!("unix://{}", sock.display());
@@ -76,6 +93,7 @@ pub fn try_start(s: &Scratch, config: &str, args: &[&str]) -> Result<Daemon, Str
         .arg("--config")
         .arg(&cfg)
         .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(logf)
         .spawn()

@@ -55,6 +55,7 @@ pub enum Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum JobState {
     Allocated,
+    Reserved,
     Canceled,
 }
 
@@ -62,6 +63,7 @@ impl JobState {
     fn as_str(self) -> &'static str {
         match self {
             JobState::Allocated => "ALLOCATED",
+            JobState::Reserved => "RESERVED",
             JobState::Canceled => "CANCELED",
         }
     }
@@ -75,71 +77,147 @@ struct JobRec {
     overhead: f64,
 }
 
-/// Command table: (name, abbreviation, arguments, description).
+/// Command table: (name, abbreviation, arguments, description).  The RFC 4
+/// method each command reaches is named in its description.
 const COMMANDS: &[(&str, &str, &str, &str)] = &[
     (
         "match",
         "m",
         "allocate|allocate_with_satisfiability|satisfiability JOBSPEC",
-        "match a jobspec (YAML or JSON file) and allocate it now, or test whether it could ever be satisfied",
+        "Match: match a jobspec (YAML or JSON file) and allocate it now, or test whether it could ever be satisfied",
     ),
-    ("free", "c", "JOBID", "free the resources of a job (alias: cancel)"),
+    (
+        "free",
+        "c",
+        "JOBID | PATH JOBID [N]",
+        "Free(S, [N]): free a job everywhere; or its records at and below PATH; or shrink its record on PATH by N units (alias: cancel)",
+    ),
+    (
+        "allocate",
+        "a",
+        "PATH N JOBID",
+        "Allocate(N, S): allocate N units of PATH to JOBID now; grows the job's allocation there if it has one",
+    ),
+    (
+        "reserve",
+        "rv",
+        "PATH N JOBID START END",
+        "reserve N units of PATH for JOBID during [START, END) (same accounting in time as allocations)",
+    ),
+    (
+        "promote",
+        "pr",
+        "JOBID",
+        "turn a reservation into an allocation (its window is kept)",
+    ),
     (
         "find",
         "f",
         "EXPR",
-        "resources matching EXPR (e.g. status=down, property=ssd, type=node and sched-now=allocated) with their children and ancestors",
+        "Find: resources matching EXPR (e.g. status=down, property=ssd, type=node and sched-now=allocated) with their children and ancestors",
     ),
     (
         "aggregate",
         "ag",
         "[PATH]",
-        "available units by type at and below PATH (default: the root)",
+        "Aggregate: available units by type at and below PATH (default: the root)",
     ),
     (
         "copy",
         "cp",
         "[PATH]",
-        "the available resources at and below PATH (sizes = available units)",
+        "Copy: the available resources at and below PATH (sizes = available units)",
+    ),
+    (
+        "duplicate",
+        "dup",
+        "",
+        "Duplicate: the whole hierarchy unchanged, with its allocation data (full JGF)",
+    ),
+    ("size", "sz", "PATH", "Size: units in the pool"),
+    (
+        "allocated",
+        "al",
+        "PATH",
+        "Allocated: units of the pool allocated to jobs now",
+    ),
+    (
+        "available",
+        "av",
+        "PATH",
+        "Available: units of the pool available now (0 when it or an ancestor is out of service, staged or full)",
+    ),
+    (
+        "pool",
+        "po",
+        "PATH",
+        "every RFC 4 datum of a pool: type, uuid, names, id, properties, tags, size, unit, state, uri, parent, children, exclusive, staged, allocations, reservations, shared",
     ),
     ("info", "i", "JOBID", "state of a job"),
-    ("list", "l", "", "every job matched so far"),
+    ("list", "l", "", "every job matched or allocated so far"),
     ("stat", "s", "", "graph size and match statistics"),
-    ("set-status", "t", "PATH up|down", "set the state of a resource"),
-    ("get-status", "e", "PATH", "print the state of a resource"),
+    (
+        "set-status",
+        "t",
+        "PATH up|down|degraded|failing|unknown|null",
+        "State: set the state of a resource (only up offers units to new work)",
+    ),
+    ("get-status", "e", "PATH", "State: print the state of a resource"),
     ("set-property", "p", "PATH KEY=VALUE", "set a property of a resource"),
     ("get-property", "g", "PATH", "print the properties of a resource"),
+    (
+        "tag",
+        "tg",
+        "PATH KEY[=VALUE]",
+        "Tag(K, [V]): tag a resource, with an optional value",
+    ),
+    ("untag", "ut", "PATH KEY", "remove a tag"),
+    ("get-tags", "gt", "PATH", "print the tags of a resource"),
+    (
+        "stage",
+        "sg",
+        "PATH",
+        "Staged: lock a resource while it is considered for a job (it leaves Available; allocate may still take it)",
+    ),
+    ("unstage", "us", "PATH|all", "clear the staged lock"),
     (
         "remove",
         "rm",
         "PATH",
-        "unlink a resource and everything below it",
+        "Unlink: unlink a resource and everything below it (alias: unlink)",
     ),
     (
         "attach",
         "j",
         "FILE [PATH]",
-        "merge the resources of an R, JGF or hwloc file (at PATH)",
+        "Merge: merge the resources of an R, JGF or hwloc file (at PATH) (alias: merge)",
+    ),
+    (
+        "save",
+        "sv",
+        "FILE",
+        "Serialize: write the whole state (JGF with allocation and reservation records, tags, states) to FILE, for --load",
     ),
     ("help", "h", "[COMMAND]", "list the commands"),
     ("quit", "q", "", "stop"),
 ];
 
-/// The command list for `--help`.
-pub const COMMANDS_HELP: &str = "\
-Commands (one per line; abbreviations in parentheses):
-  match (m) allocate|allocate_with_satisfiability|satisfiability JOBSPEC
-  free (c, cancel) JOBID      find (f) EXPR          aggregate (ag) [PATH]
-  copy (cp) [PATH]            info (i) JOBID         list (l)
-  stat (s)                    set-status (t) PATH up|down
-  get-status (e) PATH         set-property (p) PATH KEY=VALUE
-  get-property (g) PATH       remove (rm) PATH       attach (j) FILE [PATH]
-  help (h) [COMMAND]          quit (q)
-Blank lines and lines starting with '#' are ignored.
+/// The command list for `--help`, built from the command table.
+pub fn commands_help() -> String {
+    let mut s = String::from("Commands (one per line; abbreviations in parentheses):\n");
+    for &(name, abbr, args, _) in COMMANDS {
+        let _ = writeln!(s, "  {}", format!("{name} ({abbr}) {args}").trim_end());
+    }
+    s.push_str(
+        "Blank lines and lines starting with '#' are ignored.  `help COMMAND`
+describes one command.
 
 Exit status: 0 when every command succeeded; 1 when loading failed or any
 command failed (it is reported and the next commands still run); 2 for a
-usage error.  A match that finds no resources is an answer, not a failure.";
+usage error.  A match that finds no resources is an answer, not a failure.",
+    );
+    s
+}
 
 /// A failed command: the message (without the `ERROR: ` prefix).
 struct CmdError(String);
@@ -167,6 +245,9 @@ pub struct Session {
     perf: Option<(f64, f64, f64)>,
     load_format: LoadFormat,
     rank: i64,
+    /// `--follow`: the acquire state (its graph is `g`, swapped in while a
+    /// follower method runs).
+    follower: Option<client::Follower>,
 }
 
 /// Text output of one command, and its JSON form.
@@ -202,6 +283,15 @@ impl Reply {
 
 impl Session {
     pub fn new(g: Graph, format: Format, json: bool) -> Session {
+        let mut s = Session::empty(g, format, json);
+        // A saved state brings its jobs: list them, number new ones after.
+        for j in s.g.jobs() {
+            s.track(j.id, "loaded");
+        }
+        s
+    }
+
+    fn empty(g: Graph, format: Format, json: bool) -> Session {
         Session {
             g,
             format,
@@ -211,6 +301,7 @@ impl Session {
             perf: None,
             load_format: LoadFormat::Auto,
             rank: 0,
+            follower: None,
         }
     }
 
@@ -223,6 +314,67 @@ impl Session {
     #[cfg(test)]
     pub fn graph(&self) -> &Graph {
         &self.g
+    }
+
+    /// Follow an acquire: the graph is built by its first response.
+    pub fn follow(&mut self, group: Option<&str>) {
+        self.follower = Some(client::Follower::new(group));
+    }
+
+    /// Run `f` on the follower holding the session's graph.
+    fn with_follower<R>(&mut self, f: impl FnOnce(&mut client::Follower) -> R) -> Option<R> {
+        let fl = self.follower.as_mut()?;
+        std::mem::swap(&mut self.g, fl.graph_mut());
+        let out = f(fl);
+        std::mem::swap(&mut self.g, fl.graph_mut());
+        Some(out)
+    }
+
+    /// Apply one `resource.acquire` response (see [`client::Follower`]).
+    pub fn apply_acquire(&mut self, payload: &Value) -> Result<client::Applied, String> {
+        let res = self
+            .with_follower(|f| f.apply(payload))
+            .ok_or_else(|| "not following an acquire".to_string())?;
+        let a = res.map_err(|e| e.to_string())?;
+        if a.built {
+            for j in self.g.jobs() {
+                self.track(j.id, "adopted");
+            }
+        }
+        Ok(a)
+    }
+
+    /// The connection to the service was lost: the next response starts
+    /// over (the jobs are kept).
+    pub fn restart_follow(&mut self) {
+        self.with_follower(|f| f.restart());
+    }
+
+    /// Shrunk targets now free, to release (groups variant).
+    pub fn releasable(&self) -> Option<(String, idset::IdSet)> {
+        let f = self.follower.as_ref()?;
+        if f.view().is_v1() || f.releasable().is_empty() {
+            return None;
+        }
+        Some((f.group().to_string(), f.releasable().clone()))
+    }
+
+    /// Note a successful `resource.release`.
+    pub fn released(&mut self, targets: &idset::IdSet) -> Result<(), String> {
+        match self.follower.as_mut() {
+            Some(f) => f.released(targets).map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    /// Has the followed acquire built the graph yet?
+    pub fn follow_ready(&self) -> bool {
+        self.follower.as_ref().is_none_or(|f| f.is_built())
+    }
+
+    /// After frees: unlink shrunk targets no job holds any more.
+    fn settle(&mut self) {
+        self.with_follower(|f| f.settle());
     }
 
     /// Run one command line, writing its result to `out` and errors to
@@ -280,6 +432,105 @@ impl Session {
         match (name, args) {
             ("match", [sub, file]) => self.cmd_match(sub, file, r),
             ("free", [j]) => self.cmd_free(j, r),
+            ("free", [p, j] | [p, j, _]) => self.cmd_free_at(p, j, args.get(2).copied(), r),
+            ("allocate", [p, n, j]) => self.cmd_allocate(p, n, j, r),
+            ("reserve", [p, n, j, s, e]) => self.cmd_reserve(p, n, j, s, e, r),
+            ("promote", [j]) => {
+                let jobid = parse_jobid(j)?;
+                self.g.promote(jobid)?;
+                self.track(jobid, "promote");
+                r.set("jobid", jobid);
+                r.set("kind", "allocated");
+                Ok(())
+            }
+            ("duplicate", []) => {
+                let v = self.g.duplicate().to_jgf(JgfStyle::Full);
+                r.line(rset::json::dumps(&v));
+                r.set("jgf", v);
+                Ok(())
+            }
+            ("size" | "allocated" | "available", [p]) => {
+                let v = self.vertex(p)?;
+                let n = match name {
+                    "size" => self.g.size(v)?,
+                    "allocated" => self.g.allocated(v)?,
+                    _ => self.g.available(v)?,
+                };
+                r.line(format!("{p}: {name} {n}"));
+                r.set("path", *p);
+                r.set(name, n);
+                Ok(())
+            }
+            ("pool", [p]) => self.cmd_pool(p, r),
+            ("tag", [p, kv]) => {
+                let v = self.vertex(p)?;
+                let (k, val) = match kv.split_once('=') {
+                    Some((k, val)) => (k, Some(val)),
+                    None => (*kv, None),
+                };
+                if k.is_empty() {
+                    return fail(format!("empty tag key in '{kv}': use tag PATH KEY[=VALUE]"));
+                }
+                self.g.tag(v, k, val)?;
+                r.set("path", *p);
+                r.set("tag", k);
+                r.set(
+                    "value",
+                    val.map_or(Value::Null, |s| Value::String(s.into())),
+                );
+                Ok(())
+            }
+            ("untag", [p, k]) => {
+                let v = self.vertex(p)?;
+                if !self.g.untag(v, k)? {
+                    return fail(format!("{p} has no tag '{k}'"));
+                }
+                r.set("path", *p);
+                r.set("tag", *k);
+                Ok(())
+            }
+            ("get-tags", [p]) => {
+                let v = self.vertex(p)?;
+                let pool = self.g.try_get(v)?;
+                let mut tags: Vec<(&str, Option<&str>)> = pool.tags().collect();
+                tags.sort_unstable();
+                let mut m = Map::new();
+                if tags.is_empty() {
+                    r.line(format!("No tags were found for {p}."));
+                }
+                for (k, val) in tags {
+                    match val {
+                        Some(val) => r.line(format!("{k}={val}")),
+                        None => r.line(k),
+                    }
+                    m.insert(
+                        k.into(),
+                        val.map_or(Value::Null, |s| Value::String(s.into())),
+                    );
+                }
+                r.set("path", *p);
+                r.set("tags", m);
+                Ok(())
+            }
+            ("stage", [p]) => {
+                let v = self.vertex(p)?;
+                self.g.stage(v)?;
+                r.set("path", *p);
+                r.set("staged", true);
+                Ok(())
+            }
+            ("unstage", [p]) => {
+                if *p == "all" {
+                    self.g.unstage_all();
+                } else {
+                    let v = self.vertex(p)?;
+                    self.g.unstage(v)?;
+                }
+                r.set("path", *p);
+                r.set("staged", false);
+                Ok(())
+            }
+            ("save", [f]) => self.cmd_save(f, r),
             ("find", a) if !a.is_empty() => self.cmd_find(&a.join(" "), r),
             ("aggregate", [] | [_]) => self.cmd_aggregate(args.first().copied(), r),
             ("copy", [] | [_]) => self.cmd_copy(args.first().copied(), r),
@@ -457,16 +708,192 @@ impl Session {
 
     fn cmd_free(&mut self, j: &str, r: &mut Reply) -> CmdResult {
         let jobid = parse_jobid(j)?;
-        match self.jobs.get_mut(&jobid) {
-            Some(rec) if rec.state == JobState::Allocated => {
-                self.g.free_job(jobid)?;
-                rec.state = JobState::Canceled;
-                r.set("jobid", jobid);
-                r.set("status", rec.state.as_str());
-                Ok(())
-            }
-            _ => fail(format!("nonexistent job {jobid}")),
+        // Jobs loaded from a saved state are known to the graph only.
+        if self.g.job(jobid).is_none() {
+            return fail(format!("nonexistent job {jobid}"));
         }
+        self.g.free_job(jobid)?;
+        self.track(jobid, "free");
+        self.settle();
+        r.set("jobid", jobid);
+        r.set("status", JobState::Canceled.as_str());
+        Ok(())
+    }
+
+    /// Note a job made by allocate/reserve/promote in the job list.
+    fn track(&mut self, jobid: u64, how: &str) {
+        self.next_jobid = self.next_jobid.max(jobid.saturating_add(1));
+        let live = self.g.job(jobid).is_some();
+        let rec = self.jobs.entry(jobid).or_insert_with(|| JobRec {
+            state: JobState::Allocated,
+            at: 0,
+            jobspec: how.to_string(),
+            overhead: 0.0,
+        });
+        rec.state = if live {
+            match self.g.job(jobid).map(|j| j.kind) {
+                Some(model::JobKind::Reserved) => JobState::Reserved,
+                _ => JobState::Allocated,
+            }
+        } else {
+            JobState::Canceled
+        };
+    }
+
+    fn cmd_free_at(&mut self, p: &str, j: &str, n: Option<&str>, r: &mut Reply) -> CmdResult {
+        let v = self.vertex(p)?;
+        let jobid = parse_jobid(j)?;
+        let n = n.map(parse_units).transpose()?;
+        let freed = self.g.free(v, jobid, n)?;
+        self.track(jobid, "free");
+        self.settle();
+        r.line(format!("{p}: freed {freed} units of job {jobid}"));
+        r.set("path", p);
+        r.set("jobid", jobid);
+        r.set("freed", freed);
+        r.set(
+            "status",
+            self.jobs
+                .get(&jobid)
+                .map_or("CANCELED", |x| x.state.as_str()),
+        );
+        Ok(())
+    }
+
+    fn cmd_allocate(&mut self, p: &str, n: &str, j: &str, r: &mut Reply) -> CmdResult {
+        let v = self.vertex(p)?;
+        let n = parse_units(n)?;
+        let jobid = parse_jobid(j)?;
+        self.g.allocate(v, n, jobid)?;
+        self.track(jobid, "allocate");
+        let held = self
+            .g
+            .allocations(v)?
+            .iter()
+            .find(|e| e.0 == jobid)
+            .map_or(0, |e| e.1);
+        r.line(format!("{p}: job {jobid} holds {held} units"));
+        r.set("path", p);
+        r.set("jobid", jobid);
+        r.set("held", held);
+        r.set("available", self.g.available(v)?);
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn cmd_reserve(
+        &mut self,
+        p: &str,
+        n: &str,
+        j: &str,
+        start: &str,
+        end: &str,
+        r: &mut Reply,
+    ) -> CmdResult {
+        let v = self.vertex(p)?;
+        let n = parse_units(n)?;
+        let jobid = parse_jobid(j)?;
+        let time = |s: &str| {
+            s.parse::<u64>()
+                .map_err(|_| CmdError(format!("invalid time '{s}' (an integer)")))
+        };
+        let (s0, e0) = (time(start)?, time(end)?);
+        self.g.reserve(v, n, jobid, s0, e0)?;
+        self.track(jobid, "reserve");
+        r.line(format!(
+            "{p}: job {jobid} reserves {n} units during [{s0}, {e0})"
+        ));
+        r.set("path", p);
+        r.set("jobid", jobid);
+        r.set("units", n);
+        r.set("start", s0);
+        r.set("end", e0);
+        Ok(())
+    }
+
+    fn cmd_pool(&mut self, p: &str, r: &mut Reply) -> CmdResult {
+        let v = self.vertex(p)?;
+        let g = &self.g;
+        let x = g.try_get(v)?;
+        let jobs = |l: Vec<(u64, u64)>| -> Value {
+            Value::Object(
+                l.into_iter()
+                    .map(|(j, n)| (j.to_string(), json!(n)))
+                    .collect(),
+            )
+        };
+        let props: Map<String, Value> = x
+            .properties()
+            .map(|(k, v)| (k.to_string(), Value::String(v.into())))
+            .collect();
+        let tags: Map<String, Value> = x
+            .tags()
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    v.map_or(Value::Null, |s| Value::String(s.into())),
+                )
+            })
+            .collect();
+        let children: Vec<String> = x.children().filter_map(|c| g.path(c)).collect();
+        let o = json!({
+            "path": p,
+            "type": x.type_name(),
+            "uuid": x.uuid(),
+            "basename": x.basename(),
+            "name": x.name(),
+            "id": x.id(),
+            "rank": x.rank(),
+            "uri": x.uri(),
+            "parent": x.parent().and_then(|q| g.path(q)),
+            "children": children,
+            "properties": props,
+            "tags": tags,
+            "size": x.size(),
+            "unit": x.unit(),
+            "state": x.state().as_str(),
+            "staged": x.staged(),
+            "exclusive": g.exclusive(v)?,
+            "allocated": g.allocated(v)?,
+            "available": g.available(v)?,
+            "allocations": jobs(g.allocations(v)?),
+            "reservations": jobs(g.reservations(v)?),
+            "shared": g.shared(v)?,
+            "reserved_shared": g.reserved_shared(v)?,
+        });
+        if let Value::Object(m) = o {
+            for (k, val) in m {
+                if k != "path" {
+                    let shown = match &val {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    r.line(format!("{k}: {shown}"));
+                }
+                r.set(&k, val);
+            }
+        }
+        Ok(())
+    }
+
+    fn cmd_save(&mut self, f: &str, r: &mut Reply) -> CmdResult {
+        let text = self.g.to_jgf_string(JgfStyle::Full);
+        // Write beside, then rename: a crash never leaves a torn file.
+        let tmp = format!("{f}.tmp{}", std::process::id());
+        let res = std::fs::write(&tmp, text.as_bytes()).and_then(|()| std::fs::rename(&tmp, f));
+        if let Err(e) = res {
+            let _ = std::fs::remove_file(&tmp);
+            return fail(format!("can't write {f}: {e}"));
+        }
+        r.line(format!(
+            "saved {} vertices and {} jobs to {f}",
+            self.g.len(),
+            self.g.jobs().len()
+        ));
+        r.set("file", f);
+        r.set("vertices", self.g.len());
+        r.set("jobs", self.g.jobs().len());
+        Ok(())
     }
 
     fn cmd_find(&mut self, expr: &str, r: &mut Reply) -> CmdResult {
@@ -633,10 +1060,20 @@ fn cmd_help(which: Option<&str>, r: &mut Reply) -> CmdResult {
 
 /// The command a word names (full name, abbreviation or alias).
 fn canonical(w: &str) -> Option<&'static str> {
-    if w == "cancel" {
-        return Some("free");
+    match w {
+        "cancel" => return Some("free"),
+        "unlink" => return Some("remove"),
+        "merge" => return Some("attach"),
+        _ => {}
     }
     COMMANDS.iter().find(|c| c.0 == w || c.1 == w).map(|c| c.0)
+}
+
+fn parse_units(s: &str) -> Result<u64, CmdError> {
+    s.parse::<u64>()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| CmdError(format!("invalid unit count '{s}' (a positive integer)")))
 }
 
 fn parse_jobid(s: &str) -> Result<u64, CmdError> {

@@ -1,11 +1,11 @@
 //! Sub-commands that send one request (`drain TARGETS`, `undrain`,
 //! `reload`, `acquire-mute`, `release`) and Roster's `acquire` stream.
 
-use super::argparse::Namespace;
 use super::service::{Service, StreamItem};
 use super::sys::realpath;
 use super::Ctx;
-use format::Level;
+use pycompat::argparse::Namespace;
+use resource_views::Level;
 use rpc::errno::{EEXIST, ENODATA};
 use serde_json::{Map, Value};
 

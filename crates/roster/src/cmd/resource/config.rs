@@ -3,7 +3,7 @@
 //! `UtilConfig.load()` does (system directories first, the user's last,
 //! files in sorted order within a directory, later files win).
 
-use format::{FormatConfig, Subcommand};
+use resource_views::{FormatConfig, Subcommand};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 
@@ -115,7 +115,7 @@ pub fn load(sub: Subcommand, env: &dyn Fn(&str) -> Option<String>) -> Result<For
 #[cfg(test)]
 mod tests {
     use super::*;
-    use format::{FormatChoice, DRAIN_DEFAULT};
+    use resource_views::{FormatChoice, DRAIN_DEFAULT};
 
     #[test]
     fn xdg_order() {
@@ -151,11 +151,11 @@ mod tests {
         );
         let c = load(Subcommand::Drain, &env).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
-            c.get_format_string("mine", &format::no_env),
+            c.get_format_string("mine", &resource_views::no_env),
             Ok(FormatChoice::Format("{nodelist}".into()))
         );
         assert_eq!(
-            c.get_format_string("default", &format::no_env),
+            c.get_format_string("default", &resource_views::no_env),
             Ok(FormatChoice::Format(DRAIN_DEFAULT.into()))
         );
         let _ = std::fs::write(flux.join("flux-resource.toml"), "[bogus]\nx = 1\n");

@@ -11,12 +11,12 @@
 //! `nodelist` key for hosts, else `idset`/`ranks` mapped through the
 //! instance hostlist).
 
-use super::argparse::Namespace;
 use super::service::{ReplyStream, Service, StreamItem, SvcError};
 use super::Ctx;
-use format::EventLogFormatter;
 use hostlist::Hostlist;
 use idset::IdSet;
+use pycompat::argparse::Namespace;
+use resource_views::EventLogFormatter;
 use rpc::errno::ENODATA;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;

@@ -4,7 +4,7 @@
 use super::fake::Fake;
 use super::service::{StreamItem, SvcError};
 use super::{run, Ctx};
-use format::FixedZone;
+use resource_views::FixedZone;
 use rpc::errno::{EEXIST, EINVAL, ENODATA, ENOSYS, EPERM};
 use rpc::RpcError;
 use serde_json::{json, Value};
@@ -65,7 +65,7 @@ fn run_full(words: &[&str], fake: Fake, env: &[(&str, &str)], stdin: &str, tty: 
             now: &now,
         };
         let words: Vec<String> = words.iter().map(|s| s.to_string()).collect();
-        let mut make = |_: &super::argparse::Namespace| -> Box<dyn super::service::Service> {
+        let mut make = |_: &pycompat::argparse::Namespace| -> Box<dyn super::service::Service> {
             Box::new(fake.take().unwrap_or_default())
         };
         run(&words, &mut ctx, &mut make)
@@ -120,8 +120,8 @@ fn usage_errors_exit_2_with_subcommand_usage() {
     assert_eq!(o.stdout, "");
     assert_eq!(
         o.stderr,
-        "usage: roster-resource undrain [-h] [-f] [-u] targets ...\n\
-         roster-resource undrain: error: the following arguments are required: targets, reason\n"
+        "usage: roster resource undrain [-h] [-f] [-u] targets ...\n\
+         roster resource undrain: error: the following arguments are required: targets, reason\n"
     );
     assert!(o.log.is_empty());
 
@@ -129,21 +129,21 @@ fn usage_errors_exit_2_with_subcommand_usage() {
     assert_eq!(o.code, 2);
     assert_eq!(
         o.stderr,
-        "usage: roster-resource drain [-h] [-f] [-u] [-i TARGETS] [-q QUEUE,...]\n\
+        "usage: roster resource drain [-h] [-f] [-u] [-i TARGETS] [-q QUEUE,...]\n\
          \x20                            [-o FORMAT] [-n] [-L [WHEN]]\n\
          \x20                            [targets] ...\n\
-         roster-resource drain: error: argument -f/--force: ignored explicit argument '2'\n"
+         roster resource drain: error: argument -f/--force: ignored explicit argument '2'\n"
     );
 
     let o = run_with(&["list", "--s", "x"], Fake::new());
     assert_eq!(o.code, 2);
     assert!(o.stderr.ends_with(
-        "roster-resource list: error: ambiguous option: --s could match --states, --skip-empty\n"
+        "roster resource list: error: ambiguous option: --s could match --states, --skip-empty\n"
     ));
 
     let o = run_with(&["eventlog", "-f", "xml"], Fake::new());
     assert!(o.stderr.ends_with(
-        "roster-resource eventlog: error: argument -f/--format: invalid choice: 'xml' (choose from 'text', 'json')\n"
+        "roster resource eventlog: error: argument -f/--format: invalid choice: 'xml' (choose from 'text', 'json')\n"
     ));
 
     // unrecognized arguments are reported by the top parser
@@ -151,16 +151,16 @@ fn usage_errors_exit_2_with_subcommand_usage() {
     assert_eq!(o.code, 2);
     assert!(o
         .stderr
-        .starts_with("usage: roster-resource [-h] [--uri URI] [--token-file FILE] [--ca FILE]\n"));
+        .starts_with("usage: roster resource [-h] [--uri URI] [--token-file FILE] [--ca FILE]\n"));
     assert!(o
         .stderr
-        .ends_with("roster-resource: error: unrecognized arguments: --bogus\n"));
+        .ends_with("roster resource: error: unrecognized arguments: --bogus\n"));
 
     let o = run_with(&[], Fake::new());
     assert_eq!(o.code, 2);
     assert!(o
         .stderr
-        .ends_with("roster-resource: error: the following arguments are required: subcommand\n"));
+        .ends_with("roster resource: error: the following arguments are required: subcommand\n"));
 }
 
 #[test]
@@ -169,7 +169,7 @@ fn help_goes_to_stdout() {
     assert_eq!(o.code, 0);
     assert_eq!(
         o.stdout,
-        "usage: roster-resource info [-h] [-s STATE,...] [-i TARGETS] [-q QUEUE,...]\n\
+        "usage: roster resource info [-h] [-s STATE,...] [-i TARGETS] [-q QUEUE,...]\n\
          \n\
          options:\n\
          \x20 -h, --help              show this help message and exit\n\

@@ -2,15 +2,15 @@
 //! payloads as flux's Python bindings do and render them with the
 //! `format` crate.
 
-use super::argparse::Namespace;
 use super::config;
 use super::service::{Service, SvcError};
 use super::Ctx;
-use format::{
+use idset::IdSet;
+use pycompat::argparse::Namespace;
+use resource_views::{
     allocated_ranks, drain_list_prepare, housekeeping_ranks, list_prepare, no_env, status_prepare,
     FormatConfig, Level, ListInput, ListOptions, ListView, StatusInput, StatusOptions, Subcommand,
 };
-use idset::IdSet;
 use rpc::errno::ENOSYS;
 use serde_json::{json, Value};
 
@@ -80,7 +80,7 @@ fn status_options(ns: &Namespace, ctx: &Ctx<'_>) -> StatusOptions {
 
 /// The RPC half of `status` and the drain listing.
 fn status_render(
-    plan: &format::StatusPlan,
+    plan: &resource_views::StatusPlan,
     opts: &StatusOptions,
     ctx: &mut Ctx<'_>,
     svc: &mut dyn Service,

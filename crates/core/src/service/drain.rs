@@ -1,0 +1,78 @@
+//! `resource.drain` and `resource.undrain` (flux-core's drain.c): the
+//! requester is answered once the event is durable, then the acquirers
+//! and journal followers hear of it.
+
+use super::*;
+use crate::drain::{validate_targets, DrainMode};
+
+impl Service {
+    /// `resource.drain {targets, reason?, mode?}`.
+    pub(super) fn drain_rpc(&mut self, now: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
+        let (to, p) = (req.reply_to(), &req.payload);
+        let targets = Self::str_field(p, "targets", true)?.unwrap_or_default();
+        let reason = Self::str_field(p, "reason", false)?;
+        let mode = DrainMode::parse_drain(Self::str_field(p, "mode", false)?)?;
+        let ids = self.state.decode_targets(targets)?;
+        validate_targets(&ids, self.state.size)?;
+        self.state
+            .drain
+            .drain(&ids, &self.state.exclude, mode, reason, now)?;
+        let nodelist = self.state.nodelist_of(&ids);
+        out.push(Output::Log {
+            level: Level::Info,
+            msg: format!(
+                "drain idset={} nodelist={} overwrite={} reason={}",
+                ids.encode(),
+                nodelist,
+                mode.overwrite(),
+                reason.unwrap_or("")
+            ),
+        });
+        let mut c = ctx(vec![
+            ("idset", idset_str(&ids)),
+            ("nodelist", Value::String(nodelist)),
+        ]);
+        if let Some(r) = reason {
+            c.insert("reason".into(), Value::from(r));
+        }
+        c.insert("overwrite".into(), Value::from(mode.overwrite()));
+        self.post_acknowledged(now, "drain", c, to, out);
+        Ok(None)
+    }
+
+    pub(super) fn undrain_rpc(
+        &mut self,
+        now: f64,
+        req: &Request,
+        out: &mut Vec<Output>,
+    ) -> Handled {
+        let (to, p) = (req.reply_to(), &req.payload);
+        let targets = Self::str_field(p, "targets", true)?.unwrap_or_default();
+        let mode = DrainMode::parse_undrain(Self::str_field(p, "mode", false)?)?;
+        let reason = Self::str_field(p, "reason", false)?;
+        let ids = self.state.decode_targets(targets)?;
+        validate_targets(&ids, self.state.size)?;
+        self.state.drain.undrain(&ids, mode)?;
+        let nodelist = self.state.nodelist_of(&ids);
+        out.push(Output::Log {
+            level: Level::Info,
+            msg: format!(
+                "undrain idset={} nodelist={} overwrite={} reason={}",
+                targets,
+                nodelist,
+                mode.overwrite(),
+                reason.unwrap_or("")
+            ),
+        });
+        let mut c = ctx(vec![
+            ("idset", idset_str(&ids)),
+            ("nodelist", Value::String(nodelist)),
+            ("overwrite", Value::from(mode.overwrite())),
+        ]);
+        if let Some(r) = reason {
+            c.insert("reason".into(), Value::from(r));
+        }
+        self.post_acknowledged(now, "undrain", c, to, out);
+        Ok(None)
+    }
+}

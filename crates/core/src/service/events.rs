@@ -1,0 +1,128 @@
+//! Events: recording them (persisted or in-memory, always journaled) and
+//! publishing them to the subscribers (acquirers, then journal followers).
+
+use super::*;
+use crate::journal;
+use eventlog::Event;
+
+/// A journal response, `{"events":[...]}` plus `"R"` when given, from
+/// serialised events ([`journal::object_json`]) and R: the bytes
+/// `serde_json` writes for the same object built as a value.
+pub(super) fn events_payload(events: &[&str], r: Option<&str>) -> Payload {
+    let len = events.iter().map(|e| e.len() + 1).sum::<usize>() + r.map_or(0, |r| r.len() + 5);
+    let mut s = String::with_capacity(len + 16);
+    s.push_str("{\"events\":[");
+    for (i, e) in events.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(e);
+    }
+    s.push(']');
+    if let Some(r) = r {
+        s.push_str(",\"R\":");
+        s.push_str(r);
+    }
+    s.push('}');
+    Payload::json(s)
+}
+
+/// R as compact JSON text.
+pub(super) fn r_text(inv: &Inventory) -> String {
+    inv.json.to_string()
+}
+
+impl Service {
+    pub(super) fn truncate_state(&self) -> TruncateState {
+        self.state.truncate_state()
+    }
+
+    pub(super) fn journal_push(&mut self, ev: Event) {
+        // The truncate summary needs the current state; computed lazily.
+        let state = &self.state;
+        self.journal.push(ev, || state.truncate_state());
+    }
+
+    /// Create an event: persist it if asked, append it to the journal.
+    /// Returns it for [`Service::publish`].
+    pub(super) fn record(
+        &mut self,
+        now: f64,
+        name: &str,
+        c: Map<String, Value>,
+        persist: bool,
+        out: &mut Vec<Output>,
+    ) -> Option<Event> {
+        let ev = match Event::new(now, name, Some(c)) {
+            Ok(ev) => ev,
+            Err(e) => {
+                out.push(Output::Log {
+                    level: Level::Error,
+                    msg: format!("cannot post {name} event: {e}"),
+                });
+                return None;
+            }
+        };
+        if persist {
+            out.push(Output::Persist(ev.clone()));
+        }
+        self.journal_push(ev.clone());
+        self.sched_cache = None;
+        Some(ev)
+    }
+
+    /// Tell the subscribers about an event (after the requester's reply):
+    /// the acquirers first, then the journal followers.
+    pub(super) fn publish(&mut self, ev: &Event, out: &mut Vec<Output>) {
+        self.acquire.on_event(ev, &self.state.truth(), out);
+        if self.followers.is_empty() {
+            return;
+        }
+        // Serialised once; every follower's reply shares the text.
+        let Some(v) = journal::object_json(ev) else {
+            return;
+        };
+        let r = match &self.state.inventory {
+            Some(inv) if ev.name == "resource-define" => Some(r_text(inv)),
+            _ => None,
+        };
+        let payload = events_payload(&[&v], r.as_deref());
+        for to in &self.followers {
+            out.push(Output::Reply {
+                to: *to,
+                reply: Ok(payload.clone()),
+            });
+        }
+    }
+
+    /// A persistent event caused by request `to`: record it, answer the
+    /// requester (after the event is durable, by the output order), then
+    /// tell acquirers and journal followers.
+    pub(super) fn post_acknowledged(
+        &mut self,
+        now: f64,
+        name: &str,
+        c: Map<String, Value>,
+        to: ReplyTo,
+        out: &mut Vec<Output>,
+    ) {
+        let ev = self.record(now, name, c, true, out);
+        Self::reply(out, to, Ok(Value::Null.into()));
+        if let Some(ev) = ev {
+            self.publish(&ev, out);
+        }
+    }
+
+    pub(super) fn post(
+        &mut self,
+        now: f64,
+        name: &str,
+        c: Map<String, Value>,
+        persist: bool,
+        out: &mut Vec<Output>,
+    ) {
+        if let Some(ev) = self.record(now, name, c, persist, out) {
+            self.publish(&ev, out);
+        }
+    }
+}

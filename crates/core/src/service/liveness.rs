@@ -1,0 +1,109 @@
+//! The online and torpid sets and the requests that read or force them:
+//! `resource.monitor-force-up`, `monitor-force-down`, `monitor-waitup`.
+//! (Agents and their heartbeat timers are in `agents`.)
+
+use super::*;
+
+impl Service {
+    /// `monitor-force-up {ranks?}` / `monitor-force-down {ranks}`: test
+    /// hooks that change the online set.
+    /// `resource.monitor-force-up {ranks?}`.
+    pub(super) fn force_up(&mut self, now: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
+        self.force(now, &req.payload, true, out)?;
+        Ok(Some(Value::Null.into()))
+    }
+
+    /// `resource.monitor-force-down {ranks}`.
+    pub(super) fn force_down(&mut self, now: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
+        self.force(now, &req.payload, false, out)?;
+        Ok(Some(Value::Null.into()))
+    }
+
+    fn force(
+        &mut self,
+        now: f64,
+        p: &Value,
+        up: bool,
+        out: &mut Vec<Output>,
+    ) -> Result<(), RpcError> {
+        let all = if self.state.size > 0 {
+            IdSet::from_range(0, self.state.size - 1)
+        } else {
+            IdSet::new()
+        };
+        let ranks = match p.get("ranks") {
+            None if up => all.clone(),
+            Some(Value::String(s)) => {
+                IdSet::parse(s).map_err(|e| RpcError::new(EINVAL, e.to_string()))?
+            }
+            _ => return Err(proto()),
+        };
+        let ranks = ranks.intersection(&all);
+        if up {
+            self.set_online(now, self.state.online.union(&ranks), out);
+        } else {
+            self.set_online(now, self.state.online.difference(&ranks), out);
+        }
+        Ok(())
+    }
+
+    /// Replace the online set, posting `offline` then `online` for the
+    /// differences (one event each, batching simultaneous transitions).
+    pub fn set_online(&mut self, now: f64, new: IdSet, out: &mut Vec<Output>) {
+        let joined = new.difference(&self.state.online);
+        let left = self.state.online.difference(&new);
+        self.state.online = new;
+        self.state.lost.add(&left);
+        self.state.lost.subtract(&joined);
+        self.post_liveness(now, "offline", &left, out);
+        self.post_liveness(now, "online", &joined, out);
+        self.check_waitups(out);
+    }
+
+    /// Post an in-memory liveness event (`online`, `offline`, `torpid`,
+    /// `lively`) for `ids`, unless it is empty.
+    fn post_liveness(&mut self, now: f64, name: &str, ids: &IdSet, out: &mut Vec<Output>) {
+        if !ids.is_empty() {
+            let c = ctx(vec![("idset", idset_str(ids))]);
+            self.post(now, name, c, false, out);
+        }
+    }
+
+    /// Replace the torpid set, posting `torpid` for the targets that
+    /// became torpid and `lively` for those that recovered.
+    pub fn set_torpid(&mut self, now: f64, new: IdSet, out: &mut Vec<Output>) {
+        let became = new.difference(&self.state.torpid);
+        let recovered = self.state.torpid.difference(&new);
+        self.state.torpid = new;
+        self.post_liveness(now, "torpid", &became, out);
+        self.post_liveness(now, "lively", &recovered, out);
+    }
+
+    /// `resource.monitor-waitup {up}`: answered once exactly `up`
+    /// targets are online.
+    pub(super) fn waitup(&mut self, _: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
+        let (to, p) = (req.reply_to(), &req.payload);
+        let up = p.get("up").and_then(Value::as_i64).ok_or_else(proto)?;
+        if up < 0 || up > i64::from(self.state.size) {
+            return Err(RpcError::new(EPROTO, "up value is out of range"));
+        }
+        self.waitups.push(Waitup { to, up: up as u64 });
+        self.check_waitups(out);
+        Ok(None)
+    }
+
+    fn check_waitups(&mut self, out: &mut Vec<Output>) {
+        let n = self.state.online.len();
+        self.waitups.retain(|w| {
+            if w.up == n {
+                out.push(Output::Reply {
+                    to: w.to,
+                    reply: Ok(Value::Null.into()),
+                });
+                false
+            } else {
+                true
+            }
+        });
+    }
+}

@@ -1,0 +1,229 @@
+//! Start-up (flux-core's load sequence) and the drain checkpoint.
+//!
+//! [`Service::new`] builds the journal from the stored events, decodes
+//! exclude and the resource groups, restores the drain state (checkpoint,
+//! then the events not older than it, with rank remapping through the
+//! stored nodelists), undrains excluded targets, posts `online`/`restart`
+//! and defines R.  [`Service::checkpoint`] is the document written at a
+//! clean shutdown and read back here.
+
+use super::*;
+use crate::acquire::Acquire;
+use eventlog::Event;
+
+impl Service {
+    /// Start: build the journal from the stored events, parse the exclude
+    /// set, restore drain state (checkpoint + replay with rank remapping),
+    /// undrain excluded targets, post `online`/`restart`, and define R.
+    pub fn new(init: Init, out: &mut Vec<Output>) -> Result<Service, StartError> {
+        let now = init.now;
+        let mut svc = Service {
+            state: TargetState::new(),
+            journal: Journal::new(init.settings.journal_max),
+            followers: Vec::new(),
+            waitups: Vec::new(),
+            sched_cache: None,
+            stopped: false,
+            acquire: Acquire::default(),
+            monitor: Monitor::new(init.settings.torpid_max, init.settings.offline_timeout),
+            verify: init.settings.verify.clone(),
+            liveness_batch: init.settings.liveness_batch,
+            liveness_posted: f64::NEG_INFINITY,
+            discovered: None,
+        };
+        if let Some(inv) = init.inventory {
+            svc.set_inventory(inv);
+        } else if let Some(hosts) = init.discover_hosts {
+            svc.expect_hosts(hosts);
+        }
+        // 1. The journal starts with the stored history, minus the
+        // historical resource-define entries.  The journal looks at the
+        // service state only when it overflows; when the history fits, the
+        // events are moved in right after the replay below (same journal,
+        // no copy of every stored event).
+        let stored = init.stored_events;
+        let fits = stored
+            .iter()
+            .filter(|ev| ev.name != "resource-define")
+            .count()
+            <= svc.journal.max();
+        if !fits {
+            for ev in &stored {
+                if ev.name != "resource-define" {
+                    svc.journal_push(ev.clone());
+                }
+            }
+        }
+        // 2. Exclude.
+        if let Some(spec) = &init.settings.exclude {
+            svc.state.exclude = svc.state.decode_exclude(spec)?;
+        }
+        // 2b. Resource groups (RFC 28).
+        let groups = svc.state.decode_groups(&init.settings.groups)?;
+        svc.acquire = Acquire::new(groups);
+        // 3. Drain state: checkpoint, then the events after it: by
+        // position when the checkpoint has one, else by timestamp.
+        let mut cp_ts = 0.0;
+        let mut from = None;
+        if let Some(cp) = &init.checkpoint {
+            cp_ts = svc.restore_checkpoint(cp)?;
+            from = init.replay_from;
+        }
+        for (i, ev) in stored.iter().enumerate() {
+            let summarised = match from {
+                Some(n) => i < n,
+                None => ev.timestamp < cp_ts,
+            };
+            if summarised {
+                continue;
+            }
+            svc.replay(i + 1, ev)?;
+        }
+        if fits {
+            for ev in stored {
+                if ev.name != "resource-define" {
+                    svc.journal_push(ev);
+                }
+            }
+        }
+        let reconcile = svc.state.drain.drained().intersection(&svc.state.exclude);
+        if !reconcile.is_empty() {
+            svc.state.drain.apply_undrain(&reconcile);
+            let c = ctx(vec![
+                ("idset", idset_str(&reconcile)),
+                ("nodelist", Value::String(svc.state.nodelist_of(&reconcile))),
+            ]);
+            svc.post(now, "undrain", c, true, out);
+        }
+        // 4. Liveness.
+        if init.settings.monitor_force_up && svc.state.size > 0 {
+            let all = IdSet::from_range(0, svc.state.size - 1);
+            svc.state.online = all.clone();
+            svc.post(
+                now,
+                "online",
+                ctx(vec![("idset", idset_str(&all))]),
+                false,
+                out,
+            );
+        }
+        let ranks = if svc.state.size > 0 {
+            IdSet::from_range(0, svc.state.size - 1)
+        } else {
+            IdSet::new()
+        };
+        let c = ctx(vec![
+            ("ranks", idset_str(&ranks)),
+            ("online", idset_str(&svc.state.online)),
+            ("nodelist", Value::String(svc.state.nodelist_of(&ranks))),
+        ]);
+        svc.post(now, "restart", c, false, out);
+        // 5. Define R.
+        if let Some(inv) = &svc.state.inventory {
+            let method = inv.method;
+            if method != Method::Kvs {
+                out.push(Output::WriteR(inv.json.clone()));
+            }
+            let c = ctx(vec![("method", Value::from(method.as_str()))]);
+            svc.post(now, "resource-define", c, true, out);
+        }
+        Ok(svc)
+    }
+
+    /// Restore the drain state of a checkpoint; returns its timestamp.
+    fn restore_checkpoint(&mut self, cp: &Value) -> Result<f64, StartError> {
+        let ts = cp.get("timestamp").and_then(Value::as_f64).unwrap_or(0.0);
+        let Some(state) = cp.get("drain_state").and_then(Value::as_object) else {
+            return Ok(ts);
+        };
+        for (key, entry) in state {
+            let bad = || StartError::Checkpoint(key.clone());
+            let ids = IdSet::parse(key).map_err(|_| bad())?;
+            let t = entry
+                .get("timestamp")
+                .and_then(Value::as_f64)
+                .ok_or_else(bad)?;
+            let reason = match entry.get("reason") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) if s.is_empty() => None,
+                Some(Value::String(s)) => Some(s.as_str()),
+                Some(_) => return Err(bad()),
+            };
+            let nodelist = match entry.get("nodelist") {
+                Some(Value::String(s)) => s.as_str(),
+                _ => return Err(bad()),
+            };
+            let targets = self.state.remap(&ids, nodelist);
+            if !targets.is_empty() {
+                self.state.drain.apply_drain(&targets, t, reason, 1);
+            }
+        }
+        Ok(ts)
+    }
+
+    /// Apply one stored event (line `line` of the eventlog) to the drain
+    /// state.
+    fn replay(&mut self, line: usize, ev: &Event) -> Result<(), StartError> {
+        let err = |reason: &str| StartError::Replay {
+            line,
+            reason: reason.to_string(),
+        };
+        match ev.name.as_str() {
+            "drain" | "undrain" => {
+                let what = if ev.name == "drain" {
+                    "drain parse error"
+                } else {
+                    "undrain parse error"
+                };
+                let (Some(Value::String(ids)), Some(Value::String(nl))) =
+                    (ev.get("idset"), ev.get("nodelist"))
+                else {
+                    return Err(err(what));
+                };
+                let ids = IdSet::parse(ids).map_err(|_| err(what))?;
+                let targets = self.state.remap(&ids, nl);
+                if targets.is_empty() {
+                    return Ok(());
+                }
+                if ev.name == "drain" {
+                    let reason = match ev.get("reason") {
+                        None | Some(Value::Null) => None,
+                        Some(Value::String(s)) => Some(s.as_str()),
+                        Some(_) => return Err(err(what)),
+                    };
+                    let overwrite = match ev.get("overwrite") {
+                        None => 1,
+                        Some(v) => match v.as_u64() {
+                            Some(o @ 0..=2) => o as u8,
+                            _ => return Err(err(what)),
+                        },
+                    };
+                    self.state
+                        .drain
+                        .apply_drain(&targets, ev.timestamp, reason, overwrite);
+                } else {
+                    self.state.drain.apply_undrain(&targets);
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The drain checkpoint: groups of (rounded timestamp, reason) with
+    /// their nodelists.
+    pub fn checkpoint(&self, now: f64) -> Value {
+        let mut state = Map::new();
+        for (ids, ts, reason) in self.state.drain.groups() {
+            state.insert(
+                ids.encode(),
+                json!({
+                    "timestamp": ts,
+                    "reason": reason.as_deref().unwrap_or(""),
+                    "nodelist": self.state.nodelist_of(&ids),
+                }),
+            );
+        }
+        json!({"timestamp": now, "drain_state": state})
+    }
+}

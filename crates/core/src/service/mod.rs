@@ -1,0 +1,264 @@
+//! The resource service as a pure state machine.
+//!
+//! [`Service::new`] runs flux-core's load sequence on what the shell read
+//! from the state directory; [`Service::handle`] takes one [`Input`]
+//! (a request, a disconnect, a loaded R for `resource.reload`, shutdown)
+//! and the current time, and appends [`Output`]s: events to persist, R to
+//! write, replies, log lines.
+//!
+//! # The durability contract
+//! Outputs are ordered.  The shell MUST make every `Persist`, `WriteR` and
+//! `WriteCheckpoint` output durable before it sends any `Reply` that comes
+//! after it in the output sequence.  The simplest conforming shell (ours)
+//! handles a batch of inputs, makes all their persistence outputs durable
+//! with one write + fsync (group commit), then sends the batch's replies in
+//! order.  Replies are therefore never ahead of the state they acknowledge,
+//! and consumers (journal followers, schedulers) never hear of an event
+//! that a crash could lose.
+//!
+//! # Ordering
+//! As in flux-core, for a drain the requester is answered first, then the
+//! acquirers, then the journal followers.
+//!
+//! # Resource acquisition
+//! `resource.acquire` (both RFC 28 variants), `acquire-cancel`,
+//! `acquire-mute`, `release` and `group-set` are served by
+//! [`crate::acquire`]; the service calls it from `publish` for every
+//! recorded event, so acquire responses always follow the durable event
+//! that caused them.  Group changes are not journal events: RFC 44
+//! defines a closed set of events and none for groups; the group table is
+//! configuration (re-read at every start), and a `resource.group-set`
+//! change lasts until the next start or configuration reload.
+//!
+//! # Layout
+//! One module per concern, each adding its handlers to [`Service`]:
+//!
+//! | module | concern |
+//! | --- | --- |
+//! | `types` | [`Init`], [`Settings`], [`Input`], [`Output`], [`Inventory`] |
+//! | `table` | the topic table: required role, streaming, handler; dispatch |
+//! | `load` | start-up: journal from the stored events, exclude, groups, checkpoint + replay, `restart`, `resource-define`; the checkpoint written at shutdown |
+//! | `targets` | inventory, host map, exclude/drain/online/torpid/lost sets; target decoding |
+//! | `events` | recording events (persist, journal) and publishing them (acquirers, journal followers) |
+//! | `status` | `status`, `sched-status`, `get` |
+//! | `drain` | `drain`, `undrain` |
+//! | `journal` | `journal`, `journal-cancel` |
+//! | `reload` | `reload`, `expiration-update` |
+//! | `acquire` | `acquire`, `acquire-cancel`, `acquire-mute`, `release`, `group-set` |
+//! | `liveness` | online/torpid sets, `monitor-force-up/down`, `monitor-waitup` |
+//! | `agents` | `agent`, `agent-heartbeat`, heartbeat timers, discovery, verification |
+
+use crate::acquire::{Acquire, AcquireInfo};
+use crate::drain::DrainTable;
+use crate::errno::*;
+use crate::journal::{Journal, TruncateState};
+use crate::monitor::Monitor;
+use idset::IdSet;
+use rpc::{ConnId, Payload, Reply, ReplyTo, Request, Role};
+use rset::Rset;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+mod acquire;
+mod agents;
+mod drain;
+mod events;
+mod journal;
+mod liveness;
+mod load;
+mod reload;
+mod status;
+mod table;
+mod targets;
+mod types;
+
+pub use table::{Access, Streaming, Topic, TOPICS};
+pub use types::{Init, Input, Inventory, Level, Method, Output, Settings, StartError};
+
+use targets::TargetState;
+
+/// A deferred `resource.monitor-waitup`.
+#[derive(Debug, Clone)]
+struct Waitup {
+    to: ReplyTo,
+    up: u64,
+}
+
+/// The resource service state.
+#[derive(Debug)]
+pub struct Service {
+    /// The targets and their sets (read by every subsystem).
+    state: TargetState,
+    journal: Journal,
+    followers: Vec<ReplyTo>,
+    waitups: Vec<Waitup>,
+    /// Cached `resource.sched-status` payload, serialised.
+    sched_cache: Option<Payload>,
+    stopped: bool,
+    /// RFC 28 acquisition (both variants) and resource groups.
+    acquire: Acquire,
+    /// Agents and their heartbeat timers.
+    monitor: Monitor,
+    verify: Option<rset::VerifyConfig>,
+    liveness_batch: f64,
+    /// When liveness events were last posted.
+    liveness_posted: f64,
+    /// While R is being discovered: each reported rank's R.
+    discovered: Option<BTreeMap<u32, Rset>>,
+}
+
+fn idset_str(ids: &IdSet) -> Value {
+    Value::String(ids.encode())
+}
+
+fn ctx(pairs: Vec<(&str, Value)>) -> Map<String, Value> {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+fn proto() -> RpcError {
+    RpcError::new(EPROTO, "Protocol error")
+}
+
+/// What a handler returns: `Ok(Some(payload))` is the reply; handlers
+/// that answered themselves (or defer the answer) return `Ok(None)`; an
+/// error is the reply.
+type Handled = Result<Option<Payload>, RpcError>;
+
+impl Service {
+    /// Handle one input at time `now` (seconds since the epoch).
+    pub fn handle(&mut self, now: f64, input: Input, out: &mut Vec<Output>) {
+        match input {
+            Input::Request(req) => self.request(now, req, out),
+            Input::Disconnect(conn) => self.disconnect(conn, out),
+            Input::Tick => self.tick(now, out),
+            Input::Reloaded { to, force, result } => self.reloaded(now, to, force, result, out),
+            Input::Shutdown => self.shutdown(now, out),
+            Input::SetGroups(raw) => self.set_groups(&raw, out),
+        }
+    }
+
+    fn reply(out: &mut Vec<Output>, to: ReplyTo, reply: Reply) {
+        out.push(Output::Reply { to, reply });
+    }
+
+    /// A string field of a request payload (EPROTO if it has another type,
+    /// or is missing and `required`).
+    fn str_field<'a>(p: &'a Value, key: &str, required: bool) -> Result<Option<&'a str>, RpcError> {
+        match p.get(key) {
+            None if !required => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            _ => Err(proto()),
+        }
+    }
+
+    /// The request a `*-cancel {matchtag}` request names.
+    fn cancel_target(req: &Request) -> Result<ReplyTo, RpcError> {
+        let tag = req
+            .payload
+            .get("matchtag")
+            .and_then(Value::as_u64)
+            .and_then(|t| u32::try_from(t).ok())
+            .ok_or_else(proto)?;
+        Ok(ReplyTo {
+            conn: req.conn,
+            matchtag: tag,
+        })
+    }
+
+    fn set_inventory(&mut self, inv: Inventory) {
+        self.state.set_inventory(inv);
+        self.sched_cache = None;
+    }
+
+    /// The connection went away: drop its requests silently.
+    fn disconnect(&mut self, conn: ConnId, out: &mut Vec<Output>) {
+        self.followers.retain(|t| t.conn != conn);
+        self.waitups.retain(|w| w.to.conn != conn);
+        // Every client call ends with a disconnect; the up set is
+        // computed only when the connection held an acquire (it is
+        // needed only then).
+        if self.acquire.holds(conn) {
+            self.acquire.disconnect(conn, &self.state.truth(), out);
+        }
+        self.monitor.disconnect(conn);
+    }
+
+    /// Clean shutdown: end every stream, write the checkpoint.
+    fn shutdown(&mut self, now: f64, out: &mut Vec<Output>) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        for to in std::mem::take(&mut self.followers) {
+            Self::reply(out, to, Err(RpcError::bare(ENODATA)));
+        }
+        self.acquire.shutdown(out);
+        self.end_agents(out);
+        for w in std::mem::take(&mut self.waitups) {
+            Self::reply(
+                out,
+                w.to,
+                Err(RpcError::new(ECANCELED, "the resource module was unloaded")),
+            );
+        }
+        out.push(Output::WriteCheckpoint(self.checkpoint(now)));
+    }
+
+    // ------------------------------------------------------------------
+    // Accessors (for shells and tests)
+
+    pub fn size(&self) -> u32 {
+        self.state.size
+    }
+    pub fn inventory(&self) -> Option<&Inventory> {
+        self.state.inventory.as_ref()
+    }
+    pub fn drained(&self) -> &IdSet {
+        self.state.drain.drained()
+    }
+    pub fn drain_table(&self) -> &DrainTable {
+        &self.state.drain
+    }
+    pub fn excluded(&self) -> &IdSet {
+        &self.state.exclude
+    }
+    pub fn online(&self) -> &IdSet {
+        &self.state.online
+    }
+    pub fn torpid(&self) -> &IdSet {
+        &self.state.torpid
+    }
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+    /// The number of live journal followers.
+    pub fn followers(&self) -> usize {
+        self.followers.len()
+    }
+    /// Targets that went from online to offline (RFC 28 shrink).
+    pub fn lost(&self) -> &IdSet {
+        &self.state.lost
+    }
+    /// The targets a scheduler sees as usable (RFC 28 `up`).
+    pub fn up(&self) -> IdSet {
+        self.state.up()
+    }
+    /// The live acquires (both RFC 28 variants).
+    pub fn acquisitions(&self) -> Vec<AcquireInfo> {
+        self.acquire.holders()
+    }
+    /// The current assignment of targets to resource groups.
+    pub fn group_assignment(&self) -> &[(String, IdSet)] {
+        self.acquire.assignment()
+    }
+    /// The configured named resource groups.
+    pub fn groups(&self) -> &[(String, IdSet)] {
+        self.acquire.groups()
+    }
+
+    #[doc(hidden)]
+    pub fn truncate_state_for_tests(&self) -> TruncateState {
+        self.truncate_state()
+    }
+}

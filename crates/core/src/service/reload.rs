@@ -1,0 +1,117 @@
+//! `resource.reload` (R loaded by the shell, then [`Input::Reloaded`])
+//! and `resource.expiration-update`.
+
+use super::*;
+use rset::Rset;
+use serde_json::json;
+
+/// flux-core's answer to `resource.reload` while a scheduler holds a v1
+/// acquire.
+fn busy_reload() -> RpcError {
+    RpcError::new(EBUSY, "resources are busy (unload scheduler?)")
+}
+
+impl Service {
+    /// `resource.reload {path, xml, force}`: the shell loads R
+    /// ([`Output::LoadR`]) and comes back with [`Input::Reloaded`].
+    pub(super) fn reload_rpc(&mut self, _: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
+        let (to, p) = (req.reply_to(), &req.payload);
+        let path = Self::str_field(p, "path", true)?
+            .unwrap_or_default()
+            .to_string();
+        let xml = p.get("xml").and_then(Value::as_bool).ok_or_else(proto)?;
+        let force = p.get("force").and_then(Value::as_bool).ok_or_else(proto)?;
+        if self.acquire.v1_held() {
+            return Err(busy_reload());
+        }
+        out.push(Output::LoadR {
+            to,
+            path,
+            xml,
+            force,
+        });
+        Ok(None)
+    }
+
+    pub(super) fn reloaded(
+        &mut self,
+        now: f64,
+        to: ReplyTo,
+        force: bool,
+        result: Result<Rset, RpcError>,
+        out: &mut Vec<Output>,
+    ) {
+        let rset = match result {
+            Ok(r) => r,
+            Err(e) => return Self::reply(out, to, Err(e)),
+        };
+        if self.acquire.v1_held() {
+            return Self::reply(out, to, Err(busy_reload()));
+        }
+        if let Some(last) = rset.ranks().last() {
+            if last >= self.state.size && self.state.size > 0 {
+                if !force {
+                    return Self::reply(
+                        out,
+                        to,
+                        Err(RpcError::new(
+                            EINVAL,
+                            format!(
+                                "resource object contains ranks execeeding size={} (override with -f))",
+                                self.state.size
+                            ),
+                        )),
+                    );
+                }
+                out.push(Output::Log {
+                    level: Level::Warn,
+                    msg: format!(
+                        "resource object contains ranks exceeding size={}",
+                        self.state.size
+                    ),
+                });
+            }
+        }
+        let inv = Inventory::from_rset(rset, Method::Reload);
+        out.push(Output::WriteR(inv.json.clone()));
+        self.set_inventory(inv);
+        self.post_acknowledged(
+            now,
+            "resource-define",
+            ctx(vec![("method", Value::from("reload"))]),
+            to,
+            out,
+        );
+    }
+
+    /// `resource.expiration-update {expiration}`.
+    pub(super) fn expiration_update(
+        &mut self,
+        now: f64,
+        req: &Request,
+        out: &mut Vec<Output>,
+    ) -> Handled {
+        let (to, p) = (req.reply_to(), &req.payload);
+        let exp = p
+            .get("expiration")
+            .and_then(Value::as_f64)
+            .filter(|e| e.is_finite())
+            .ok_or_else(proto)?;
+        let Some(inv) = self.state.inventory.as_mut() else {
+            return Err(RpcError::new(ENOENT, "resource set is not known yet"));
+        };
+        inv.rset.set_expiration(exp);
+        if let Some(ex) = inv.json.get_mut("execution").and_then(Value::as_object_mut) {
+            ex.insert("expiration".into(), json!(exp));
+        }
+        out.push(Output::WriteR(inv.json.clone()));
+        self.post_acknowledged(
+            now,
+            "resource-update",
+            ctx(vec![("expiration", json!(exp))]),
+            to,
+            out,
+        );
+        Ok(None)
+    }
+}

@@ -1,0 +1,84 @@
+//! `resource.status`, `resource.sched-status` and `resource.get`.
+
+use super::*;
+use rset::Rset;
+use serde_json::json;
+
+impl Service {
+    /// `resource.status`.
+    pub(super) fn status_rpc(&mut self, _: f64, _: &Request, _: &mut Vec<Output>) -> Handled {
+        self.status().map(|v| Some(v.into()))
+    }
+
+    /// `resource.sched-status` (a cached payload).
+    pub(super) fn sched_status_rpc(&mut self, _: f64, _: &Request, _: &mut Vec<Output>) -> Handled {
+        self.sched_status().map(Some)
+    }
+
+    /// `resource.get`: R and how it was obtained.
+    pub(super) fn get_rpc(&mut self, _: f64, _: &Request, _: &mut Vec<Output>) -> Handled {
+        match &self.state.inventory {
+            None => Err(RpcError::bare(ENOENT)),
+            Some(inv) => Ok(Some(
+                json!({"R": inv.json, "method": inv.method.as_str()}).into(),
+            )),
+        }
+    }
+
+    fn status(&self) -> Result<Value, RpcError> {
+        let Some(inv) = &self.state.inventory else {
+            return Err(RpcError::new(
+                ENOENT,
+                "error preparing response: resource set is not known yet",
+            ));
+        };
+        let mut r = inv.json.clone();
+        if let Some(o) = r.as_object_mut() {
+            o.remove("scheduling");
+        }
+        let all = self.state.all();
+        // Built by moving the parts in (`json!` would copy R and the drain
+        // object once more through serde's value serializer).
+        let mut m = Map::new();
+        m.insert("R".into(), r);
+        m.insert("drain".into(), self.state.drain.status_json());
+        m.insert("online".into(), Value::String(self.state.online.encode()));
+        m.insert(
+            "offline".into(),
+            Value::String(all.difference(&self.state.online).encode()),
+        );
+        m.insert("exclude".into(), Value::String(self.state.exclude.encode()));
+        m.insert("torpid".into(), Value::String(self.state.torpid.encode()));
+        Ok(Value::Object(m))
+    }
+
+    /// Serialised once per state change: every reply shares the cached
+    /// text (the `down` R after scattered drains is large).
+    fn sched_status(&mut self) -> Result<Payload, RpcError> {
+        if let Some(p) = &self.sched_cache {
+            return Ok(p.clone());
+        }
+        let Some(inv) = &self.state.inventory else {
+            return Err(RpcError::new(
+                ENOENT,
+                "error preparing response: resource set is not known yet",
+            ));
+        };
+        let mut valid = inv.ranks().clone();
+        valid.subtract(&self.state.exclude);
+        let mut all = inv.rset.copy_ranks(&valid);
+        all.set_scheduling(None);
+        let mut down_ids = valid.clone();
+        down_ids.subtract(&self.state.up());
+        let mut down = all.copy_ranks(&down_ids);
+        down.set_scheduling(None);
+        let v = json!({
+            "all": all.to_json(),
+            "down": down.to_json(),
+            "allocated": Rset::new().to_json(),
+        });
+        let p = Payload::serialised(&v);
+        self.sched_cache = Some(p.clone());
+        Ok(p)
+    }
+}

@@ -1,0 +1,1317 @@
+//! `flux resource status` and the `flux resource drain` listing, computed
+//! as flux-resource.py does from the `resource.status` payload, the
+//! allocated ranks (`resource.sched-status`) and the ranks in housekeeping
+//! (`job-manager.stats-get`).
+
+use crate::cmd::{CmdOutput, Level, Message};
+use crate::config::{Env, FormatChoice, FormatConfig, Subcommand};
+use crate::output::{headings, Deduplicator, Headings, OutputFormat};
+use crate::value::{FieldValue, FormatItem};
+use hostlist::Hostlist;
+use idset::IdSet;
+use pycompat::error::{PyError, PyResult};
+use pycompat::time::LocalZone;
+use rset::Rset;
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// Valid `-s` states for `status`/`drain`, in flux's order.
+pub const STATUS_VALID_STATES: [&str; 11] = [
+    "all",
+    "online",
+    "avail",
+    "offline",
+    "exclude",
+    "drain",
+    "draining",
+    "drained",
+    "torpid",
+    "allocated",
+    "housekeeping",
+];
+
+/// The default `-s` for `status`.
+pub const STATUS_DEFAULT_STATES: &str = "avail,exclude,draining,drained,torpid,housekeeping";
+
+/// The status/drain heading table.
+pub fn status_headings() -> Headings {
+    headings(&[
+        ("state", "STATE"),
+        ("statex", "STATE"),
+        ("nnodes", "NNODES"),
+        ("ranks", "RANKS"),
+        ("nodelist", "NODELIST"),
+        ("reason", "REASON"),
+        ("timestamp", "TIME"),
+        ("status", "STATUS"),
+        ("up", "UP"),
+        ("up.ascii", "UP"),
+        ("color_up", ""),
+        ("color_off", ""),
+    ])
+}
+
+/// Command-line options of `flux resource status` (and the drain listing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusOptions {
+    /// `-o/--format`: a format string or a name (default `default`).
+    pub format: String,
+    /// `-s/--states` exactly as given (`None` when absent).
+    pub states: Option<String>,
+    /// `-i/--include TARGETS`.
+    pub include: Option<String>,
+    /// `-q/--queue` values (already split on commas).
+    pub queues: Vec<String>,
+    /// `-n/--no-header`.
+    pub no_header: bool,
+    /// Whether color is on (`-L` resolved by the caller: `always`, or
+    /// `auto` with stdout a terminal).
+    pub color: bool,
+    /// `--skip-empty`.
+    pub skip_empty: bool,
+}
+
+impl Default for StatusOptions {
+    fn default() -> Self {
+        StatusOptions {
+            format: "default".into(),
+            states: None,
+            include: None,
+            queues: Vec::new(),
+            no_header: false,
+            color: false,
+            skip_empty: false,
+        }
+    }
+}
+
+/// The RPC results a status rendering needs.
+#[derive(Debug, Clone, Copy)]
+pub struct StatusInput<'a> {
+    /// The `resource.status` response.
+    pub status: &'a Value,
+    /// Ranks with an allocation (the `allocated` set of
+    /// `resource.sched-status`; empty if that RPC failed).
+    pub allocated: &'a IdSet,
+    /// Ranks running housekeeping (see [`housekeeping_ranks`]).
+    pub housekeeping: &'a IdSet,
+    /// The instance configuration (`config.get`), used for `-q`.
+    pub config: Option<&'a Value>,
+}
+
+/// States validated and the format resolved; ready to render.
+#[derive(Debug, Clone)]
+pub struct StatusPlan {
+    opts: StatusOptions,
+    states: Vec<String>,
+    fmt: String,
+}
+
+fn idset_from(v: &Value) -> PyResult<IdSet> {
+    let s = match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) if n.is_u64() => n.to_string(),
+        _ => {
+            return Err(PyError::type_err(
+                "can only concatenate str (not \"type\") to str",
+            ))
+        }
+    };
+    IdSet::parse(&s).map_err(|_| PyError::Value(format!("IDset(): Invalid argument: {s}")))
+}
+
+fn key<'a>(v: &'a Value, k: &str) -> PyResult<&'a Value> {
+    v.get(k).ok_or_else(|| PyError::Key(k.to_string()))
+}
+
+/// `ResourceSet(arg)` for a JSON value: `None` is the empty set.
+pub(crate) fn resource_set(v: Option<&Value>) -> PyResult<Rset> {
+    let v = match v {
+        None | Some(Value::Null) => return Ok(Rset::new()),
+        Some(Value::String(s)) => {
+            serde_json::from_str::<Value>(s).map_err(|e| PyError::Value(format!("{e}")))?
+        }
+        Some(v) => v.clone(),
+    };
+    if !v.is_object() {
+        return Err(PyError::Type(format!(
+            "ResourceSet cannot be instantiated from <class '{}'>",
+            match v {
+                Value::Array(_) => "list",
+                Value::Bool(_) => "bool",
+                Value::Number(ref n) if n.is_f64() => "float",
+                Value::Number(_) => "int",
+                _ => "NoneType",
+            }
+        )));
+    }
+    let version = key(&v, "version")?;
+    if version.as_f64() != Some(1.0) {
+        return Err(PyError::Value(format!(
+            "R version {} not supported",
+            FieldValue::from_json(version).py_str()
+        )));
+    }
+    Rset::from_json(&v).map_err(|_| PyError::value("Rlist: invalid argument"))
+}
+
+/// Hostnames of an R in rank order (`rlist_nodelist`); empty if some node
+/// has no hostname.
+pub(crate) fn nodelist_of(r: &Rset) -> Hostlist {
+    r.nodelist().unwrap_or_default()
+}
+
+/// Ranks running housekeeping from a `job-manager.stats-get` response:
+/// the union of `housekeeping.running.*.allocated`.
+pub fn housekeeping_ranks(stats: &Value) -> PyResult<IdSet> {
+    let running = key(key(stats, "housekeeping")?, "running")?;
+    let mut ids = IdSet::new();
+    if let Value::Object(m) = running {
+        for info in m.values() {
+            ids.add(&idset_from(key(info, "allocated")?)?);
+        }
+    }
+    Ok(ids)
+}
+
+/// Ranks in the `allocated` set of a `resource.sched-status` response.
+pub fn allocated_ranks(sched_status: &Value) -> PyResult<IdSet> {
+    Ok(resource_set(sched_status.get("allocated"))?.ranks())
+}
+
+struct DrainInfo {
+    timestamp: FieldValue,
+    reason: FieldValue,
+}
+
+/// flux's `ResourceStatus`.
+struct ResourceStatus {
+    rset: Rset,
+    nodelist: Hostlist,
+    hosts: Vec<String>,
+    offline_raw: IdSet,
+    online_raw: IdSet,
+    exclude_raw: IdSet,
+    torpid_raw: IdSet,
+    drain_raw: Vec<(IdSet, DrainInfo)>,
+    allocated_ranks: IdSet,
+    housekeeping: IdSet,
+    all: IdSet,
+    offline: IdSet,
+    online: IdSet,
+    exclude: IdSet,
+    torpid: IdSet,
+    allocated: IdSet,
+    drained: IdSet,
+    draining: IdSet,
+    avail: IdSet,
+    lookup: HashMap<u32, usize>,
+}
+
+impl ResourceStatus {
+    fn new(input: &StatusInput<'_>) -> PyResult<ResourceStatus> {
+        let st = input.status;
+        let rset = resource_set(Some(key(st, "R")?))?;
+        let nodelist = nodelist_of(&rset);
+        let hosts: Vec<String> = nodelist.iter().collect();
+        let offline_raw = idset_from(key(st, "offline")?)?;
+        let online_raw = idset_from(key(st, "online")?)?;
+        let exclude_raw = idset_from(key(st, "exclude")?)?;
+        let torpid_raw = match st.get("torpid") {
+            Some(v) => idset_from(v)?,
+            None => IdSet::new(),
+        };
+        let mut drain_raw = Vec::new();
+        match key(st, "drain")? {
+            Value::Object(m) => {
+                for (k, e) in m {
+                    let ranks = IdSet::parse(k)
+                        .map_err(|_| PyError::Value(format!("IDset(): Invalid argument: {k}")))?;
+                    let timestamp = FieldValue::from_json(key(e, "timestamp")?);
+                    let reason = FieldValue::from_json(key(e, "reason")?);
+                    drain_raw.push((ranks, DrainInfo { timestamp, reason }));
+                }
+            }
+            other => {
+                return Err(PyError::Attribute(format!(
+                    "'{}' object has no attribute 'items'",
+                    FieldValue::from_json(other).type_name()
+                )))
+            }
+        }
+        let mut rs = ResourceStatus {
+            rset,
+            nodelist,
+            hosts,
+            offline_raw,
+            online_raw,
+            exclude_raw,
+            torpid_raw,
+            drain_raw,
+            allocated_ranks: input.allocated.clone(),
+            housekeeping: input.housekeeping.clone(),
+            all: IdSet::new(),
+            offline: IdSet::new(),
+            online: IdSet::new(),
+            exclude: IdSet::new(),
+            torpid: IdSet::new(),
+            allocated: IdSet::new(),
+            drained: IdSet::new(),
+            draining: IdSet::new(),
+            avail: IdSet::new(),
+            lookup: HashMap::new(),
+        };
+        rs.recalculate(None);
+        Ok(rs)
+    }
+
+    fn recalculate(&mut self, include: Option<&IdSet>) {
+        self.all = self.rset.ranks();
+        self.offline = self.offline_raw.clone();
+        self.online = self.online_raw.clone();
+        self.exclude = self.exclude_raw.clone();
+        self.torpid = self.torpid_raw.clone();
+        self.allocated = self.allocated_ranks.clone();
+        if let Some(inc) = include {
+            for s in [
+                &mut self.all,
+                &mut self.offline,
+                &mut self.online,
+                &mut self.exclude,
+                &mut self.allocated,
+                &mut self.torpid,
+            ] {
+                *s = s.intersection(inc);
+            }
+        }
+        self.drained = IdSet::new();
+        self.lookup.clear();
+        for (i, (ranks, _)) in self.drain_raw.iter().enumerate() {
+            let ranks = match include {
+                Some(inc) => ranks.intersection(inc),
+                None => ranks.clone(),
+            };
+            self.drained.add(&ranks);
+            for r in ranks.iter() {
+                self.lookup.insert(r, i);
+            }
+        }
+        self.draining = self.drained.intersection(&self.allocated);
+        self.drained = self.drained.difference(&self.draining);
+        let mut not_avail = self.exclude.clone();
+        not_avail.add(&self.drained);
+        not_avail.add(&self.draining);
+        not_avail.add(&self.torpid);
+        self.avail = self.all.difference(&not_avail);
+    }
+
+    fn get(&self, state: &str) -> &IdSet {
+        match state {
+            "avail" => &self.avail,
+            "exclude" => &self.exclude,
+            "allocated" => &self.allocated,
+            "torpid" => &self.torpid,
+            "housekeeping" => &self.housekeeping,
+            "draining" => &self.draining,
+            "drained" => &self.drained,
+            "online" => &self.online,
+            "offline" => &self.offline,
+            _ => &self.all,
+        }
+    }
+
+    /// `filter(include)`: restrict to ranks, or to hosts of the nodelist.
+    fn filter_include(&mut self, include: &str) -> PyResult<()> {
+        let ranks = match IdSet::parse(include) {
+            Ok(ids) => ids,
+            Err(_) => {
+                let hl = Hostlist::decode(include)
+                    .map_err(|_| PyError::Value(format!("Invalid hostlist: '{include}'")))?;
+                let mut ids = IdSet::new();
+                for host in hl.iter() {
+                    if let Some(i) = self.nodelist.find(&host) {
+                        ids.insert(u32::try_from(i).unwrap_or(u32::MAX));
+                    }
+                }
+                ids
+            }
+        };
+        self.recalculate(Some(&ranks));
+        Ok(())
+    }
+
+    fn host(&self, rank: u32) -> PyResult<&str> {
+        self.hosts
+            .get(rank as usize)
+            .map(String::as_str)
+            .ok_or_else(|| PyError::Index("Hostlist index out of range".into()))
+    }
+
+    fn hosts_of(&self, ranks: &IdSet) -> PyResult<Hostlist> {
+        let mut hl = Hostlist::new();
+        for r in ranks.iter() {
+            hl.push(self.host(r)?);
+        }
+        Ok(hl)
+    }
+}
+
+/// `ranks_by_queue(resource_set, config, queues)`.
+pub(crate) fn ranks_by_queue(
+    rset: &Rset,
+    config: Option<&Value>,
+    queues: &[String],
+) -> PyResult<IdSet> {
+    let mut by_name: Vec<(String, IdSet)> = Vec::new();
+    if let Some(Value::Object(qs)) = config.and_then(|c| c.get("queues")) {
+        for (name, q) in qs {
+            let r = match q.get("requires") {
+                Some(req) => {
+                    let c = serde_json::json!({ "properties": req });
+                    rset.copy_constraint(&c)
+                        .map_err(|e| PyError::Value(format!("copy_constraint: {e}")))?
+                }
+                None => rset.clone(),
+            };
+            by_name.push((name.clone(), r.ranks()));
+        }
+    }
+    let mut ranks = IdSet::new();
+    for q in queues {
+        match by_name.iter().find(|(n, _)| n == q) {
+            Some((_, r)) => ranks.add(r),
+            None => return Err(PyError::Value(format!("{q}: no such queue"))),
+        }
+    }
+    Ok(ranks)
+}
+
+/// flux-resource.py's `ResourceStatusLine`.
+#[derive(Debug, Clone)]
+pub struct StatusLine {
+    state: String,
+    online: bool,
+    ranks: IdSet,
+    hostlist: Hostlist,
+    reason: FieldValue,
+    timestamp: FieldValue,
+    /// Hosts were appended by [`StatusLine::update`] and the hostlist
+    /// still needs its sort (see [`StatusLine::finish`]).
+    unsorted: bool,
+    /// The shape of the hosts seen so far, once a merge happened.
+    shape: Option<HostShape>,
+}
+
+/// What the hostnames of a line look like: whether sorting once after
+/// many appends gives what sorting after every append gives.
+///
+/// Hostlist sorting is a stable sort by (prefix, number) followed by
+/// coalescing into ranges; with numbers of mixed widths and zero padding
+/// (`node01`, `node1`, `node10`), coalescing depends on the order of the
+/// appends.  When no number is zero-padded, or all numbers have the same
+/// width (`node00001`..`node16384`), equal keys are equal names and the
+/// result is the same either way.
+#[derive(Debug, Clone, Copy, Default)]
+struct HostShape {
+    leading_zero: bool,
+    width: Option<usize>,
+    mixed_width: bool,
+    odd: bool,
+}
+
+impl HostShape {
+    fn of(hl: &Hostlist) -> HostShape {
+        let mut s = HostShape::default();
+        s.observe(hl);
+        s
+    }
+
+    fn observe(&mut self, hl: &Hostlist) {
+        for host in hl.iter() {
+            let stem = host.trim_end_matches(|c: char| c.is_ascii_digit());
+            let digits = &host[stem.len()..];
+            if stem.bytes().any(|b| b.is_ascii_digit() || !b.is_ascii()) || digits.len() > 9 {
+                self.odd = true;
+            }
+            if digits.is_empty() {
+                continue;
+            }
+            if digits.len() > 1 && digits.starts_with('0') {
+                self.leading_zero = true;
+            }
+            match self.width {
+                None => self.width = Some(digits.len()),
+                Some(w) if w != digits.len() => self.mixed_width = true,
+                Some(_) => {}
+            }
+        }
+    }
+
+    fn sort_can_wait(&self) -> bool {
+        !(self.odd || (self.leading_zero && self.mixed_width))
+    }
+}
+
+impl StatusLine {
+    /// flux's `update()` appends the other line's hosts and sorts after
+    /// every merge, which is quadratic when thousands of separately
+    /// drained nodes share a line.  When the hostnames allow it
+    /// ([`HostShape`]), the sort waits for [`StatusLine::finish`];
+    /// otherwise it happens at once, as in flux.
+    fn update(&mut self, other: StatusLine) {
+        self.ranks.add(&other.ranks);
+        let mut shape = match self.shape.take() {
+            Some(s) => s,
+            None => HostShape::of(&self.hostlist),
+        };
+        shape.observe(&other.hostlist);
+        if shape.sort_can_wait() {
+            self.hostlist.append(&other.hostlist);
+            self.unsorted = true;
+        } else {
+            self.finish();
+            self.hostlist.append(&other.hostlist);
+            self.hostlist.sort();
+        }
+        self.shape = Some(shape);
+    }
+
+    /// The deferred sort of [`StatusLine::update`].
+    fn finish(&mut self) {
+        if self.unsorted {
+            self.hostlist.sort();
+            self.unsorted = false;
+        }
+    }
+
+    /// Number of nodes.
+    pub fn nnodes(&self) -> usize {
+        self.hostlist.len()
+    }
+}
+
+impl FormatItem for StatusLine {
+    fn class_path(&self) -> String {
+        "__main__.ResourceStatusLine".into()
+    }
+
+    fn attr(&self, name: &str) -> Option<FieldValue> {
+        Some(match name {
+            "statex" => FieldValue::Str(self.state.clone()),
+            "state" => FieldValue::Str(if self.online {
+                self.state.clone()
+            } else {
+                format!("{}*", self.state)
+            }),
+            "offline" => FieldValue::Bool(!self.online),
+            "status" => FieldValue::str(if self.online { "online" } else { "offline" }),
+            "color_up" => FieldValue::str(if self.online {
+                "\x1b[01;32m"
+            } else {
+                "\x1b[01;31m"
+            }),
+            "color_off" => FieldValue::str("\x1b[0;0m"),
+            "up" => {
+                if self.online {
+                    FieldValue::Alt {
+                        default: "✔".into(),
+                        ascii: "y".into(),
+                    }
+                } else {
+                    FieldValue::Alt {
+                        default: "✗".into(),
+                        ascii: "n".into(),
+                    }
+                }
+            }
+            "nodelist" => FieldValue::Str(self.hostlist.encode()),
+            "ranks" => FieldValue::Str(self.ranks.encode()),
+            "nnodes" => FieldValue::Int(self.hostlist.len() as i64),
+            "reason" => self.reason.clone(),
+            "timestamp" => self.timestamp.clone(),
+            "hostlist" => FieldValue::Object {
+                type_name: "Hostlist".into(),
+                text: self.hostlist.encode(),
+                repr: format!("Hostlist('{}')", self.hostlist.encode()),
+                truthy: !self.hostlist.is_empty(),
+            },
+            _ => return None,
+        })
+    }
+}
+
+fn state_list_error(bad: &str) -> CmdOutput {
+    CmdOutput {
+        stdout: String::new(),
+        messages: vec![
+            Message {
+                level: Level::Error,
+                text: format!("Invalid resource state {bad} specified"),
+            },
+            Message {
+                level: Level::Info,
+                text: format!("valid states: {}", STATUS_VALID_STATES.join(",")),
+            },
+        ],
+        exit_code: 1,
+    }
+}
+
+/// `status_get_state_list`: validate `-s`, append the defaults if only
+/// `online`/`offline` were given, expand `drain`.
+fn status_state_list(states: Option<&str>) -> Result<Vec<String>, CmdOutput> {
+    let given = states
+        .filter(|s| !s.is_empty())
+        .unwrap_or(STATUS_DEFAULT_STATES);
+    let mut list: Vec<String> = given.split(',').map(String::from).collect();
+    if let Some(bad) = list
+        .iter()
+        .find(|s| !STATUS_VALID_STATES.contains(&s.as_str()))
+    {
+        return Err(state_list_error(bad));
+    }
+    if list.iter().all(|s| s == "online" || s == "offline") {
+        list.extend(STATUS_DEFAULT_STATES.split(',').map(String::from));
+    }
+    if let Some(i) = list.iter().position(|s| s == "drain") {
+        list.remove(i);
+        list.push("draining".into());
+        list.push("drained".into());
+    }
+    Ok(list)
+}
+
+/// First phase of `flux resource status`: handle `-s help`, validate the
+/// states and resolve `-o` (which may print help or a config snippet).
+/// Errors and printed output come back as the final [`CmdOutput`].
+pub fn status_prepare(
+    opts: &StatusOptions,
+    config: &FormatConfig,
+    env: Env<'_>,
+) -> Result<StatusPlan, CmdOutput> {
+    if opts.states.as_deref() == Some("help") {
+        return Err(CmdOutput {
+            stdout: String::new(),
+            messages: vec![Message {
+                level: Level::Info,
+                text: format!("valid states: {}", STATUS_VALID_STATES.join(",")),
+            }],
+            exit_code: 0,
+        });
+    }
+    let states = status_state_list(opts.states.as_deref())?;
+    let fmt = match config.get_format_string(&opts.format, env) {
+        Ok(FormatChoice::Format(f)) => f,
+        Ok(FormatChoice::Print(text)) => return Err(CmdOutput::ok(text)),
+        Err(e) => return Err(CmdOutput::exception(String::new(), &e)),
+    };
+    Ok(StatusPlan {
+        opts: opts.clone(),
+        states,
+        fmt,
+    })
+}
+
+/// First phase of the `flux resource drain` listing (no targets): resolve
+/// `-o` against the drain formats, then continue as `status -s drain
+/// --skip-empty` with that format.
+pub fn drain_list_prepare(
+    opts: &StatusOptions,
+    drain_config: &FormatConfig,
+    status_config: &FormatConfig,
+    env: Env<'_>,
+) -> Result<StatusPlan, CmdOutput> {
+    let fmt = match drain_config.get_format_string(&opts.format, env) {
+        Ok(FormatChoice::Format(f)) => f,
+        Ok(FormatChoice::Print(text)) => return Err(CmdOutput::ok(text)),
+        Err(e) => return Err(CmdOutput::exception(String::new(), &e)),
+    };
+    let mut o = opts.clone();
+    o.format = fmt;
+    o.states = Some("drain".into());
+    o.skip_empty = true;
+    debug_assert_eq!(drain_config.subcommand(), Subcommand::Drain);
+    status_prepare(&o, status_config, env)
+}
+
+impl StatusPlan {
+    /// The resolved format string.
+    pub fn format(&self) -> &str {
+        &self.fmt
+    }
+
+    /// The expanded state list.
+    pub fn states(&self) -> &[String] {
+        &self.states
+    }
+
+    /// Second phase: render the output from the RPC results.
+    pub fn render(&self, input: &StatusInput<'_>, zone: &dyn LocalZone) -> CmdOutput {
+        let mut out = String::new();
+        match self.render_into(input, zone, &mut out) {
+            Ok(()) => CmdOutput::ok(out),
+            Err(e) => CmdOutput::exception(out, &e),
+        }
+    }
+
+    fn render_into(
+        &self,
+        input: &StatusInput<'_>,
+        zone: &dyn LocalZone,
+        out: &mut String,
+    ) -> PyResult<()> {
+        let opts = &self.opts;
+        let states = &self.states;
+        let mut rs = ResourceStatus::new(input)?;
+        if !opts.queues.is_empty() {
+            let ranks = ranks_by_queue(&rs.rset, input.config, &opts.queues)
+                .map_err(|e| PyError::Value(format!("--queue: {e}")))?;
+            rs.recalculate(Some(&ranks));
+        }
+        if let Some(inc) = &opts.include {
+            if !inc.is_empty() {
+                rs.filter_include(inc)
+                    .map_err(|e| PyError::Value(format!("--include: {e}")))?;
+            }
+        }
+        let hd = status_headings();
+        let mut formatter = OutputFormat::new(&self.fmt, &hd)?;
+        if !opts.color {
+            formatter = formatter.copy(&["color_up", "color_off"], false)?;
+        }
+        let raw_states = opts.states.as_deref().unwrap_or("");
+        let skip_empty = opts.skip_empty || raw_states.is_empty();
+        let has = |s: &str| states.iter().any(|x| x == s);
+        let skip_empty_offline = !has("offline");
+        let include_online = has("online") || !has("offline");
+        let include_offline = has("offline") || !has("online");
+        for ds in ["draining", "drained"] {
+            if has("all") || has(ds) {
+                let sub = rs.get(ds).clone();
+                rs.torpid = rs.torpid.difference(&sub);
+            }
+        }
+        let lines = statuslines(
+            &rs,
+            states,
+            &formatter,
+            include_online,
+            include_offline,
+            zone,
+        )?;
+        let lines: Vec<StatusLine> = lines
+            .into_iter()
+            .filter(|l| !(l.nnodes() == 0 && (skip_empty || (!l.online && skip_empty_offline))))
+            .collect();
+        let mut items: Vec<&dyn FormatItem> = lines.iter().map(|l| l as &dyn FormatItem).collect();
+        formatter.print_items(&mut items, opts.no_header, zone, out)
+    }
+}
+
+fn statuslines(
+    rs: &ResourceStatus,
+    states: &[String],
+    formatter: &OutputFormat,
+    include_online: bool,
+    include_offline: bool,
+    zone: &dyn LocalZone,
+) -> PyResult<Vec<StatusLine>> {
+    let mut result: Deduplicator<StatusLine> =
+        Deduplicator::new(formatter, &["nodelist", "ranks", "nnodes"])?;
+    let has = |s: &str| states.iter().any(|x| x == s || x == "all");
+    let excluded = |online: bool| !((online && include_online) || (!online && include_offline));
+    for state in ["avail", "exclude", "allocated", "torpid", "housekeeping"] {
+        if !has(state) {
+            continue;
+        }
+        for online in [true, false] {
+            if excluded(online) {
+                continue;
+            }
+            let status = if online { &rs.online } else { &rs.offline };
+            let ranks = rs.get(state).intersection(status);
+            let hostlist = rs.hosts_of(&ranks)?;
+            let line = StatusLine {
+                state: state.into(),
+                online,
+                ranks,
+                hostlist,
+                reason: FieldValue::str(""),
+                timestamp: FieldValue::str(""),
+                unsorted: false,
+                shape: None,
+            };
+            result.append(line, zone, StatusLine::update)?;
+        }
+    }
+    for state in ["draining", "drained"] {
+        if !has(state) {
+            continue;
+        }
+        let ranks = rs.get(state);
+        if ranks.is_empty() && !excluded(true) {
+            let line = StatusLine {
+                state: state.into(),
+                online: true,
+                ranks: IdSet::new(),
+                hostlist: Hostlist::new(),
+                reason: FieldValue::str(""),
+                timestamp: FieldValue::str(""),
+                unsorted: false,
+                shape: None,
+            };
+            result.append(line, zone, StatusLine::update)?;
+        }
+        for rank in ranks.iter() {
+            let online = rs.online.contains(rank);
+            if excluded(online) {
+                continue;
+            }
+            if !rs.all.contains(rank) {
+                return Err(PyError::value("invalid rank {rank}"));
+            }
+            let (timestamp, reason) = match rs.lookup.get(&rank).and_then(|i| rs.drain_raw.get(*i))
+            {
+                Some((_, info)) => (info.timestamp.clone(), info.reason.clone()),
+                None => {
+                    return Err(PyError::Attribute(
+                        "'NoneType' object has no attribute 'timestamp'".into(),
+                    ))
+                }
+            };
+            let mut hostlist = Hostlist::new();
+            hostlist.push(rs.host(rank)?);
+            let line = StatusLine {
+                state: state.into(),
+                online,
+                ranks: IdSet::from_range(rank, rank),
+                hostlist,
+                reason,
+                timestamp,
+                unsorted: false,
+                shape: None,
+            };
+            result.append(line, zone, StatusLine::update)?;
+        }
+    }
+    let mut lines = result.into_items();
+    for line in &mut lines {
+        line.finish();
+    }
+    Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::no_env;
+    use pycompat::time::FixedZone;
+
+    const STATIC: &str = "{state:>10} {nnodes:>6} {ranks:<15} {nodelist}";
+
+    fn fixture(name: &str) -> Value {
+        let text = match name {
+            "example" => include_str!("../tests/fixtures/status/example.json"),
+            "drain" => include_str!("../tests/fixtures/status/drain.json"),
+            "exclude" => include_str!("../tests/fixtures/status/exclude.json"),
+            "simple" => include_str!("../tests/fixtures/status/simple.json"),
+            "offline" => include_str!("../tests/fixtures/status/offline.json"),
+            "torpid" => include_str!("../tests/fixtures/status/torpid.json"),
+            _ => "null",
+        };
+        serde_json::from_str(text).unwrap_or(Value::Null)
+    }
+
+    fn run_with(
+        payload: &Value,
+        opts: &StatusOptions,
+        alloc: &str,
+        hk: &str,
+        drain: bool,
+    ) -> CmdOutput {
+        let z = FixedZone::utc();
+        let sc = FormatConfig::new(Subcommand::Status);
+        let plan = if drain {
+            drain_list_prepare(opts, &FormatConfig::new(Subcommand::Drain), &sc, &no_env)
+        } else {
+            status_prepare(opts, &sc, &no_env)
+        };
+        let plan = match plan {
+            Ok(p) => p,
+            Err(out) => return out,
+        };
+        let allocated = IdSet::parse(alloc).unwrap_or_default();
+        let housekeeping = IdSet::parse(hk).unwrap_or_default();
+        let input = StatusInput {
+            status: payload,
+            allocated: &allocated,
+            housekeeping: &housekeeping,
+            config: None,
+        };
+        plan.render(&input, &z)
+    }
+
+    fn run(name: &str, opts: &StatusOptions) -> CmdOutput {
+        run_with(&fixture(name), opts, "", "", false)
+    }
+
+    fn fmt(f: &str) -> StatusOptions {
+        StatusOptions {
+            format: f.into(),
+            ..StatusOptions::default()
+        }
+    }
+
+    #[test]
+    fn t2351_static_format_fixtures() {
+        let hdr = "     STATE NNODES RANKS           NODELIST\n";
+        let cases = [
+            (
+                "example",
+                "     avail      2 2-3             foo[3-4]\n   exclude      1 0               foo1\n   drained      1 0               foo1\n  drained*      1 1               foo2\n",
+            ),
+            (
+                "drain",
+                "     avail      2 2-3             foo[3-4]\n   drained      2 0-1             foo[1-2]\n",
+            ),
+            (
+                "exclude",
+                "     avail      2 2-3             foo[3-4]\n    avail*      1 1               foo2\n   exclude      1 0               foo1\n",
+            ),
+            ("simple", "     avail      4 0-3             foo[1-4]\n"),
+            (
+                "offline",
+                "     avail      3 0,2-3           foo[1,3-4]\n    avail*      1 1               foo2\n",
+            ),
+            (
+                "torpid",
+                "     avail      1 2               foo3\n    torpid      1 3               foo4\n   drained      2 0-1             foo[1-2]\n",
+            ),
+        ];
+        for (name, body) in cases {
+            let out = run(name, &fmt(STATIC));
+            assert_eq!(out.exit_code, 0, "{name}: {:?}", out.messages);
+            assert_eq!(out.stdout, format!("{hdr}{body}"), "{name}");
+        }
+    }
+
+    #[test]
+    fn default_format_color_off_drops_separator_before_color_fields() {
+        // flux's OutputFormat.copy(except_fields=[color_up, color_off])
+        // drops the whitespace-only text in front of a removed field.
+        let out = run("example", &StatusOptions::default());
+        assert_eq!(
+            out.stdout,
+            "       STATEUP NNODES NODELIST\n       avail ✔      2 foo[3-4]\n     exclude ✔      1 foo1\n     drained ✔      1 foo1\n    drained* ✗      1 foo2\n"
+        );
+    }
+
+    #[test]
+    fn default_format_color_on() {
+        let opts = StatusOptions {
+            color: true,
+            ..StatusOptions::default()
+        };
+        let out = run("example", &opts);
+        assert_eq!(
+            out.stdout,
+            "       STATE UP NNODES NODELIST\n       avail \x1b[01;32m ✔\x1b[0;0m      2 foo[3-4]\n     exclude \x1b[01;32m ✔\x1b[0;0m      1 foo1\n     drained \x1b[01;32m ✔\x1b[0;0m      1 foo1\n    drained* \x1b[01;31m ✗\x1b[0;0m      1 foo2\n"
+        );
+    }
+
+    #[test]
+    fn ascii_up_and_status_fields() {
+        let out = run("exclude", &fmt("{statex:>8} {up.ascii} {status}"));
+        assert_eq!(
+            out.stdout,
+            "   STATE UP STATUS\n   avail y online\n   avail n offline\n exclude y online\n"
+        );
+    }
+
+    #[test]
+    fn headers_for_all_fields() {
+        let empty = serde_json::json!({"R": null, "offline": "", "online": "", "exclude": "",
+            "torpid": "", "drain": {}});
+        let f = "state=={state}\nnnodes=={nnodes}\nranks=={ranks}\nnodelist=={nodelist}\nreason=={reason}\ntimestamp=={timestamp}";
+        let out = run_with(&empty, &fmt(f), "", "", false);
+        assert_eq!(
+            out.stdout,
+            "state==STATE\nnnodes==NNODES\nranks==RANKS\nnodelist==NODELIST\nreason==REASON\ntimestamp==TIME\n"
+        );
+    }
+
+    #[test]
+    fn long_format_splits_drained_by_reason() {
+        let out = run("drain", &StatusOptions::default());
+        assert_eq!(
+            out.stdout,
+            "       STATEUP NNODES NODELIST\n       avail ✔      2 foo[3-4]\n     drained ✔      2 foo[1-2]\n"
+        );
+        let out = run("drain", &fmt("long"));
+        assert_eq!(
+            out.stdout,
+            "       STATEUP NNODES REASON                         NODELIST\n       avail ✔      2                                foo[3-4]\n     drained ✔      1 bad node                       foo1\n     drained ✔      1 testing drain                  foo2\n"
+        );
+        let opts = StatusOptions {
+            format: "{reason}".into(),
+            states: Some("drain".into()),
+            no_header: true,
+            ..StatusOptions::default()
+        };
+        assert_eq!(run("drain", &opts).stdout, "bad node\ntesting drain\n");
+    }
+
+    #[test]
+    fn explicit_states_show_empty_lines_unless_skip_empty() {
+        let mut opts = StatusOptions {
+            format: "{state}".into(),
+            states: Some("exclude".into()),
+            no_header: true,
+            ..StatusOptions::default()
+        };
+        assert_eq!(run("simple", &opts).stdout, "exclude\n");
+        opts.skip_empty = true;
+        assert_eq!(run("simple", &opts).stdout, "");
+        // empty offline lines appear only when offline is requested
+        opts.skip_empty = false;
+        opts.states = Some("exclude,offline".into());
+        opts.format = "{state} {nnodes}".into();
+        assert_eq!(run("simple", &opts).stdout, "exclude* 0\n");
+        opts.states = Some("exclude,offline,online".into());
+        assert_eq!(run("simple", &opts).stdout, "exclude 0\nexclude* 0\n");
+    }
+
+    #[test]
+    fn all_states() {
+        let opts = StatusOptions {
+            format: STATIC.into(),
+            states: Some("all".into()),
+            ..StatusOptions::default()
+        };
+        let out = run_with(&fixture("drain"), &opts, "0", "3", false);
+        assert_eq!(
+            out.stdout,
+            "     STATE NNODES RANKS           NODELIST\n     avail      2 2-3             foo[3-4]\n   exclude      0                 \n allocated      1 0               foo1\n    torpid      0                 \nhousekeeping      1 3               foo4\n  draining      1 0               foo1\n   drained      1 1               foo2\n"
+        );
+    }
+
+    #[test]
+    fn online_offline_selection() {
+        let mut opts = StatusOptions {
+            format: STATIC.into(),
+            states: Some("online".into()),
+            ..StatusOptions::default()
+        };
+        let out = run("example", &opts);
+        assert_eq!(
+            out.stdout,
+            "     STATE NNODES RANKS           NODELIST\n     avail      2 2-3             foo[3-4]\n   exclude      1 0               foo1\n    torpid      0                 \nhousekeeping      0                 \n  draining      0                 \n   drained      1 0               foo1\n"
+        );
+        opts.states = Some("offline".into());
+        let out = run("example", &opts);
+        assert_eq!(
+            out.stdout,
+            "     STATE NNODES RANKS           NODELIST\n    avail*      0                 \n  exclude*      0                 \n   torpid*      0                 \nhousekeeping*      0                 \n  drained*      1 1               foo2\n"
+        );
+    }
+
+    #[test]
+    fn issue_6625_dissimilar_reasons_never_merge() {
+        let payload = serde_json::json!({
+            "R": {"version": 1, "execution": {"R_lite": [{"rank": "0-3", "children": {"core": "0-3"}}],
+                  "starttime": 0, "expiration": 0, "nodelist": ["foo[1-4]"]}},
+            "drain": {"0": {"timestamp": 1000.0, "reason": "xxxxxxxxyy"},
+                      "1-3": {"timestamp": 1000.0, "reason": "xxxxxxxx"}},
+            "online": "0-3", "offline": "", "exclude": "", "torpid": ""
+        });
+        let opts = |f: &str| StatusOptions {
+            format: f.into(),
+            no_header: true,
+            ..StatusOptions::default()
+        };
+        let a = run_with(
+            &payload,
+            &opts("{state:>12} {ranks:>6} +:{reason:<5.5+}"),
+            "",
+            "",
+            false,
+        );
+        let b = run_with(
+            &payload,
+            &opts("{state:>12} {ranks:>6} {reason:<10}"),
+            "",
+            "",
+            false,
+        );
+        assert_eq!(
+            a.stdout,
+            "     drained      0 xxxxxxxxyy\n     drained    1-3 xxxxxxxx  \n"
+        );
+        assert_eq!(a.stdout, b.stdout);
+        // without the +: sentinel the merge key is the truncated text, so
+        // flux still merges these lines (only +: fields are nullified)
+        let c = run_with(
+            &payload,
+            &opts("{state:>12} {ranks:>6} {reason:<5.5+}"),
+            "",
+            "",
+            false,
+        );
+        assert_eq!(c.stdout, "     drained    0-3 xxxx+\n");
+    }
+
+    #[test]
+    fn drain_listing_formats() {
+        let opts = StatusOptions::default();
+        let out = run_with(&fixture("drain"), &opts, "", "", true);
+        assert_eq!(
+            out.stdout,
+            "TIME         STATE    REASON                         NODELIST\nDec09 20:00  drained  bad node                       foo1\nDec09 20:00  drained  testing drain                  foo2\n"
+        );
+        let out = run_with(&fixture("example"), &fmt("long"), "", "", true);
+        assert_eq!(
+            out.stdout,
+            "TIME         STATE    RANKS    REASON                         NODELIST\nDec09 20:00  drained  0        bad node                       foo1\nDec09 20:00  drained* 1        testing drain                  foo2\n"
+        );
+        // draining (drained + allocated) and local time
+        let z = FixedZone::new(-8 * 3600, "PST");
+        let sc = FormatConfig::new(Subcommand::Status);
+        let plan = drain_list_prepare(&opts, &FormatConfig::new(Subcommand::Drain), &sc, &no_env);
+        let allocated = IdSet::parse("1").unwrap_or_default();
+        let hk = IdSet::new();
+        let p = fixture("drain");
+        let input = StatusInput {
+            status: &p,
+            allocated: &allocated,
+            housekeeping: &hk,
+            config: None,
+        };
+        let out = plan.map(|p| p.render(&input, &z)).unwrap_or_else(|o| o);
+        assert_eq!(
+            out.stdout,
+            "TIME         STATE    REASON                         NODELIST\nDec09 12:00  draining testing drain                  foo2\nDec09 12:00  drained  bad node                       foo1\n"
+        );
+        // -o help lists the drain formats
+        let out = run_with(&fixture("drain"), &fmt("help"), "", "", true);
+        assert!(out
+            .stdout
+            .contains("  long         Long flux-resource drain format string\n"));
+    }
+
+    #[test]
+    fn state_errors_and_help() {
+        let mut opts = StatusOptions {
+            states: Some("help".into()),
+            ..StatusOptions::default()
+        };
+        let out = run("simple", &opts);
+        assert_eq!(out.exit_code, 0);
+        assert_eq!(
+            out.stderr_text("flux-resource"),
+            "flux-resource: INFO: valid states: all,online,avail,offline,exclude,drain,draining,drained,torpid,allocated,housekeeping\n"
+        );
+        opts.states = Some("avail,frelled".into());
+        let out = run("simple", &opts);
+        assert_eq!(out.exit_code, 1);
+        assert_eq!(
+            out.stderr_text("flux-resource"),
+            "flux-resource: ERROR: Invalid resource state frelled specified\nflux-resource: INFO: valid states: all,online,avail,offline,exclude,drain,draining,drained,torpid,allocated,housekeeping\n"
+        );
+        let out = run("simple", &fmt("invalid"));
+        assert_eq!(out.exit_code, 1);
+        assert_eq!(
+            out.stderr_text("flux-resource"),
+            "flux-resource: ERROR: --format: No such format invalid\n"
+        );
+        let out = run("simple", &fmt("{bogus}"));
+        assert_eq!(
+            out.stderr_text("flux-resource"),
+            "flux-resource: ERROR: Unknown format field: bogus\n"
+        );
+    }
+
+    #[test]
+    fn include_targets() {
+        let mut opts = fmt(STATIC);
+        opts.include = Some("foo[2-3]".into());
+        assert_eq!(
+            run("example", &opts).stdout,
+            "     STATE NNODES RANKS           NODELIST\n     avail      1 2               foo3\n  drained*      1 1               foo2\n"
+        );
+        opts.include = Some("0,3".into());
+        assert_eq!(
+            run("example", &opts).stdout,
+            "     STATE NNODES RANKS           NODELIST\n     avail      1 3               foo4\n   exclude      1 0               foo1\n   drained      1 0               foo1\n"
+        );
+        opts.include = Some("9".into());
+        assert_eq!(
+            run("example", &opts).stdout,
+            "     STATE NNODES RANKS           NODELIST\n"
+        );
+        opts.include = Some("foo[1-".into());
+        let out = run("example", &opts);
+        assert_eq!(
+            out.stderr_text("flux-resource"),
+            "flux-resource: ERROR: --include: Invalid hostlist: 'foo[1-'\n"
+        );
+    }
+
+    #[test]
+    fn queues() {
+        let payload = serde_json::json!({
+            "R": {"version": 1, "execution": {"R_lite": [{"rank": "0-3", "children": {"core": "0-3"}}],
+                  "starttime": 0, "expiration": 0, "nodelist": ["foo[1-4]"],
+                  "properties": {"batch": "0-1", "debug": "2-3"}}},
+            "drain": {}, "online": "0-3", "offline": "", "exclude": "", "torpid": ""
+        });
+        let config = serde_json::json!({"queues": {"batch": {"requires": ["batch"]},
+                                                   "debug": {"requires": ["debug"]}}});
+        let z = FixedZone::utc();
+        let sc = FormatConfig::new(Subcommand::Status);
+        let render = |queues: &[&str], config: Option<&Value>| {
+            let opts = StatusOptions {
+                format: STATIC.into(),
+                queues: queues.iter().map(|s| s.to_string()).collect(),
+                no_header: true,
+                ..StatusOptions::default()
+            };
+            let e = IdSet::new();
+            let input = StatusInput {
+                status: &payload,
+                allocated: &e,
+                housekeeping: &e,
+                config,
+            };
+            status_prepare(&opts, &sc, &no_env)
+                .map(|p| p.render(&input, &z))
+                .unwrap_or_else(|o| o)
+        };
+        assert_eq!(
+            render(&["debug"], Some(&config)).stdout,
+            "     avail      2 2-3             foo[3-4]\n"
+        );
+        assert_eq!(
+            render(&["foo"], Some(&config)).stderr_text("flux-resource"),
+            "flux-resource: ERROR: --queue: foo: no such queue\n"
+        );
+        assert_eq!(
+            render(&["batch"], None).stderr_text("flux-resource"),
+            "flux-resource: ERROR: --queue: batch: no such queue\n"
+        );
+    }
+
+    #[test]
+    fn payload_errors() {
+        let bad = serde_json::json!({"R": null, "online": "", "exclude": "", "drain": {}});
+        let out = run_with(&bad, &fmt(STATIC), "", "", false);
+        assert_eq!(
+            out.stderr_text("flux-resource"),
+            "flux-resource: ERROR: 'offline'\n"
+        );
+        // a rank without a hostname in R cannot be shown
+        let p = serde_json::json!({"R": {"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0"}}]}},
+            "online": "0-1", "offline": "", "exclude": "", "drain": {}});
+        let out = run_with(&p, &fmt(STATIC), "", "", false);
+        assert_eq!(
+            out.stderr_text("flux-resource"),
+            "flux-resource: ERROR: Hostlist index out of range\n"
+        );
+    }
+
+    #[test]
+    fn stats_helpers() {
+        let stats = serde_json::json!({"housekeeping": {"running": {
+            "f1": {"allocated": "0-1"}, "f2": {"allocated": "5"}}}});
+        assert_eq!(
+            housekeeping_ranks(&stats)
+                .map(|i| i.encode())
+                .unwrap_or_default(),
+            "0-1,5"
+        );
+        assert_eq!(
+            housekeeping_ranks(&serde_json::json!({}))
+                .err()
+                .map(|e| e.to_string()),
+            Some("'housekeeping'".to_string())
+        );
+        let ss = serde_json::json!({"allocated": {"version": 1, "execution": {"R_lite": [{"rank": "2,4", "children": {"core": "0"}}]}}});
+        assert_eq!(
+            allocated_ranks(&ss).map(|i| i.encode()).unwrap_or_default(),
+            "2,4"
+        );
+    }
+
+    /// The deferred sort of `StatusLine::update` gives the hostlist that
+    /// sorting after every append gives (flux's order), also with
+    /// duplicate, zero-padded and unnumbered hosts and unsorted starts.
+    #[test]
+    fn deferred_sort_matches_sort_after_every_append() {
+        let mixed = [
+            "node1", "node01", "node001", "node2", "node10", "node010", "foo", "foo7", "bar3x",
+            "node3", "node4", "node5", "n1", "node", "node0", "node00",
+        ];
+        let plain = [
+            "node1", "node2", "node10", "node9", "foo", "n1", "node0", "node123",
+        ];
+        let padded = [
+            "node00001",
+            "node00002",
+            "node00010",
+            "node12345",
+            "foo",
+            "n00007",
+        ];
+        let mut x: u64 = 42;
+        let mut rnd = |n: usize| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((x >> 33) as usize) % n
+        };
+        for round in 0..3000 {
+            let pool: &[&str] = match round % 3 {
+                0 => &mixed,
+                1 => &plain,
+                _ => &padded,
+            };
+            let mut first = Hostlist::new();
+            for _ in 0..rnd(4) {
+                first.push(pool[rnd(pool.len())]);
+            }
+            let line = |hostlist: Hostlist| StatusLine {
+                state: "drained".into(),
+                online: true,
+                ranks: IdSet::new(),
+                hostlist,
+                reason: FieldValue::str(""),
+                timestamp: FieldValue::str(""),
+                unsorted: false,
+                shape: None,
+            };
+            let mut eager = first.clone();
+            let mut lazy = line(first);
+            let merges = 1 + rnd(12);
+            for _ in 0..merges {
+                let mut other = Hostlist::new();
+                for _ in 0..1 + rnd(3) {
+                    if rnd(3) == 0 {
+                        let n = rnd(40);
+                        match round % 3 {
+                            0 => other.push(&format!("node{n}")),
+                            1 => other.push(&format!("node{}", n + 1)),
+                            _ => other.push(&format!("node{:05}", n + 1)),
+                        }
+                    } else {
+                        other.push(pool[rnd(pool.len())]);
+                    }
+                }
+                eager.append(&other);
+                eager.sort();
+                lazy.update(line(other));
+            }
+            lazy.finish();
+            assert_eq!(lazy.hostlist.encode(), eager.encode(), "round {round}");
+            assert_eq!(lazy.nnodes(), eager.len());
+        }
+    }
+}

@@ -1,0 +1,598 @@
+//! The bounds of the listeners: what one connection may queue, how many
+//! connections a listener and a peer may hold, how many requests wait for
+//! the service loop, how long a request may take to arrive.
+//!
+//! Every bound has a clear answer for the client that reaches it (see
+//! [`Limits`]); none of them ever blocks the service loop.
+
+use crate::Incoming;
+use rpc::errno::{EAGAIN, EOVERFLOW};
+use rpc::{Payload, Reply, RpcError};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, Notify};
+
+/// The listeners' limits (`[serve]` keys of the same names, kebab-case).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections one listener holds at once; beyond, a new connection is
+    /// answered EAGAIN (HTTP 503, Flux handshake errno) and closed.
+    pub max_connections: usize,
+    /// Connections one peer holds at once, over all listeners: a non-owner
+    /// uid on Unix sockets, an IP address on TCP.  The owner (and root) on
+    /// Unix sockets is not counted.  Same answer as `max_connections`.
+    pub max_connections_per_peer: usize,
+    /// Requests of one Flux connection waiting for their last reply
+    /// (streams included); beyond, a request is answered EAGAIN at once.
+    pub max_inflight: usize,
+    /// Bytes of replies one connection (HTTP: one request) may have queued
+    /// and not yet written because the client does not read.  Beyond, a
+    /// stream is ended with EOVERFLOW naming the limit; a connection with
+    /// non-streaming replies is closed.
+    pub max_outbound_bytes: usize,
+    /// The same for a guest's connection (default smaller: a guest may
+    /// hold `max_connections_per_peer` of them).
+    pub max_guest_outbound_bytes: usize,
+    /// Largest request body (HTTP) or message (Flux) of the owner.
+    pub max_request_bytes: usize,
+    /// Largest request of a guest, checked before it is read (HTTP: 413
+    /// from `Content-Length` or while reading; Flux: the connection is
+    /// closed on the preamble).
+    pub max_guest_request_bytes: usize,
+    /// Requests handed to the service loop and not yet taken by it (all
+    /// listeners); beyond, a request is answered EAGAIN (HTTP 503).
+    pub max_queued_requests: usize,
+    /// Time a request (HTTP head and body, Flux message) may take to arrive
+    /// once it started; an HTTP connection waiting for its next request head
+    /// is closed after this time too.
+    pub request_timeout: Duration,
+    /// A Flux connection without requests in flight or open streams and
+    /// silent this long is closed.
+    pub idle_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 32768,
+            max_connections_per_peer: 64,
+            max_inflight: 1024,
+            max_outbound_bytes: 8 << 20,
+            max_guest_outbound_bytes: 1 << 20,
+            max_request_bytes: rpc::wire::MAX_REQUEST_BODY,
+            max_guest_request_bytes: 64 << 10,
+            max_queued_requests: 32768,
+            request_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Limits {
+    /// The outbound queue limit of a role.
+    /// Only unauthenticated peers (guests) get the guest limits: every
+    /// authenticated role (owner, admin, scheduler, user, agent) may need
+    /// whole R documents (reload -f, acquire, the journal's resource-define).
+    pub(crate) fn outbound_bytes(&self, role: &rpc::Role) -> usize {
+        match role {
+            rpc::Role::Guest => self.max_guest_outbound_bytes.min(self.max_outbound_bytes),
+            _ => self.max_outbound_bytes,
+        }
+    }
+
+    /// The request size limit of a role.
+    pub(crate) fn request_bytes(&self, role: &rpc::Role) -> usize {
+        match role {
+            rpc::Role::Guest => self.max_guest_request_bytes.min(self.max_request_bytes),
+            _ => self.max_request_bytes,
+        }
+    }
+}
+
+/// What a reply costs against [`Limits::max_outbound_bytes`]: about its
+/// encoded size, without encoding it.
+pub fn reply_cost(reply: &Reply) -> usize {
+    const OVERHEAD: usize = 64;
+    OVERHEAD
+        + match reply {
+            Ok(Payload::Json(s)) => s.len(),
+            Ok(Payload::Value(v)) => value_cost(v),
+            Err(e) => e.errstr.as_deref().map_or(0, str::len),
+        }
+}
+
+fn value_cost(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 12,
+        Value::String(s) => s.len() + 2,
+        Value::Array(a) => 2 + a.iter().map(|x| value_cost(x) + 1).sum::<usize>(),
+        Value::Object(o) => {
+            2 + o
+                .iter()
+                .map(|(k, x)| k.len() + 4 + value_cost(x))
+                .sum::<usize>()
+        }
+    }
+}
+
+/// The outbound queue of one connection: bytes of replies accepted for it
+/// and not yet written.
+#[derive(Debug)]
+pub(crate) struct OutQueue {
+    queued: AtomicUsize,
+    limit: usize,
+    overflow: AtomicBool,
+    notify: Notify,
+}
+
+impl OutQueue {
+    pub(crate) fn new(limit: usize) -> Arc<OutQueue> {
+        Arc::new(OutQueue {
+            queued: AtomicUsize::new(0),
+            limit,
+            overflow: AtomicBool::new(false),
+            notify: Notify::new(),
+        })
+    }
+
+    /// Take `cost` bytes if they fit (a reply always fits an empty queue).
+    pub(crate) fn charge(&self, cost: usize) -> bool {
+        self.queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                (q == 0 || q.saturating_add(cost) <= self.limit).then(|| q.saturating_add(cost))
+            })
+            .is_ok()
+    }
+
+    /// Take `cost` bytes whatever the queue holds (a stream's final error).
+    fn charge_anyway(&self, cost: usize) {
+        self.queued.fetch_add(cost, Ordering::AcqRel);
+    }
+
+    /// `cost` bytes were written (or dropped).
+    pub(crate) fn release(&self, cost: usize) {
+        let _ = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                Some(q.saturating_sub(cost))
+            });
+    }
+
+    pub(crate) fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The client stopped reading: its connection is to be closed.
+    pub(crate) fn set_overflow(&self) {
+        self.overflow.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// Resolves once less than half the limit is queued, or `false`
+    /// after `timeout` (the client has not read for that long).
+    pub(crate) async fn drained(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while self.queued() > self.limit / 2 {
+            if tokio::time::Instant::now() >= deadline || self.is_overflowed() {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+
+    pub(crate) fn is_overflowed(&self) -> bool {
+        self.overflow.load(Ordering::Acquire)
+    }
+
+    /// Resolves once [`OutQueue::set_overflow`] was called.
+    pub(crate) async fn overflowed(&self) {
+        loop {
+            let n = self.notify.notified();
+            tokio::pin!(n);
+            n.as_mut().enable();
+            if self.is_overflowed() {
+                return;
+            }
+            n.await;
+        }
+    }
+}
+
+/// The error ending a stream whose reader fell behind.
+pub fn overflow_error(limit: usize) -> RpcError {
+    RpcError::new(
+        EOVERFLOW,
+        format!(
+            "client is not reading its replies: more than {limit} bytes queued (max-outbound-bytes)"
+        ),
+    )
+}
+
+/// Why [`ReplySender::send`] did not queue a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ReplyRefused {
+    /// The listener side is gone (client disconnected).
+    #[error("the client is gone")]
+    Closed,
+    /// The client does not read: the queue is over its limit.  A stream
+    /// has been ended with [`overflow_error`]; a connection with a
+    /// non-streaming reply is being closed.
+    #[error("the client's outbound queue is full")]
+    Overflow,
+}
+
+/// Where the service sends the replies of one request.  Never blocks:
+/// a reply that does not fit the connection's outbound queue is refused
+/// (and the client told, see [`ReplyRefused::Overflow`]).
+#[derive(Debug, Clone)]
+pub struct ReplySender {
+    tx: mpsc::UnboundedSender<Reply>,
+    queue: Arc<OutQueue>,
+    streaming: bool,
+    /// Set once the request's last reply was queued or refused.
+    ended: Arc<AtomicBool>,
+}
+
+impl ReplySender {
+    pub(crate) fn new(
+        queue: Arc<OutQueue>,
+        streaming: bool,
+    ) -> (ReplySender, mpsc::UnboundedReceiver<Reply>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let s = ReplySender {
+            tx,
+            queue,
+            streaming,
+            ended: Arc::new(AtomicBool::new(false)),
+        };
+        (s, rx)
+    }
+
+    /// A sender whose queue has no byte limit (tests, internal requests).
+    pub fn unbounded(streaming: bool) -> (ReplySender, mpsc::UnboundedReceiver<Reply>) {
+        ReplySender::new(OutQueue::new(usize::MAX), streaming)
+    }
+
+    /// Queue one reply for the client.
+    pub fn send(&self, reply: Reply) -> Result<(), ReplyRefused> {
+        if self.ended.load(Ordering::Acquire) || self.tx.is_closed() {
+            return Err(ReplyRefused::Closed);
+        }
+        let cost = reply_cost(&reply);
+        let last = !self.streaming || reply.is_err();
+        if !self.queue.charge(cost) {
+            self.ended.store(true, Ordering::Release);
+            if self.streaming {
+                let e: Reply = Err(overflow_error(self.queue.limit()));
+                let c = reply_cost(&e);
+                self.queue.charge_anyway(c);
+                if self.tx.send(e).is_err() {
+                    self.queue.release(c);
+                }
+            } else {
+                self.queue.set_overflow();
+            }
+            return Err(ReplyRefused::Overflow);
+        }
+        if last {
+            self.ended.store(true, Ordering::Release);
+        }
+        self.tx.send(reply).map_err(|_| {
+            self.queue.release(cost);
+            ReplyRefused::Closed
+        })
+    }
+
+    /// Is the receiving side gone?
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    /// Was the request's last reply queued (or refused), or is the
+    /// receiving side gone?
+    pub fn is_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire) || self.tx.is_closed()
+    }
+
+    /// Resolves when the receiving side is gone.
+    pub async fn closed(&self) {
+        self.tx.closed().await
+    }
+}
+
+/// A place in the listener → service-loop queue; dropping it (the loop
+/// took the request) frees it.
+#[derive(Debug)]
+pub struct QueueSlot(Option<Arc<AtomicUsize>>);
+
+impl QueueSlot {
+    /// A slot not counted anywhere (tests, internal requests).
+    pub fn unbounded() -> QueueSlot {
+        QueueSlot(None)
+    }
+}
+
+impl Drop for QueueSlot {
+    fn drop(&mut self) {
+        if let Some(n) = &self.0 {
+            n.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Why a request did not reach the service loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// [`Limits::max_queued_requests`] requests are waiting.
+    Busy(usize),
+    /// The service loop is gone.
+    Gone,
+}
+
+impl Refused {
+    pub(crate) fn error(self) -> RpcError {
+        match self {
+            Refused::Busy(n) => RpcError::new(
+                EAGAIN,
+                format!(
+                    "service is busy: {n} requests are queued (max-queued-requests), try again"
+                ),
+            ),
+            Refused::Gone => RpcError::new(rpc::errno::EIO, "the service is not running"),
+        }
+    }
+}
+
+/// The listeners' side of the channel to the service loop.
+#[derive(Debug, Clone)]
+pub(crate) struct LoopTx {
+    tx: std::sync::mpsc::Sender<Incoming>,
+    queued: Arc<AtomicUsize>,
+    limit: usize,
+}
+
+impl LoopTx {
+    pub(crate) fn new(tx: std::sync::mpsc::Sender<Incoming>, limit: usize) -> LoopTx {
+        LoopTx {
+            tx,
+            queued: Arc::new(AtomicUsize::new(0)),
+            limit,
+        }
+    }
+
+    /// Hand a request to the service, refused when the queue is full.
+    pub(crate) fn request(&self, req: rpc::Request, replies: ReplySender) -> Result<(), Refused> {
+        let n = self.queued.fetch_add(1, Ordering::AcqRel);
+        let slot = QueueSlot(Some(Arc::clone(&self.queued)));
+        if n >= self.limit {
+            return Err(Refused::Busy(self.limit));
+        }
+        self.tx
+            .send(Incoming::Request { req, replies, slot })
+            .map_err(|_| Refused::Gone)
+    }
+
+    /// Hand a request to the service even if the queue is full (lines of
+    /// an admitted agent session: dropping a heartbeat would be worse).
+    pub(crate) fn request_anyway(
+        &self,
+        req: rpc::Request,
+        replies: ReplySender,
+    ) -> Result<(), Refused> {
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        let slot = QueueSlot(Some(Arc::clone(&self.queued)));
+        self.tx
+            .send(Incoming::Request { req, replies, slot })
+            .map_err(|_| Refused::Gone)
+    }
+
+    /// Tell the service a connection is gone (never refused).
+    pub(crate) fn disconnect(&self, conn: rpc::ConnId) {
+        let _ = self.tx.send(Incoming::Disconnect(conn));
+    }
+}
+
+/// Who counts against [`Limits::max_connections_per_peer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum PeerKey {
+    Uid(u32),
+    Ip(IpAddr),
+}
+
+/// Connection counts: per listener and per peer.
+#[derive(Debug, Default)]
+pub(crate) struct PeerCounts {
+    per_peer: Mutex<HashMap<PeerKey, usize>>,
+}
+
+/// Why a connection was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CapReached {
+    Listener(usize),
+    Peer(usize),
+}
+
+impl CapReached {
+    pub(crate) fn error(self) -> RpcError {
+        match self {
+            CapReached::Listener(n) => RpcError::new(
+                EAGAIN,
+                format!("too many connections: this listener holds {n} (max-connections)"),
+            ),
+            CapReached::Peer(n) => RpcError::new(
+                EAGAIN,
+                format!("too many connections from this peer: {n} (max-connections-per-peer)"),
+            ),
+        }
+    }
+}
+
+/// An admitted connection; dropping it frees its place.
+#[derive(Debug)]
+pub(crate) struct ConnPermit {
+    listener: Arc<AtomicUsize>,
+    peer: Option<(Arc<PeerCounts>, PeerKey)>,
+}
+
+impl Drop for ConnPermit {
+    fn drop(&mut self) {
+        self.listener.fetch_sub(1, Ordering::AcqRel);
+        if let Some((counts, key)) = &self.peer {
+            let mut m = counts.per_peer.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = m.get_mut(key) {
+                *n -= 1;
+                if *n == 0 {
+                    m.remove(key);
+                }
+            }
+        }
+    }
+}
+
+/// Admit a connection on a listener with `open` connections.
+pub(crate) fn admit(
+    open: &Arc<AtomicUsize>,
+    counts: &Arc<PeerCounts>,
+    key: Option<PeerKey>,
+    limits: &Limits,
+) -> Result<ConnPermit, CapReached> {
+    let n = open.fetch_add(1, Ordering::AcqRel);
+    let mut permit = ConnPermit {
+        listener: Arc::clone(open),
+        peer: None,
+    };
+    if n >= limits.max_connections {
+        return Err(CapReached::Listener(limits.max_connections));
+    }
+    if let Some(key) = key {
+        let mut m = counts.per_peer.lock().unwrap_or_else(|e| e.into_inner());
+        let c = m.entry(key).or_insert(0);
+        if *c >= limits.max_connections_per_peer {
+            return Err(CapReached::Peer(limits.max_connections_per_peer));
+        }
+        *c += 1;
+        drop(m);
+        permit.peer = Some((Arc::clone(counts), key));
+    }
+    Ok(permit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn queue_refuses_beyond_the_limit_but_takes_one_big_reply() {
+        let q = OutQueue::new(100);
+        assert!(q.charge(500), "an empty queue takes any reply");
+        assert!(!q.charge(1));
+        q.release(500);
+        assert!(q.charge(60));
+        assert!(q.charge(40));
+        assert!(!q.charge(1));
+        q.release(100);
+        assert_eq!(q.queued(), 0);
+    }
+
+    #[test]
+    fn streaming_overflow_ends_the_stream_with_the_limit_named() {
+        let q = OutQueue::new(100);
+        let (s, mut rx) = ReplySender::new(Arc::clone(&q), true);
+        assert_eq!(s.send(Ok(json!({"a": "x".repeat(200)}).into())), Ok(()));
+        assert_eq!(
+            s.send(Ok(json!({"b": 1}).into())),
+            Err(ReplyRefused::Overflow)
+        );
+        assert_eq!(s.send(Ok(json!(1).into())), Err(ReplyRefused::Closed));
+        assert!(rx.try_recv().unwrap().is_ok());
+        let e = rx.try_recv().unwrap().unwrap_err();
+        assert_eq!(e.errnum, EOVERFLOW);
+        assert!(e.errstr.unwrap().contains("100 bytes"));
+        assert!(
+            !q.is_overflowed(),
+            "a stream's overflow ends only the stream"
+        );
+    }
+
+    #[test]
+    fn non_streaming_overflow_marks_the_connection() {
+        let q = OutQueue::new(100);
+        let (a, _ra) = ReplySender::new(Arc::clone(&q), false);
+        let (b, _rb) = ReplySender::new(Arc::clone(&q), false);
+        assert_eq!(a.send(Ok(json!("x".repeat(200)).into())), Ok(()));
+        assert_eq!(a.send(Ok(json!(1).into())), Err(ReplyRefused::Closed));
+        assert_eq!(b.send(Ok(json!(1).into())), Err(ReplyRefused::Overflow));
+        assert!(q.is_overflowed());
+    }
+
+    #[test]
+    fn loop_queue_is_bounded_and_slots_free_it() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let l = LoopTx::new(tx, 2);
+        let q = OutQueue::new(1000);
+        let req = || rpc::Request {
+            conn: 1,
+            matchtag: 1,
+            topic: "resource.status".into(),
+            payload: Value::Null,
+            streaming: false,
+            role: rpc::Role::Owner,
+            userid: None,
+        };
+        let s = || ReplySender::new(Arc::clone(&q), false).0;
+        assert!(l.request(req(), s()).is_ok());
+        assert!(l.request(req(), s()).is_ok());
+        let e = l.request(req(), s()).unwrap_err();
+        assert_eq!(e, Refused::Busy(2));
+        assert_eq!(e.error().errnum, EAGAIN);
+        drop(rx.recv().unwrap());
+        assert!(l.request(req(), s()).is_ok());
+        assert!(l.request_anyway(req(), s()).is_ok());
+    }
+
+    #[test]
+    fn connection_caps() {
+        let open = Arc::new(AtomicUsize::new(0));
+        let counts = Arc::new(PeerCounts::default());
+        let limits = Limits {
+            max_connections: 3,
+            max_connections_per_peer: 2,
+            ..Limits::default()
+        };
+        let k = Some(PeerKey::Uid(1000));
+        let a = admit(&open, &counts, k, &limits).unwrap();
+        let _b = admit(&open, &counts, k, &limits).unwrap();
+        assert_eq!(
+            admit(&open, &counts, k, &limits).unwrap_err(),
+            CapReached::Peer(2)
+        );
+        let _c = admit(&open, &counts, None, &limits).unwrap();
+        assert_eq!(
+            admit(&open, &counts, None, &limits).unwrap_err(),
+            CapReached::Listener(3)
+        );
+        drop(a);
+        let _d = admit(&open, &counts, k, &limits).unwrap();
+        assert_eq!(open.load(Ordering::Acquire), 3);
+    }
+
+    #[test]
+    fn costs_grow_with_the_payload() {
+        let small = reply_cost(&Ok(json!({"a": 1}).into()));
+        let big = reply_cost(&Ok(json!({"a": "x".repeat(1000)}).into()));
+        assert!(big > small + 900);
+        let shared = reply_cost(&Ok(Payload::json("x".repeat(1000))));
+        assert!(shared >= 1000);
+    }
+}

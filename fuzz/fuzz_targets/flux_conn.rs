@@ -1,0 +1,12 @@
+//! The Flux local-connector listener's connection handler fed a whole
+//! client byte stream (framed messages, pipelining, truncation, garbage)
+//! over an in-memory duplex on a paused clock.  First byte: bit 0 = guest.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&mode, stream)) = data.split_first() else {
+        return;
+    };
+    transport::fuzzing::flux_stream(stream, mode & 1 == 1);
+});
