@@ -26,6 +26,7 @@ pub(crate) struct Ctx {
     /// Bearer tokens and the role each gives (the owner's first).
     tokens: Vec<(Vec<u8>, Role)>,
     limits: Limits,
+    access: Option<crate::TopicAccess>,
 }
 
 impl Ctx {
@@ -44,7 +45,25 @@ impl Ctx {
             owner_uid: opts.owner_uid,
             tokens,
             limits: opts.limits.clone(),
+            access: opts.access,
         }
+    }
+
+    /// 401 for a client with no role: the message names the role the
+    /// topic needs when the service's topic table says (`resource.drain
+    /// requires the admin role: authentication required: ...`).
+    fn unauthenticated<B>(&self, req: &Request<B>, why: &str) -> Response<ReplyBody> {
+        let topic = wire::topic_of(req.uri().path());
+        let need = topic
+            .zip(self.access)
+            .and_then(|(t, f)| (f.0)(t).map(|n| (t, n)));
+        unauthorized(match need {
+            Some((t, n)) => format!(
+                "{t} requires the {} role: authentication required: {why}",
+                n.role_name()
+            ),
+            None => format!("authentication required: {why}"),
+        })
     }
 
     /// The role of the bearer token a request carries, if it is one of
@@ -339,27 +358,23 @@ where
         Peer::Unix { uid } => (Role::Guest, uid),
         Peer::Tcp => match ctx.token_role(&req) {
             Some(role) => (role, None),
-            None => {
-                return unauthorized(
-                    "authentication required: missing or wrong bearer token".into(),
-                )
-            }
+            None => return ctx.unauthenticated(&req, "missing or wrong bearer token"),
         },
         Peer::Tls(cert) => match (cert.as_deref(), ctx.token_role(&req)) {
             (Some(crate::tls::CertPeer { role: Some(r), .. }), _) => (r.clone(), None),
             (_, Some(role)) => (role, None),
             (Some(c), None) => {
-                return unauthorized(format!(
-                    "authentication required: the certificate of {} maps to no role \
-                     (see [serve.auth]) and no valid bearer token was given",
-                    c.name
-                ))
+                return ctx.unauthenticated(
+                    &req,
+                    &format!(
+                        "the certificate of {} maps to no role (see [serve.auth]) \
+                         and no valid bearer token was given",
+                        c.name
+                    ),
+                )
             }
             (None, None) => {
-                return unauthorized(
-                    "authentication required: present a client certificate or a bearer token"
-                        .into(),
-                )
+                return ctx.unauthenticated(&req, "present a client certificate or a bearer token")
             }
         },
     };
