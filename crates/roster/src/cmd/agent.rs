@@ -265,6 +265,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         r,
         rank: args.rank,
         heartbeat,
+        source: None,
     };
     let verbose = args.verbose;
     let host = cfg.hostname.clone();
