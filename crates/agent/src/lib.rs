@@ -100,6 +100,10 @@ pub struct AgentConfig {
     pub rank: Option<u32>,
     /// Heartbeat period; `None`: the one the service suggests.
     pub heartbeat: Option<Duration>,
+    /// Connect from this address (the simulator gives each virtual agent
+    /// its own loopback address, as each node has its own); `None`: the
+    /// kernel's choice.
+    pub source: Option<std::net::IpAddr>,
 }
 
 impl AgentConfig {
@@ -195,6 +199,7 @@ async fn open(cfg: &AgentConfig, ctl: &Control) -> Result<(Session, Value), Agen
         cfg.tls.as_ref(),
         cfg.token.as_deref(),
         &cfg.hello(),
+        cfg.source,
     )
     .await
 }

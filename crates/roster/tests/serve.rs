@@ -485,7 +485,14 @@ fn guests_read_status_only_and_tcp_needs_the_token() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("authentication required"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(
+            "resource.drain requires the admin role: authentication required: \
+             missing or wrong bearer token"
+        ),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let o = roster()
         .args(["resource", "--uri", &tcp, "drain", "1", "via", "tcp"])
         .env("ROSTER_TOKEN_FILE", &token)

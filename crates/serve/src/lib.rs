@@ -235,6 +235,15 @@ fn tls_listen(
     }))
 }
 
+/// What a topic needs, from the service's topic table (the listeners name
+/// it when they refuse a client with no role).
+fn topic_access(topic: &str) -> Option<rpc::Need> {
+    roster_core::TOPICS
+        .iter()
+        .find(|t| t.name == topic)
+        .map(|t| t.access)
+}
+
 fn read_token(path: &Path) -> Result<String, ServeError> {
     let err = |reason: String| ServeError::Token {
         path: path.to_path_buf(),
@@ -539,6 +548,7 @@ pub fn run(
         limits: plan.limits.clone(),
         role_tokens: plan.role_tokens.clone(),
         tls: plan.tls.clone(),
+        access: Some(transport::TopicAccess(topic_access)),
         ..Default::default()
     };
     let metrics = shell.metrics();

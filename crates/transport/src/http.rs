@@ -27,6 +27,7 @@ pub(crate) struct Ctx {
     tokens: Vec<(Vec<u8>, Role)>,
     web: Option<Arc<dyn crate::web::WebHandler>>,
     limits: Limits,
+    access: Option<crate::TopicAccess>,
 }
 
 impl Ctx {
@@ -50,7 +51,25 @@ impl Ctx {
             owner_uid: opts.owner_uid,
             tokens,
             limits: opts.limits.clone(),
+            access: opts.access,
         }
+    }
+
+    /// 401 for a client with no role: the message names the role the
+    /// topic needs when the service's topic table says (`resource.drain
+    /// requires the admin role: authentication required: ...`).
+    fn unauthenticated<B>(&self, req: &Request<B>, why: &str) -> Response<ReplyBody> {
+        let topic = wire::topic_of(req.uri().path());
+        let need = topic
+            .zip(self.access)
+            .and_then(|(t, f)| (f.0)(t).map(|n| (t, n)));
+        unauthorized(match need {
+            Some((t, n)) => format!(
+                "{t} requires the {} role: authentication required: {why}",
+                n.role_name()
+            ),
+            None => format!("authentication required: {why}"),
+        })
     }
 
     /// The role of the bearer token a request carries, if it is one of
@@ -280,7 +299,7 @@ fn authorized<B>(req: &Request<B>, token: &[u8]) -> bool {
 /// The caller's role (and uid, on a Unix socket), decided by the
 /// listener: the peer's uid on a Unix socket, the client certificate or
 /// else the bearer token on TLS, the bearer token on (loopback) TCP.
-/// Missing credentials are refused (the 401 text), except with `guest_if_none`
+/// Missing credentials are refused (`Err`: why, for the 401 text), except with `guest_if_none`
 /// (the web routes, see [`crate::web`]) where a request with no
 /// certificate role and no `Authorization` header is a guest's; a wrong
 /// token is refused either way.
@@ -299,20 +318,18 @@ fn caller<B>(
         Peer::Tcp => match ctx.token_role(req) {
             Some(role) => Ok((role, None)),
             None if anonymous => Ok((Role::Guest, None)),
-            None => Err("authentication required: missing or wrong bearer token".into()),
+            None => Err("missing or wrong bearer token".into()),
         },
         Peer::Tls(cert) => match (cert.as_deref(), ctx.token_role(req)) {
             (Some(crate::tls::CertPeer { role: Some(r), .. }), _) => Ok((r.clone(), None)),
             (_, Some(role)) => Ok((role, None)),
             (_, None) if anonymous => Ok((Role::Guest, None)),
             (Some(c), None) => Err(format!(
-                "authentication required: the certificate of {} maps to no role \
-                 (see [serve.auth]) and no valid bearer token was given",
+                "the certificate of {} maps to no role (see [serve.auth]) \
+                 and no valid bearer token was given",
                 c.name
             )),
-            (None, None) => Err(
-                "authentication required: present a client certificate or a bearer token".into(),
-            ),
+            (None, None) => Err("present a client certificate or a bearer token".into()),
         },
     }
 }
@@ -383,7 +400,7 @@ where
     }
     let (role, userid) = match caller(&req, &peer, ctx, false) {
         Ok(c) => c,
-        Err(msg) => return unauthorized(msg),
+        Err(why) => return ctx.unauthenticated(&req, &why),
     };
     let path = req.uri().path();
     let Some(topic) = wire::topic_of(path).map(str::to_string) else {
@@ -513,7 +530,7 @@ async fn web_route<B>(req: &Request<B>, peer: &Peer, ctx: &Ctx) -> Option<Respon
     }
     let (caller, userid) = match caller(req, peer, ctx, true) {
         Ok(c) => c,
-        Err(msg) => return Some(unauthorized(msg)),
+        Err(why) => return Some(unauthorized(format!("authentication required: {why}"))),
     };
     let r = match web.get(req.uri().path(), &caller)? {
         crate::web::WebRoute::Page(r) => r,

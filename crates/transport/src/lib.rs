@@ -96,6 +96,30 @@ pub struct ListenOptions {
     pub socket_mode: u32,
     /// Connection, queue, size and time limits.
     pub limits: Limits,
+    /// What each topic needs (the service's topic table), so that the
+    /// refusal of a client with no role at all (no token, no certificate)
+    /// names the role it would need. `None`: the refusal names none.
+    pub access: Option<TopicAccess>,
+}
+
+/// The service's topic table as the listeners see it: what a topic needs.
+/// There is one per process, so two are always equal (it is not part of
+/// what comparing two [`ListenOptions`] is about).
+#[derive(Clone, Copy)]
+pub struct TopicAccess(pub fn(&str) -> Option<rpc::Need>);
+
+impl PartialEq for TopicAccess {
+    fn eq(&self, _: &TopicAccess) -> bool {
+        true
+    }
+}
+
+impl Eq for TopicAccess {}
+
+impl fmt::Debug for TopicAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TopicAccess")
+    }
 }
 
 impl Default for ListenOptions {
@@ -108,6 +132,7 @@ impl Default for ListenOptions {
             tls: None,
             socket_mode: 0o666,
             limits: Limits::default(),
+            access: None,
         }
     }
 }
@@ -128,6 +153,7 @@ impl fmt::Debug for ListenOptions {
             .field("tls", &self.tls)
             .field("socket_mode", &format_args!("{:#o}", self.socket_mode))
             .field("limits", &self.limits)
+            .field("access", &self.access.is_some())
             .finish()
     }
 }
@@ -240,6 +266,7 @@ mod tests {
             tls: None,
             socket_mode: 0o600,
             limits: Limits::default(),
+            access: None,
         };
         let s = format!("{o:?}");
         assert!(!s.contains("sekrit"), "{s}");

@@ -203,6 +203,21 @@ fn run(args: Args) -> Result<ExitCode, String> {
         let n = cfg.hosts.len();
         let report = Arc::new(SimReport::default());
         let rep = Arc::clone(&report);
+        if args.verbose {
+            // Progress every 2 s until all have joined.
+            let rep = Arc::clone(&report);
+            runtime.spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(2));
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    eprintln!("roster agent: simulator: {}", rep.progress(n));
+                    if rep.first_joins.load(std::sync::atomic::Ordering::Relaxed) == n {
+                        break;
+                    }
+                }
+            });
+        }
         runtime
             .block_on(agent::simulate(cfg, stop_rx, rep, move |t| {
                 tracing::info!(
@@ -261,6 +276,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         r,
         rank: args.rank,
         heartbeat,
+        source: None,
     };
     let verbose = args.verbose;
     let host = cfg.hostname.clone();
