@@ -104,6 +104,10 @@ pub struct AgentConfig {
     pub rank: Option<u32>,
     /// Heartbeat period; `None`: the one the service suggests.
     pub heartbeat: Option<Duration>,
+    /// Connect from this address (the simulator gives each virtual agent
+    /// its own loopback address, as each node has its own); `None`: the
+    /// kernel's choice.
+    pub source: Option<std::net::IpAddr>,
 }
 
 impl AgentConfig {
@@ -196,7 +200,14 @@ async fn open(cfg: &AgentConfig, uri: &Uri, ctl: &Control) -> Result<(Session, V
         ),
         None => None,
     };
-    Session::open(uri, cfg.tls.as_ref(), cfg.token.as_deref(), &cfg.hello()).await
+    Session::open(
+        uri,
+        cfg.tls.as_ref(),
+        cfg.token.as_deref(),
+        &cfg.hello(),
+        cfg.source,
+    )
+    .await
 }
 
 /// Run one agent until `ctl.stop` (then leave cleanly, `Ok`) or a

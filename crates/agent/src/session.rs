@@ -59,9 +59,42 @@ fn chunk(line: &str) -> Vec<u8> {
     v
 }
 
+/// A TCP connection to `host:port`, from `source` when given (an address
+/// of the service's family; the port is the kernel's choice).
+async fn tcp_connect(
+    host: &str,
+    port: u16,
+    source: Option<std::net::IpAddr>,
+) -> io::Result<tokio::net::TcpStream> {
+    let Some(src) = source else {
+        return tokio::net::TcpStream::connect((host, port)).await;
+    };
+    let mut last = io::Error::new(
+        io::ErrorKind::AddrNotAvailable,
+        format!("{host} has no address of the family of {src}"),
+    );
+    for a in tokio::net::lookup_host((host, port)).await? {
+        if a.is_ipv4() != src.is_ipv4() {
+            continue;
+        }
+        let sock = if a.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        sock.bind(std::net::SocketAddr::new(src, 0))?;
+        match sock.connect(a).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
 async fn connect(
     uri: &Uri,
     tls_config: Option<&Arc<tls::rustls::ClientConfig>>,
+    source: Option<std::net::IpAddr>,
 ) -> io::Result<(Reader, Writer)> {
     match uri {
         Uri::Tls { host, port } => {
@@ -73,7 +106,7 @@ async fn connect(
             };
             let name = tls::server_name(host)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-            let s = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+            let s = tcp_connect(host, *port, source).await?;
             let _ = s.set_nodelay(true);
             let s = tls::TlsConnector::from(Arc::clone(cfg))
                 .connect(name, s)
@@ -87,7 +120,7 @@ async fn connect(
             Ok((BufReader::with_capacity(1024, Box::new(r)), Box::new(w)))
         }
         Uri::Tcp { host, port } => {
-            let s = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+            let s = tcp_connect(host, *port, source).await?;
             let _ = s.set_nodelay(true);
             let (r, w) = s.into_split();
             Ok((BufReader::with_capacity(1024, Box::new(r)), Box::new(w)))
@@ -107,13 +140,15 @@ impl Session {
         tls_config: Option<&Arc<tls::rustls::ClientConfig>>,
         token: Option<&str>,
         hello: &Value,
+        source: Option<std::net::IpAddr>,
     ) -> Result<(Session, Value), AgentError> {
-        let (r, mut w) = connect(uri, tls_config)
-            .await
-            .map_err(|e| AgentError::Connect {
-                uri: uri.to_string(),
-                source: e,
-            })?;
+        let (r, mut w) =
+            connect(uri, tls_config, source)
+                .await
+                .map_err(|e| AgentError::Connect {
+                    uri: uri.to_string(),
+                    source: e,
+                })?;
         let mut head = format!(
             "POST {} HTTP/1.1\r\nhost: roster\r\n{}: 1\r\ncontent-type: {}\r\ntransfer-encoding: chunked\r\n",
             wire::path_for(wire::SESSION_TOPIC),

@@ -1,3 +1,4 @@
+#![cfg(feature = "etcd")] // cargo test --features etcd (.ci/run does)
 //! High availability on etcd with real processes: a 3-member etcd cluster
 //! on loopback ([`common::etcd`]), two `roster serve` on the etcd backend.
 //!

@@ -406,10 +406,19 @@ fn every_resource_command_reaches_a_tls_service_with_flags() {
         "{err}"
     );
 
-    // Without a certificate (nor token): no role at all.
+    // Without a certificate (nor token): no role at all; the refusal
+    // still names the role the request needs.
     let (_, err) = site.cli_fails(None, &["status"]);
     assert!(
-        err.contains("ERROR: authentication required: present a client certificate"),
+        err.contains(
+            "resource.status requires the user role: authentication required: \
+             present a client certificate or a bearer token"
+        ),
+        "{err}"
+    );
+    let (_, err) = site.cli_fails(None, &["drain", "1", "x"]);
+    assert!(
+        err.contains("[Errno 1] resource.drain requires the admin role: authentication required"),
         "{err}"
     );
     // An agent certificate speaks only for its own session.

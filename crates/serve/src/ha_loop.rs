@@ -299,7 +299,10 @@ fn leader(
         shell_events(&shell),
         started.elapsed().as_millis()
     );
-    match shell.run(rx, control) {
+    // systemd's watchdog (if any) is pinged by the leader's loop; the
+    // metrics and web view are served by the local backend only so far.
+    let mut notifier = crate::notify::Notifier::from_env();
+    match shell.run(rx, control, &mut notifier) {
         Ok(()) => {
             if let Backing::Etcd(b) = shell.into_backing() {
                 etcd.resign(b.lead);

@@ -18,8 +18,11 @@
 //! stops at once without sending the replies that depended on it: the state
 //! on disk is then the truth, and the next start replays it.
 
+#[cfg(feature = "etcd")]
 mod ha_loop;
 mod inventory;
+pub mod metrics;
+pub mod notify;
 pub mod service_loop;
 
 use std::path::{Path, PathBuf};
@@ -68,8 +71,12 @@ pub enum ServeError {
     Persist(store::StoreError),
     #[error("cannot start the listener runtime: {0}")]
     Runtime(std::io::Error),
+    #[cfg(feature = "etcd")]
     #[error("{0}")]
     Ha(#[from] ha::HaError),
+    /// A configured feature this build does not have.
+    #[error("{0}")]
+    Unsupported(String),
     /// The etcd lease was lost: this server stepped down.
     #[error("not the leader any more: {0}")]
     Deposed(String),
@@ -240,6 +247,15 @@ fn tls_listen(
         client_auth: client_ca.is_some(),
         roles,
     }))
+}
+
+/// What a topic needs, from the service's topic table (the listeners name
+/// it when they refuse a client with no role).
+fn topic_access(topic: &str) -> Option<rpc::Need> {
+    roster_core::TOPICS
+        .iter()
+        .find(|t| t.name == topic)
+        .map(|t| t.access)
 }
 
 fn read_token(path: &Path) -> Result<String, ServeError> {
@@ -477,12 +493,14 @@ pub fn prepare_on(
         replay_from,
         start,
     )?;
+    let replayed = init.stored_events.len();
     let mut out = Vec::new();
     let core = Service::new(init, &mut out)?;
     // The checkpoint stays: checkpoint + the events after it rebuild the
     // drain state even after a crash (history truncation may have removed
     // the older events it summarises).
     let mut shell = service_loop::Shell::new(core, dir, plan.config_path.clone());
+    shell.set_replayed(replayed);
     shell.persist(&out)?;
     Ok((shell, out))
 }
@@ -566,6 +584,7 @@ pub(crate) fn listen_options(plan: &Plan) -> transport::ListenOptions {
         limits: plan.limits.clone(),
         role_tokens: plan.role_tokens.clone(),
         tls: plan.tls.clone(),
+        access: Some(transport::TopicAccess(topic_access)),
         ..Default::default()
     }
 }
@@ -577,13 +596,31 @@ pub fn run(
     control: Arc<Control>,
     ready: impl FnOnce(&[Uri]),
 ) -> Result<(), ServeError> {
+    let started = std::time::Instant::now();
     let plan = plan(opts)?;
     if let config::Backend::Etcd(cfg) = &plan.backend {
+        #[cfg(feature = "etcd")]
         return ha_loop::run(&plan, &cfg.clone(), control, ready);
+        #[cfg(not(feature = "etcd"))]
+        {
+            let _ = cfg;
+            return Err(ServeError::Unsupported(
+                "[serve] backend = \"etcd\": this roster was built without the etcd backend \
+                 (cargo build --release --features etcd; it needs protoc, Debian package \
+                 protobuf-compiler)"
+                    .into(),
+            ));
+        }
     }
     let (mut shell, out) = prepare(&plan)?;
     shell.deliver(out);
-    let listeners = transport::Listeners::bind(&plan.listen, &listen_options(&plan))?;
+    let metrics = shell.metrics();
+    metrics.refresh(shell.core(), std::time::Instant::now(), true);
+    let listeners = transport::Listeners::bind(&plan.listen, &listen_options(&plan))?.with_web(
+        Arc::new(metrics::Web {
+            metrics: Arc::clone(&metrics),
+        }),
+    );
     let addresses = listeners.addresses();
     let (tx, rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -604,11 +641,40 @@ pub fn run(
         net_control.request_stop();
         r
     });
+    metrics.set_ready(true);
+    let mut notifier = notify::Notifier::from_env();
+    notifier.send(&format!(
+        "READY=1\nSTATUS=serving {} targets\nMAINPID={}",
+        shell.core().size(),
+        std::process::id()
+    ));
+    let listeners_text = addresses
+        .iter()
+        .map(|u| u.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        nodes = shell.core().size(),
+        statedir = %plan.statedir.display(),
+        listeners = %listeners_text,
+        replayed_events = shell.replayed(),
+        startup_ms = started.elapsed().as_secs_f64() * 1e3,
+        "roster serve {} ready: {} nodes, statedir {}, listening on {}, {} events replayed in {:.1} ms",
+        env!("CARGO_PKG_VERSION"),
+        shell.core().size(),
+        plan.statedir.display(),
+        listeners_text,
+        shell.replayed(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
     ready(&addresses);
-    let result = shell.run(&rx, &control);
+    let result = shell.run(&rx, &control, &mut notifier);
     // The listeners' task may outlive the loop briefly: drop the waker's
     // sender so nothing more is queued for a loop that is gone.
     control.clear_waker();
+    metrics.set_ready(false);
+    notifier.send("STOPPING=1");
     // Stop accepting; in-flight streams have had their final replies.
     let _ = stop_tx.send(true);
     if let Err(e) = runtime.block_on(net).unwrap_or(Ok(())) {

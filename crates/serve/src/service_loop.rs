@@ -3,14 +3,15 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use eventlog::Event;
 use roster_core::{Input, Level, Output, Service};
 use rpc::{ConnId, Reply, ReplyTo};
 use transport::{Incoming, ReplySender};
 
+use crate::metrics::Metrics;
 use crate::{clock, Control, ServeError};
 
 /// Not a connection: the wake-up [`Control`] sends when a signal asks
@@ -30,9 +31,38 @@ struct Route {
     /// told so by its listener) instead of slowing the loop.
     tx: ReplySender,
     streaming: bool,
+    topic: String,
+    start: Instant,
+}
+
+impl Route {
+    fn is_agent(&self) -> bool {
+        self.topic == rpc::wire::SESSION_TOPIC
+    }
+}
+
+/// One persistent event, with its context as log fields.
+fn log_event(ev: &Event) {
+    let field = |k: &str| {
+        ev.context
+            .as_ref()
+            .and_then(|c| c.get(k))
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    tracing::info!(
+        event = %ev.name,
+        rank = %field("idset"),
+        nodelist = %field("nodelist"),
+        reason = %field("reason"),
+        "event {}",
+        ev.name
+    );
 }
 
 /// How often a leader on etcd checks its lease while idle.
+#[cfg(feature = "etcd")]
 const LEASE_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Where a batch's persistence outputs go.
@@ -41,17 +71,21 @@ pub(crate) enum Backing {
     /// The local state directory.
     Local(store::StateDir),
     /// etcd, as the elected leader.
+    #[cfg(feature = "etcd")]
     Etcd(crate::ha_loop::EtcdBacking),
 }
 
 fn flush_events(
     dir: &mut store::StateDir,
+    metrics: &Metrics,
     pending: &mut Vec<Event>,
 ) -> Result<(), store::StoreError> {
     if pending.is_empty() {
         return Ok(());
     }
+    let start = Instant::now();
     dir.append(pending)?;
+    metrics.committed(pending.len(), start.elapsed());
     pending.clear();
     Ok(())
 }
@@ -70,6 +104,8 @@ pub struct Shell {
     /// Messages taken from the listeners but not handled because the
     /// leadership was lost first (etcd backend): answered by the standby.
     pub(crate) unhandled: Vec<Incoming>,
+    metrics: Arc<Metrics>,
+    replayed: usize,
 }
 
 impl Shell {
@@ -89,7 +125,23 @@ impl Shell {
             gone: Vec::new(),
             config_path,
             unhandled: Vec::new(),
+            metrics: Arc::new(Metrics::new()),
+            replayed: 0,
         }
+    }
+
+    /// How many stored events the start-up replayed.
+    pub fn replayed(&self) -> usize {
+        self.replayed
+    }
+
+    pub fn set_replayed(&mut self, n: usize) {
+        self.replayed = n;
+    }
+
+    /// The daemon's metrics (shared with the `/metrics` route).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
     }
 
     pub fn core(&self) -> &Service {
@@ -100,10 +152,12 @@ impl Shell {
     pub fn dir_mut(&mut self) -> Option<&mut store::StateDir> {
         match &mut self.backing {
             Backing::Local(d) => Some(d),
+            #[cfg(feature = "etcd")]
             Backing::Etcd(_) => None,
         }
     }
 
+    #[cfg(feature = "etcd")]
     pub(crate) fn into_backing(self) -> Backing {
         self.backing
     }
@@ -112,6 +166,7 @@ impl Shell {
     fn lost_leadership(&self) -> Option<String> {
         match &self.backing {
             Backing::Local(_) => None,
+            #[cfg(feature = "etcd")]
             Backing::Etcd(b) => b.lost(),
         }
     }
@@ -122,6 +177,7 @@ impl Shell {
     pub fn persist(&mut self, out: &[Output]) -> Result<(), ServeError> {
         match &mut self.backing {
             Backing::Local(_) => self.persist_local(out).map_err(ServeError::Persist),
+            #[cfg(feature = "etcd")]
             Backing::Etcd(b) => b.persist(out, &self.core),
         }
     }
@@ -130,25 +186,30 @@ impl Shell {
     /// go to the eventlog in one write + fdatasync; whole files (R,
     /// checkpoint) are replaced atomically after the events before them.
     fn persist_local(&mut self, out: &[Output]) -> Result<(), store::StoreError> {
-        let Backing::Local(dir) = &mut self.backing else {
+        #[allow(irrefutable_let_patterns)] // one variant without the etcd feature
+        let Backing::Local(dir) = &mut self.backing
+        else {
             return Ok(());
         };
         let mut pending: Vec<Event> = Vec::new();
         for o in out {
             match o {
-                Output::Persist(ev) => pending.push(ev.clone()),
+                Output::Persist(ev) => {
+                    log_event(ev);
+                    pending.push(ev.clone());
+                }
                 Output::WriteR(v) => {
-                    flush_events(dir, &mut pending)?;
+                    flush_events(dir, &self.metrics, &mut pending)?;
                     dir.write_r(&v.to_string())?;
                 }
                 Output::WriteCheckpoint(v) => {
-                    flush_events(dir, &mut pending)?;
+                    flush_events(dir, &self.metrics, &mut pending)?;
                     dir.write_checkpoint(v)?;
                 }
                 _ => {}
             }
         }
-        flush_events(dir, &mut pending)
+        flush_events(dir, &self.metrics, &mut pending)
     }
 
     /// Send replies and log lines (after [`Shell::persist`]).
@@ -175,6 +236,19 @@ impl Shell {
             return;
         };
         let last = !route.streaming || reply.is_err();
+        if last {
+            let (topic, outcome) = match &reply {
+                Ok(_) => (route.topic.as_str(), "ok"),
+                // Unknown topics share one label (bounded cardinality).
+                Err(e) if e.errnum == rpc::errno::ENOSYS => ("unknown", "error"),
+                Err(_) => (route.topic.as_str(), "error"),
+            };
+            let latency = (!route.streaming).then(|| route.start.elapsed());
+            self.metrics.rpc_done(topic, outcome, latency);
+            if route.is_agent() {
+                self.metrics.agent_closed();
+            }
+        }
         // A closed receiver means the listener is already dropping the
         // connection; its Disconnect follows.  A refused reply (the client
         // does not read) ends the route: its stream was ended with an
@@ -199,17 +273,41 @@ impl Shell {
             Incoming::Request { req, replies, slot } => {
                 // Off the listener → loop queue.
                 drop(slot);
-                self.routes.entry(req.conn).or_default().insert(
-                    req.matchtag,
-                    Route {
-                        tx: replies,
-                        streaming: req.streaming,
-                    },
+                tracing::debug!(
+                    topic = %req.topic,
+                    uid = ?req.userid,
+                    role = ?req.role,
+                    conn = req.conn,
+                    "request"
                 );
+                let route = Route {
+                    tx: replies,
+                    streaming: req.streaming,
+                    topic: req.topic.clone(),
+                    start: Instant::now(),
+                };
+                if route.is_agent() {
+                    self.metrics.agent_opened();
+                }
+                if route.streaming {
+                    self.metrics.stream_opened(&route.topic, route.tx.probe());
+                }
+                let old = self
+                    .routes
+                    .entry(req.conn)
+                    .or_default()
+                    .insert(req.matchtag, route);
+                if old.is_some_and(|r| r.is_agent()) {
+                    self.metrics.agent_closed();
+                }
                 Input::Request(req)
             }
             Incoming::Disconnect(conn) => {
-                self.routes.remove(&conn);
+                if let Some(gone) = self.routes.remove(&conn) {
+                    for _ in gone.values().filter(|r| r.is_agent()) {
+                        self.metrics.agent_closed();
+                    }
+                }
                 Input::Disconnect(conn)
             }
         }
@@ -251,11 +349,17 @@ impl Shell {
                 if let ServeError::Deposed(why) = &e {
                     self.step_down(why);
                 }
+                for r in self.routes.values().flat_map(|c| c.values()) {
+                    if r.is_agent() {
+                        self.metrics.agent_closed();
+                    }
+                }
                 self.routes.clear();
                 self.gone.clear();
                 return Err(e);
             }
             self.deliver(out);
+            self.metrics.refresh(&self.core, Instant::now(), false);
             if self.gone.is_empty() {
                 return Ok(());
             }
@@ -307,8 +411,14 @@ impl Shell {
 
     /// Serve until a stop is requested (or every listener is gone), then
     /// shut the core down cleanly: streams end, the checkpoint is written.
-    pub fn run(&mut self, rx: &Receiver<Incoming>, control: &Control) -> Result<(), ServeError> {
+    pub fn run(
+        &mut self,
+        rx: &Receiver<Incoming>,
+        control: &Control,
+        notifier: &mut crate::notify::Notifier,
+    ) -> Result<(), ServeError> {
         loop {
+            notifier.watchdog(Instant::now());
             if control.stop_requested() {
                 break;
             }
@@ -321,10 +431,21 @@ impl Shell {
             }
             // Sleep until the next input or the core's next deadline
             // (heartbeat timers, liveness batching): no polling.
+            // The metrics' pending refresh and systemd's watchdog ping
+            // (shell deadlines on the same monotonic clock) wake it too.
             let mut wait = wait_for(self.core.next_deadline(), clock().mono);
+            #[cfg(feature = "etcd")]
             if matches!(self.backing, Backing::Etcd(_)) {
                 // The lease is checked at least this often.
                 wait = Some(wait.map_or(LEASE_CHECK, |w| w.min(LEASE_CHECK)));
+            }
+            let now = Instant::now();
+            for due in [self.metrics.refresh_due(), notifier.next_watchdog()]
+                .into_iter()
+                .flatten()
+            {
+                let d = due.saturating_duration_since(now);
+                wait = Some(wait.map_or(d, |w| w.min(d)));
             }
             let first = match wait {
                 Some(d) => rx.recv_timeout(d),
@@ -337,7 +458,8 @@ impl Shell {
                         self.step_down(&why);
                         return Err(ServeError::Deposed(why));
                     }
-                    // A deadline passed: only the liveness timers have work.
+                    // A deadline passed: the liveness timers, the metrics'
+                    // refresh or the watchdog (at the top of the loop).
                     let mut out = Vec::new();
                     self.core.handle(clock(), Input::Tick, &mut out);
                     self.commit(out)?;

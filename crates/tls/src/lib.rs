@@ -58,9 +58,24 @@ fn io_text(e: &std::io::Error) -> String {
     }
 }
 
-/// The crypto provider Roster uses everywhere (`ring`).
+/// The crypto provider Roster uses everywhere (`ring`): its default cipher
+/// suites, AES-128-GCM with SHA-256 preferred (both sides are Roster, so
+/// this is what is negotiated). SHA-256 runs on the CPU's SHA extensions
+/// where SHA-384 has none: a handshake's key schedule was the largest
+/// single cost of a 16,384-agent join (bench/tls.sh); AES-128 is TLS 1.3's
+/// mandatory suite.
 pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    use rustls::CipherSuite as C;
+    let mut p = rustls::crypto::ring::default_provider();
+    p.cipher_suites.sort_by_key(|s| {
+        let tls12 = s.tls13().is_none();
+        let preferred = matches!(
+            s.suite(),
+            C::TLS13_AES_128_GCM_SHA256 | C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+        );
+        (tls12, !preferred)
+    });
+    Arc::new(p)
 }
 
 fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -154,6 +169,11 @@ pub fn server_config(
         ))
     })?;
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // No session resumption: Roster's clients are long-lived agent
+    // sessions or one-shot commands, neither keeps a ticket it could use
+    // (see `client_config`), so tickets were pure cost at every handshake.
+    cfg.send_tls13_tickets = 0;
+    cfg.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     Ok(Arc::new(cfg))
 }
 
@@ -182,6 +202,10 @@ pub fn client_config(
         None => builder.with_no_client_auth(),
     };
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // Every connection makes a full handshake: what a real agent does when
+    // it first joins, and what the simulator's virtual agents (sharing
+    // this configuration) must do to stand for real ones.
+    cfg.resumption = rustls::client::Resumption::disabled();
     Ok(Arc::new(cfg))
 }
 
@@ -248,6 +272,37 @@ mod tests {
     }
 
     #[test]
+    fn aes_128_gcm_sha256_is_preferred() {
+        use rustls::CipherSuite as C;
+        let p = provider();
+        let suites: Vec<C> = p.cipher_suites.iter().map(|s| s.suite()).collect();
+        assert_eq!(suites[0], C::TLS13_AES_128_GCM_SHA256);
+        // Nothing dropped: the defaults, reordered.
+        let mut all: Vec<C> = rustls::crypto::ring::default_provider()
+            .cipher_suites
+            .iter()
+            .map(|s| s.suite())
+            .collect();
+        let mut ours = suites.clone();
+        all.sort_by_key(|c| u16::from(*c));
+        ours.sort_by_key(|c| u16::from(*c));
+        assert_eq!(ours, all);
+        // TLS 1.3 suites still come before TLS 1.2 ones, and the first
+        // TLS 1.2 one is AES-128-GCM with SHA-256 too.
+        let first12 = suites
+            .iter()
+            .position(|c| format!("{c:?}").starts_with("TLS_ECDHE"))
+            .unwrap();
+        assert!(suites[..first12]
+            .iter()
+            .all(|c| format!("{c:?}").starts_with("TLS13_")));
+        assert!(suites[first12..]
+            .iter()
+            .all(|c| format!("{c:?}").starts_with("TLS_ECDHE")));
+        assert_eq!(suites[first12], C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256);
+    }
+
+    #[test]
     fn configs_from_issued_files() {
         let dir = tempfile::tempdir().unwrap();
         ca::init(dir.path(), "Test CA", 30).unwrap();
@@ -256,7 +311,10 @@ mod tests {
         assert_eq!(issued.len(), 1);
         let (cert, key) = (&issued[0].cert, &issued[0].key);
         let ca = dir.path().join(ca::CA_CERT);
-        server_config(cert, key, Some(&ca)).unwrap();
+        let srv = server_config(cert, key, Some(&ca)).unwrap();
+        // No session tickets, no session cache (nobody could resume).
+        assert_eq!(srv.send_tls13_tickets, 0);
+        assert!(!srv.session_storage.can_cache());
         client_config(&ca, Some((cert, key))).unwrap();
         client_config(&ca, None).unwrap();
         // a key that does not match the certificate

@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, watch};
 pub struct Listeners {
     items: Vec<Bound>,
     opts: ListenOptions,
+    web: Option<Arc<dyn crate::web::WebHandler>>,
 }
 
 #[derive(Debug)]
@@ -112,7 +113,15 @@ impl Listeners {
         Ok(Listeners {
             items,
             opts: opts.clone(),
+            web: None,
         })
+    }
+
+    /// Answer plain `GET`s outside the RPC namespace on the HTTP
+    /// listeners with `handler` (see [`crate::web`]).
+    pub fn with_web(mut self, handler: Arc<dyn crate::web::WebHandler>) -> Listeners {
+        self.web = Some(handler);
+        self
     }
 
     /// The bound addresses, in the order given to `bind`; TCP ones carry
@@ -133,7 +142,7 @@ impl Listeners {
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), TransportError> {
         let tx = LoopTx::new(tx, self.opts.limits.max_queued_requests);
-        let ctx = Arc::new(Ctx::new(tx.clone(), &self.opts));
+        let ctx = Arc::new(Ctx::new(tx.clone(), &self.opts, self.web.clone()));
         let flux_ctx = Arc::new(FluxCtx::new(tx, &self.opts));
         let gate = Gate {
             opts: self.opts.clone(),
@@ -258,6 +267,25 @@ fn bind_unix(
     Ok((listener, file))
 }
 
+/// The accept queue of TCP listeners (the kernel caps it at
+/// `net.core.somaxconn`).  `std`'s 128 overflowed when many agents
+/// connect at once (a cluster booting, the simulator's 256 hellos in
+/// flight, every agent reconnecting after a restart): the kernel drops
+/// the SYNs it has no room for and each of those clients waits 1 s or
+/// more for its retransmission.
+const TCP_BACKLOG: i32 = 4096;
+
+/// A TCP socket listening on `addr` with [`TCP_BACKLOG`] (`SO_REUSEADDR`
+/// as `std` sets it, close-on-exec).
+fn listen_tcp(addr: std::net::SocketAddr) -> io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_reuse_address(true)?;
+    s.bind(&addr.into())?;
+    s.listen(TCP_BACKLOG)?;
+    Ok(s.into())
+}
+
 fn bind_tcp(
     uri: &Uri,
     host: &str,
@@ -297,7 +325,7 @@ fn bind_tcp(
         format!("{host} resolves to no address"),
     );
     for addr in addrs {
-        match std::net::TcpListener::bind(addr) {
+        match listen_tcp(addr) {
             Ok(listener) => {
                 listener.set_nonblocking(true).map_err(bind_err(uri))?;
                 let local = listener.local_addr().map_err(bind_err(uri))?;

@@ -67,6 +67,9 @@ fn drive(input: &[u8], flux: bool, guest: bool) {
             token: None,
             socket_mode: 0o666,
             limits: limits(),
+            role_tokens: Vec::new(),
+            tls: None,
+            access: None,
         };
         let uid = if guest { 2000 } else { 1000 };
         let looptx = LoopTx::new(tx, opts.limits.max_queued_requests);
@@ -84,7 +87,7 @@ fn drive(input: &[u8], flux: bool, guest: bool) {
                 live,
             ))
         } else {
-            let ctx = Arc::new(crate::http::Ctx::new(looptx, &opts));
+            let ctx = Arc::new(crate::http::Ctx::new(looptx, &opts, None));
             tokio::spawn(crate::http::serve_connection(
                 server,
                 crate::http::Peer::Unix { uid: Some(uid) },

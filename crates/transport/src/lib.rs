@@ -37,6 +37,7 @@ mod bind;
 mod flux;
 mod http;
 mod limits;
+pub mod web;
 
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -50,7 +51,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use bind::Listeners;
-pub use limits::{overflow_error, reply_cost, Limits, QueueSlot, ReplyRefused, ReplySender};
+pub use limits::{
+    overflow_error, reply_cost, Limits, QueueProbe, QueueSlot, ReplyRefused, ReplySender,
+};
 pub use tls::TlsListen;
 
 /// What a listener hands to the service loop.
@@ -93,6 +96,30 @@ pub struct ListenOptions {
     pub socket_mode: u32,
     /// Connection, queue, size and time limits.
     pub limits: Limits,
+    /// What each topic needs (the service's topic table), so that the
+    /// refusal of a client with no role at all (no token, no certificate)
+    /// names the role it would need. `None`: the refusal names none.
+    pub access: Option<TopicAccess>,
+}
+
+/// The service's topic table as the listeners see it: what a topic needs.
+/// There is one per process, so two are always equal (it is not part of
+/// what comparing two [`ListenOptions`] is about).
+#[derive(Clone, Copy)]
+pub struct TopicAccess(pub fn(&str) -> Option<rpc::Need>);
+
+impl PartialEq for TopicAccess {
+    fn eq(&self, _: &TopicAccess) -> bool {
+        true
+    }
+}
+
+impl Eq for TopicAccess {}
+
+impl fmt::Debug for TopicAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TopicAccess")
+    }
 }
 
 impl Default for ListenOptions {
@@ -105,6 +132,7 @@ impl Default for ListenOptions {
             tls: None,
             socket_mode: 0o666,
             limits: Limits::default(),
+            access: None,
         }
     }
 }
@@ -125,6 +153,7 @@ impl fmt::Debug for ListenOptions {
             .field("tls", &self.tls)
             .field("socket_mode", &format_args!("{:#o}", self.socket_mode))
             .field("limits", &self.limits)
+            .field("access", &self.access.is_some())
             .finish()
     }
 }
@@ -237,6 +266,7 @@ mod tests {
             tls: None,
             socket_mode: 0o600,
             limits: Limits::default(),
+            access: None,
         };
         let s = format!("{o:?}");
         assert!(!s.contains("sekrit"), "{s}");

@@ -247,6 +247,48 @@ async fn roles_from_certificates_and_tokens() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_without_a_role_name_the_role_needed() {
+    let pki = Pki::new();
+    let mut opts = options(&pki);
+    opts.access = Some(transport::TopicAccess(|t| {
+        (t == "test.role").then_some(rpc::Need::Scheduler)
+    }));
+    let srv = start(opts);
+    let port = srv.addr.1;
+    let (st, v) = call(port, pki.client(None), "test.role", None)
+        .await
+        .unwrap();
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    assert_eq!(v["errnum"], json!(rpc::errno::EPERM));
+    assert_eq!(
+        v["errstr"],
+        json!(
+            "test.role requires the scheduler role: authentication required: \
+             present a client certificate or a bearer token"
+        )
+    );
+    let (_, v) = call(port, pki.client(None), "test.role", Some("wrong"))
+        .await
+        .unwrap();
+    assert_eq!(
+        v["errstr"],
+        json!(
+            "test.role requires the scheduler role: authentication required: \
+             present a client certificate or a bearer token"
+        )
+    );
+    // A topic the table does not know: no role to name.
+    let (_, v) = call(port, pki.client(None), "test.other", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        v["errstr"],
+        json!("authentication required: present a client certificate or a bearer token")
+    );
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_without_a_role_needs_a_token() {
     let pki = Pki::new();
     let mut opts = options(&pki);
@@ -355,6 +397,15 @@ fn start_up_refusals() {
          (127.0.0.0/8, ::1), because tokens and requests would cross the network unencrypted; \
          use tls://0.0.0.0:0 with tls-cert and tls-key (see `roster serve ca`)"
     );
+    // Every other address that is not loopback: IPv6 any, a site
+    // address, an IPv4-mapped one (refused before binding).
+    for host in ["::", "10.1.2.3", "::ffff:127.0.0.1", "192.168.0.1"] {
+        let e = Listeners::bind(&[tcp(host)], &opts).unwrap_err();
+        assert!(
+            matches!(e, TransportError::PlainTcpOffLoopback { .. }),
+            "{host}: {e}"
+        );
+    }
     // Loopback stays allowed (with a token).
     Listeners::bind(&[tcp("127.0.0.1")], &opts).unwrap();
     Listeners::bind(&[tcp("localhost")], &opts).unwrap();

@@ -73,9 +73,12 @@ struct Args {
     /// (simulator) Hellos in flight at once.
     #[arg(long, value_name = "N", requires = "simulate", default_value_t = 256)]
     concurrency: usize,
-    /// Log every session change.
+    /// Log every session change (RUST_LOG overrides the level).
     #[arg(short, long)]
     verbose: bool,
+    /// Log lines as text or as JSON objects.
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t)]
+    log_format: crate::logging::LogFormat,
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
@@ -97,6 +100,11 @@ fn seconds(what: &str, s: f64) -> Result<Duration, String> {
     }
 }
 
+/// The command line, for `roster completions` and `roster manpage`.
+pub fn command() -> clap::Command {
+    <Args as clap::CommandFactory>::command()
+}
+
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let args = match Args::try_parse_from(args) {
         Ok(a) => a,
@@ -113,6 +121,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 }
 
 fn run(args: Args) -> Result<ExitCode, String> {
+    crate::logging::init(args.verbose, args.log_format);
     let tls_files = client::TlsFiles {
         ca: args.ca.clone(),
         cert: args.cert.clone(),
@@ -197,10 +206,27 @@ fn run(args: Args) -> Result<ExitCode, String> {
         let n = cfg.hosts.len();
         let report = Arc::new(SimReport::default());
         let rep = Arc::clone(&report);
+        if args.verbose {
+            // Progress every 2 s until all have joined.
+            let rep = Arc::clone(&report);
+            runtime.spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(2));
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    eprintln!("roster agent: simulator: {}", rep.progress(n));
+                    if rep.first_joins.load(std::sync::atomic::Ordering::Relaxed) == n {
+                        break;
+                    }
+                }
+            });
+        }
         runtime
             .block_on(agent::simulate(cfg, stop_rx, rep, move |t| {
-                eprintln!(
-                    "roster agent: simulator: all {n} agents joined in {:.3} s",
+                tracing::info!(
+                    agents = n,
+                    seconds = t.as_secs_f64(),
+                    "simulator: all {n} agents joined in {:.3} s",
                     t.as_secs_f64()
                 );
             }))
@@ -208,7 +234,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         let failed = report.failed.load(std::sync::atomic::Ordering::Relaxed);
         if let Ok(errs) = report.errors.lock() {
             for e in errs.iter() {
-                eprintln!("roster agent: {e}");
+                tracing::error!("{e}");
             }
         }
         return Ok(if failed > 0 && failed == n {
@@ -254,6 +280,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         r,
         rank: args.rank,
         heartbeat,
+        source: None,
     };
     let verbose = args.verbose;
     let host = cfg.hostname.clone();
@@ -262,19 +289,24 @@ fn run(args: Args) -> Result<ExitCode, String> {
     let result = runtime.block_on(agent::run(&cfg, Control::new(stop_rx), |ev| match ev {
         Event::Joined { rank, heartbeat } => {
             failing = false;
-            eprintln!(
-                "roster agent: {host} joined as rank {rank} (heartbeat every {:.3} s)",
+            tracing::info!(
+                hostname = %host,
+                rank,
+                heartbeat = heartbeat.as_secs_f64(),
+                "{host} joined as rank {rank} (heartbeat every {:.3} s)",
                 heartbeat.as_secs_f64()
             )
         }
         Event::Lost { reason } => {
-            eprintln!("roster agent: session lost: {reason}; reconnecting")
+            tracing::warn!(hostname = %host, %reason, "session lost: {reason}; reconnecting")
         }
         Event::Retrying { error, delay } => {
             if verbose || !failing {
                 failing = true;
-                eprintln!(
-                    "roster agent: {error}; retrying in about {:.1} s",
+                tracing::warn!(
+                    hostname = %host,
+                    %error,
+                    "{error}; retrying in about {:.1} s",
                     delay.as_secs_f64()
                 )
             }
