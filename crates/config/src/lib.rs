@@ -56,6 +56,7 @@
 //! | `token-file` | string | bearer token file for TCP clients |
 //! | `monitor-force-up` | boolean | consider every rank up (flux's `monitor-force-up` module argument) |
 //! | `parent-R` | string | R of an enclosing allocation (flux's `job-info` inventory source) |
+//! | `relay-fanout` | integer | fan-out K of the agent relay tree (flux's `tbon.topo = kary:K`; default 128, 1 – 65536): a relay at rank r speaks for the k-ary subtree below r |
 //!
 //! The listeners' limits ([`ServeLimits`], all optional):
 //!
@@ -244,6 +245,8 @@ pub struct ServeConfig {
     pub parent_r: Option<PathBuf>,
     /// The listeners' limits (`max-*`, `*-timeout`).
     pub limits: ServeLimits,
+    /// `relay-fanout` (`None`: [`rpc::relay::DEFAULT_FANOUT`]).
+    pub relay_fanout: Option<u32>,
 }
 
 /// The listeners' limits of `[serve]` (see the crate docs for the keys).
@@ -565,6 +568,7 @@ const SERVE_KEYS: &[&str] = &[
     "max-queued-requests",
     "request-timeout",
     "idle-timeout",
+    "relay-fanout",
 ];
 
 /// Integer limit keys of `[serve]`: (key, smallest, largest).
@@ -602,6 +606,11 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
     s.token_file = t.string("token-file")?.map(PathBuf::from);
     s.monitor_force_up = t.boolean("monitor-force-up")?;
     s.parent_r = t.string("parent-R")?.map(PathBuf::from);
+    let fanout = t
+        .table
+        .get("relay-fanout")
+        .map(|_| t.integer("relay-fanout", 0))
+        .transpose()?;
     let d = ServeLimits::default();
     let mut ints = Vec::with_capacity(SERVE_INT_LIMITS.len());
     for (key, _, _) in SERVE_INT_LIMITS {
@@ -635,6 +644,15 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
             }
             v => vals.push(v.map(|v| v as u64)),
         }
+    }
+    if let Some(k) = fanout {
+        if !(1..=65536).contains(&k) {
+            return Err(invalid(
+                "relay-fanout",
+                format!("relay-fanout must be between 1 and 65536, got {k}"),
+            ));
+        }
+        s.relay_fanout = Some(k as u32);
     }
     let pick = |i: usize, default: u64| vals[i].unwrap_or(default);
     let mut limits = ServeLimits {
