@@ -91,6 +91,8 @@ pub fn local_r(hostname: &str, cores: &IdSet, gpus: &IdSet) -> Result<Value, Age
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     pub uri: Uri,
+    /// For `tls://`: the CA and, normally, this node's certificate.
+    pub tls: Option<Arc<tls::rustls::ClientConfig>>,
     pub token: Option<String>,
     pub hostname: String,
     /// Its local R (see [`local_r`]); `None` skips verification.
@@ -193,7 +195,13 @@ async fn open(cfg: &AgentConfig, ctl: &Control) -> Result<(Session, Value), Agen
         ),
         None => None,
     };
-    Session::open(&cfg.uri, cfg.token.as_deref(), &cfg.hello()).await
+    Session::open(
+        &cfg.uri,
+        cfg.tls.as_ref(),
+        cfg.token.as_deref(),
+        &cfg.hello(),
+    )
+    .await
 }
 
 /// Run one agent until `ctl.stop` (then leave cleanly, `Ok`) or a
@@ -306,6 +314,7 @@ pub async fn run(
 
 /// Raise the soft limit of open files to the hard limit (agents and the
 /// simulator hold one socket per session).  Returns the new soft limit.
+#[allow(unsafe_code)] // getrlimit/setrlimit: the agent's only libc calls
 pub fn raise_nofile_limit() -> Option<libc::rlim_t> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,

@@ -359,11 +359,8 @@ impl RelayState {
 
     /// A child's hello.
     fn hello(&mut self, req: Request, stream: ReplySender) {
-        if req.role != Role::Owner {
-            return Self::refuse(
-                &stream,
-                RpcError::new(EPERM, "Request requires owner credentials"),
-            );
+        if !matches!(req.role, Role::Owner | Role::Agent(_)) {
+            return Self::refuse(&stream, RpcError::new(EPERM, "a relay accepts agents only"));
         }
         let Some(w) = &self.welcome else {
             self.waiting.push((req, stream));
@@ -383,6 +380,21 @@ impl RelayState {
                 ),
             );
         };
+        // As at the service: an agent certificate speaks for its own host
+        // (a relay's, for the subtree below that host).
+        if let Role::Agent(own) = &req.role {
+            if **own != *host {
+                return Self::refuse(
+                    &stream,
+                    RpcError::new(
+                        EPERM,
+                        format!(
+                            "agent hello: the certificate of {own} may not speak for host {host}"
+                        ),
+                    ),
+                );
+            }
+        }
         let relay = p.get(rpc::relay::RELAY) == Some(&Value::Bool(true));
         let res = match res_of_r(p.get("R")) {
             Ok(r) => r,
@@ -894,7 +906,7 @@ async fn upstream(
     let mut claimed = 0;
     loop {
         let opened = tokio::select! {
-            r = Session::open(&cfg.uri, cfg.token.as_deref(), &hello) => r,
+            r = Session::open(&cfg.uri, cfg.tls.as_ref(), cfg.token.as_deref(), &hello) => r,
             _ = stopped(&mut stop) => return,
         };
         match opened {

@@ -13,6 +13,7 @@ use rpc::uri::Uri;
 use rpc::{wire, RpcError};
 use serde_json::Value;
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
@@ -58,8 +59,28 @@ fn chunk(line: &str) -> Vec<u8> {
     v
 }
 
-async fn connect(uri: &Uri) -> io::Result<(Reader, Writer)> {
+async fn connect(
+    uri: &Uri,
+    tls_config: Option<&Arc<tls::rustls::ClientConfig>>,
+) -> io::Result<(Reader, Writer)> {
     match uri {
+        Uri::Tls { host, port } => {
+            let Some(cfg) = tls_config else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "tls:// needs a CA certificate (--ca)",
+                ));
+            };
+            let name = tls::server_name(host)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+            let s = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+            let _ = s.set_nodelay(true);
+            let s = tls::TlsConnector::from(Arc::clone(cfg))
+                .connect(name, s)
+                .await?;
+            let (r, w) = tokio::io::split(s);
+            Ok((BufReader::with_capacity(1024, Box::new(r)), Box::new(w)))
+        }
         Uri::Unix(path) => {
             let s = tokio::net::UnixStream::connect(path).await?;
             let (r, w) = s.into_split();
@@ -73,7 +94,7 @@ async fn connect(uri: &Uri) -> io::Result<(Reader, Writer)> {
         }
         Uri::Flux(_) => Err(io::Error::new(
             io::ErrorKind::Unsupported,
-            "flux:// is not supported by the agent (use unix:// or tcp://)",
+            "flux:// is not supported by the agent (use tls://, unix:// or tcp://)",
         )),
     }
 }
@@ -83,13 +104,16 @@ impl Session {
     /// line of the reply stream).
     pub async fn open(
         uri: &Uri,
+        tls_config: Option<&Arc<tls::rustls::ClientConfig>>,
         token: Option<&str>,
         hello: &Value,
     ) -> Result<(Session, Value), AgentError> {
-        let (r, mut w) = connect(uri).await.map_err(|e| AgentError::Connect {
-            uri: uri.to_string(),
-            source: e,
-        })?;
+        let (r, mut w) = connect(uri, tls_config)
+            .await
+            .map_err(|e| AgentError::Connect {
+                uri: uri.to_string(),
+                source: e,
+            })?;
         let mut head = format!(
             "POST {} HTTP/1.1\r\nhost: roster\r\n{}: 1\r\ncontent-type: {}\r\ntransfer-encoding: chunked\r\n",
             wire::path_for(wire::SESSION_TOPIC),

@@ -16,6 +16,8 @@ use tokio::sync::{watch, Semaphore};
 #[derive(Debug, Clone)]
 pub struct SimConfig {
     pub uri: Uri,
+    /// One TLS configuration shared by every virtual agent (`tls://`).
+    pub tls: Option<Arc<tls::rustls::ClientConfig>>,
     pub token: Option<String>,
     /// One agent per entry (a host listed twice gets two agents).
     pub hosts: Vec<String>,
@@ -76,6 +78,7 @@ pub async fn simulate(
         }
         let acfg = AgentConfig {
             uri: cfg.uri.clone(),
+            tls: cfg.tls.clone(),
             token: cfg.token.clone(),
             hostname: host.clone(),
             r: Some(r),
@@ -169,6 +172,7 @@ async fn simulate_relays(
         let rcfg = RelayConfig {
             agent: AgentConfig {
                 uri: upstream,
+                tls: cfg.tls.clone(),
                 token: cfg.token.clone(),
                 hostname: host.clone(),
                 r: Some(host_r(&cfg, &host)?),

@@ -40,6 +40,15 @@ impl Client {
         crate::Client::from_env(explicit_uri, token_file).map(Client::wrap)
     }
 
+    /// See [`crate::Client::from_env_tls`].
+    pub fn from_env_tls(
+        explicit_uri: Option<&str>,
+        token_file: Option<&Path>,
+        tls_files: crate::TlsFiles,
+    ) -> Result<Client, ClientError> {
+        crate::Client::from_env_tls(explicit_uri, token_file, tls_files).map(Client::wrap)
+    }
+
     /// Wrap an async client.
     pub fn wrap(inner: crate::Client) -> Client {
         Client {

@@ -10,7 +10,7 @@ use crate::{ClientError, ReplyStream};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::client::conn::http1::{Connection, SendRequest};
+use hyper::client::conn::http1::{Connection as HyperConnection, SendRequest};
 use hyper::header::{HeaderValue, CONTENT_TYPE, HOST};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -20,22 +20,43 @@ use serde_json::Value;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Largest non-streaming reply body, and largest single stream line.
 const MAX_REPLY: usize = 1 << 30;
 
-/// A Unix or TCP stream.
+/// A Unix, TCP or TLS stream.
 #[derive(Debug)]
 enum Stream {
     Unix(tokio::net::UnixStream),
     Tcp(tokio::net::TcpStream),
+    Tls(Box<tls::client::TlsStream<tokio::net::TcpStream>>),
 }
 
 impl Stream {
-    async fn connect(uri: &Uri) -> io::Result<Stream> {
+    async fn connect(
+        uri: &Uri,
+        tls_config: Option<&Arc<tls::rustls::ClientConfig>>,
+    ) -> io::Result<Stream> {
         match uri {
+            Uri::Tls { host, port } => {
+                let Some(cfg) = tls_config else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "tls:// needs a CA certificate (--ca or ROSTER_CA)",
+                    ));
+                };
+                let name = tls::server_name(host)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+                let s = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+                let _ = s.set_nodelay(true);
+                let s = tls::TlsConnector::from(Arc::clone(cfg))
+                    .connect(name, s)
+                    .await?;
+                Ok(Stream::Tls(Box::new(s)))
+            }
             Uri::Unix(path) => tokio::net::UnixStream::connect(path)
                 .await
                 .map(Stream::Unix),
@@ -61,6 +82,7 @@ impl AsyncRead for Stream {
         match self.get_mut() {
             Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -74,6 +96,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -81,6 +104,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Unix(s) => Pin::new(s).poll_flush(cx),
             Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
@@ -88,11 +112,12 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }
 
-type Driver = Pin<Box<Connection<TokioIo<Stream>, Full<Bytes>>>>;
+type Driver = Pin<Box<HyperConnection<TokioIo<Stream>, Full<Bytes>>>>;
 
 /// The I/O side of a connection, polled whenever we wait on it.
 struct Conn {
@@ -151,58 +176,154 @@ pub(crate) struct Exchange {
     topic: String,
 }
 
+/// Connect and do the HTTP/1 handshake.
+async fn open(
+    uri: &Uri,
+    tls_config: Option<&Arc<tls::rustls::ClientConfig>>,
+) -> Result<(Conn, SendRequest<Full<Bytes>>), ClientError> {
+    let stream = Stream::connect(uri, tls_config)
+        .await
+        .map_err(|source| ClientError::Connect {
+            uri: uri.clone(),
+            source,
+        })?;
+    let (send, driver) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(hyper_err)?;
+    let conn = Conn {
+        driver: Some(Box::pin(driver)),
+        send: None,
+    };
+    Ok((conn, send))
+}
+
+/// The HTTP request of an RPC.
+fn build_request(
+    uri: &Uri,
+    token: Option<&str>,
+    topic: &str,
+    payload: &Value,
+    streaming: bool,
+) -> Result<Request<Full<Bytes>>, ClientError> {
+    if wire::topic_of(&wire::path_for(topic)) != Some(topic) {
+        return Err(ClientError::Protocol(format!(
+            "invalid topic '{topic}': expected letters, digits and '.-_'"
+        )));
+    }
+    let host = match uri {
+        Uri::Tcp { .. } => uri.to_string().trim_start_matches("tcp://").to_string(),
+        Uri::Tls { .. } => uri.to_string().trim_start_matches("tls://").to_string(),
+        _ => "localhost".to_string(),
+    };
+    let body = wire::body_of(payload);
+    let mut req = Request::builder()
+        .method(Method::POST)
+        .uri(wire::path_for(topic))
+        .header(HOST, host);
+    if !body.is_empty() {
+        req = req.header(CONTENT_TYPE, wire::JSON);
+    }
+    if streaming {
+        req = req.header(wire::STREAMING_HEADER, "1");
+    }
+    if let Some(t) = token {
+        let v = HeaderValue::from_str(&format!("Bearer {t}")).map_err(|_| {
+            ClientError::Protocol(
+                "the token contains characters not allowed in HTTP headers".into(),
+            )
+        })?;
+        req = req.header(wire::AUTH_HEADER, v);
+    }
+    req.body(Full::new(Bytes::from(body)))
+        .map_err(|e| ClientError::Protocol(format!("cannot build a request for {topic}: {e}")))
+}
+
+/// A connection kept open for many non-streaming requests, one at a time
+/// (HTTP/1.1 keep-alive): no connection set-up or TLS handshake per call.
+pub struct Connection {
+    conn: Conn,
+    uri: Uri,
+    token: Option<String>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("uri", &self.uri)
+            .field("conn", &self.conn)
+            .finish()
+    }
+}
+
+impl Connection {
+    pub(crate) async fn open(
+        uri: &Uri,
+        tls_config: Option<&Arc<tls::rustls::ClientConfig>>,
+        token: Option<&str>,
+    ) -> Result<Connection, ClientError> {
+        let (mut conn, send) = open(uri, tls_config).await?;
+        conn.send = Some(send);
+        Ok(Connection {
+            conn,
+            uri: uri.clone(),
+            token: token.map(str::to_string),
+        })
+    }
+
+    /// One request, one reply, on this connection.
+    pub async fn rpc(&mut self, topic: &str, payload: Value) -> Result<Value, ClientError> {
+        let req = build_request(&self.uri, self.token.as_deref(), topic, &payload, false)?;
+        let Some(mut send) = self.conn.send.take() else {
+            return Err(ClientError::Protocol("the connection is closed".into()));
+        };
+        self.conn.drive(send.ready()).await.map_err(hyper_err)?;
+        let resp = self
+            .conn
+            .drive(send.send_request(req))
+            .await
+            .map_err(hyper_err)?;
+        self.conn.send = Some(send);
+        let status = resp.status();
+        let errnum = resp
+            .headers()
+            .get(wire::ERRNUM_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<i32>().ok());
+        let collected = self
+            .conn
+            .drive(Limited::new(resp.into_body(), MAX_REPLY).collect())
+            .await;
+        let body = match collected {
+            Ok(c) => c.to_bytes(),
+            Err(e) => match e.downcast::<hyper::Error>() {
+                Ok(he) => return Err(hyper_err(*he)),
+                Err(other) => {
+                    return Err(ClientError::Protocol(format!("reply to {topic}: {other}")))
+                }
+            },
+        };
+        if status != StatusCode::OK {
+            return Err(error_reply(status, errnum, &body, topic));
+        }
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&body)
+            .map_err(|e| ClientError::Protocol(format!("the reply to {topic} is not JSON: {e}")))
+    }
+}
+
 impl Exchange {
     pub(crate) async fn start(
         uri: &Uri,
+        tls_config: Option<&Arc<tls::rustls::ClientConfig>>,
         token: Option<&str>,
         topic: &str,
         payload: &Value,
         streaming: bool,
     ) -> Result<Exchange, ClientError> {
-        if wire::topic_of(&wire::path_for(topic)) != Some(topic) {
-            return Err(ClientError::Protocol(format!(
-                "invalid topic '{topic}': expected letters, digits and '.-_'"
-            )));
-        }
-        let connect_err = |source| ClientError::Connect {
-            uri: uri.clone(),
-            source,
-        };
-        let stream = Stream::connect(uri).await.map_err(connect_err)?;
-        let (send, driver) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(hyper_err)?;
-        let mut conn = Conn {
-            driver: Some(Box::pin(driver)),
-            send: None,
-        };
-        let host = match uri {
-            Uri::Tcp { .. } => uri.to_string().trim_start_matches("tcp://").to_string(),
-            _ => "localhost".to_string(),
-        };
-        let body = wire::body_of(payload);
-        let mut req = Request::builder()
-            .method(Method::POST)
-            .uri(wire::path_for(topic))
-            .header(HOST, host);
-        if !body.is_empty() {
-            req = req.header(CONTENT_TYPE, wire::JSON);
-        }
-        if streaming {
-            req = req.header(wire::STREAMING_HEADER, "1");
-        }
-        if let Some(t) = token {
-            let v = HeaderValue::from_str(&format!("Bearer {t}")).map_err(|_| {
-                ClientError::Protocol(
-                    "the token contains characters not allowed in HTTP headers".into(),
-                )
-            })?;
-            req = req.header(wire::AUTH_HEADER, v);
-        }
-        let req = req.body(Full::new(Bytes::from(body))).map_err(|e| {
-            ClientError::Protocol(format!("cannot build a request for {topic}: {e}"))
-        })?;
-        let mut send = send;
+        let req = build_request(uri, token, topic, payload, streaming)?;
+        let (mut conn, mut send) = open(uri, tls_config).await?;
         let resp = conn
             .drive(send.send_request(req))
             .await

@@ -1,5 +1,10 @@
-//! Client library for Roster's RPCs over `unix://` and `tcp://` (HTTP/1.1
-//! with the conventions of [`rpc::wire`]).
+//! Client library for Roster's RPCs over `unix://`, `tls://` and `tcp://`
+//! (HTTP/1.1 with the conventions of [`rpc::wire`]).
+//!
+//! `tls://HOST:PORT` needs the CA certificate that signed the service's
+//! certificate ([`TlsFiles`]: `--ca` or `$ROSTER_CA`) and may present a
+//! client certificate (`$ROSTER_CERT`, `$ROSTER_KEY`), whose role the
+//! service decides; a bearer token can be sent instead or as well.
 //!
 //! [`Client`] is async (tokio); [`blocking::Client`] wraps it with its own
 //! current-thread runtime for synchronous callers such as the CLI.
@@ -23,12 +28,14 @@ mod conn;
 pub mod follower;
 mod status;
 
+pub use conn::Connection;
 use conn::Exchange;
 use rpc::uri::{Uri, UriError};
 use rpc::RpcError;
 use serde_json::{json, Map, Value};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use acquire::{AcquireStream, Acquisition, Response as AcquireResponse};
 pub use follower::{Applied, FollowError, Follower};
@@ -36,6 +43,101 @@ pub use status::{DrainEntry, Status};
 
 /// Environment variable naming the token file for `tcp://` services.
 pub const TOKEN_FILE_ENV: &str = "ROSTER_TOKEN_FILE";
+/// Environment variable naming the CA certificate (PEM) that signed the
+/// certificate of a `tls://` service.
+pub const CA_ENV: &str = "ROSTER_CA";
+/// Environment variables naming this client's certificate and key (PEM)
+/// for `tls://` services.
+pub const CERT_ENV: &str = "ROSTER_CERT";
+pub const KEY_ENV: &str = "ROSTER_KEY";
+
+/// The files a `tls://` client uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The CA that signed the service's certificate.
+    pub ca: Option<PathBuf>,
+    /// This client's certificate chain and key (both or neither).
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+impl TlsFiles {
+    /// Each file not given here from its environment variable
+    /// ([`CA_ENV`], [`CERT_ENV`], [`KEY_ENV`]).
+    pub fn or_env(self) -> TlsFiles {
+        TlsFiles {
+            ca: self.ca.or_else(|| env_path(CA_ENV)),
+            cert: self.cert.or_else(|| env_path(CERT_ENV)),
+            key: self.key.or_else(|| env_path(KEY_ENV)),
+        }
+    }
+
+    /// The rustls client configuration.
+    pub fn config(&self) -> Result<Arc<tls::rustls::ClientConfig>, ClientError> {
+        let Some(ca) = &self.ca else {
+            return Err(ClientError::Tls(format!(
+                "a tls:// service needs the CA certificate that signed its certificate: \
+                 give --ca FILE or set {CA_ENV}"
+            )));
+        };
+        let identity = match (&self.cert, &self.key) {
+            (Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(ClientError::Tls(format!(
+                    "a client certificate needs its key too (--key or {KEY_ENV})"
+                )))
+            }
+            (None, Some(_)) => {
+                return Err(ClientError::Tls(format!(
+                    "a client key needs its certificate too (--cert or {CERT_ENV})"
+                )))
+            }
+        };
+        tls::client_config(ca, identity).map_err(|e| ClientError::Tls(e.to_string()))
+    }
+}
+
+/// The URI a client uses: the explicit one, else `$ROSTER_URI`, else the
+/// embedded default's socket.
+pub fn resolve_uri(explicit: Option<&str>) -> Result<Uri, UriError> {
+    if let Some(u) = explicit {
+        return Uri::parse(u);
+    }
+    match std::env::var(URI_ENV) {
+        Ok(u) if !u.is_empty() => Uri::parse(&u),
+        _ => Ok(process_env().default_uri()),
+    }
+}
+
+/// Environment variable naming the service a client talks to.
+pub const URI_ENV: &str = "ROSTER_URI";
+
+/// The default-location inputs of this process: `$XDG_RUNTIME_DIR`,
+/// `$XDG_STATE_HOME`, `$HOME` (absolute ones only) and the real uid.
+pub fn process_env() -> rpc::uri::Env {
+    let get = |k: &str| env_path(k).filter(|p| p.is_absolute());
+    rpc::uri::Env {
+        xdg_runtime_dir: get("XDG_RUNTIME_DIR"),
+        xdg_state_home: get("XDG_STATE_HOME"),
+        home: get("HOME"),
+        uid: current_uid(),
+    }
+}
+
+/// The real uid of this process (owner of `/proc/self`).
+pub fn current_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(Path::new("/proc/self"))
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX)
+}
 
 /// Errors of client calls.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +162,9 @@ pub enum ClientError {
     /// The service URI (argument or `ROSTER_URI`) is malformed.
     #[error("{0}")]
     Uri(UriError),
+    /// TLS files missing, unreadable or unusable.
+    #[error("{0}")]
+    Tls(String),
     /// The token file could not be read, or is empty.
     #[error("cannot read token file {}: {}", path.display(), io_text(.source))]
     TokenFile {
@@ -82,7 +187,7 @@ impl ClientError {
                 source.raw_os_error().unwrap_or(rpc::errno::EIO)
             }
             ClientError::Protocol(_) => rpc::errno::EPROTO,
-            ClientError::Uri(_) => rpc::errno::EINVAL,
+            ClientError::Uri(_) | ClientError::Tls(_) => rpc::errno::EINVAL,
         }
     }
 
@@ -111,17 +216,33 @@ pub(crate) fn io_text(e: &io::Error) -> String {
 }
 
 /// A client of one Roster service.  Cheap to clone; holds no connection.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Client {
     uri: Uri,
     token: Option<String>,
+    tls: Option<Arc<tls::rustls::ClientConfig>>,
 }
+
+impl PartialEq for Client {
+    fn eq(&self, o: &Client) -> bool {
+        self.uri == o.uri
+            && self.token == o.token
+            && match (&self.tls, &o.tls) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+    }
+}
+
+impl Eq for Client {}
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("uri", &self.uri)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("tls", &self.tls.is_some())
             .finish()
     }
 }
@@ -147,7 +268,17 @@ pub fn read_token_file(path: &Path) -> Result<String, ClientError> {
 impl Client {
     /// A client of the service at `uri`, without a token.
     pub fn new(uri: Uri) -> Client {
-        Client { uri, token: None }
+        Client {
+            uri,
+            token: None,
+            tls: None,
+        }
+    }
+
+    /// Use this TLS configuration for `tls://` (see [`TlsFiles::config`]).
+    pub fn with_tls(mut self, config: Arc<tls::rustls::ClientConfig>) -> Client {
+        self.tls = Some(config);
+        self
     }
 
     /// Send `Authorization: Bearer <token>` (needed for the owner role
@@ -158,14 +289,29 @@ impl Client {
     }
 
     /// The service URI: `explicit_uri`, else `$ROSTER_URI`, else the
-    /// default socket ([`rpc::uri::client_uri`]).  The token: read from
+    /// default socket ([`resolve_uri`]).  The token: read from
     /// `token_file`, else from the file named by `$ROSTER_TOKEN_FILE`,
-    /// else none.
+    /// else none.  For `tls://`, the TLS files from the environment.
     pub fn from_env(
         explicit_uri: Option<&str>,
         token_file: Option<&Path>,
     ) -> Result<Client, ClientError> {
-        let uri = rpc::uri::client_uri(explicit_uri).map_err(ClientError::Uri)?;
+        Client::from_env_tls(explicit_uri, token_file, TlsFiles::default())
+    }
+
+    /// [`Client::from_env`] with TLS files given explicitly (each missing
+    /// one taken from the environment, see [`TlsFiles::or_env`]); they
+    /// are only read for a `tls://` URI.
+    pub fn from_env_tls(
+        explicit_uri: Option<&str>,
+        token_file: Option<&Path>,
+        tls_files: TlsFiles,
+    ) -> Result<Client, ClientError> {
+        let uri = resolve_uri(explicit_uri).map_err(ClientError::Uri)?;
+        let tls = match uri {
+            Uri::Tls { .. } => Some(tls_files.or_env().config()?),
+            _ => None,
+        };
         let env_file = std::env::var_os(TOKEN_FILE_ENV)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
@@ -173,7 +319,7 @@ impl Client {
             Some(p) => Some(read_token_file(&p)?),
             None => None,
         };
-        Ok(Client { uri, token })
+        Ok(Client { uri, token, tls })
     }
 
     /// The service URI.
@@ -181,10 +327,28 @@ impl Client {
         &self.uri
     }
 
+    /// A connection kept open for many requests (see [`Connection`]).
+    pub async fn connect(&self) -> Result<Connection, ClientError> {
+        Connection::open(&self.uri, self.tls.as_ref(), self.token.as_deref()).await
+    }
+
+    /// The TLS configuration (for `tls://`).
+    pub fn tls_config(&self) -> Option<&Arc<tls::rustls::ClientConfig>> {
+        self.tls.as_ref()
+    }
+
     /// One request, one reply.  `Value::Null` means no payload, both in
     /// the request and in the returned reply.
     pub async fn rpc(&self, topic: &str, payload: Value) -> Result<Value, ClientError> {
-        let ex = Exchange::start(&self.uri, self.token.as_deref(), topic, &payload, false).await?;
+        let ex = Exchange::start(
+            &self.uri,
+            self.tls.as_ref(),
+            self.token.as_deref(),
+            topic,
+            &payload,
+            false,
+        )
+        .await?;
         ex.reply().await
     }
 
@@ -192,7 +356,15 @@ impl Client {
     /// stream starts (authentication, bad topic...) is returned here;
     /// afterwards see [`ReplyStream::next`].
     pub async fn stream(&self, topic: &str, payload: Value) -> Result<ReplyStream, ClientError> {
-        let ex = Exchange::start(&self.uri, self.token.as_deref(), topic, &payload, true).await?;
+        let ex = Exchange::start(
+            &self.uri,
+            self.tls.as_ref(),
+            self.token.as_deref(),
+            topic,
+            &payload,
+            true,
+        )
+        .await?;
         ex.into_stream().await
     }
 

@@ -420,3 +420,60 @@ fn from_env_defaults() {
         Err(ClientError::Uri(_))
     ));
 }
+
+#[test]
+fn one_warm_connection_for_many_calls() {
+    let svc = service();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for uri in [svc.unix.clone(), svc.tcp.clone()] {
+        let c = client::Client::new(uri).with_token(TOKEN.into());
+        rt.block_on(async {
+            let mut conn = c.connect().await.unwrap();
+            let mut conns = Vec::new();
+            for i in 0..5 {
+                let v = conn.rpc("test.echo", json!({ "i": i })).await.unwrap();
+                assert_eq!(v, json!({ "i": i }));
+                conns.push(svc.seen().conn);
+            }
+            // The errors of the service come back as such, and the
+            // connection stays usable.
+            let e = conn.rpc("test.error", Value::Null).await.unwrap_err();
+            assert_eq!(e.to_string(), "bad targets");
+            assert_eq!(conn.rpc("test.echo", json!(7)).await.unwrap(), json!(7));
+            // Every request is its own RPC connection id for the service
+            // (as before), over one socket.
+            conns.dedup();
+            assert_eq!(conns.len(), 5);
+        });
+    }
+}
+
+#[test]
+fn tls_files_are_checked() {
+    let e = client::TlsFiles::default().config().unwrap_err();
+    assert!(
+        e.to_string().contains("give --ca FILE or set ROSTER_CA"),
+        "{e}"
+    );
+    let e = client::TlsFiles {
+        ca: Some("/nonexistent/ca.pem".into()),
+        cert: Some("/nonexistent/c.pem".into()),
+        key: None,
+    }
+    .config()
+    .unwrap_err();
+    assert!(e.to_string().contains("needs its key too"), "{e}");
+    let e = client::TlsFiles {
+        ca: Some("/nonexistent/ca.pem".into()),
+        ..Default::default()
+    }
+    .config()
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "cannot read CA certificate /nonexistent/ca.pem: No such file or directory"
+    );
+}

@@ -51,9 +51,20 @@
 //!
 //! | key | type | notes |
 //! |---|---|---|
-//! | `statedir` | string | state directory (default: [`rpc::uri::Env::default_statedir`]) |
+//! | `statedir` | string | state directory (default: `$XDG_STATE_HOME/roster`, see [`rpc::uri::Env::default_statedir`]) |
 //! | `listen` | array of strings | service URIs, each checked with [`rpc::uri::Uri::parse`]; at least one |
-//! | `token-file` | string | bearer token file for TCP clients |
+//! | `token-file` | string | bearer token file: the owner role for TLS and loopback TCP clients |
+//! | `tls-cert` | string | the service's certificate chain (PEM), for `tls://` listeners |
+//! | `tls-key` | string | its private key (PEM) |
+//! | `tls-client-ca` | string | CA certificate (PEM) that signs client certificates; without it TLS clients need a token |
+//!
+//! # `[serve.auth]` keys (roles of TLS clients)
+//!
+//! | key | type | notes |
+//! |---|---|---|
+//! | `agent`, `owner`, `admin`, `scheduler`, `user` | string or array of strings | certificate names (first DNS SAN, else CN) given that role: `*`, `*.DOMAIN` or a hostlist; consulted in that order |
+//! | `roles-from-ou` | boolean | default true: otherwise the certificate subject's OU names the role |
+//! | `user-token-file`, `scheduler-token-file`, `admin-token-file` | string | bearer token files giving that role |
 //! | `monitor-force-up` | boolean | consider every rank up (flux's `monitor-force-up` module argument) |
 //! | `parent-R` | string | R of an enclosing allocation (flux's `job-info` inventory source) |
 //! | `relay-fanout` | integer | fan-out K of the agent relay tree (flux's `tbon.topo = kary:K`; default 128, 1 – 65536): a relay at rank r speaks for the k-ary subtree below r |
@@ -247,6 +258,14 @@ pub struct ServeConfig {
     pub limits: ServeLimits,
     /// `relay-fanout` (`None`: [`rpc::relay::DEFAULT_FANOUT`]).
     pub relay_fanout: Option<u32>,
+    /// `tls-cert`.
+    pub tls_cert: Option<PathBuf>,
+    /// `tls-key`.
+    pub tls_key: Option<PathBuf>,
+    /// `tls-client-ca`.
+    pub tls_client_ca: Option<PathBuf>,
+    /// `[serve.auth]`.
+    pub auth: AuthConfig,
 }
 
 /// The listeners' limits of `[serve]` (see the crate docs for the keys).
@@ -279,6 +298,30 @@ impl Default for ServeLimits {
             max_queued_requests: 32768,
             request_timeout: 30.0,
             idle_timeout: 300.0,
+        }
+    }
+}
+
+/// The `[serve.auth]` table: how TLS clients get their roles.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuthConfig {
+    /// `(role, pattern)` pairs from the `agent`, `owner`, `admin`,
+    /// `scheduler` and `user` keys, in file order (checked by the
+    /// daemon, which knows the pattern syntax).
+    pub patterns: Vec<(String, String)>,
+    /// `roles-from-ou` (default true).
+    pub roles_from_ou: bool,
+    /// `(role, path)` from `user-token-file`, `scheduler-token-file`,
+    /// `admin-token-file`.
+    pub token_files: Vec<(String, PathBuf)>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> AuthConfig {
+        AuthConfig {
+            patterns: Vec::new(),
+            roles_from_ou: true,
+            token_files: Vec::new(),
         }
     }
 }
@@ -558,6 +601,10 @@ const SERVE_KEYS: &[&str] = &[
     "token-file",
     "monitor-force-up",
     "parent-R",
+    "tls-cert",
+    "tls-key",
+    "tls-client-ca",
+    "auth",
     "max-connections",
     "max-connections-per-peer",
     "max-inflight",
@@ -582,6 +629,50 @@ const SERVE_INT_LIMITS: &[(&str, i64, i64)] = &[
     ("max-queued-requests", 1, i64::MAX),
     ("max-guest-outbound-bytes", 4096, i64::MAX),
 ];
+
+const AUTH_ROLE_KEYS: &[&str] = &["agent", "owner", "admin", "scheduler", "user"];
+const AUTH_TOKEN_KEYS: &[&str] = &[
+    "user-token-file",
+    "scheduler-token-file",
+    "admin-token-file",
+];
+
+fn parse_auth(t: &TableCtx) -> Result<AuthConfig, ConfigError> {
+    let mut a = AuthConfig::default();
+    for (key, v) in t.table {
+        if AUTH_ROLE_KEYS.contains(&key.as_str()) {
+            match v {
+                toml::Value::String(p) => a.patterns.push((key.clone(), p.clone())),
+                toml::Value::Array(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        match item {
+                            toml::Value::String(p) => a.patterns.push((key.clone(), p.clone())),
+                            v => return Err(t.type_err(&format!("{key}[{i}]"), "a string", v)),
+                        }
+                    }
+                }
+                v => return Err(t.type_err(key, "a string or an array of strings", v)),
+            }
+        } else if let Some(role) = AUTH_TOKEN_KEYS
+            .contains(&key.as_str())
+            .then(|| key.trim_end_matches("-token-file"))
+        {
+            if let Some(p) = t.string(key)? {
+                a.token_files.push((role.to_string(), PathBuf::from(p)));
+            }
+        }
+    }
+    a.roles_from_ou = match t.table.get("roles-from-ou") {
+        None => true,
+        Some(toml::Value::Boolean(b)) => *b,
+        Some(v) => return Err(t.type_err("roles-from-ou", "a boolean", v)),
+    };
+    let mut known: Vec<&str> = AUTH_ROLE_KEYS.to_vec();
+    known.extend_from_slice(AUTH_TOKEN_KEYS);
+    known.push("roles-from-ou");
+    t.check_unknown(&known)?;
+    Ok(a)
+}
 
 fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
     let mut s = ServeConfig {
@@ -618,6 +709,20 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
     }
     let request_timeout = t.string("request-timeout")?;
     let idle_timeout = t.string("idle-timeout")?;
+    s.tls_cert = t.string("tls-cert")?.map(PathBuf::from);
+    s.tls_key = t.string("tls-key")?.map(PathBuf::from);
+    s.tls_client_ca = t.string("tls-client-ca")?.map(PathBuf::from);
+    match t.table.get("auth") {
+        None => {}
+        Some(toml::Value::Table(auth)) => {
+            s.auth = parse_auth(&TableCtx {
+                src: t.src,
+                name: "serve.auth",
+                table: auth,
+            })?;
+        }
+        Some(v) => return Err(t.type_err("auth", "a table", v)),
+    }
 
     t.check_unknown(SERVE_KEYS)?;
 

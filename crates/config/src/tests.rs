@@ -448,7 +448,7 @@ parent-R = "/tmp/R.json"
         ("listen = []", "[serve]: listen must name at least one URI"),
         (
             "listen = [\"unix:///x\", \"http://x\"]",
-            "[serve]: listen[1]: invalid URI 'http://x': expected unix:///PATH, tcp://HOST:PORT or flux:///PATH",
+            "[serve]: listen[1]: invalid URI 'http://x': expected unix:///PATH, tls://HOST:PORT, tcp://HOST:PORT or flux:///PATH",
         ),
         (
             "listen = [\"tcp://host\"]",
@@ -458,9 +458,91 @@ parent-R = "/tmp/R.json"
         ("monitor-force-up = \"true\"", "[serve]: monitor-force-up must be a boolean, got string"),
         ("parent-R = []", "[serve]: parent-R must be a string, got array"),
         ("parent-r = \"x\"", "[serve]: unknown key 'parent-r'"),
+        ("tls-cert = 1", "[serve]: tls-cert must be a string, got integer"),
+        ("auth = 1", "[serve]: auth must be a table, got integer"),
     ];
     for (line, msg) in cases {
         let e = err(&format!("[serve]\n{line}\n"));
+        assert_eq!(e.to_string(), format!("test.toml: {msg}"), "{line}");
+    }
+}
+
+#[test]
+fn serve_tls_and_auth() {
+    let c = parse(
+        r#"
+[serve]
+listen = ["tls://0.0.0.0:8050"]
+tls-cert = "/etc/roster/head.pem"
+tls-key = "/etc/roster/head.key"
+tls-client-ca = "/etc/roster/ca.pem"
+
+[serve.auth]
+admin = ["alice", "*.ops.example"]
+agent = "node[0-127]"
+roles-from-ou = false
+user-token-file = "/etc/roster/user.token"
+"#,
+    )
+    .unwrap_or_default();
+    let s = &c.serve;
+    assert_eq!(
+        s.listen,
+        Some(vec![Uri::Tls {
+            host: "0.0.0.0".into(),
+            port: 8050
+        }])
+    );
+    assert_eq!(s.tls_cert, Some(PathBuf::from("/etc/roster/head.pem")));
+    assert_eq!(s.tls_key, Some(PathBuf::from("/etc/roster/head.key")));
+    assert_eq!(s.tls_client_ca, Some(PathBuf::from("/etc/roster/ca.pem")));
+    let pairs: Vec<(&str, &str)> = s
+        .auth
+        .patterns
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    assert_eq!(
+        pairs,
+        vec![
+            ("admin", "alice"),
+            ("admin", "*.ops.example"),
+            ("agent", "node[0-127]")
+        ]
+    );
+    assert!(!s.auth.roles_from_ou);
+    assert_eq!(
+        s.auth.token_files,
+        vec![("user".to_string(), PathBuf::from("/etc/roster/user.token"))]
+    );
+    assert!(
+        parse("[serve]\n")
+            .unwrap_or_default()
+            .serve
+            .auth
+            .roles_from_ou
+    );
+    let cases = [
+        (
+            "admin = 5",
+            "[serve.auth]: admin must be a string or an array of strings, got integer",
+        ),
+        (
+            "user = [\"a\", 1]",
+            "[serve.auth]: user[1] must be a string, got integer",
+        ),
+        (
+            "roles-from-ou = \"no\"",
+            "[serve.auth]: roles-from-ou must be a boolean, got string",
+        ),
+        ("root = \"x\"", "[serve.auth]: unknown key 'root'"),
+        (
+            "admin-token-file = 1",
+            "[serve.auth]: admin-token-file must be a string, got integer",
+        ),
+    ];
+    for (line, msg) in cases {
+        let e = err(&format!("[serve.auth]\n{line}\n"));
         assert_eq!(e.to_string(), format!("test.toml: {msg}"), "{line}");
     }
 }

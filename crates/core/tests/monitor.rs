@@ -149,6 +149,34 @@ fn ev(name: &str, ids: &str) -> (String, String) {
 }
 
 #[test]
+fn an_agent_certificate_speaks_for_its_own_host_only() {
+    let mut h = start(settings(30.0, 60.0));
+    let (_, r) = h.hello(json!({"hostname": "fake1"}), Role::Agent("fake0".into()));
+    let e = r.unwrap_err();
+    assert_eq!(e.errnum, rpc::errno::EPERM);
+    assert_eq!(
+        e.message(),
+        "agent hello: the certificate of fake0 may not speak for host fake1"
+    );
+    assert!(
+        h.log.iter().any(|o| matches!(o, Output::Log { msg, .. }
+            if msg == "refused an agent: agent hello: the certificate of fake0 may not speak for host fake1")),
+        "the refusal is logged by the service"
+    );
+    let (conn, r) = h.hello(json!({"hostname": "fake0"}), Role::Agent("fake0".into()));
+    assert_eq!(r.unwrap()["rank"], 0);
+    h.tick();
+    assert_eq!(h.svc.online().encode(), "0");
+    // Its heartbeats (same connection) are accepted.
+    assert!(h.heartbeat(conn, 2).is_ok());
+    // A user or admin credential cannot hold an agent session.
+    for role in [Role::Admin, Role::User, Role::Scheduler, Role::Guest] {
+        let (_, r) = h.hello(json!({"hostname": "fake2"}), role.clone());
+        assert_eq!(r.unwrap_err().errnum, rpc::errno::EPERM, "{role:?}");
+    }
+}
+
+#[test]
 fn hello_maps_hosts_to_ranks_and_batches_online() {
     let mut h = start(settings(30.0, 60.0));
     let (_, r0) = h.join("fake0");

@@ -281,6 +281,119 @@ fn roles_and_unknown_topics() {
 }
 
 #[test]
+fn roles_of_tls_clients() {
+    let mut h = start();
+    let agent = Role::Agent("fake0".into());
+    // (topic, payload, streaming, roles allowed besides the owner)
+    let table: Vec<(&str, Value, bool, Vec<Role>)> = vec![
+        (
+            "resource.status",
+            json!({}),
+            false,
+            vec![Role::User, Role::Scheduler, Role::Admin, Role::Guest],
+        ),
+        (
+            "resource.sched-status",
+            json!({}),
+            false,
+            vec![Role::User, Role::Scheduler, Role::Admin, Role::Guest],
+        ),
+        (
+            "resource.get",
+            json!({}),
+            false,
+            vec![Role::User, Role::Scheduler, Role::Admin],
+        ),
+        (
+            "resource.journal",
+            json!({}),
+            true,
+            vec![Role::User, Role::Scheduler, Role::Admin],
+        ),
+        ("resource.acquire", json!({}), true, vec![Role::Scheduler]),
+        (
+            "resource.group-set",
+            json!({"group": "g", "targets": "0"}),
+            false,
+            vec![Role::Scheduler],
+        ),
+        (
+            "resource.drain",
+            json!({"targets": "1"}),
+            false,
+            vec![Role::Admin],
+        ),
+        (
+            "resource.undrain",
+            json!({"targets": "1"}),
+            false,
+            vec![Role::Admin],
+        ),
+        (
+            "resource.monitor-force-up",
+            json!({"ranks": "0"}),
+            false,
+            vec![Role::Admin],
+        ),
+        (
+            "resource.expiration-update",
+            json!({"expiration": 0.0}),
+            false,
+            vec![Role::Admin],
+        ),
+    ];
+    let all = [
+        Role::User,
+        Role::Scheduler,
+        Role::Admin,
+        Role::Guest,
+        agent.clone(),
+    ];
+    for (topic, payload, streaming, allowed) in table {
+        for role in &all {
+            let (to, out) = h.req(topic, payload.clone(), role.clone(), streaming);
+            let first = replies_to(&out, to).into_iter().next();
+            let refused = matches!(&first, Some(Err(e)) if e.errnum == EPERM);
+            assert_eq!(
+                refused,
+                !allowed.contains(role),
+                "{topic} as {role:?}: {first:?}"
+            );
+            if refused {
+                let msg = first.unwrap().unwrap_err().message();
+                if *role != Role::Guest {
+                    assert!(msg.starts_with(&format!("{topic} requires the ")), "{msg}");
+                }
+            }
+            // End what was accepted (streams, groups).
+            h.svc
+                .handle(h.now, Input::Disconnect(to.conn), &mut Vec::new());
+        }
+    }
+    let (to, out) = h.req(
+        "resource.drain",
+        json!({"targets": "1"}),
+        Role::Scheduler,
+        false,
+    );
+    assert_eq!(
+        err(replies_to(&out, to).remove(0)),
+        (
+            EPERM,
+            "resource.drain requires the admin role (this client has the scheduler role)".into()
+        )
+    );
+    let (to, out) = h.req("resource.drain", json!({"targets": "1"}), agent, false);
+    assert_eq!(
+        err(replies_to(&out, to).remove(0)),
+        (
+            EPERM,
+            "resource.drain requires the admin role: this client is the agent of fake0, which may only hold its own agent session".into()
+        )
+    );
+}
+
+#[test]
 fn status_shape() {
     let mut h = start();
     h.rpc("resource.drain", json!({"targets": "0-1", "reason": "a"}))

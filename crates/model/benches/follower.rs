@@ -1,3 +1,4 @@
+#![allow(unsafe_code)] // libc calls (getuid, kill, signals) or a counting allocator
 //! What `roster graph --follow` (client::Follower) does with R16k, timed
 //! step by step on the model calls it makes: build the graph from the
 //! first `resource.acquire` response (JSON text → graph, target index),

@@ -1,3 +1,4 @@
+#![allow(unsafe_code)] // libc calls (getuid, kill, signals) or a counting allocator
 //! Resource graph benchmarks on a 16,384 nodes x 2 sockets x 48 cores +
 //! 4 GPUs machine (1,687,553 pools), and on the shared R16k.json.
 //!

@@ -1,3 +1,4 @@
+#![allow(unsafe_code)] // libc calls (getuid, kill, signals) or a counting allocator
 //! `roster agent` against a real `roster serve`: join, leave, kill -9,
 //! SIGSTOP (torpid/lively), offline timeout, service restart, verification
 //! drains, token, duplicate and unknown hosts.

@@ -1,3 +1,4 @@
+#![allow(unsafe_code)] // kill(2) on our own children
 //! Agent relays with real processes on loopback: a 3-level tree of
 //! `roster agent --relay` and leaf agents (kary:2 over fake[0-6]), a relay
 //! restart, a leaf moving to another relay, the simulator's relays.

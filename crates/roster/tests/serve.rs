@@ -1,3 +1,4 @@
+#![allow(unsafe_code)] // libc calls (getuid, kill, signals) or a counting allocator
 //! `roster serve` end to end: the real daemon on a temporary state
 //! directory and Unix socket, driven by `roster resource` and the client
 //! library.  Vectors follow flux-core's t2311/t2319/t2355.

@@ -14,7 +14,7 @@
 //!   every request of that connection without answering.
 //!
 //! The [`wire`] module fixes how this maps onto HTTP/1.1 + NDJSON, and
-//! [`uri`] the `unix://` / `tcp://` address forms.
+//! [`uri`] the `unix://` / `tcp://` / `tls://` / `flux://` address forms.
 
 pub mod errno;
 pub mod relay;
@@ -25,13 +25,109 @@ pub use errno::RpcError;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// Who is asking.  Mirrors Flux's rolemask: the instance owner (the service's
-/// own uid, root, or a TCP client with the token) may do everything; a guest
-/// (`FLUX_ROLE_USER`) may only read status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Who is asking: the one role a connection's credentials carry.
+///
+/// Unix-socket peers are [`Role::Owner`] (the service's own uid or root)
+/// or [`Role::Guest`] (any other uid), as Flux's rolemask owner/user.
+/// TLS clients get their role from their certificate or from the token
+/// they present (see `[serve.auth]`); a bearer token on loopback TCP too.
+/// What each role may do is [`Role::grants`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Role {
+    /// Everything, including an agent session for any host.
     Owner,
+    /// Changes to the inventory's state (drain, undrain, reload,
+    /// expiration-update, monitor-force-*), and what a user may read.
+    Admin,
+    /// The scheduler protocol (acquire, release, group-set), and what a
+    /// user may read.
+    Scheduler,
+    /// Reading: status, sched-status, get, the journal (eventlog).
+    User,
+    /// A Unix-socket peer that is not the owner: status and sched-status
+    /// only (flux-core's guest rule).
     Guest,
+    /// The agent of the host named: its own agent session, nothing else.
+    Agent(Arc<str>),
+}
+
+/// What a request needs, one per topic (see [`Role::grants`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Need {
+    /// Anyone but an agent (guests too): status, sched-status.
+    Read,
+    /// The `user` role (or better): get, journal, monitor-waitup.
+    User,
+    /// The `scheduler` role: acquire, release, group-set.
+    Scheduler,
+    /// The `admin` role: drain, undrain, reload, expiration-update,
+    /// monitor-force-up/down.
+    Admin,
+    /// An agent (or the owner): the agent session.
+    Agent,
+}
+
+impl Need {
+    /// The role that would satisfy it, as error messages name it.
+    pub fn role_name(self) -> &'static str {
+        match self {
+            Need::Read | Need::User => "user",
+            Need::Scheduler => "scheduler",
+            Need::Admin => "admin",
+            Need::Agent => "agent",
+        }
+    }
+}
+
+impl Role {
+    /// Does this role allow what `need` asks for?
+    pub fn grants(&self, need: Need) -> bool {
+        match (self, need) {
+            (Role::Owner, _) => true,
+            (Role::Agent(_), n) => n == Need::Agent,
+            (_, Need::Read) => true,
+            (Role::Admin | Role::Scheduler | Role::User, Need::User) => true,
+            (Role::Admin, Need::Admin) => true,
+            (Role::Scheduler, Need::Scheduler) => true,
+            _ => false,
+        }
+    }
+
+    /// The role's name (`owner`, `admin`, `scheduler`, `user`, `guest`,
+    /// `agent`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Role::Owner => "owner",
+            Role::Admin => "admin",
+            Role::Scheduler => "scheduler",
+            Role::User => "user",
+            Role::Guest => "guest",
+            Role::Agent(_) => "agent",
+        }
+    }
+
+    /// The refusal of a request this role may not make: EPERM naming the
+    /// missing role.  Guests (Unix peers) get flux-core's text.
+    pub fn refusal(&self, topic: &str, need: Need) -> RpcError {
+        match self {
+            Role::Guest => RpcError::new(errno::EPERM, "Request requires owner credentials"),
+            Role::Agent(host) => RpcError::new(
+                errno::EPERM,
+                format!(
+                    "{topic} requires the {} role: this client is the agent of {host}, which may only hold its own agent session",
+                    need.role_name()
+                ),
+            ),
+            r => RpcError::new(
+                errno::EPERM,
+                format!(
+                    "{topic} requires the {} role (this client has the {} role)",
+                    need.role_name(),
+                    r.name()
+                ),
+            ),
+        }
+    }
 }
 
 /// One client connection (assigned by the listener, unique for the life of
@@ -167,5 +263,40 @@ impl Request {
             conn: self.conn,
             matchtag: self.matchtag,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_grant_what_they_name() {
+        use Need::*;
+        let agent = Role::Agent("n1".into());
+        for need in [Read, User, Scheduler, Admin, Agent] {
+            assert!(Role::Owner.grants(need));
+            assert_eq!(agent.grants(need), need == Agent, "{need:?}");
+        }
+        assert!(Role::Guest.grants(Read));
+        assert!(!Role::Guest.grants(User));
+        assert!(Role::User.grants(User) && !Role::User.grants(Scheduler));
+        assert!(Role::Scheduler.grants(Scheduler) && !Role::Scheduler.grants(Admin));
+        assert!(Role::Admin.grants(Admin) && !Role::Admin.grants(Scheduler));
+        assert!(!Role::Admin.grants(Agent));
+    }
+
+    #[test]
+    fn refusals_name_the_missing_role() {
+        let e = Role::Scheduler.refusal("resource.drain", Need::Admin);
+        assert_eq!(e.errnum, errno::EPERM);
+        assert_eq!(
+            e.message(),
+            "resource.drain requires the admin role (this client has the scheduler role)"
+        );
+        let e = Role::Agent("n1".into()).refusal("resource.drain", Need::Admin);
+        assert!(e.message().contains("agent of n1"), "{}", e.message());
+        let e = Role::Guest.refusal("resource.drain", Need::Admin);
+        assert_eq!(e.message(), "Request requires owner credentials");
     }
 }

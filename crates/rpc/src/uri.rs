@@ -1,31 +1,37 @@
-//! Service addresses: `unix:///path/to.sock`, `tcp://HOST:PORT`, and
-//! `flux:///path/to.sock` (the Flux local-connector listener), plus the
-//! default locations of the embedded default instance.
+//! Service addresses: `unix:///path/to.sock`, `tls://HOST:PORT`,
+//! `tcp://HOST:PORT` (loopback only) and `flux:///path/to.sock` (the Flux
+//! local-connector listener), plus the default locations of the embedded
+//! default instance computed from given inputs ([`Env`]).  Reading the
+//! process environment is the shells' business (`client::process_env`,
+//! `serve`), so this crate does no IO.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
-
-/// Environment variable naming the service a client talks to.
-pub const URI_ENV: &str = "ROSTER_URI";
+use std::path::PathBuf;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Uri {
     /// HTTP over a Unix socket; peer credentials decide the role.
     Unix(PathBuf),
-    /// HTTP over TCP; the owner role needs the bearer token.
+    /// HTTP over plain TCP (listeners: loopback addresses only); the
+    /// bearer token decides the role.
     Tcp { host: String, port: u16 },
+    /// HTTP over TLS on TCP; the client certificate or the bearer token
+    /// decides the role.
+    Tls { host: String, port: u16 },
     /// Flux's local connector protocol over a Unix socket.
     Flux(PathBuf),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UriError {
-    #[error("invalid URI '{0}': expected unix:///PATH, tcp://HOST:PORT or flux:///PATH")]
+    #[error(
+        "invalid URI '{0}': expected unix:///PATH, tls://HOST:PORT, tcp://HOST:PORT or flux:///PATH"
+    )]
     Scheme(String),
     #[error("invalid URI '{0}': the socket path must be absolute")]
     RelativePath(String),
-    #[error("invalid URI '{0}': expected tcp://HOST:PORT with a port in 1-65535")]
-    Port(String),
+    #[error("invalid URI '{0}': expected {1}://HOST:PORT with a port in 1-65535")]
+    Port(String, &'static str),
 }
 
 impl Uri {
@@ -37,25 +43,30 @@ impl Uri {
             return Ok(Uri::Flux(abs_path(s, p)?));
         }
         if let Some(hp) = s.strip_prefix("tcp://") {
-            let hp = hp.strip_suffix('/').unwrap_or(hp);
-            let (host, port) = hp
-                .rsplit_once(':')
-                .ok_or_else(|| UriError::Port(s.into()))?;
-            let host = host
-                .strip_prefix('[')
-                .and_then(|h| h.strip_suffix(']'))
-                .unwrap_or(host);
-            let port: u16 = port.parse().map_err(|_| UriError::Port(s.into()))?;
-            if host.is_empty() || port == 0 {
-                return Err(UriError::Port(s.into()));
-            }
-            return Ok(Uri::Tcp {
-                host: host.to_string(),
-                port,
-            });
+            let (host, port) = host_port(s, hp, "tcp")?;
+            return Ok(Uri::Tcp { host, port });
+        }
+        if let Some(hp) = s.strip_prefix("tls://") {
+            let (host, port) = host_port(s, hp, "tls")?;
+            return Ok(Uri::Tls { host, port });
         }
         Err(UriError::Scheme(s.into()))
     }
+}
+
+fn host_port(whole: &str, hp: &str, scheme: &'static str) -> Result<(String, u16), UriError> {
+    let bad = || UriError::Port(whole.into(), scheme);
+    let hp = hp.strip_suffix('/').unwrap_or(hp);
+    let (host, port) = hp.rsplit_once(':').ok_or_else(bad)?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if host.is_empty() || port == 0 {
+        return Err(bad());
+    }
+    Ok((host.to_string(), port))
 }
 
 fn abs_path(whole: &str, p: &str) -> Result<PathBuf, UriError> {
@@ -72,6 +83,8 @@ impl fmt::Display for Uri {
             Uri::Flux(p) => write!(f, "flux://{}", p.display()),
             Uri::Tcp { host, port } if host.contains(':') => write!(f, "tcp://[{host}]:{port}"),
             Uri::Tcp { host, port } => write!(f, "tcp://{host}:{port}"),
+            Uri::Tls { host, port } if host.contains(':') => write!(f, "tls://[{host}]:{port}"),
+            Uri::Tls { host, port } => write!(f, "tls://{host}:{port}"),
         }
     }
 }
@@ -87,22 +100,6 @@ pub struct Env {
 }
 
 impl Env {
-    /// Read the process environment.
-    pub fn from_process() -> Env {
-        let get = |k: &str| {
-            std::env::var_os(k)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute())
-        };
-        Env {
-            xdg_runtime_dir: get("XDG_RUNTIME_DIR"),
-            xdg_state_home: get("XDG_STATE_HOME"),
-            home: get("HOME"),
-            uid: current_uid(),
-        }
-    }
-
     /// The embedded default's socket: `$XDG_RUNTIME_DIR/roster/roster.sock`,
     /// else `/tmp/roster-$UID/roster.sock`.
     pub fn default_socket(&self) -> PathBuf {
@@ -131,26 +128,6 @@ impl Env {
     pub fn default_uri(&self) -> Uri {
         Uri::Unix(self.default_socket())
     }
-}
-
-/// The URI a client uses: the explicit one, else `$ROSTER_URI`, else the
-/// embedded default's socket.
-pub fn client_uri(explicit: Option<&str>) -> Result<Uri, UriError> {
-    if let Some(u) = explicit {
-        return Uri::parse(u);
-    }
-    match std::env::var(URI_ENV) {
-        Ok(u) if !u.is_empty() => Uri::parse(&u),
-        _ => Ok(Env::from_process().default_uri()),
-    }
-}
-
-/// The real uid of this process (owner of `/proc/self`).
-pub fn current_uid() -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(Path::new("/proc/self"))
-        .map(|m| m.uid())
-        .unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
@@ -189,11 +166,31 @@ mod tests {
             Uri::parse("unix://rel"),
             Err(UriError::RelativePath(_))
         ));
-        assert!(matches!(Uri::parse("tcp://host"), Err(UriError::Port(_))));
-        assert!(matches!(Uri::parse("tcp://host:0"), Err(UriError::Port(_))));
-        assert!(matches!(Uri::parse("tcp://:80"), Err(UriError::Port(_))));
+        assert!(matches!(Uri::parse("tcp://host"), Err(UriError::Port(..))));
+        assert!(matches!(
+            Uri::parse("tcp://host:0"),
+            Err(UriError::Port(..))
+        ));
+        assert!(matches!(Uri::parse("tcp://:80"), Err(UriError::Port(..))));
         assert!(matches!(Uri::parse("http://x"), Err(UriError::Scheme(_))));
-        for s in ["unix:///a/b", "tcp://h:1", "flux:///c"] {
+        assert_eq!(
+            Uri::parse("tls://head:8050").unwrap(),
+            Uri::Tls {
+                host: "head".into(),
+                port: 8050
+            }
+        );
+        assert_eq!(
+            Uri::parse("tls://h").unwrap_err().to_string(),
+            "invalid URI 'tls://h': expected tls://HOST:PORT with a port in 1-65535"
+        );
+        for s in [
+            "unix:///a/b",
+            "tcp://h:1",
+            "tls://h:2",
+            "tls://[::1]:3",
+            "flux:///c",
+        ] {
             assert_eq!(Uri::parse(s).unwrap().to_string(), s);
         }
     }

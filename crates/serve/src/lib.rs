@@ -40,6 +40,10 @@ pub struct Options {
     pub monitor_force_up: bool,
     pub parent_r: Option<PathBuf>,
     pub token_file: Option<PathBuf>,
+    /// `--tls-cert`, `--tls-key`, `--tls-client-ca`.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 /// Why the daemon could not start or had to stop.
@@ -57,6 +61,8 @@ pub enum ServeError {
     Inventory(String),
     #[error("token file {path}: {reason}")]
     Token { path: PathBuf, reason: String },
+    #[error("{0}")]
+    Tls(String),
     #[error("cannot persist state, stopping without acknowledging: {0}")]
     Persist(store::StoreError),
     #[error("cannot start the listener runtime: {0}")]
@@ -79,6 +85,10 @@ pub struct Plan {
     pub statedir: PathBuf,
     pub listen: Vec<Uri>,
     pub token: Option<String>,
+    /// `[serve.auth]` token files: (role, token).
+    pub role_tokens: Vec<(rpc::Role, String)>,
+    /// TLS for `tls://` listeners, when a certificate is configured.
+    pub tls: Option<transport::TlsListen>,
     pub monitor_force_up: bool,
     pub parent_r: Option<PathBuf>,
     /// The listeners' limits (`[serve]` `max-*`, `*-timeout`).
@@ -104,6 +114,23 @@ pub fn limits_of(l: &config::ServeLimits) -> transport::Limits {
     }
 }
 
+/// The default-location inputs of this process: `$XDG_RUNTIME_DIR`,
+/// `$XDG_STATE_HOME`, `$HOME` (absolute ones only) and the real uid.
+pub fn process_env() -> Env {
+    let get = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    Env {
+        xdg_runtime_dir: get("XDG_RUNTIME_DIR"),
+        xdg_state_home: get("XDG_STATE_HOME"),
+        home: get("HOME"),
+        uid: transport::current_uid(),
+    }
+}
+
 /// Read the configuration and merge it with the options.
 pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
     let config = match &opts.config {
@@ -111,7 +138,7 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         None => None,
     };
     let serve = config.as_ref().map(|c| c.serve.clone()).unwrap_or_default();
-    let env = Env::from_process();
+    let env = process_env();
     let statedir = opts
         .statedir
         .clone()
@@ -127,16 +154,73 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         Some(path) => Some(read_token(&path)?),
         None => None,
     };
+    let mut role_tokens = Vec::new();
+    for (role, path) in &serve.auth.token_files {
+        let role = match role.as_str() {
+            "user" => rpc::Role::User,
+            "scheduler" => rpc::Role::Scheduler,
+            _ => rpc::Role::Admin,
+        };
+        role_tokens.push((role, read_token(path)?));
+    }
+    let tls = tls_listen(
+        opts.tls_cert.clone().or(serve.tls_cert),
+        opts.tls_key.clone().or(serve.tls_key),
+        opts.tls_client_ca.clone().or(serve.tls_client_ca),
+        &serve.auth,
+    )?;
     Ok(Plan {
         config,
         config_path: opts.config.clone(),
         statedir,
         listen,
         token,
+        role_tokens,
+        tls,
         monitor_force_up: opts.monitor_force_up || serve.monitor_force_up,
         parent_r: opts.parent_r.clone().or(serve.parent_r),
         limits: limits_of(&serve.limits),
     })
+}
+
+/// The TLS settings of `tls://` listeners: none without a certificate.
+fn tls_listen(
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
+    auth: &config::AuthConfig,
+) -> Result<Option<transport::TlsListen>, ServeError> {
+    let (cert, key) = match (cert, key) {
+        (Some(c), Some(k)) => (c, k),
+        (None, None) => {
+            if client_ca.is_some() {
+                return Err(ServeError::Tls(
+                    "tls-client-ca is set but tls-cert and tls-key are not".into(),
+                ));
+            }
+            return Ok(None);
+        }
+        (Some(_), None) => {
+            return Err(ServeError::Tls("tls-cert is set but tls-key is not".into()))
+        }
+        (None, Some(_)) => {
+            return Err(ServeError::Tls("tls-key is set but tls-cert is not".into()))
+        }
+    };
+    let config = tls::server_config(&cert, &key, client_ca.as_deref())
+        .map_err(|e| ServeError::Tls(e.to_string()))?;
+    let mut roles = tls::RoleMap::default();
+    roles.from_units = auth.roles_from_ou;
+    for (role, pattern) in &auth.patterns {
+        roles
+            .add(role, pattern)
+            .map_err(|e| ServeError::Tls(format!("[serve.auth] {role}: {e}")))?;
+    }
+    Ok(Some(transport::TlsListen {
+        config,
+        client_auth: client_ca.is_some(),
+        roles,
+    }))
 }
 
 fn read_token(path: &Path) -> Result<String, ServeError> {
@@ -414,6 +498,8 @@ pub fn run(
     let listen_opts = transport::ListenOptions {
         token: plan.token.clone(),
         limits: plan.limits.clone(),
+        role_tokens: plan.role_tokens.clone(),
+        tls: plan.tls.clone(),
         ..Default::default()
     };
     let listeners = transport::Listeners::bind(&plan.listen, &listen_opts)?;

@@ -169,6 +169,8 @@ impl Harness {
             monitor_force_up: false,
             parent_r: Some(rfiles[0].clone()),
             limits: transport::Limits::default(),
+            role_tokens: Vec::new(),
+            tls: None,
         };
         Harness {
             disk: SimDisk::new(),

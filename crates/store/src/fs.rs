@@ -174,6 +174,7 @@ impl Fs for RealFs {
             .mode(0o600)
             .open(&path)?;
         // SAFETY: flock on a file descriptor owned by `file`, which is alive.
+        #[allow(unsafe_code)] // flock(2): std has no non-blocking lock on Rust 1.80
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc != 0 {
             let e = io::Error::last_os_error();

@@ -12,6 +12,10 @@
 //!   sequential round trips, each on a fresh connection (as every client
 //!   call is).  Error replies count as round trips (an unknown topic is the
 //!   no-op baseline).
+//! * `warm --uri U [--topic resource.status] [--n 1000] [--warmup 50]
+//!   [--ca FILE] [--token-file FILE] [--label L]`: sequential round trips
+//!   on one connection kept open (HTTP keep-alive; for `tls://` no
+//!   handshake per call).
 //! * `concurrent --uri U --topic T [--clients 100] [--rounds 10]`: rounds
 //!   of `clients` callers released together; latency of every call.
 //! * `drains --uri U --ranks FILE [--clients 1]`: drain each rank of FILE
@@ -188,6 +192,41 @@ fn cmd_rpc(o: &Opts) -> Result<()> {
         Ok::<_, BenchError>(v)
     })?;
     row(&label, samples, "sequential, one connection per call");
+    Ok(())
+}
+
+fn cmd_warm(o: &Opts) -> Result<()> {
+    let tls_files = client::TlsFiles {
+        ca: o.map.get("ca").map(std::path::PathBuf::from),
+        ..Default::default()
+    };
+    let token = o.map.get("token-file").map(Path::new);
+    let c = Client::from_env_tls(Some(o.str("uri")?), token, tls_files)
+        .map_err(|e| BenchError::Usage(e.to_string()))?;
+    let topic = o.str_or("topic", "resource.status").to_string();
+    let payload = payload_of(o)?;
+    let n = o.num("n", 1000)?;
+    let warmup = o.num("warmup", 50)?;
+    let label = o.str_or("label", &topic).to_string();
+    let rt = runtime(1)?;
+    let samples = rt.block_on(async {
+        let mut conn = c
+            .connect()
+            .await
+            .map_err(|e| BenchError::Usage(e.to_string()))?;
+        let fail = |e: client::ClientError| BenchError::Usage(format!("{topic}: {e}"));
+        for _ in 0..warmup {
+            conn.rpc(&topic, payload.clone()).await.map_err(fail)?;
+        }
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = Instant::now();
+            conn.rpc(&topic, payload.clone()).await.map_err(fail)?;
+            v.push(t.elapsed());
+        }
+        Ok::<_, BenchError>(v)
+    })?;
+    row(&label, samples, "sequential, one warm connection");
     Ok(())
 }
 
@@ -530,6 +569,7 @@ fn main() -> ExitCode {
     let result = Opts::parse(rest).and_then(|o| match cmd.as_str() {
         "rpc" => cmd_rpc(&o),
         "concurrent" => cmd_concurrent(&o),
+        "warm" => cmd_warm(&o),
         "drains" => cmd_drains(&o),
         "drain-big" => cmd_drain_big(&o),
         "journal" => cmd_journal(&o),

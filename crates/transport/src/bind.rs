@@ -32,9 +32,11 @@ enum Bound {
         listener: std::os::unix::net::UnixListener,
         file: SocketFile,
     },
+    /// Plain (`tls` None, loopback only) or TLS.
     Tcp {
         uri: Uri,
         listener: std::net::TcpListener,
+        tls: Option<crate::TlsListen>,
     },
     /// The Flux local connector on a Unix socket.
     Flux {
@@ -76,8 +78,9 @@ impl Drop for SocketFile {
 impl Listeners {
     /// Bind every URI.  Unix: the parent directory is created if missing;
     /// a leftover socket file is replaced only if nothing accepts on it;
-    /// the socket gets `opts.socket_mode`.  TCP: needs `opts.token`; port 0
-    /// picks a free port (see [`Listeners::addresses`]).  `flux://`: a Unix
+    /// the socket gets `opts.socket_mode`.  `tcp://`: loopback addresses
+    /// only, needs a token.  `tls://`: needs `opts.tls`, and a client CA or
+    /// a token.  Port 0 picks a free port (see [`Listeners::addresses`]).  `flux://`: a Unix
     /// socket set up like `unix://`, speaking flux-core's local connector
     /// protocol.  On error nothing stays bound.
     pub fn bind(uris: &[Uri], opts: &ListenOptions) -> Result<Listeners, TransportError> {
@@ -92,7 +95,8 @@ impl Listeners {
                         file,
                     }
                 }
-                Uri::Tcp { host, port } => bind_tcp(uri, host, *port, opts)?,
+                Uri::Tcp { host, port } => bind_tcp(uri, host, *port, opts, false)?,
+                Uri::Tls { host, port } => bind_tcp(uri, host, *port, opts, true)?,
                 Uri::Flux(path) => {
                     let (listener, file) = bind_unix(uri, path, opts.socket_mode)?;
                     Bound::Flux {
@@ -155,14 +159,17 @@ impl Listeners {
                     })?;
                     Acceptor::Unix(uri, l)
                 }
-                Bound::Tcp { uri, listener } => {
+                Bound::Tcp { uri, listener, tls } => {
                     let l = tokio::net::TcpListener::from_std(listener).map_err(|source| {
                         TransportError::Io {
                             context: format!("cannot serve {uri}"),
                             source,
                         }
                     })?;
-                    Acceptor::Tcp(uri, l)
+                    let tls = tls.map(|t| {
+                        Arc::new((tls::TlsAcceptor::from(Arc::clone(&t.config)), t.roles))
+                    });
+                    Acceptor::Tcp(uri, l, tls)
                 }
                 Bound::Flux {
                     uri,
@@ -256,14 +263,35 @@ fn bind_tcp(
     host: &str,
     port: u16,
     opts: &ListenOptions,
+    use_tls: bool,
 ) -> Result<Bound, TransportError> {
-    if !matches!(opts.token.as_deref(), Some(t) if !t.is_empty()) {
-        return Err(TransportError::TokenRequired { uri: uri.clone() });
-    }
+    let has_token = matches!(opts.token.as_deref(), Some(t) if !t.is_empty())
+        || opts.role_tokens.iter().any(|(_, t)| !t.is_empty());
+    let tls = if use_tls {
+        let Some(t) = &opts.tls else {
+            return Err(TransportError::TlsNotConfigured { uri: uri.clone() });
+        };
+        if !t.client_auth && !has_token {
+            return Err(TransportError::TlsNoAuth { uri: uri.clone() });
+        }
+        Some(t.clone())
+    } else {
+        if !has_token {
+            return Err(TransportError::TokenRequired { uri: uri.clone() });
+        }
+        None
+    };
     let addrs: Vec<_> = (host, port)
         .to_socket_addrs()
         .map_err(bind_err(uri))?
         .collect();
+    if !use_tls && addrs.iter().any(|a| !a.ip().is_loopback()) {
+        let host_port = uri.to_string().trim_start_matches("tcp://").to_string();
+        return Err(TransportError::PlainTcpOffLoopback {
+            uri: uri.clone(),
+            host_port,
+        });
+    }
     let mut last = io::Error::new(
         io::ErrorKind::AddrNotAvailable,
         format!("{host} resolves to no address"),
@@ -273,13 +301,16 @@ fn bind_tcp(
             Ok(listener) => {
                 listener.set_nonblocking(true).map_err(bind_err(uri))?;
                 let local = listener.local_addr().map_err(bind_err(uri))?;
-                let real = Uri::Tcp {
-                    host: local.ip().to_string(),
-                    port: local.port(),
+                let (host, port) = (local.ip().to_string(), local.port());
+                let real = if use_tls {
+                    Uri::Tls { host, port }
+                } else {
+                    Uri::Tcp { host, port }
                 };
                 return Ok(Bound::Tcp {
                     uri: real,
                     listener,
+                    tls,
                 });
             }
             Err(e) => last = e,
@@ -290,7 +321,12 @@ fn bind_tcp(
 
 enum Acceptor {
     Unix(Uri, tokio::net::UnixListener),
-    Tcp(Uri, tokio::net::TcpListener),
+    /// With the TLS acceptor and role map of a `tls://` listener.
+    Tcp(
+        Uri,
+        tokio::net::TcpListener,
+        Option<Arc<(tls::TlsAcceptor, tls::RoleMap)>>,
+    ),
     /// With the `local://` URI of the socket (`attr.get local-uri`).
     Flux(Uri, tokio::net::UnixListener, Arc<str>),
 }
@@ -358,7 +394,7 @@ async fn accept_loop(
     live: mpsc::Sender<()>,
 ) {
     let uri = match &acceptor {
-        Acceptor::Unix(u, _) | Acceptor::Tcp(u, _) | Acceptor::Flux(u, _, _) => u.clone(),
+        Acceptor::Unix(u, _) | Acceptor::Tcp(u, _, _) | Acceptor::Flux(u, _, _) => u.clone(),
     };
     let open = Arc::new(AtomicUsize::new(0));
     loop {
@@ -399,7 +435,7 @@ async fn accept_loop(
                     drop(permit);
                 });
             }
-            Ok(Accepted::Tcp(stream)) => {
+            Ok(Accepted::Tcp(stream, _)) if !matches!(acceptor, Acceptor::Tcp(_, _, Some(_))) => {
                 let _ = stream.set_nodelay(true);
                 let permit = match gate.tcp(&open, stream.peer_addr().ok()) {
                     Ok(p) => p,
@@ -412,6 +448,25 @@ async fn accept_loop(
                 tokio::spawn(async move {
                     serve_connection(stream, Peer::Tcp, ctx, sd, live).await;
                     drop(permit);
+                });
+            }
+            Ok(Accepted::Tcp(stream, addr)) => {
+                // TLS: the handshake runs in the connection's task, so a
+                // slow client never holds up the accept loop.
+                let _ = stream.set_nodelay(true);
+                let Acceptor::Tcp(_, _, Some(tls)) = &acceptor else {
+                    continue;
+                };
+                let tls = Arc::clone(tls);
+                let ctx = Arc::clone(&ctx);
+                let shutdown = shutdown.clone();
+                let live = live.clone();
+                tokio::spawn(async move {
+                    let (acc, roles) = &*tls;
+                    if let Some((stream, peer)) = crate::tls::accept(acc, roles, stream, addr).await
+                    {
+                        serve_connection(stream, peer, ctx, shutdown, live).await;
+                    }
                 });
             }
             Err(e) => {
@@ -428,14 +483,14 @@ async fn accept_loop(
 
 enum Accepted {
     Unix(tokio::net::UnixStream),
-    Tcp(tokio::net::TcpStream),
+    Tcp(tokio::net::TcpStream, std::net::SocketAddr),
     Flux(tokio::net::UnixStream, Arc<str>),
 }
 
 async fn accept(a: &Acceptor) -> io::Result<Accepted> {
     match a {
         Acceptor::Unix(_, l) => l.accept().await.map(|(s, _)| Accepted::Unix(s)),
-        Acceptor::Tcp(_, l) => l.accept().await.map(|(s, _)| Accepted::Tcp(s)),
+        Acceptor::Tcp(_, l, _) => l.accept().await.map(|(s, a)| Accepted::Tcp(s, a)),
         Acceptor::Flux(_, l, u) => l
             .accept()
             .await

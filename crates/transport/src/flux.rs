@@ -97,7 +97,7 @@ impl Drop for InFlight {
 }
 
 /// Who the peer is, fixed at accept time.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Cred {
     userid: u32,
     role: Role,
@@ -143,17 +143,17 @@ pub(crate) async fn serve_connection<S>(
         return;
     }
     let (rd, wr) = tokio::io::split(stream);
-    let queue = OutQueue::new(ctx.limits.outbound_bytes(cred.role));
+    let queue = OutQueue::new(ctx.limits.outbound_bytes(&cred.role));
     let (out, out_rx) = mpsc::unbounded_channel::<Out>();
     let writer = tokio::spawn(write_loop(wr, out_rx, Arc::clone(&queue)));
     let limits = ctx.limits.clone();
-    let max_len = u32::try_from(limits.request_bytes(cred.role))
+    let max_len = u32::try_from(limits.request_bytes(&cred.role))
         .unwrap_or(u32::MAX)
         .min(MAX_MESSAGE);
     let mut conn = Conn {
         id: next_conn_id(),
         used: false,
-        cred,
+        cred: cred.clone(),
         ctx,
         local_uri,
         out,
@@ -420,7 +420,7 @@ impl Conn {
             matchtag: msg.matchtag(),
             routes: msg.routes.clone().unwrap_or_default(),
             streaming: msg.has_flag(flag::STREAMING),
-            cred: self.cred,
+            cred: self.cred.clone(),
         };
         let respond = !msg.has_flag(flag::NORESPONSE);
         let topic = head.topic.as_str();
@@ -485,7 +485,7 @@ impl Conn {
             topic: head.topic.clone(),
             payload,
             streaming: head.streaming,
-            role: self.cred.role,
+            role: self.cred.role.clone(),
             userid: Some(self.cred.userid),
         };
         if let Err(e) = self.ctx.tx.request(req, replies) {
@@ -549,7 +549,7 @@ impl Conn {
         }
         // hostlist and size come from the service's R.
         let ctx = Arc::clone(&self.ctx);
-        let role = self.cred.role;
+        let role = self.cred.role.clone();
         let out = self.out.clone();
         let queue = Arc::clone(&self.queue);
         let inflight = InFlight::new(&self.inflight);

@@ -23,28 +23,55 @@ use tokio::sync::{mpsc, watch};
 pub(crate) struct Ctx {
     tx: LoopTx,
     owner_uid: u32,
-    token: Option<Vec<u8>>,
+    /// Bearer tokens and the role each gives (the owner's first).
+    tokens: Vec<(Vec<u8>, Role)>,
     limits: Limits,
 }
 
 impl Ctx {
     pub(crate) fn new(tx: LoopTx, opts: &ListenOptions) -> Ctx {
+        let mut tokens: Vec<(Vec<u8>, Role)> = Vec::new();
+        if let Some(t) = opts.token.as_ref().filter(|t| !t.is_empty()) {
+            tokens.push((t.as_bytes().to_vec(), Role::Owner));
+        }
+        for (role, t) in &opts.role_tokens {
+            if !t.is_empty() {
+                tokens.push((t.as_bytes().to_vec(), role.clone()));
+            }
+        }
         Ctx {
             tx,
             owner_uid: opts.owner_uid,
-            token: opts.token.as_ref().map(|t| t.as_bytes().to_vec()),
+            tokens,
             limits: opts.limits.clone(),
         }
+    }
+
+    /// The role of the bearer token a request carries, if it is one of
+    /// ours.
+    fn token_role<B>(&self, req: &Request<B>) -> Option<Role> {
+        let given = bearer(req)?;
+        let mut found = None;
+        // Compare with every token (no early exit).
+        for (t, role) in &self.tokens {
+            if constant_time_eq(given, t) && found.is_none() {
+                found = Some(role.clone());
+            }
+        }
+        found
     }
 }
 
 /// Who is on the other end of a connection.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum Peer {
     /// Unix socket; `uid` from the peer credentials (None if unreadable).
     Unix { uid: Option<u32> },
-    /// TCP: the bearer token decides.
+    /// Plain TCP (loopback only): the bearer token decides.
     Tcp,
+    /// TLS: the client certificate (if it presented one) or else the
+    /// bearer token decides.
+    Tls(Option<Arc<crate::tls::CertPeer>>),
 }
 
 pub(crate) async fn serve_connection<S>(
@@ -61,6 +88,7 @@ pub(crate) async fn serve_connection<S>(
     let head_timeout = ctx.limits.request_timeout;
     let svc = hyper::service::service_fn(move |req| {
         let ctx = Arc::clone(&ctx);
+        let peer = peer.clone();
         async move { Ok::<_, Infallible>(handle(req, peer, &ctx).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
@@ -227,18 +255,27 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The token of an `Authorization: Bearer <token>` header.
+fn bearer<B>(req: &Request<B>) -> Option<&[u8]> {
+    let v = req.headers().get(wire::AUTH_HEADER)?.to_str().ok()?;
+    let (scheme, given) = v.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| given.trim().as_bytes())
+}
+
 /// Does the request carry `Authorization: Bearer <token>`?
+#[cfg(test)]
 fn authorized<B>(req: &Request<B>, token: &[u8]) -> bool {
-    let Some(v) = req.headers().get(wire::AUTH_HEADER) else {
-        return false;
-    };
-    let Ok(v) = v.to_str() else {
-        return false;
-    };
-    let Some((scheme, given)) = v.trim().split_once(' ') else {
-        return false;
-    };
-    scheme.eq_ignore_ascii_case("bearer") && constant_time_eq(given.trim().as_bytes(), token)
+    bearer(req).is_some_and(|given| constant_time_eq(given, token))
+}
+
+/// 401 with an EPERM error object.
+fn unauthorized(msg: String) -> Response<ReplyBody> {
+    let mut resp = error_response(StatusCode::UNAUTHORIZED, &RpcError::new(EPERM, msg));
+    resp.headers_mut()
+        .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    resp
 }
 
 fn wants_streaming<B>(req: &Request<B>) -> bool {
@@ -300,22 +337,31 @@ where
             (Role::Owner, Some(uid))
         }
         Peer::Unix { uid } => (Role::Guest, uid),
-        Peer::Tcp => {
-            let ok = ctx.token.as_deref().is_some_and(|t| authorized(&req, t));
-            if !ok {
-                let mut resp = error_response(
-                    StatusCode::UNAUTHORIZED,
-                    &RpcError::new(
-                        EPERM,
-                        "authentication required: missing or wrong bearer token",
-                    ),
-                );
-                resp.headers_mut()
-                    .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                return resp;
+        Peer::Tcp => match ctx.token_role(&req) {
+            Some(role) => (role, None),
+            None => {
+                return unauthorized(
+                    "authentication required: missing or wrong bearer token".into(),
+                )
             }
-            (Role::Owner, None)
-        }
+        },
+        Peer::Tls(cert) => match (cert.as_deref(), ctx.token_role(&req)) {
+            (Some(crate::tls::CertPeer { role: Some(r), .. }), _) => (r.clone(), None),
+            (_, Some(role)) => (role, None),
+            (Some(c), None) => {
+                return unauthorized(format!(
+                    "authentication required: the certificate of {} maps to no role \
+                     (see [serve.auth]) and no valid bearer token was given",
+                    c.name
+                ))
+            }
+            (None, None) => {
+                return unauthorized(
+                    "authentication required: present a client certificate or a bearer token"
+                        .into(),
+                )
+            }
+        },
     };
     let path = req.uri().path();
     let Some(topic) = wire::topic_of(path).map(str::to_string) else {
@@ -348,7 +394,7 @@ where
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     // Checked before a byte of the body is read (guests: a small limit).
-    let limit = ctx.limits.request_bytes(role);
+    let limit = ctx.limits.request_bytes(&role);
     if declared.is_some_and(|n| n > limit as u64) {
         return too_large(limit);
     }
@@ -376,7 +422,7 @@ where
     };
 
     let conn = next_conn_id();
-    let queue = OutQueue::new(ctx.limits.outbound_bytes(role));
+    let queue = OutQueue::new(ctx.limits.outbound_bytes(&role));
     let (replies, mut rx) = ReplySender::new(Arc::clone(&queue), streaming);
     let request = rpc::Request {
         conn,
@@ -387,7 +433,7 @@ where
         role,
         userid,
     };
-    tracing::debug!(conn, topic = %request.topic, streaming, ?role, "request");
+    tracing::debug!(conn, topic = %request.topic, streaming, role = ?request.role, "request");
     if let Err(e) = ctx.tx.request(request, replies) {
         return rpc_error_response(&e.error());
     }
@@ -503,7 +549,7 @@ where
 {
     let mut body = Box::pin(body);
     let mut lines = Lines::default();
-    let limit = ctx.limits.request_bytes(role);
+    let limit = ctx.limits.request_bytes(&role);
     let timeout = ctx.limits.request_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
     let first = loop {
@@ -537,7 +583,7 @@ where
         Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
     };
     let conn = next_conn_id();
-    let queue = OutQueue::new(ctx.limits.outbound_bytes(role));
+    let queue = OutQueue::new(ctx.limits.outbound_bytes(&role));
     let (replies, rx) = ReplySender::new(Arc::clone(&queue), true);
     let request = rpc::Request {
         conn,
@@ -545,7 +591,7 @@ where
         topic: wire::SESSION_TOPIC.to_string(),
         payload,
         streaming: true,
-        role,
+        role: role.clone(),
         userid,
     };
     tracing::debug!(conn, ?role, "agent session");
@@ -577,7 +623,7 @@ where
                     topic: wire::SESSION_LINE_TOPIC.to_string(),
                     payload,
                     streaming: false,
-                    role,
+                    role: role.clone(),
                     userid,
                 };
                 matchtag = matchtag.checked_add(1).unwrap_or(2);

@@ -41,6 +41,7 @@ mod limits;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod tls;
 
 use rpc::uri::Uri;
 use std::fmt;
@@ -50,6 +51,7 @@ use std::time::Duration;
 
 pub use bind::Listeners;
 pub use limits::{overflow_error, reply_cost, Limits, QueueSlot, ReplyRefused, ReplySender};
+pub use tls::TlsListen;
 
 /// What a listener hands to the service loop.
 #[derive(Debug)]
@@ -78,9 +80,14 @@ pub struct ListenOptions {
     /// The instance owner: Unix peers with this uid (or uid 0) get
     /// [`rpc::Role::Owner`], every other uid [`rpc::Role::Guest`].
     pub owner_uid: u32,
-    /// The bearer token TCP clients must present (`Authorization: Bearer
-    /// <token>`).  TCP listeners cannot be bound without one.
+    /// The bearer token that gives TCP and TLS clients the owner role
+    /// (`Authorization: Bearer <token>`).
     pub token: Option<String>,
+    /// More bearer tokens, each giving its role (`[serve.auth]`
+    /// `user-token-file` and the like).
+    pub role_tokens: Vec<(rpc::Role, String)>,
+    /// TLS for `tls://` listeners (needed to bind one).
+    pub tls: Option<TlsListen>,
     /// Permission bits of Unix sockets (default `0o666`: anyone may
     /// connect; roles restrict what guests may do).
     pub socket_mode: u32,
@@ -92,8 +99,10 @@ impl Default for ListenOptions {
     /// The current process's uid as owner, no token, mode `0o666`.
     fn default() -> Self {
         ListenOptions {
-            owner_uid: rpc::uri::current_uid(),
+            owner_uid: current_uid(),
             token: None,
+            role_tokens: Vec::new(),
+            tls: None,
             socket_mode: 0o666,
             limits: Limits::default(),
         }
@@ -105,6 +114,15 @@ impl fmt::Debug for ListenOptions {
         f.debug_struct("ListenOptions")
             .field("owner_uid", &self.owner_uid)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field(
+                "role_tokens",
+                &self
+                    .role_tokens
+                    .iter()
+                    .map(|(r, _)| r.name())
+                    .collect::<Vec<_>>(),
+            )
+            .field("tls", &self.tls)
             .field("socket_mode", &format_args!("{:#o}", self.socket_mode))
             .field("limits", &self.limits)
             .finish()
@@ -123,6 +141,24 @@ pub enum TransportError {
     /// `tcp://` without a (non-empty) token.
     #[error("cannot listen on {uri}: TCP listener requires a token file")]
     TokenRequired { uri: Uri },
+    /// `tcp://` on an address other than loopback.
+    #[error(
+        "cannot listen on {uri}: plain TCP is only allowed on loopback addresses (127.0.0.0/8, ::1), \
+         because tokens and requests would cross the network unencrypted; \
+         use tls://{host_port} with tls-cert and tls-key (see `roster serve ca`)"
+    )]
+    PlainTcpOffLoopback { uri: Uri, host_port: String },
+    /// `tls://` without the service's certificate and key.
+    #[error(
+        "cannot listen on {uri}: a TLS listener needs a certificate and key (tls-cert, tls-key)"
+    )]
+    TlsNotConfigured { uri: Uri },
+    /// `tls://` with no way for a client to authenticate.
+    #[error(
+        "cannot listen on {uri}: TLS clients could not authenticate: \
+         configure tls-client-ca (client certificates) or a token file"
+    )]
+    TlsNoAuth { uri: Uri },
     /// A URI form this crate does not listen on.
     #[error("cannot listen on {uri}: this kind of listener is not supported")]
     Unsupported { uri: Uri },
@@ -153,6 +189,14 @@ static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 /// its ids from here so that they never collide.
 pub fn next_conn_id() -> rpc::ConnId {
     NEXT_CONN.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The real uid of this process (owner of `/proc/self`).
+pub fn current_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX)
 }
 
 /// An I/O error's text without Rust's " (os error N)" suffix, as C tools
@@ -189,11 +233,14 @@ mod tests {
         let o = ListenOptions {
             owner_uid: 5,
             token: Some("sekrit".into()),
+            role_tokens: vec![(rpc::Role::Admin, "sekrit2".into())],
+            tls: None,
             socket_mode: 0o600,
             limits: Limits::default(),
         };
         let s = format!("{o:?}");
         assert!(!s.contains("sekrit"), "{s}");
+        assert!(s.contains("admin"), "{s}");
         assert!(s.contains("0o600"), "{s}");
     }
 

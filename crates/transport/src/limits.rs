@@ -74,18 +74,21 @@ impl Default for Limits {
 
 impl Limits {
     /// The outbound queue limit of a role.
-    pub(crate) fn outbound_bytes(&self, role: rpc::Role) -> usize {
+    /// Only unauthenticated peers (guests) get the guest limits: every
+    /// authenticated role (owner, admin, scheduler, user, agent) may need
+    /// whole R documents (reload -f, acquire, the journal's resource-define).
+    pub(crate) fn outbound_bytes(&self, role: &rpc::Role) -> usize {
         match role {
-            rpc::Role::Owner => self.max_outbound_bytes,
-            _ => self.max_guest_outbound_bytes.min(self.max_outbound_bytes),
+            rpc::Role::Guest => self.max_guest_outbound_bytes.min(self.max_outbound_bytes),
+            _ => self.max_outbound_bytes,
         }
     }
 
     /// The request size limit of a role.
-    pub(crate) fn request_bytes(&self, role: rpc::Role) -> usize {
+    pub(crate) fn request_bytes(&self, role: &rpc::Role) -> usize {
         match role {
-            rpc::Role::Owner => self.max_request_bytes,
-            _ => self.max_guest_request_bytes.min(self.max_request_bytes),
+            rpc::Role::Guest => self.max_guest_request_bytes.min(self.max_request_bytes),
+            _ => self.max_request_bytes,
         }
     }
 }

@@ -61,9 +61,9 @@ impl Fake {
                         let _ = tx.send(Ok(req.payload.into()));
                     }
                     "test.role" => {
-                        let role = match req.role {
-                            Role::Owner => "owner",
-                            Role::Guest => "guest",
+                        let role = match &req.role {
+                            Role::Agent(h) => format!("agent:{h}"),
+                            r => r.name().to_string(),
                         };
                         let _ = tx.send(Ok(json!({
                             "role": role, "userid": req.userid,
@@ -261,7 +261,7 @@ async fn unix_owner_role_and_payloads() {
     assert_eq!(h["content-type"], "application/json");
     let v: Value = serde_json::from_str(&b).unwrap();
     assert_eq!(v["role"], "owner");
-    assert_eq!(v["userid"], json!(rpc::uri::current_uid()));
+    assert_eq!(v["userid"], json!(transport::current_uid()));
     assert_eq!(v["streaming"], false);
     assert_eq!(v["matchtag"], 1);
     let first = disconnects.recv_timeout(Duration::from_secs(5)).unwrap();
@@ -311,7 +311,7 @@ async fn unix_owner_role_and_payloads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unix_guest_role_for_other_uids() {
-    let me = rpc::uri::current_uid();
+    let me = transport::current_uid();
     let (server, fake) = start_with(ListenOptions {
         owner_uid: me.wrapping_add(4242),
         ..options()

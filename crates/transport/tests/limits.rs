@@ -1,3 +1,4 @@
+#![allow(unsafe_code)] // libc calls (getuid, kill, signals) or a counting allocator
 //! The listeners' bounds, with the real listeners on temp Unix sockets and
 //! a stub service thread: every bound gives its clear answer and memory
 //! stays bounded whatever the client does.

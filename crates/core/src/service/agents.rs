@@ -41,6 +41,19 @@ impl Service {
             Some(Value::String(s)) if !s.is_empty() => s.as_str(),
             _ => return Err(bad_hello("hostname (a non-empty string) is required")),
         };
+        // An agent authenticated by its certificate speaks for its own
+        // host only.
+        if let Role::Agent(own) = &req.role {
+            if **own != *host {
+                let msg =
+                    format!("agent hello: the certificate of {own} may not speak for host {host}");
+                out.push(Output::Log {
+                    level: Level::Warn,
+                    msg: format!("refused an agent: {msg}"),
+                });
+                return Err(RpcError::new(EPERM, msg));
+            }
+        }
         if self.state.inventory.is_none() && self.discovered.is_none() {
             return Err(RpcError::new(
                 ENOENT,

@@ -5,30 +5,11 @@
 
 use super::*;
 
-/// Who may use a topic.  Roles are checked in the order of the table's
-/// checks: unknown topic (ENOSYS), then access (EPERM), then the
-/// streaming flag (EPROTO).
-///
-/// New roles (e.g. agent, user, scheduler, admin) are added here and in
-/// [`Access::permits`]; the table rows then name the least role each
-/// topic needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Anyone who can connect (guests included): the read-only views.
-    Guest,
-    /// The instance owner only.
-    Owner,
-}
-
-impl Access {
-    /// Whether a requester with `role` may use a topic with this access.
-    pub fn permits(self, role: Role) -> bool {
-        match self {
-            Access::Guest => true,
-            Access::Owner => role == Role::Owner,
-        }
-    }
-}
+/// Who may use a topic: the least role it needs ([`rpc::Need`]; the
+/// owner may use every topic, an agent only its session).  Checks run in
+/// this order: unknown topic (ENOSYS), then the role (EPERM naming the
+/// missing role), then the handler.
+pub use rpc::Need as Access;
 
 /// How a topic answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,57 +55,62 @@ const fn row(name: &'static str, access: Access, streaming: Streaming, handler: 
     }
 }
 
-use Access::{Guest, Owner};
+use rpc::Need::{Admin, Agent, Read, Scheduler, User};
 use Streaming::{One, Stream};
 
 /// Every topic the service answers.
 pub static TOPICS: &[Topic] = &[
-    row("resource.status", Guest, One, Service::status_rpc),
+    row("resource.status", Read, One, Service::status_rpc),
     row(
         "resource.sched-status",
-        Guest,
+        Read,
         One,
         Service::sched_status_rpc,
     ),
-    row("resource.get", Owner, One, Service::get_rpc),
-    row("resource.drain", Owner, One, Service::drain_rpc),
-    row("resource.undrain", Owner, One, Service::undrain_rpc),
-    row("resource.journal", Owner, Stream, Service::journal_rpc),
+    row("resource.get", User, One, Service::get_rpc),
+    row("resource.drain", Admin, One, Service::drain_rpc),
+    row("resource.undrain", Admin, One, Service::undrain_rpc),
+    row("resource.journal", User, Stream, Service::journal_rpc),
     row(
         "resource.journal-cancel",
-        Owner,
+        User,
         One,
         Service::journal_cancel,
     ),
-    row("resource.reload", Owner, One, Service::reload_rpc),
+    row("resource.reload", Admin, One, Service::reload_rpc),
     row(
         "resource.expiration-update",
-        Owner,
+        Admin,
         One,
         Service::expiration_update,
     ),
-    row("resource.monitor-force-up", Owner, One, Service::force_up),
+    row("resource.monitor-force-up", Admin, One, Service::force_up),
     row(
         "resource.monitor-force-down",
-        Owner,
+        Admin,
         One,
         Service::force_down,
     ),
-    row("resource.monitor-waitup", Owner, One, Service::waitup),
-    row("resource.acquire", Owner, Stream, Service::acquire_rpc),
+    row("resource.monitor-waitup", User, One, Service::waitup),
+    row("resource.acquire", Scheduler, Stream, Service::acquire_rpc),
     row(
         "resource.acquire-cancel",
-        Owner,
+        Scheduler,
         One,
         Service::acquire_cancel,
     ),
-    row("resource.acquire-mute", Owner, One, Service::acquire_mute),
-    row("resource.release", Owner, One, Service::release_rpc),
-    row("resource.group-set", Owner, One, Service::group_set_rpc),
-    row("resource.agent", Owner, Stream, Service::agent_hello),
+    row(
+        "resource.acquire-mute",
+        Scheduler,
+        One,
+        Service::acquire_mute,
+    ),
+    row("resource.release", Scheduler, One, Service::release_rpc),
+    row("resource.group-set", Scheduler, One, Service::group_set_rpc),
+    row("resource.agent", Agent, Stream, Service::agent_hello),
     row(
         "resource.agent-heartbeat",
-        Owner,
+        Agent,
         One,
         Service::agent_heartbeat,
     ),
@@ -164,8 +150,8 @@ impl Service {
         let Some(t) = topic(name) else {
             return Err(RpcError::new(ENOSYS, "unknown service method"));
         };
-        if !t.access.permits(req.role) {
-            return Err(RpcError::new(EPERM, "Request requires owner credentials"));
+        if !req.role.grants(t.access) {
+            return Err(req.role.refusal(name, t.access));
         }
         (t.handler)(self, now, req, out)
     }
@@ -183,16 +169,24 @@ mod tests {
         let n = names.len();
         names.dedup();
         assert_eq!(names.len(), n, "a topic is listed twice");
-        assert_eq!(topic("resource.drain").map(|t| t.access), Some(Owner));
-        assert_eq!(topic("resource.status").map(|t| t.access), Some(Guest));
+        assert_eq!(topic("resource.drain").map(|t| t.access), Some(Admin));
+        assert_eq!(topic("resource.status").map(|t| t.access), Some(Read));
+        assert_eq!(topic("resource.agent").map(|t| t.access), Some(Agent));
         assert!(topic("resource.nosuch").is_none());
     }
 
     #[test]
-    fn access_permits() {
-        assert!(Guest.permits(Role::Guest));
-        assert!(Guest.permits(Role::Owner));
-        assert!(Owner.permits(Role::Owner));
-        assert!(!Owner.permits(Role::Guest));
+    fn every_role_need_is_named() {
+        // The table names a need for every topic and the owner passes all.
+        for t in TOPICS {
+            assert!(Role::Owner.grants(t.access), "{}", t.name);
+        }
+        assert!(Role::Guest.grants(Read));
+        assert!(!Role::Guest.grants(User));
+        assert!(!Role::Scheduler.grants(Admin));
+        assert!(Role::Admin.grants(User));
+        assert!(!Role::Agent("n1".into()).grants(Read));
+        assert!(Role::Agent("n1".into()).grants(Agent));
+        assert!(!Role::User.grants(Scheduler));
     }
 }

@@ -37,6 +37,15 @@ struct Args {
     /// Bearer token file (required for tcp://; default $ROSTER_TOKEN_FILE).
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// (tls://) CA certificate that signed the service's (default $ROSTER_CA).
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
+    /// (tls://) This node's certificate (default $ROSTER_CERT).
+    #[arg(long, value_name = "FILE")]
+    cert: Option<PathBuf>,
+    /// (tls://) The key of --cert (default $ROSTER_KEY).
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
     /// Report this hostname instead of the local one.
     #[arg(long, value_name = "NAME", conflicts_with = "simulate")]
     hostname: Option<String>,
@@ -121,9 +130,17 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 }
 
 fn run(args: Args) -> Result<ExitCode, String> {
-    let client = client::Client::from_env(args.uri.as_deref(), args.token_file.as_deref())
-        .map_err(|e| e.to_string())?;
+    let tls_files = client::TlsFiles {
+        ca: args.ca.clone(),
+        cert: args.cert.clone(),
+        key: args.key.clone(),
+    };
+    let client =
+        client::Client::from_env_tls(args.uri.as_deref(), args.token_file.as_deref(), tls_files)
+            .map_err(|e| e.to_string())?;
     let uri = client.uri().clone();
+    // One TLS configuration, shared by every (virtual) agent.
+    let tls = client.tls_config().cloned();
     let token_file = args.token_file.clone().or_else(|| {
         std::env::var_os(client::TOKEN_FILE_ENV)
             .filter(|v| !v.is_empty())
@@ -182,6 +199,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         };
         let cfg = SimConfig {
             uri,
+            tls,
             token,
             hosts,
             cores,
@@ -245,6 +263,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
     };
     let cfg = AgentConfig {
         uri,
+        tls,
         token,
         hostname,
         r,

@@ -21,7 +21,10 @@
 //!   a resource group's targets at run time.
 //!
 //! The global options `--uri URI` and `--token-file FILE` (before the
-//! sub-command) choose the service; `$ROSTER_URI` is the default.
+//! sub-command) choose the service; `$ROSTER_URI` is the default. For a
+//! `tls://` service `--ca FILE` (`$ROSTER_CA`) names the CA that signed its
+//! certificate, `--cert FILE --key FILE` (`$ROSTER_CERT`, `$ROSTER_KEY`)
+//! this client's certificate, whose role the service decides.
 
 mod actions;
 
@@ -105,6 +108,30 @@ pub fn parser() -> Parser {
                 "token_file",
                 &["--token-file"],
                 "file holding the bearer token for tcp:// URIs",
+            )
+            .metavar("FILE"),
+        )
+        .arg(
+            Arg::opt(
+                "ca",
+                &["--ca"],
+                "(tls://) CA certificate that signed the service's (default: $ROSTER_CA)",
+            )
+            .metavar("FILE"),
+        )
+        .arg(
+            Arg::opt(
+                "cert",
+                &["--cert"],
+                "(tls://) this client's certificate, whose role the service decides (default: $ROSTER_CERT)",
+            )
+            .metavar("FILE"),
+        )
+        .arg(
+            Arg::opt(
+                "key",
+                &["--key"],
+                "(tls://) the key of --cert (default: $ROSTER_KEY)",
             )
             .metavar("FILE"),
         )
@@ -450,10 +477,16 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         now: &now,
     };
     let mut make = |ns: &Namespace| -> Box<dyn Service> {
-        Box::new(remote::Remote::new(
-            ns.str("uri").map(String::from),
-            ns.str("token_file").map(std::path::PathBuf::from),
-        ))
+        let path = |dest: &str| ns.str(dest).map(std::path::PathBuf::from);
+        Box::new(
+            remote::Remote::new(ns.str("uri").map(String::from), path("token_file")).with_tls(
+                client::TlsFiles {
+                    ca: path("ca"),
+                    cert: path("cert"),
+                    key: path("key"),
+                },
+            ),
+        )
     };
     let code = run(&words, &mut ctx, &mut make);
     let _ = out.flush();

@@ -30,7 +30,8 @@ struct Args {
     /// State directory (resource.R, resource.eventlog, checkpoint).
     #[arg(long, value_name = "DIR")]
     statedir: Option<PathBuf>,
-    /// Listen on URI: unix:///PATH, tcp://HOST:PORT or flux:///PATH (repeatable).
+    /// Listen on URI: unix:///PATH, tls://HOST:PORT, tcp://HOST:PORT
+    /// (loopback only) or flux:///PATH (repeatable).
     #[arg(long, value_name = "URI", value_parser = parse_uri)]
     listen: Vec<Uri>,
     /// Consider every target online from the start.
@@ -39,9 +40,18 @@ struct Args {
     /// R of the enclosing allocation (inventory method job-info).
     #[arg(long = "parent-R", value_name = "FILE")]
     parent_r: Option<PathBuf>,
-    /// Bearer token file required of TCP clients.
+    /// Bearer token file: the owner role for TLS and loopback TCP clients.
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// The service's certificate chain (PEM) for tls:// listeners.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// CA certificate (PEM) that signs client certificates.
+    #[arg(long, value_name = "FILE")]
+    tls_client_ca: Option<PathBuf>,
     /// Log debug messages too.
     #[arg(short, long)]
     verbose: bool,
@@ -51,7 +61,104 @@ fn parse_uri(s: &str) -> Result<Uri, String> {
     Uri::parse(s).map_err(|e| e.to_string())
 }
 
+/// A certificate authority for a Roster site: `roster serve ca init DIR`
+/// makes one; `roster serve ca issue DIR HOSTLIST` signs a certificate
+/// (NAME.pem, NAME.key) for every host of HOSTLIST.
+#[derive(Debug, Parser)]
+#[command(
+    name = "roster serve ca",
+    bin_name = "roster serve ca",
+    disable_version_flag = true
+)]
+enum CaArgs {
+    /// Make a CA in DIR: ca.pem (give it to every node and client) and
+    /// ca.key (mode 0600; keep it on the admin host).
+    Init {
+        dir: PathBuf,
+        /// Common name of the CA.
+        #[arg(long, default_value = "Roster CA")]
+        name: String,
+        /// Validity in days.
+        #[arg(long, default_value_t = 3650)]
+        days: u32,
+    },
+    /// Sign a certificate for every host of HOSTLIST with the CA in DIR:
+    /// subject CN=HOST, OU=ROLE, DNS name HOST; usable as the service's
+    /// certificate and as a client's.
+    Issue {
+        dir: PathBuf,
+        hostlist: String,
+        /// The role written into the certificates: agent (a node's own
+        /// session), user, scheduler, admin or owner.
+        #[arg(long, default_value = "agent")]
+        role: String,
+        /// Another DNS name or IP address for every certificate (e.g. the
+        /// address clients use for the service; repeatable).
+        #[arg(long, value_name = "NAME")]
+        san: Vec<String>,
+        /// Validity in days.
+        #[arg(long, default_value_t = 365)]
+        days: u32,
+        /// Write the certificates here instead of DIR.
+        #[arg(long, value_name = "OUTDIR")]
+        out: Option<PathBuf>,
+    },
+}
+
+fn ca_main(args: Vec<OsString>) -> ExitCode {
+    let args = match CaArgs::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("roster serve ca: {e}");
+        ExitCode::from(1)
+    };
+    match args {
+        CaArgs::Init { dir, name, days } => match tls::ca::init(&dir, &name, days) {
+            Ok(p) => {
+                println!("{}", p.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        },
+        CaArgs::Issue {
+            dir,
+            hostlist,
+            role,
+            san,
+            days,
+            out,
+        } => {
+            let hosts: Vec<String> = match hostlist::Hostlist::decode(&hostlist) {
+                Ok(h) if !h.is_empty() => h.iter().collect(),
+                Ok(_) => return fail(&"the hostlist is empty"),
+                Err(e) => return fail(&format!("{hostlist}: {e}")),
+            };
+            let out = out.unwrap_or_else(|| dir.clone());
+            match tls::ca::issue(&dir, &out, &hosts, &role, &san, days) {
+                Ok(issued) => {
+                    for i in issued {
+                        println!("{} {}", i.cert.display(), i.key.display());
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            }
+        }
+    }
+}
+
 pub fn main(args: Vec<OsString>) -> ExitCode {
+    if args.get(1).and_then(|a| a.to_str()) == Some("ca") {
+        let mut args = args;
+        args.remove(1);
+        return ca_main(args);
+    }
     let args = match Args::try_parse_from(args) {
         Ok(a) => a,
         Err(e) => {
@@ -78,6 +185,9 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         monitor_force_up: args.monitor_force_up,
         parent_r: args.parent_r,
         token_file: args.token_file,
+        tls_cert: args.tls_cert,
+        tls_key: args.tls_key,
+        tls_client_ca: args.tls_client_ca,
     };
     if args.check {
         return match serve::check(&opts) {

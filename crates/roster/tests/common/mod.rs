@@ -1,3 +1,4 @@
+#![allow(unsafe_code)] // libc calls (getuid, kill, signals) or a counting allocator
 //! A real `roster serve` on a temporary directory, for integration tests.
 #![allow(dead_code)]
 

@@ -3,7 +3,7 @@
 
 use super::service::{ReplyStream, Service, StreamItem, SvcError};
 use client::blocking::{Client, ReplyStream as ClientStream};
-use client::ClientError;
+use client::{ClientError, TlsFiles};
 use rpc::errno::ENODATA;
 use rpc::RpcError;
 use serde_json::Value;
@@ -26,6 +26,7 @@ fn svc_error(e: ClientError) -> SvcError {
 pub struct Remote {
     uri: Option<String>,
     token_file: Option<PathBuf>,
+    tls: TlsFiles,
     client: Option<Client>,
 }
 
@@ -34,14 +35,25 @@ impl Remote {
         Remote {
             uri,
             token_file,
+            tls: TlsFiles::default(),
             client: None,
         }
     }
 
+    /// The TLS files of a `tls://` service (each one not given here comes
+    /// from its environment variable; read only for a `tls://` URI).
+    pub fn with_tls(self, tls: TlsFiles) -> Remote {
+        Remote { tls, ..self }
+    }
+
     fn client(&mut self) -> Result<&Client, SvcError> {
         if self.client.is_none() {
-            let c = Client::from_env(self.uri.as_deref(), self.token_file.as_deref())
-                .map_err(svc_error)?;
+            let c = Client::from_env_tls(
+                self.uri.as_deref(),
+                self.token_file.as_deref(),
+                self.tls.clone(),
+            )
+            .map_err(svc_error)?;
             self.client = Some(c);
         }
         self.client

@@ -1,6 +1,9 @@
 //! What the process environment supplies: the local time zone (as the C
 //! library computes it, like Python's `datetime.fromtimestamp`), the
 //! terminal width argparse wraps at, and `os.path.realpath`.
+//! The roster binary's only unsafe code: libc's tzset/localtime_r and the
+//! TIOCGWINSZ ioctl, which std does not offer.
+#![allow(unsafe_code)]
 
 use resource_views::LocalZone;
 use std::ffi::CStr;

@@ -151,7 +151,7 @@ fn usage_errors_exit_2_with_subcommand_usage() {
     assert_eq!(o.code, 2);
     assert!(o
         .stderr
-        .starts_with("usage: roster resource [-h] [--uri URI] [--token-file FILE]\n"));
+        .starts_with("usage: roster resource [-h] [--uri URI] [--token-file FILE] [--ca FILE]\n"));
     assert!(o
         .stderr
         .ends_with("roster resource: error: unrecognized arguments: --bogus\n"));

@@ -1,0 +1,481 @@
+//! A secured cluster on loopback, end to end with the real binaries:
+//! `roster serve ca init|issue` makes the PKI, `roster serve` listens on
+//! `tls://` with client certificates, `roster agent` joins with its own
+//! certificate; identities and roles are enforced.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::process::{Child, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Agent {
+    child: Option<Child>,
+    log: std::path::PathBuf,
+}
+
+impl Agent {
+    fn wait(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("agent running");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                return st;
+            }
+            assert!(Instant::now() < deadline, "agent did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// `roster serve ca ...`, which must succeed.
+fn ca(args: &[&str]) -> String {
+    let o = roster()
+        .args(["serve", "ca"])
+        .args(args)
+        .output()
+        .expect("run roster serve ca");
+    assert!(
+        o.status.success(),
+        "roster serve ca {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+struct Site {
+    s: Scratch,
+    d: Daemon,
+    tls_uri: String,
+}
+
+impl Site {
+    fn pki(&self, f: &str) -> String {
+        self.s.path(&format!("pki/{f}")).display().to_string()
+    }
+
+    fn agent(&self, cert: &str, host: &str) -> Agent {
+        let log = self.s.path(&format!("agent-{cert}-{host}.log"));
+        let child = roster()
+            .args(["agent", "--uri", &self.tls_uri])
+            .args(["--ca", &self.pki("ca.pem")])
+            .args(["--cert", &self.pki(&format!("{cert}.pem"))])
+            .args(["--key", &self.pki(&format!("{cert}.key"))])
+            .args(["--hostname", host, "--cores", "0-3", "--heartbeat", "0.2"])
+            .env_remove("ROSTER_TOKEN_FILE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn roster agent");
+        Agent {
+            child: Some(child),
+            log,
+        }
+    }
+
+    /// A client presenting `who`'s certificate.
+    fn client(&self, who: &str) -> client::blocking::Client {
+        let cert = self.s.path(&format!("pki/{who}.pem"));
+        let key = self.s.path(&format!("pki/{who}.key"));
+        let cfg = tls::client_config(&self.s.path("pki/ca.pem"), Some((&cert, &key))).unwrap();
+        let uri = rpc::uri::Uri::parse(&self.tls_uri).unwrap();
+        client::blocking::Client::wrap(client::Client::new(uri).with_tls(Arc::clone(&cfg)))
+    }
+
+    fn online(&self) -> Value {
+        self.d.rpc("resource.status", json!({})).unwrap()["online"].clone()
+    }
+
+    fn wait_online(&self, want: &str) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while self.online() != want {
+            assert!(
+                Instant::now() < deadline,
+                "online is {}, wanted {want}; log:\n{}",
+                self.online(),
+                self.d.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+fn site(name: &str) -> Site {
+    site_with(name, "noverify = true\n")
+}
+
+fn site_with(name: &str, resource: &str) -> Site {
+    let s = Scratch::new(name);
+    let pki = s.path("pki");
+    let pki = pki.to_str().unwrap();
+    ca(&["init", pki]);
+    let out = ca(&["issue", pki, "localhost,fake[0-2]", "--san", "127.0.0.1"]);
+    assert_eq!(out.lines().count(), 4, "{out}");
+    ca(&["issue", pki, "sched", "--role", "scheduler"]);
+    ca(&["issue", pki, "alice", "--role", "admin"]);
+    ca(&["issue", pki, "bob", "--role", "user"]);
+    let port = free_port();
+    let tls_uri = format!("tls://localhost:{port}");
+    let listen = format!("tls://127.0.0.1:{port}");
+    let cfg = format!(
+        "[resource]\n{resource}torpid-max = \"2s\"\n[[resource.config]]\nhosts = \"fake[0-2]\"\ncores = \"0-3\"\n\
+         [serve]\ntls-cert = \"{pki}/localhost.pem\"\ntls-key = \"{pki}/localhost.key\"\ntls-client-ca = \"{pki}/ca.pem\"\n"
+    );
+    let d = start(&s, &cfg, &["--listen", &listen]);
+    Site { s, d, tls_uri }
+}
+
+#[test]
+fn agents_join_with_their_own_certificate_only() {
+    let site = site("tls-agents");
+    // An agent with its own certificate joins.
+    let _a0 = site.agent("fake0", "fake0");
+    site.wait_online("0");
+    // fake1's certificate claiming fake2: refused, logged on both sides,
+    // and the agent stops (a permanent refusal).
+    let mut bad = site.agent("fake1", "fake2");
+    assert_eq!(bad.wait().code(), Some(1));
+    let msg = "the certificate of fake1 may not speak for host fake2";
+    assert!(bad.log_text().contains(msg), "{}", bad.log_text());
+    assert!(site.d.log_text().contains(msg), "{}", site.d.log_text());
+    assert_eq!(site.online(), "0");
+    // fake1's own agent still joins.
+    let _a1 = site.agent("fake1", "fake1");
+    site.wait_online("0-1");
+}
+
+#[test]
+fn verification_self_drain_still_works_for_its_own_rank() {
+    let site = site_with("tls-verify", "");
+    // fake1 reports 2 cores where 4 are configured: its rank is drained
+    // by the service itself, although the agent may not drain.
+    let log = site.s.path("agent-verify.log");
+    let mut child = roster()
+        .args(["agent", "--uri", &site.tls_uri])
+        .args(["--ca", &site.pki("ca.pem")])
+        .args([
+            "--cert",
+            &site.pki("fake1.pem"),
+            "--key",
+            &site.pki("fake1.key"),
+        ])
+        .args([
+            "--hostname",
+            "fake1",
+            "--cores",
+            "0-1",
+            "--heartbeat",
+            "0.2",
+        ])
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let st = site.d.rpc("resource.status", json!({})).unwrap();
+        if st["drain"].get("1").is_some() {
+            let reason = st["drain"]["1"]["reason"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            assert!(reason.contains("core"), "{st}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "not drained: {st}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn roles_from_certificates() {
+    let site = site("tls-roles");
+    let drain = json!({"targets": "1", "reason": "fan"});
+    // An agent certificate can do nothing but its own session.
+    for (topic, payload) in [
+        ("resource.drain", drain.clone()),
+        ("resource.status", json!({})),
+        ("resource.reload", json!({})),
+    ] {
+        let e = site.client("fake0").rpc(topic, payload).unwrap_err();
+        assert_eq!(e.errnum(), rpc::errno::EPERM, "{topic}: {e}");
+        assert!(
+            e.to_string().contains("this client is the agent of fake0"),
+            "{e}"
+        );
+    }
+    // A scheduler can acquire but not drain.
+    let sched = site.client("sched");
+    let mut acq = sched.stream("resource.acquire", json!({})).unwrap();
+    let first = acq.next().unwrap().unwrap();
+    assert!(first.get("resources").is_some(), "{first}");
+    drop(acq);
+    let e = sched.rpc("resource.drain", drain.clone()).unwrap_err();
+    assert_eq!(e.errnum(), rpc::errno::EPERM);
+    assert_eq!(
+        e.to_string(),
+        "resource.drain requires the admin role (this client has the scheduler role)"
+    );
+    // A user reads (status, journal) but changes nothing.
+    let bob = site.client("bob");
+    assert!(bob.rpc("resource.status", json!({})).is_ok());
+    let e = bob.rpc("resource.acquire-mute", json!({})).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "resource.acquire-mute requires the scheduler role (this client has the user role)"
+    );
+    // An admin drains.
+    site.client("alice")
+        .rpc("resource.drain", drain)
+        .expect("admin drains");
+    let st = site.d.rpc("resource.status", json!({})).unwrap();
+    assert!(st["drain"].to_string().contains("fan"), "{st}");
+    // Through the CLI, with the environment variables.
+    let o = roster()
+        .args(["resource", "drain", "2", "x"])
+        .env("ROSTER_URI", &site.tls_uri)
+        .env("ROSTER_CA", site.pki("ca.pem"))
+        .env("ROSTER_CERT", site.pki("sched.pem"))
+        .env("ROSTER_KEY", site.pki("sched.key"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("requires the admin role"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn plain_tcp_off_loopback_is_refused_at_start_up() {
+    let s = Scratch::new("tls-plain-tcp");
+    let token = s.write("token", "s3cret\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let listen = format!("tcp://0.0.0.0:{}", free_port());
+    let log = try_start(
+        &s,
+        &fake_config(2, ""),
+        &["--listen", &listen, "--token-file", token.to_str().unwrap()],
+    )
+    .err()
+    .expect("roster serve must refuse plain TCP off loopback");
+    assert!(
+        log.contains("plain TCP is only allowed on loopback addresses")
+            && log.contains("use tls://0.0.0.0:"),
+        "{log}"
+    );
+}
+
+impl Site {
+    /// `roster resource --uri tls://… --ca … [--cert WHO.pem --key WHO.key]
+    /// ARGS…` with the TLS files given only as flags (the environment
+    /// variables removed).
+    fn cli(&self, who: Option<&str>, args: &[&str]) -> std::process::Command {
+        let mut c = roster();
+        c.args([
+            "resource",
+            "--uri",
+            &self.tls_uri,
+            "--ca",
+            &self.pki("ca.pem"),
+        ]);
+        if let Some(who) = who {
+            c.args(["--cert", &self.pki(&format!("{who}.pem"))]);
+            c.args(["--key", &self.pki(&format!("{who}.key"))]);
+        }
+        c.args(args)
+            .env_remove("ROSTER_URI")
+            .env_remove("ROSTER_CA")
+            .env_remove("ROSTER_CERT")
+            .env_remove("ROSTER_KEY")
+            .env_remove("ROSTER_TOKEN_FILE")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// [`Site::cli`], which must succeed; its stdout.
+    fn cli_ok(&self, who: Option<&str>, args: &[&str]) -> String {
+        let o = self.cli(who, args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{who:?} {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// [`Site::cli`], which must fail; its exit code and stderr.
+    fn cli_fails(&self, who: Option<&str>, args: &[&str]) -> (i32, String) {
+        let o = self.cli(who, args).output().unwrap();
+        assert!(!o.status.success(), "{who:?} {args:?} succeeded");
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+}
+
+#[test]
+fn every_resource_command_reaches_a_tls_service_with_flags() {
+    let site = site("tls-cli-flags");
+    let _a0 = site.agent("fake0", "fake0");
+    site.wait_online("0");
+
+    // A user reads everything.
+    let out = site.cli_ok(Some("bob"), &["status", "-no", "{state} {nnodes}"]);
+    assert_eq!(out, "avail 1\navail* 2\n");
+    let out = site.cli_ok(Some("bob"), &["list", "-no", "{nnodes}"]);
+    assert!(out.contains('3'), "{out}");
+    let out = site.cli_ok(Some("bob"), &["info"]);
+    assert!(out.contains("3 Nodes"), "{out}");
+    let out = site.cli_ok(Some("bob"), &["R"]);
+    assert!(out.contains("\"R_lite\""), "{out}");
+    site.cli_ok(Some("bob"), &["drain"]);
+    let out = site.cli_ok(Some("bob"), &["eventlog"]);
+    assert!(out.contains("resource-define"), "{out}");
+    // ... and may change nothing: the refusal names the role needed.
+    let (code, err) = site.cli_fails(Some("bob"), &["drain", "1", "fan"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("resource.drain requires the admin role (this client has the user role)"),
+        "{err}"
+    );
+
+    // An admin drains, undrains and reloads.
+    site.cli_ok(Some("alice"), &["drain", "1", "fan"]);
+    let out = site.cli_ok(Some("bob"), &["drain", "-no", "{ranks} {reason}"]);
+    assert!(out.contains("1 fan"), "{out}");
+    site.cli_ok(Some("alice"), &["undrain", "1"]);
+    let out = site.cli_ok(Some("bob"), &["drain", "-no", "{ranks}"]);
+    assert!(!out.contains('1'), "{out}");
+    // reload: the role is granted (the path is then refused as missing).
+    let (_, err) = site.cli_fails(Some("alice"), &["reload", "/nonexistent/R.json"]);
+    assert!(!err.contains("requires the"), "{err}");
+    assert!(err.contains("/nonexistent/R.json"), "{err}");
+    let (_, err) = site.cli_fails(Some("sched"), &["reload", "/nonexistent/R.json"]);
+    assert!(
+        err.contains("resource.reload requires the admin role"),
+        "{err}"
+    );
+
+    // A scheduler acquires, mutes, sets groups; the first response of
+    // acquire is the whole resource set.
+    let mut acq = site
+        .cli(Some("sched"), &["acquire"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(acq.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    let _ = acq.kill();
+    let _ = acq.wait();
+    let v: Value = serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first:?}"));
+    assert!(v.get("resources").is_some(), "{v}");
+    site.cli_ok(Some("sched"), &["acquire-mute"]);
+    let (_, err) = site.cli_fails(Some("alice"), &["acquire-mute"]);
+    assert!(
+        err.contains("resource.acquire-mute requires the scheduler role"),
+        "{err}"
+    );
+
+    // Without a certificate (nor token): no role at all.
+    let (_, err) = site.cli_fails(None, &["status"]);
+    assert!(
+        err.contains("ERROR: authentication required: present a client certificate"),
+        "{err}"
+    );
+    // An agent certificate speaks only for its own session.
+    let (_, err) = site.cli_fails(Some("fake0"), &["status"]);
+    assert!(err.contains("this client is the agent of fake0"), "{err}");
+
+    // The flags win over the environment.
+    let o = site
+        .cli(Some("alice"), &["drain", "2", "flag-wins"])
+        .env("ROSTER_CERT", site.pki("bob.pem"))
+        .env("ROSTER_KEY", site.pki("bob.key"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn resource_tls_flag_errors_are_precise() {
+    let site = site("tls-cli-errors");
+    // No CA at all.
+    let o = roster()
+        .args(["resource", "--uri", &site.tls_uri, "status"])
+        .env_remove("ROSTER_CA")
+        .env_remove("ROSTER_CERT")
+        .env_remove("ROSTER_KEY")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("give --ca FILE or set ROSTER_CA"), "{err}");
+    // A certificate without its key.
+    let o = site
+        .cli(None, &["--cert", &site.pki("bob.pem"), "status"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("needs its key too (--key or ROSTER_KEY)"),
+        "{err}"
+    );
+    // A CA file that does not exist.
+    let o = roster()
+        .args([
+            "resource",
+            "--uri",
+            &site.tls_uri,
+            "--ca",
+            "/nonexistent/ca.pem",
+            "status",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("/nonexistent/ca.pem"), "{err}");
+    // The wrong CA: the service's certificate is not trusted.
+    let other = site.s.path("other");
+    ca(&["init", other.to_str().unwrap()]);
+    let o = roster()
+        .args(["resource", "--uri", &site.tls_uri, "--ca"])
+        .arg(other.join("ca.pem"))
+        .arg("status")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("certificate"), "{err}");
+}

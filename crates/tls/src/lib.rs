@@ -1,0 +1,273 @@
+//! Roster's TLS plumbing, shared by the listeners (`transport`), the
+//! clients (`client`), the agent (`agent`) and `roster serve ca`.
+//!
+//! * rustls with the `ring` provider (no OpenSSL, no cmake): TLS 1.3 and
+//!   1.2 with rustls's safe defaults.
+//! * [`server_config`]: the service's certificate chain and key, and
+//!   optionally the CA that signs client certificates (clients without a
+//!   certificate may still connect and authenticate with a bearer token).
+//! * [`client_config`]: the CA that signs the service's certificate, and
+//!   optionally the client's own certificate and key.
+//! * [`PeerCert`]: what Roster reads from a verified client certificate:
+//!   its name (first DNS subject alternative name, else the common name)
+//!   and the organizational units of its subject (where `roster serve ca
+//!   issue --role` writes the role); [`RoleMap`] turns that into an
+//!   [`rpc::Role`].
+//! * [`ca`]: the certificate authority helper behind `roster serve ca`.
+
+pub mod ca;
+mod roles;
+
+pub use roles::{RoleMap, RoleMapError};
+pub use rustls;
+pub use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+pub use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Errors loading TLS material or building a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read {what} {}: {}", path.display(), io_text(.source))]
+    Read {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} {}: {msg}", path.display())]
+    Pem {
+        what: &'static str,
+        path: PathBuf,
+        msg: String,
+    },
+    #[error("invalid TLS configuration: {0}")]
+    Config(String),
+}
+
+fn io_text(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// The crypto provider Roster uses everywhere (`ring`).
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Every certificate of a PEM file (a chain: the leaf first).
+pub fn load_certs(
+    what: &'static str,
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let pem = read(what, path)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::Pem {
+            what,
+            path: path.to_path_buf(),
+            msg: format!("not a valid PEM file: {e}"),
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::Pem {
+            what,
+            path: path.to_path_buf(),
+            msg: "contains no certificate (expected PEM \"BEGIN CERTIFICATE\")".into(),
+        });
+    }
+    Ok(certs)
+}
+
+/// The private key of a PEM file (PKCS#8, PKCS#1 or SEC1).
+pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let what = "private key";
+    let pem = read(what, path)?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| TlsError::Pem {
+        what,
+        path: path.to_path_buf(),
+        msg: match e {
+            rustls::pki_types::pem::Error::NoItemsFound => {
+                "contains no private key (expected PEM \"BEGIN PRIVATE KEY\")".into()
+            }
+            e => format!("not a valid PEM private key: {e}"),
+        },
+    })
+}
+
+fn roots(path: &Path) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for c in load_certs("CA certificate", path)? {
+        roots.add(c).map_err(|e| TlsError::Pem {
+            what: "CA certificate",
+            path: path.to_path_buf(),
+            msg: format!("unusable as a trust anchor: {e}"),
+        })?;
+    }
+    Ok(roots)
+}
+
+/// The service's TLS configuration: its certificate chain and key, and,
+/// with `client_ca`, verification of client certificates signed by that
+/// CA (a client without a certificate is still accepted: it must then
+/// present a bearer token).
+pub fn server_config(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let chain = load_certs("certificate", cert)?;
+    let key = load_key(key)?;
+    let builder = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let builder = match client_ca {
+        Some(ca) => {
+            let verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots(ca)?), provider())
+                    .allow_unauthenticated()
+                    .build()
+                    .map_err(|e| TlsError::Config(format!("client CA {}: {e}", ca.display())))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut cfg = builder.with_single_cert(chain, key).map_err(|e| {
+        TlsError::Config(format!(
+            "certificate {} and its key do not go together: {e}",
+            cert.display()
+        ))
+    })?;
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// A client's TLS configuration: trust `ca` (the CA that signed the
+/// service's certificate); present `identity` (certificate chain, key)
+/// when given.
+pub fn client_config(
+    ca: &Path,
+    identity: Option<(&Path, &Path)>,
+) -> Result<Arc<ClientConfig>, TlsError> {
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_root_certificates(roots(ca)?);
+    let mut cfg = match identity {
+        Some((cert, key)) => {
+            let chain = load_certs("certificate", cert)?;
+            let key = load_key(key)?;
+            builder.with_client_auth_cert(chain, key).map_err(|e| {
+                TlsError::Config(format!(
+                    "certificate {} and its key do not go together: {e}",
+                    cert.display()
+                ))
+            })?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// The name a client checks the service's certificate against: the host
+/// of the URI (a DNS name or an IP address).
+pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsError> {
+    ServerName::try_from(host.to_string())
+        .map_err(|_| TlsError::Config(format!("'{host}' is not a valid DNS name or IP address")))
+}
+
+/// What Roster reads from a (verified) client certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerCert {
+    /// The first DNS subject alternative name, else the subject's common
+    /// name: the host an agent with this certificate speaks for.
+    pub name: String,
+    /// The subject's organizational units (`OU=`), in order.
+    pub units: Vec<String>,
+}
+
+impl PeerCert {
+    /// Read a DER certificate; `None` if it has neither a DNS name nor a
+    /// common name (or cannot be parsed, which cannot happen after
+    /// rustls verified it).
+    pub fn parse(der: &[u8]) -> Option<PeerCert> {
+        let (_, x) = x509_parser::parse_x509_certificate(der).ok()?;
+        let dns = x.subject_alternative_name().ok().flatten().and_then(|san| {
+            san.value.general_names.iter().find_map(|g| match g {
+                x509_parser::extensions::GeneralName::DNSName(s) => Some(s.to_string()),
+                _ => None,
+            })
+        });
+        let cn = || {
+            x.subject()
+                .iter_common_name()
+                .find_map(|a| a.as_str().ok().map(str::to_string))
+        };
+        let name = dns.or_else(cn).filter(|n| !n.is_empty())?;
+        let units = x
+            .subject()
+            .iter_organizational_unit()
+            .filter_map(|a| a.as_str().ok().map(str::to_string))
+            .collect();
+        Some(PeerCert { name, units })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_and_empty_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("none.pem");
+        let e = load_certs("CA certificate", &p).unwrap_err().to_string();
+        assert!(e.starts_with("cannot read CA certificate"), "{e}");
+        assert!(e.ends_with("No such file or directory"), "{e}");
+        std::fs::write(&p, "hello\n").unwrap();
+        let e = load_certs("certificate", &p).unwrap_err().to_string();
+        assert!(e.contains("contains no certificate"), "{e}");
+        let e = load_key(&p).unwrap_err().to_string();
+        assert!(e.contains("contains no private key"), "{e}");
+    }
+
+    #[test]
+    fn configs_from_issued_files() {
+        let dir = tempfile::tempdir().unwrap();
+        ca::init(dir.path(), "Test CA", 30).unwrap();
+        let issued =
+            ca::issue(dir.path(), dir.path(), &["node1".into()], "agent", &[], 10).unwrap();
+        assert_eq!(issued.len(), 1);
+        let (cert, key) = (&issued[0].cert, &issued[0].key);
+        let ca = dir.path().join(ca::CA_CERT);
+        server_config(cert, key, Some(&ca)).unwrap();
+        client_config(&ca, Some((cert, key))).unwrap();
+        client_config(&ca, None).unwrap();
+        // a key that does not match the certificate
+        let other = ca::issue(dir.path(), dir.path(), &["node2".into()], "agent", &[], 10).unwrap();
+        let e = server_config(cert, &other[0].key, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("do not go together"), "{e}");
+        let der = load_certs("certificate", cert).unwrap();
+        let p = PeerCert::parse(&der[0]).unwrap();
+        assert_eq!(p.name, "node1");
+        assert_eq!(p.units, vec!["agent".to_string()]);
+    }
+}
