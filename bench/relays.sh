@@ -24,7 +24,7 @@ ulimit -n 20000
 cargo build --release --locked -p roster >/dev/null 2>&1 || cargo build --release -p roster
 R=$PWD/target/release/roster
 T=$(mktemp -d /tmp/roster-relays-bench.XXXXXX)
-trap 'kill -9 ${SIMA:-} ${SIMB:-} ${SRV:-} 2>/dev/null || true; rm -rf "$T"' EXIT
+trap 'kill -9 ${SIMA:-} ${SIMB:-} ${SRV:-} 2>/dev/null || true; mkdir -p /tmp/roster-relays-bench-logs; cp "$T"/*.log /tmp/roster-relays-bench-logs/ 2>/dev/null; rm -rf "$T"' EXIT
 exec 3>&2 2>/dev/null
 mkdir -p "$T/state"
 LAST=$((N - 1))
@@ -69,7 +69,7 @@ elapsed() { echo "$1 $2" | awk '{printf "%.3f", $2 - $1}'; }
 q() { "$R" resource --uri "$URI" status -s "$1" -no '{ranks}' 2>/dev/null | tr -d '\n'; }
 wait_for() { # STATE WANT TIMEOUT -> prints the time it was first seen
     local deadline
-    deadline=$(echo "$(now) $3" | awk '{print $1 + $2}')
+    deadline=$(echo "$(now) $3" | awk '{printf "%.6f", $1 + $2}')
     while :; do
         if [ "$(q "$1")" = "$2" ]; then now; return 0; fi
         if awk -v a="$(now)" -v b="$deadline" 'BEGIN{exit !(a > b)}'; then

@@ -39,6 +39,9 @@ use tokio::sync::{mpsc, watch};
 pub use transport::ListenOptions;
 use transport::{Incoming, ReplySender};
 
+/// The longest period between a relay's lines.
+const RELAY_BEAT_MAX: Duration = Duration::from_millis(500);
+
 /// What the service (or the parent relay) told this relay.
 #[derive(Debug, Clone)]
 pub struct Welcome {
@@ -174,7 +177,11 @@ pub struct RelayState {
     /// Not yet sent upward.
     hello_up: BTreeMap<Res, IdSet>,
     gone_up: IdSet,
+    /// Leaves heard from since the last beat.
     heard: IdSet,
+    /// What child relays heard (and themselves): sent on at once, so a
+    /// rank's liveness is not delayed by a period per level.
+    lively_up: IdSet,
     /// Hellos that arrived before the first welcome.
     waiting: Vec<(Request, ReplySender)>,
     leaves: Option<Leaves>,
@@ -487,10 +494,11 @@ impl RelayState {
         if !c.joined {
             return;
         }
-        self.heard.insert(c.rank);
         if matches!(c.kind, Kind::Leaf) {
+            self.heard.insert(c.rank);
             return;
         }
+        self.lively_up.insert(c.rank);
         if let Err(e) = self.relay_line(conn, &req.payload) {
             if let Some(c) = self.children.get(&conn) {
                 Self::refuse(&c.stream, e);
@@ -594,7 +602,7 @@ impl RelayState {
             let _ = stream.send(Ok(json!({ REFUSED: v }).into()));
         }
         if let Some(l) = lively {
-            self.heard.add(&l.intersection(owned));
+            self.lively_up.add(&l.intersection(owned));
         }
         Ok(())
     }
@@ -654,14 +662,21 @@ impl RelayState {
                 Value::String(std::mem::take(&mut self.gone_up).encode()),
             );
         }
+        if !self.lively_up.is_empty() {
+            m.insert(
+                LIVELY.into(),
+                Value::String(std::mem::take(&mut self.lively_up).encode()),
+            );
+        }
         (!m.is_empty()).then_some(Value::Object(m))
     }
 
     /// The heartbeat line: what is waiting, plus every child heard from
     /// since the last beat and the virtual leaves not stalled.
     pub fn beat(&mut self, now: Instant) -> Value {
-        let mut v = self.take_up().unwrap_or_else(|| json!({}));
         let mut lively = std::mem::take(&mut self.heard);
+        lively.add(&std::mem::take(&mut self.lively_up));
+        let mut v = self.take_up().unwrap_or_else(|| json!({}));
         if let Some(l) = &self.leaves {
             if now >= l.stall_at && !l.stall.is_empty() {
                 lively.add(&self.virtual_joined.difference(&l.stall));
@@ -1041,10 +1056,13 @@ pub async fn run_relay(
                 Some(Up::Welcome(v)) => match Welcome::parse(&v) {
                     Ok(w) => {
                         connected = true;
+                        // A relay's line is cheap (one per relay): beat
+                        // often enough that forwarding adds little to
+                        // a rank's torpid time.
                         period = cfg.agent.heartbeat.unwrap_or_else(|| {
                             let s = v.get("heartbeat").and_then(Value::as_f64)
                                 .filter(|s| s.is_finite() && *s > 0.0).unwrap_or(5.0);
-                            Duration::from_secs_f64(s.clamp(0.01, 3600.0))
+                            Duration::from_secs_f64(s.clamp(0.01, 3600.0)).min(RELAY_BEAT_MAX)
                         });
                         beat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
                         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -1246,7 +1264,7 @@ mod tests {
         assert_eq!(r["refused"][0]["errnum"], EPERM);
         assert_eq!(
             s.take_up(),
-            Some(json!({"hello": [{"ranks": "3-4", "cores": "0"}]}))
+            Some(json!({"hello": [{"ranks": "3-4", "cores": "0"}], "lively": "1"}))
         );
         // A leaf cannot take a rank the child relay announced.
         let mut l = hello(&mut s, 2, json!({"hostname": "sim3"}));
@@ -1272,7 +1290,7 @@ mod tests {
             },
             json!({"gone": "4"}),
         );
-        assert_eq!(s.take_up(), Some(json!({"gone": "4"})));
+        assert_eq!(s.take_up(), Some(json!({"gone": "4", "lively": "1"})));
         // The child relay goes: its rank and what it held.
         s.incoming(Incoming::Disconnect(1));
         assert_eq!(s.take_up(), Some(json!({"gone": "1,3"})));
