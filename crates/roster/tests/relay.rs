@@ -292,3 +292,44 @@ fn simulator_relays_in_one_process() {
         sim.log_text()
     );
 }
+
+/// The acceptance figures at full scale (slow; `ROSTER_SCALE_TESTS=1`,
+/// best in `--release`).  `bench/relays.sh` measures the same with
+/// timings and a relay killed in a process of its own.
+#[test]
+fn scale_131072_nodes_through_relays() {
+    if std::env::var("ROSTER_SCALE_TESTS").as_deref() != Ok("1") {
+        eprintln!("skipped: set ROSTER_SCALE_TESTS=1");
+        return;
+    }
+    let s = Scratch::new("relay-scale");
+    let d = start(
+        &s,
+        "[resource]\ntorpid-max = \"5s\"\noffline-timeout = \"120s\"\n[[resource.config]]\nhosts = \"sim[0-131071]\"\ncores = \"0-3\"\n",
+        &[],
+    );
+    let mut sim = spawn(
+        &s,
+        "sim",
+        &[
+            "--uri",
+            &d.uri,
+            "--simulate",
+            "sim[0-131071]",
+            "--relays",
+            "129",
+            "--cores",
+            "0-3",
+            "--stall",
+            "20000-20099",
+            "--stall-after",
+            "12",
+        ],
+    );
+    let t = wait_status(&d, "online", "0-131071", 10.0);
+    eprintln!("all online after {t:?}");
+    wait_status(&d, "torpid", "20000-20099", 25.0);
+    sim.kill();
+    let t = wait_status(&d, "online", "", 2.0);
+    eprintln!("all offline after {t:?}");
+}
