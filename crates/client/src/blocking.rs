@@ -21,7 +21,7 @@ pub struct Client {
 impl Client {
     /// See [`crate::Client::new`].
     pub fn new(uri: Uri) -> Client {
-        Client::wrap(crate::Client::new(uri))
+        Client::from_async(crate::Client::new(uri))
     }
 
     /// See [`crate::Client::with_token`].
@@ -37,7 +37,7 @@ impl Client {
         explicit_uri: Option<&str>,
         token_file: Option<&Path>,
     ) -> Result<Client, ClientError> {
-        crate::Client::from_env(explicit_uri, token_file).map(Client::wrap)
+        crate::Client::from_env(explicit_uri, token_file).map(Client::from_async)
     }
 
     /// See [`crate::Client::from_env_tls`].
@@ -46,11 +46,11 @@ impl Client {
         token_file: Option<&Path>,
         tls_files: crate::TlsFiles,
     ) -> Result<Client, ClientError> {
-        crate::Client::from_env_tls(explicit_uri, token_file, tls_files).map(Client::wrap)
+        crate::Client::from_env_tls(explicit_uri, token_file, tls_files).map(Client::from_async)
     }
 
     /// Wrap an async client.
-    pub fn wrap(inner: crate::Client) -> Client {
+    pub fn from_async(inner: crate::Client) -> Client {
         Client {
             inner,
             rt: OnceLock::new(),

@@ -316,6 +316,25 @@ impl DrainTable {
         out
     }
 
+    /// [`DrainTable::status_json`] written as JSON text (the same bytes
+    /// `serde_json` writes for it), without building the value.
+    pub fn write_status_json(&self, w: &mut Vec<u8>) -> serde_json::Result<()> {
+        w.push(b'{');
+        for (i, (ids, ts, reason)) in self.groups().iter().enumerate() {
+            if i > 0 {
+                w.push(b',');
+            }
+            serde_json::to_writer(&mut *w, &ids.encode())?;
+            w.extend_from_slice(b":{\"timestamp\":");
+            serde_json::to_writer(&mut *w, ts)?;
+            w.extend_from_slice(b",\"reason\":");
+            serde_json::to_writer(&mut *w, reason.as_deref().unwrap_or(""))?;
+            w.push(b'}');
+        }
+        w.push(b'}');
+        Ok(())
+    }
+
     /// The `drain` object of a `resource.status` response.
     pub fn status_json(&self) -> Value {
         let mut m = Map::new();

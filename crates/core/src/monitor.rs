@@ -17,7 +17,8 @@
 //! [`Monitor::take_changes`] hands them to the service at the end of a
 //! batch, so simultaneous transitions post one event with one idset.
 //!
-//! The monitor never reads a clock: every call takes `now`.
+//! The monitor never reads a clock: every call takes `now`, monotonic
+//! seconds (the service hands it [`crate::Now::mono`]).
 
 use idset::IdSet;
 use rpc::{ConnId, ReplyTo};
@@ -149,6 +150,17 @@ impl Monitor {
         let mut v: Vec<ReplyTo> = self.agents.values().map(|a| a.stream).collect();
         v.sort_by_key(|t| (t.conn, t.matchtag));
         v
+    }
+
+    /// No timer fires before this time (`INFINITY`: none is running).  A
+    /// tick after it may find nothing to do (the agent was heard from).
+    pub fn next_check(&self) -> f64 {
+        self.next_check
+    }
+
+    /// Whether transitions wait for [`Monitor::take_changes`].
+    pub fn has_changes(&self) -> bool {
+        !self.online_changes.is_empty() || !self.torpid_changes.is_empty()
     }
 
     /// Accept an agent for `rank` on its stream's connection.  The caller

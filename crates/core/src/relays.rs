@@ -100,6 +100,16 @@ impl Relays {
         self.sessions.is_empty()
     }
 
+    /// No timer fires before this time (monotonic seconds).
+    pub fn next_check(&self) -> f64 {
+        self.next_check
+    }
+
+    /// Whether transitions wait for [`Relays::take_changes`].
+    pub fn has_changes(&self) -> bool {
+        !self.changes.is_empty()
+    }
+
     /// The ranks every relay together speaks for.
     pub fn claimed(&self) -> &IdSet {
         &self.claimed

@@ -819,3 +819,194 @@ fn replay_by_checkpoint_position_not_by_timestamp() {
     // how the drain was lost before.
     assert_eq!(start(None), "0");
 }
+
+#[test]
+fn streaming_flag_on_a_one_reply_topic_is_one_eproto() {
+    let mut h = start();
+    for t in TOPICS.iter().filter(|t| t.streaming == Streaming::One) {
+        let (to, out) = h.req(t.name, json!({"targets": "0"}), Role::Owner, true);
+        let replies = replies_to(&out, to);
+        assert_eq!(replies.len(), 1, "{}: {out:?}", t.name);
+        assert_eq!(
+            err(replies.into_iter().next().unwrap()),
+            (
+                EPROTO,
+                format!("{} does not accept the streaming RPC flag", t.name)
+            ),
+        );
+        // Nothing else happened: no event, no other reply.
+        assert_eq!(out.len(), 1, "{}: {out:?}", t.name);
+    }
+    assert!(h.svc.drained().is_empty());
+    // The permission check comes first: a guest is refused with EPERM.
+    let (to, out) = h.req("resource.drain", json!({}), Role::Guest, true);
+    assert_eq!(
+        err(replies_to(&out, to).remove(0)).0,
+        EPERM,
+        "guest on an owner topic"
+    );
+    let (to, out) = h.req("resource.status", json!({}), Role::Guest, true);
+    assert_eq!(
+        err(replies_to(&out, to).remove(0)),
+        (
+            EPROTO,
+            "resource.status does not accept the streaming RPC flag".into()
+        )
+    );
+    // Without the flag the same request is answered normally.
+    let (to, out) = h.req("resource.status", json!({}), Role::Guest, false);
+    assert!(replies_to(&out, to).remove(0).is_ok());
+}
+
+/// `Input::Cancel`: one request whose stream the transport ended (a
+/// reader that fell behind) is forgotten at once, its connection staying.
+#[test]
+fn a_cancelled_stream_is_dropped_at_once() {
+    let mut h = start();
+    let (journal, out) = h.req("resource.journal", json!({}), Role::Owner, true);
+    assert!(!replies_to(&out, journal).is_empty());
+    let (acquire, out) = h.req("resource.acquire", json!({}), Role::Owner, true);
+    assert_eq!(replies_to(&out, acquire).len(), 1);
+    let (agent, out) = h.req(
+        "resource.agent",
+        json!({"hostname": "fake0"}),
+        Role::Owner,
+        true,
+    );
+    assert!(replies_to(&out, agent)[0].is_ok());
+    let mut out = Vec::new();
+    h.svc.handle(h.now, Input::Tick, &mut out);
+    assert_eq!(h.svc.online().encode(), "0");
+    assert_eq!((h.svc.followers(), h.svc.acquisitions().len()), (1, 1));
+
+    for to in [journal, acquire, agent] {
+        let mut out = Vec::new();
+        h.svc.handle(h.now, Input::Cancel(to), &mut out);
+        assert!(replies_to(&out, to).is_empty(), "silently: {out:?}");
+    }
+    assert_eq!(h.svc.followers(), 0);
+    assert!(h.svc.acquisitions().is_empty());
+    assert_eq!(h.svc.agents(), 0);
+    let mut out = Vec::new();
+    h.now += 1.0; // past the liveness batching interval
+    h.svc.handle(h.now, Input::Tick, &mut out);
+    assert!(h.svc.online().is_empty(), "the agent went offline");
+    // Nothing more goes to the cancelled requests.
+    let (_, out) = h.req(
+        "resource.drain",
+        json!({"targets": "1"}),
+        Role::Owner,
+        false,
+    );
+    for to in [journal, acquire, agent] {
+        assert!(replies_to(&out, to).is_empty(), "{out:?}");
+    }
+    // A new acquire is not refused as busy, and fake0 can say hello again.
+    let (to, out) = h.req("resource.acquire", json!({}), Role::Owner, true);
+    assert!(replies_to(&out, to)[0].is_ok(), "{out:?}");
+    let (to, out) = h.req(
+        "resource.agent",
+        json!({"hostname": "fake0"}),
+        Role::Owner,
+        true,
+    );
+    assert!(replies_to(&out, to)[0].is_ok(), "{out:?}");
+    // Cancelling an unknown request is harmless.
+    let mut out = Vec::new();
+    h.svc.handle(
+        h.now,
+        Input::Cancel(ReplyTo {
+            conn: 999,
+            matchtag: 9,
+        }),
+        &mut out,
+    );
+    assert!(out.is_empty());
+}
+
+/// `resource.status` is cached between state changes: after every kind of
+/// change the cached answer is the freshly computed one.
+#[test]
+fn cached_status_follows_every_state_change() {
+    let mut h = start();
+    let ops: Vec<(&str, Value)> = vec![
+        ("resource.drain", json!({"targets": "1", "reason": "a"})),
+        (
+            "resource.drain",
+            json!({"targets": "1-2", "reason": "b", "mode": "overwrite"}),
+        ),
+        (
+            "resource.drain",
+            json!({"targets": "2", "reason": "c", "mode": "force-overwrite"}),
+        ),
+        ("resource.drain", json!({"targets": "2"})), // error: already drained
+        ("resource.undrain", json!({"targets": "1"})),
+        ("resource.monitor-force-up", json!({})),
+        ("resource.monitor-force-down", json!({"ranks": "0,3"})),
+        ("resource.expiration-update", json!({"expiration": 12345.0})),
+        (
+            "resource.undrain",
+            json!({"targets": "0-3", "mode": "force"}),
+        ),
+        ("resource.monitor-force-up", json!({"ranks": "3"})),
+        (
+            "resource.drain",
+            json!({"targets": "0,3", "reason": "a \"quoted\"\treason \u{1F600} \\ </end>"}),
+        ),
+        ("resource.drain", json!({"targets": "1"})), // no reason
+    ];
+    let status = |h: &mut Harness| {
+        let (to, out) = h.req("resource.status", json!({}), Role::Guest, false);
+        replies_to(&out, to).remove(0).unwrap()
+    };
+    for (topic, p) in ops {
+        status(&mut h); // the cache is filled
+        let _ = h.req(topic, p.clone(), Role::Owner, false);
+        let cached = status(&mut h);
+        let fresh = h.svc.status_uncached_for_tests();
+        assert_eq!(Some(&cached), fresh.as_ref(), "after {topic} {p}");
+        // The text written directly is what serde_json writes for it.
+        assert_eq!(
+            h.svc.status_text_for_tests(),
+            fresh.map(|v| v.to_string()),
+            "after {topic} {p}"
+        );
+    }
+    // Agents: hello, torpid, offline.
+    status(&mut h);
+    let (agent, _) = h.req(
+        "resource.agent",
+        json!({"hostname": "fake2"}),
+        Role::Owner,
+        true,
+    );
+    let mut out = Vec::new();
+    h.now += 1.0;
+    h.svc.handle(h.now, Input::Tick, &mut out);
+    assert_eq!(Some(status(&mut h)), h.svc.status_uncached_for_tests());
+    h.svc.handle(h.now, Input::Disconnect(agent.conn), &mut out);
+    h.now += 1.0;
+    h.svc.handle(h.now, Input::Tick, &mut out);
+    assert_eq!(Some(status(&mut h)), h.svc.status_uncached_for_tests());
+}
+
+/// The status text leaves R's `scheduling` key out and keeps the other
+/// keys in their order, as the value would.
+#[test]
+fn status_text_leaves_scheduling_out() {
+    let text = r#"{"version":1,"execution":{"R_lite":[{"rank":"0-1","children":{"core":"0-3"}}],"nodelist":["fake[0-1]"],"starttime":0.0,"expiration":0.0},"scheduling":{"graph":{"nodes":[]}},"zzz":[1,2.5,"x"]}"#;
+    let inv = Inventory::from_json_text(text, Method::Configuration).unwrap();
+    let (h, _) = start_with(Init {
+        now: 5.0,
+        inventory: Some(inv),
+        ..Default::default()
+    });
+    let fresh = h.svc.status_uncached_for_tests().unwrap();
+    assert!(fresh["R"].get("scheduling").is_none());
+    let t = h.svc.status_text_for_tests().unwrap();
+    assert_eq!(t, fresh.to_string());
+    assert!(
+        !t.contains("scheduling") && t.contains(r#""zzz":[1,2.5,"x"]"#),
+        "{t}"
+    );
+}

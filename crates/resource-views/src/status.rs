@@ -189,6 +189,10 @@ struct ResourceStatus {
     rset: Rset,
     nodelist: Hostlist,
     hosts: Vec<String>,
+    /// R's ranks: host `i` of the nodelist is the `i`-th of them.
+    r_ranks: IdSet,
+    /// For each range of `r_ranks`, the number of ranks before it.
+    r_before: Vec<u64>,
     offline_raw: IdSet,
     online_raw: IdSet,
     exclude_raw: IdSet,
@@ -239,10 +243,22 @@ impl ResourceStatus {
                 )))
             }
         }
+        let r_ranks = rset.ranks();
+        let r_before = r_ranks
+            .ranges()
+            .iter()
+            .scan(0u64, |n, &(lo, hi)| {
+                let before = *n;
+                *n += u64::from(hi - lo) + 1;
+                Some(before)
+            })
+            .collect();
         let mut rs = ResourceStatus {
             rset,
             nodelist,
             hosts,
+            r_ranks,
+            r_before,
             offline_raw,
             online_raw,
             exclude_raw,
@@ -330,7 +346,12 @@ impl ResourceStatus {
                 let mut ids = IdSet::new();
                 for host in hl.iter() {
                     if let Some(i) = self.nodelist.find(&host) {
-                        ids.insert(u32::try_from(i).unwrap_or(u32::MAX));
+                        let i = u64::try_from(i).unwrap_or(u64::MAX);
+                        let rank = self
+                            .r_ranks
+                            .nth(i)
+                            .unwrap_or(u32::try_from(i).unwrap_or(u32::MAX));
+                        ids.insert(rank);
                     }
                 }
                 ids
@@ -340,9 +361,22 @@ impl ResourceStatus {
         Ok(())
     }
 
+    /// The host of `rank`: the nodelist entry at its position among R's
+    /// ranks (R's nodelist is in rank order).  flux indexes the nodelist
+    /// by rank, the same thing for its R (ranks 0..N-1); Roster's R may
+    /// be sparse (e.g. ranks 0 and 2147483646).  A rank outside R is
+    /// looked up by rank, as flux does (usually out of range).
     fn host(&self, rank: u32) -> PyResult<&str> {
+        let ranges = self.r_ranks.ranges();
+        let k = ranges.partition_point(|&(_, hi)| hi < rank);
+        let i = match ranges.get(k) {
+            Some(&(lo, _)) if lo <= rank => {
+                usize::try_from(self.r_before[k] + u64::from(rank - lo)).unwrap_or(usize::MAX)
+            }
+            _ => rank as usize,
+        };
         self.hosts
-            .get(rank as usize)
+            .get(i)
             .map(String::as_str)
             .ok_or_else(|| PyError::Index("Hostlist index out of range".into()))
     }
@@ -1197,6 +1231,35 @@ mod tests {
         assert_eq!(
             render(&["batch"], None).stderr_text("flux-resource"),
             "flux-resource: ERROR: --queue: batch: no such queue\n"
+        );
+    }
+
+    /// A sparse R (ranks 0 and 2147483646, the largest RFC 22 id): each
+    /// rank's host is the nodelist entry at its position among R's ranks.
+    #[test]
+    fn sparse_ranks_map_to_their_hosts_by_position() {
+        let p = serde_json::json!({"R": {"version": 1, "execution": {
+                "R_lite": [{"rank": "0,2147483646", "children": {"core": "0-3"}}],
+                "nodelist": ["a0", "a1"], "starttime": 0.0, "expiration": 0.0}},
+            "online": "0", "offline": "2147483646", "exclude": "",
+            "drain": {"2147483646": {"timestamp": 1.0, "reason": "far"}}});
+        let out = run_with(&p, &fmt(STATIC), "", "", false);
+        assert_eq!(out.exit_code, 0, "{:?}", out.messages);
+        assert_eq!(
+            out.stdout,
+            "     STATE NNODES RANKS           NODELIST\n\
+             \x20    avail      1 0               a0\n\
+             \x20 drained*      1 2147483646      a1\n"
+        );
+        let only = StatusOptions {
+            include: Some("a1".into()),
+            ..fmt(STATIC)
+        };
+        let out = run_with(&p, &only, "", "", false);
+        assert_eq!(
+            out.stdout,
+            "     STATE NNODES RANKS           NODELIST\n\
+             \x20 drained*      1 2147483646      a1\n"
         );
     }
 

@@ -17,7 +17,8 @@ Offline tools (mirror flux's):
   R         encode|decode|append|diff|intersect|remap|rerank|verify|set-property|parse-config
                                                              RFC 20 resource sets (flux R)
   graph     [-L FILE] [OPTIONS] [COMMAND...]                 RFC 4 resource graph queries and matching
-                                                             (like Fluxion's resource-query)
+            --follow URI [--group G]                         (like Fluxion's resource-query), fed live
+                                                             by RFC 28 acquire when --follow is given
 
 Service:
   serve     [--config FILE] [--statedir DIR] [--listen URI]...  run the resource service

@@ -117,10 +117,9 @@ fn peak_kb(d: &Daemon) -> u64 {
 
 /// `resource.status` answers, the big rank can be drained and shows as
 /// drained, and the daemon stayed small (a structure sized by the rank
-/// would need tens of GB and abort).  (The `roster resource status` views
-/// index R's nodelist by rank as flux-core's Python does, so for an R
-/// whose ranks do not start at 0 they fail as flux's would, with
-/// "Hostlist index out of range": the RPC is what is checked here.)
+/// would need tens of GB and abort).  The CLI views show the rank with
+/// its host (R's nodelist is mapped by position among R's ranks, which
+/// for flux's dense ranks is flux's index by rank).
 fn check_big(d: &Daemon) {
     let st = d.rpc("resource.status", json!({})).expect("status");
     assert_eq!(
@@ -130,6 +129,14 @@ fn check_big(d: &Daemon) {
     d.ok(&["drain", "2147483646", "far"]);
     let st = d.rpc("resource.status", json!({})).expect("status");
     assert_eq!(st["drain"]["2147483646"]["reason"], "far", "{st}");
+    assert_eq!(
+        d.ok(&["status", "-no", "{state} {ranks} {nodelist}"]),
+        "drained* 2147483646 big\n"
+    );
+    assert_eq!(
+        d.ok(&["drain", "-no", "{nodelist} {ranks} {reason}"]),
+        "big 2147483646 far\n"
+    );
     d.ok(&["undrain", "2147483646"]);
     let st = d.rpc("resource.status", json!({})).expect("status");
     assert_eq!(st["drain"], json!({}), "{st}");

@@ -99,7 +99,7 @@ impl Site {
         let key = self.s.path(&format!("pki/{who}.key"));
         let cfg = tls::client_config(&self.s.path("pki/ca.pem"), Some((&cert, &key))).unwrap();
         let uri = rpc::uri::Uri::parse(&self.tls_uri).unwrap();
-        client::blocking::Client::wrap(client::Client::new(uri).with_tls(Arc::clone(&cfg)))
+        client::blocking::Client::from_async(client::Client::new(uri).with_tls(Arc::clone(&cfg)))
     }
 
     fn online(&self) -> Value {

@@ -23,8 +23,8 @@ pub mod service_loop;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use roster_core::{Init, Output, Service, Settings};
 use rpc::uri::{Env, Uri};
@@ -69,12 +69,22 @@ pub enum ServeError {
     Runtime(std::io::Error),
 }
 
-/// The current time as the core wants it: seconds since the epoch.
+/// The wall clock: seconds since the epoch.  Only for timestamps and
+/// `history` (an age in wall-clock time); every timer uses [`clock`].
 pub fn now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
+}
+
+/// Both clocks as the core wants them: monotonic time since the first
+/// call in this process (`std::time::Instant`, immune to clock steps) and
+/// the wall clock.
+pub fn clock() -> roster_core::Now {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    let origin = *ORIGIN.get_or_init(Instant::now);
+    roster_core::Now::new(origin.elapsed(), now())
 }
 
 /// Everything resolved from the options and the configuration.
@@ -328,16 +338,22 @@ fn settings_of(plan: &Plan) -> Settings {
 }
 
 /// What a running daemon is told from outside its loop (signals).
+///
+/// The service loop sleeps until its next input or the core's next
+/// deadline; a request here wakes it through its input channel (see
+/// [`Control::set_waker`]).
 #[derive(Debug, Default)]
 pub struct Control {
     stop: AtomicBool,
     /// Number of SIGHUPs not yet handled (saturating).
     reload: AtomicU8,
+    waker: Mutex<Option<std::sync::mpsc::Sender<transport::Incoming>>>,
 }
 
 impl Control {
     pub fn request_stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
+        self.wake();
     }
     pub fn stop_requested(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
@@ -348,6 +364,27 @@ impl Control {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 Some(n.saturating_add(1))
             });
+        self.wake();
+    }
+    /// The service loop's input channel: stop and reload requests send
+    /// it a wake-up ([`service_loop::WAKE`]) so that it does not have to
+    /// poll.
+    pub fn set_waker(&self, tx: std::sync::mpsc::Sender<transport::Incoming>) {
+        if let Ok(mut w) = self.waker.lock() {
+            *w = Some(tx);
+        }
+    }
+    fn clear_waker(&self) {
+        if let Ok(mut w) = self.waker.lock() {
+            *w = None;
+        }
+    }
+    fn wake(&self) {
+        if let Ok(w) = self.waker.lock() {
+            if let Some(tx) = w.as_ref() {
+                let _ = tx.send(transport::Incoming::Disconnect(service_loop::WAKE));
+            }
+        }
     }
     pub fn take_reload(&self) -> bool {
         self.reload.swap(0, Ordering::SeqCst) > 0
@@ -371,7 +408,8 @@ pub fn prepare_on(
     for w in &loaded.warnings {
         tracing::warn!("{w}");
     }
-    let now = now();
+    let start = clock();
+    let now = start.wall;
     let resource = plan.config.as_ref().map(|c| &c.resource);
     // `history` truncation of the persistent log (flux-core truncate.c),
     // unless history is infinite.  The checkpoint's position in the log
@@ -453,6 +491,7 @@ pub fn prepare_on(
     settings.verify = verify_settings(resource, method);
     let init = Init {
         now,
+        mono: start.mono,
         settings,
         inventory,
         stored_events: events,
@@ -512,11 +551,22 @@ pub fn run(
         .thread_name("roster-net")
         .build()
         .map_err(ServeError::Runtime)?;
+    control.set_waker(tx.clone());
     let sig_control = Arc::clone(&control);
     runtime.spawn(async move { watch_signals(sig_control).await });
-    let net = runtime.spawn(listeners.run(tx, stop_rx));
+    // The loop's channel stays open (the waker holds a sender): when the
+    // listeners end on their own, the loop is told to stop.
+    let net_control = Arc::clone(&control);
+    let net = runtime.spawn(async move {
+        let r = listeners.run(tx, stop_rx).await;
+        net_control.request_stop();
+        r
+    });
     ready(&addresses);
     let result = shell.run(&rx, &control);
+    // The listeners' task may outlive the loop briefly: drop the waker's
+    // sender so nothing more is queued for a loop that is gone.
+    control.clear_waker();
     // Stop accepting; in-flight streams have had their final replies.
     let _ = stop_tx.send(true);
     if let Err(e) = runtime.block_on(net).unwrap_or(Ok(())) {

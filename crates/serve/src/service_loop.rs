@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+
 use std::time::Duration;
 
 use eventlog::Event;
@@ -10,11 +11,15 @@ use roster_core::{Input, Level, Output, Service};
 use rpc::{ConnId, Reply, ReplyTo};
 use transport::{Incoming, ReplySender};
 
-use crate::{now, Control, ServeError};
+use crate::{clock, Control, ServeError};
 
-/// How long the loop sleeps when nothing arrives (bounds the reaction time
-/// to signals).
-const TICK: Duration = Duration::from_millis(100);
+/// Not a connection: the wake-up [`Control`] sends when a signal asks
+/// the loop for something (connection ids are handed out from 1 up).
+pub const WAKE: ConnId = ConnId::MAX;
+
+/// A tick is sent this long after the core's deadline (its timers fire
+/// once an agent has been silent for more than the limit).
+const DEADLINE_SLACK: Duration = Duration::from_millis(1);
 /// At most this many inputs are handled before their events are committed.
 const MAX_BATCH: usize = 1024;
 
@@ -33,6 +38,10 @@ pub struct Shell {
     core: Service,
     dir: store::StateDir,
     routes: HashMap<ConnId, HashMap<u32, Route>>,
+    /// Streams refused by their listener before their end (the client
+    /// fell behind or is gone): the core is told ([`Input::Cancel`]) once
+    /// the batch is delivered.
+    gone: Vec<ReplyTo>,
     config_path: Option<PathBuf>,
 }
 
@@ -42,6 +51,7 @@ impl Shell {
             core,
             dir,
             routes: HashMap::new(),
+            gone: Vec::new(),
             config_path,
         }
     }
@@ -114,6 +124,11 @@ impl Shell {
         // does not read) ends the route: its stream was ended with an
         // error, or its connection is being closed.
         let refused = route.tx.send(reply).is_err();
+        if refused && !last {
+            // Ended by the listener (EOVERFLOW to the client): the core
+            // must stop producing for it now, not at the disconnect.
+            self.gone.push(to);
+        }
         if last || refused {
             conn.remove(&to.matchtag);
             if conn.is_empty() {
@@ -148,7 +163,7 @@ impl Shell {
     /// on the spot.
     fn handle(&mut self, input: Input, out: &mut Vec<Output>) {
         let start = out.len();
-        self.core.handle(now(), input, out);
+        self.core.handle(clock(), input, out);
         let mut i = start;
         while i < out.len() {
             if !matches!(out[i], Output::LoadR { .. }) {
@@ -164,21 +179,32 @@ impl Shell {
             {
                 let result = crate::load_reload_r(&path, xml);
                 self.core
-                    .handle(now(), Input::Reloaded { to, force, result }, out);
+                    .handle(clock(), Input::Reloaded { to, force, result }, out);
             }
         }
     }
 
-    /// Commit a batch's outputs, then deliver them.
-    fn commit(&mut self, out: Vec<Output>) -> Result<(), ServeError> {
-        if let Err(e) = self.persist(&out) {
-            // Nothing of this batch is acknowledged: drop every open
-            // request (clients see the connection close) and stop.
-            self.routes.clear();
-            return Err(ServeError::Persist(e));
+    /// Commit a batch's outputs, then deliver them; then tell the core of
+    /// the streams the listeners refused while delivering (and commit
+    /// what that produced, e.g. acquire updates of other groups).
+    fn commit(&mut self, mut out: Vec<Output>) -> Result<(), ServeError> {
+        loop {
+            if let Err(e) = self.persist(&out) {
+                // Nothing of this batch is acknowledged: drop every open
+                // request (clients see the connection close) and stop.
+                self.routes.clear();
+                self.gone.clear();
+                return Err(ServeError::Persist(e));
+            }
+            self.deliver(out);
+            if self.gone.is_empty() {
+                return Ok(());
+            }
+            out = Vec::new();
+            for to in std::mem::take(&mut self.gone) {
+                self.core.handle(clock(), Input::Cancel(to), &mut out);
+            }
         }
-        self.deliver(out);
-        Ok(())
     }
 
     /// SIGHUP: re-read the configuration.  `[resource.groups]` takes
@@ -216,12 +242,19 @@ impl Shell {
             if control.take_reload() {
                 self.reload_config()?;
             }
-            let first = match rx.recv_timeout(TICK) {
+            // Sleep until the next input or the core's next deadline
+            // (heartbeat timers, liveness batching): no polling.
+            let wait = wait_for(self.core.next_deadline(), clock().mono);
+            let first = match wait {
+                Some(d) => rx.recv_timeout(d),
+                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            let first = match first {
                 Ok(m) => m,
                 Err(RecvTimeoutError::Timeout) => {
-                    // Idle: only the liveness timers can have work.
+                    // A deadline passed: only the liveness timers have work.
                     let mut out = Vec::new();
-                    self.core.handle(now(), Input::Tick, &mut out);
+                    self.core.handle(clock(), Input::Tick, &mut out);
                     self.commit(out)?;
                     continue;
                 }
@@ -231,6 +264,10 @@ impl Shell {
             while batch.len() < MAX_BATCH {
                 let Ok(m) = rx.try_recv() else { break };
                 batch.push(m);
+            }
+            batch.retain(|m| !matches!(m, Incoming::Disconnect(c) if *c == WAKE));
+            if batch.is_empty() {
+                continue; // woken for the control flags
             }
             self.step(batch)?;
         }
@@ -251,14 +288,39 @@ impl Shell {
             self.handle(input, &mut out);
         }
         // Post the batch's liveness transitions (one event per kind).
-        self.core.handle(now(), Input::Tick, &mut out);
+        self.core.handle(clock(), Input::Tick, &mut out);
         self.commit(out)
     }
 
     /// Clean shutdown: streams end, the drain checkpoint is written.
     pub fn shutdown(&mut self) -> Result<(), ServeError> {
         let mut out = Vec::new();
-        self.core.handle(now(), Input::Shutdown, &mut out);
+        self.core.handle(clock(), Input::Shutdown, &mut out);
         self.commit(out)
+    }
+}
+
+/// How long the loop may sleep at monotonic time `mono` before the core's
+/// `deadline` (plus a little slack) passes; `None`: no deadline, sleep
+/// until an input arrives.
+fn wait_for(deadline: Option<Duration>, mono: Duration) -> Option<Duration> {
+    deadline.map(|d| d.saturating_add(DEADLINE_SLACK).saturating_sub(mono))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loop_sleeps_until_the_deadline_or_an_input() {
+        let s = Duration::from_secs;
+        assert_eq!(wait_for(None, s(5)), None, "nothing timed: block");
+        assert_eq!(wait_for(Some(s(10)), s(4)), Some(s(6) + DEADLINE_SLACK));
+        // A deadline already passed: tick at once.
+        assert_eq!(wait_for(Some(s(3)), s(4)), Some(Duration::ZERO));
+        assert_eq!(
+            wait_for(Some(Duration::MAX), s(4)),
+            Some(Duration::MAX - s(4))
+        );
     }
 }

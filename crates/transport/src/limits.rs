@@ -263,6 +263,12 @@ impl ReplySender {
         ReplySender::new(OutQueue::new(usize::MAX), streaming)
     }
 
+    /// A sender whose connection may queue at most `limit` bytes of
+    /// replies (tests of a client that does not read).
+    pub fn limited(limit: usize, streaming: bool) -> (ReplySender, mpsc::UnboundedReceiver<Reply>) {
+        ReplySender::new(OutQueue::new(limit), streaming)
+    }
+
     /// Queue one reply for the client.
     pub fn send(&self, reply: Reply) -> Result<(), ReplyRefused> {
         if self.ended.load(Ordering::Acquire) || self.tx.is_closed() {

@@ -403,6 +403,17 @@ impl Acquire {
         self.holders.iter().any(|h| h.to.conn == conn)
     }
 
+    /// Is request `to` a live acquire?
+    pub fn holds_request(&self, to: ReplyTo) -> bool {
+        self.holders.iter().any(|h| h.to == to)
+    }
+
+    /// Request `to` is gone (its stream was ended by the transport): the
+    /// acquire ends silently, as on a disconnect.
+    pub fn gone(&mut self, to: ReplyTo, t: &Truth, out: &mut Vec<Output>) {
+        self.end(|h| h.to == to, t, out);
+    }
+
     /// The client went away: its acquires end silently.
     pub fn disconnect(&mut self, conn: rpc::ConnId, t: &Truth, out: &mut Vec<Output>) {
         self.end(|h| h.to.conn == conn, t, out);

@@ -123,7 +123,7 @@ impl Service {
         if relay {
             return self.relay_hello(now, rank, host, to, actual, out);
         }
-        self.monitor.hello(now, rank, to);
+        self.monitor.hello(self.mono, rank, to);
         out.push(Output::Log {
             level: Level::Debug,
             msg: format!("agent for rank {rank} ({host}) joined"),
@@ -292,7 +292,7 @@ impl Service {
         if self.relays.session(req.conn).is_some() {
             return self.relay_line(now, req, out);
         }
-        match self.monitor.heard(now, req.conn) {
+        match self.monitor.heard(self.mono, req.conn) {
             Some(_) => Ok(Some(Value::Null.into())),
             None => Err(RpcError::new(
                 EPROTO,
@@ -303,12 +303,14 @@ impl Service {
 
     /// Run the timers, end the streams of agents that timed out, and post
     /// the accumulated liveness transitions (unless some were posted less
-    /// than `liveness_batch` ago: they wait for a later tick).
+    /// than `liveness_batch` ago: they wait for a later tick).  Timers and
+    /// batching run on the monotonic clock; `now` only stamps the events.
     pub(super) fn tick(&mut self, now: f64, out: &mut Vec<Output>) {
         if self.stopped {
             return;
         }
-        for a in self.monitor.tick(now) {
+        let mono = self.mono;
+        for a in self.monitor.tick(mono) {
             let host = self.state.nodelist_of(&IdSet::from_range(a.rank, a.rank));
             out.push(Output::Log {
                 level: Level::Warn,
@@ -331,8 +333,8 @@ impl Service {
                 )),
             );
         }
-        self.relay_tick(now, out);
-        if now - self.liveness_posted < self.liveness_batch {
+        self.relay_tick(out);
+        if mono - self.liveness_posted < self.liveness_batch {
             return;
         }
         let Changes {
@@ -344,7 +346,7 @@ impl Service {
         if up.is_empty() && down.is_empty() && torpid.is_empty() && lively.is_empty() {
             return;
         }
-        self.liveness_posted = now;
+        self.liveness_posted = mono;
         if !up.is_empty() || !down.is_empty() {
             let mut new = self.state.online.union(&up);
             new.subtract(&down);

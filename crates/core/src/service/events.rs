@@ -53,6 +53,9 @@ impl Service {
         persist: bool,
         out: &mut Vec<Output>,
     ) -> Option<Event> {
+        // The caller changed the state this event records (even if the
+        // event cannot be built).
+        self.invalidate_caches();
         let ev = match Event::new(now, name, Some(c)) {
             Ok(ev) => ev,
             Err(e) => {
@@ -67,7 +70,6 @@ impl Service {
             out.push(Output::Persist(ev.clone()));
         }
         self.journal_push(ev.clone());
-        self.sched_cache = None;
         Some(ev)
     }
 

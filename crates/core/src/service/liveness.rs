@@ -53,6 +53,7 @@ impl Service {
         let joined = new.difference(&self.state.online);
         let left = self.state.online.difference(&new);
         self.state.online = new;
+        self.invalidate_caches();
         self.state.lost.add(&left);
         self.state.lost.subtract(&joined);
         self.post_liveness(now, "offline", &left, out);
@@ -75,6 +76,7 @@ impl Service {
         let became = new.difference(&self.state.torpid);
         let recovered = self.state.torpid.difference(&new);
         self.state.torpid = new;
+        self.invalidate_caches();
         self.post_liveness(now, "torpid", &became, out);
         self.post_liveness(now, "lively", &recovered, out);
     }

@@ -16,13 +16,32 @@ impl Service {
     /// set, restore drain state (checkpoint + replay with rank remapping),
     /// undrain excluded targets, post `online`/`restart`, and define R.
     pub fn new(init: Init, out: &mut Vec<Output>) -> Result<Service, StartError> {
-        let now = init.now;
+        // Timestamps never go backwards: not before the last stored event
+        // or the checkpoint (a clock that was ahead at the last stop).
+        let last_ts = init
+            .stored_events
+            .iter()
+            .map(|e| e.timestamp)
+            .chain(
+                init.checkpoint
+                    .as_ref()
+                    .and_then(|c| c.get("timestamp"))
+                    .and_then(Value::as_f64),
+            )
+            .filter(|t| t.is_finite())
+            .fold(0.0, f64::max);
+        let now = if init.now.is_finite() {
+            init.now.max(last_ts)
+        } else {
+            last_ts
+        };
         let mut svc = Service {
             state: TargetState::new(),
             journal: Journal::new(init.settings.journal_max),
             followers: Vec::new(),
             waitups: Vec::new(),
             sched_cache: None,
+            status_cache: None,
             stopped: false,
             acquire: Acquire::default(),
             monitor: Monitor::new(init.settings.torpid_max, init.settings.offline_timeout),
@@ -31,6 +50,8 @@ impl Service {
             verify: init.settings.verify.clone(),
             liveness_batch: init.settings.liveness_batch,
             liveness_posted: f64::NEG_INFINITY,
+            mono: init.mono.as_secs_f64(),
+            stamp: now,
             discovered: None,
         };
         if let Some(inv) = init.inventory {

@@ -61,6 +61,7 @@ use rset::Rset;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 mod acquire;
 mod agents;
@@ -77,7 +78,7 @@ mod targets;
 mod types;
 
 pub use table::{Access, Streaming, Topic, TOPICS};
-pub use types::{Init, Input, Inventory, Level, Method, Output, Settings, StartError};
+pub use types::{Init, Input, Inventory, Level, Method, Now, Output, Settings, StartError};
 
 use targets::TargetState;
 
@@ -98,6 +99,10 @@ pub struct Service {
     waitups: Vec<Waitup>,
     /// Cached `resource.sched-status` payload, serialised.
     sched_cache: Option<Payload>,
+    /// Cached `resource.status` payload, serialised (both caches are
+    /// dropped by every recorded event and every new inventory: the only
+    /// ways their state changes).
+    status_cache: Option<Payload>,
     stopped: bool,
     /// RFC 28 acquisition (both variants) and resource groups.
     acquire: Acquire,
@@ -109,8 +114,14 @@ pub struct Service {
     relay_fanout: u32,
     verify: Option<rset::VerifyConfig>,
     liveness_batch: f64,
-    /// When liveness events were last posted.
+    /// When liveness events were last posted (monotonic seconds).
     liveness_posted: f64,
+    /// The monotonic time of the input being handled, seconds
+    /// ([`Now::mono`]; never decreases).  Every timer uses it.
+    mono: f64,
+    /// The last event/drain timestamp handed out: the wall clock, never
+    /// going backwards (`max(last, Now::wall)`).
+    stamp: f64,
     /// While R is being discovered: each reported rank's R.
     discovered: Option<BTreeMap<u32, Rset>>,
 }
@@ -133,11 +144,22 @@ fn proto() -> RpcError {
 type Handled = Result<Option<Payload>, RpcError>;
 
 impl Service {
-    /// Handle one input at time `now` (seconds since the epoch).
-    pub fn handle(&mut self, now: f64, input: Input, out: &mut Vec<Output>) {
+    /// Handle one input at time `now` (see [`Now`]: a plain `f64` is the
+    /// same seconds on both clocks).
+    ///
+    /// Handlers get the event timestamp (`now` below): the wall clock
+    /// made non-decreasing; the timers read [`Service::mono`].
+    pub fn handle(&mut self, now: impl Into<Now>, input: Input, out: &mut Vec<Output>) {
+        let Now { mono, wall } = now.into();
+        self.mono = self.mono.max(mono.as_secs_f64());
+        if wall.is_finite() {
+            self.stamp = self.stamp.max(wall);
+        }
+        let now = self.stamp;
         match input {
             Input::Request(req) => self.request(now, req, out),
             Input::Disconnect(conn) => self.disconnect(conn, out),
+            Input::Cancel(to) => self.cancel(to, out),
             Input::Tick => self.tick(now, out),
             Input::Reloaded { to, force, result } => self.reloaded(now, to, force, result, out),
             Input::Shutdown => self.shutdown(now, out),
@@ -175,7 +197,13 @@ impl Service {
 
     fn set_inventory(&mut self, inv: Inventory) {
         self.state.set_inventory(inv);
+        self.invalidate_caches();
+    }
+
+    /// The state the cached payloads show changed (or may have).
+    fn invalidate_caches(&mut self) {
         self.sched_cache = None;
+        self.status_cache = None;
     }
 
     /// The connection went away: drop its requests silently.
@@ -190,6 +218,20 @@ impl Service {
         }
         self.monitor.disconnect(conn);
         self.relays.disconnect(conn);
+    }
+
+    /// One request is gone (its connection stays): forget it silently.
+    fn cancel(&mut self, to: ReplyTo, out: &mut Vec<Output>) {
+        self.followers.retain(|t| *t != to);
+        self.waitups.retain(|w| w.to != to);
+        if self.acquire.holds_request(to) {
+            self.acquire.gone(to, &self.state.truth(), out);
+        }
+        // An agent whose stream ended is gone: it goes offline (at the
+        // next tick) and its rank is free for a new hello.
+        if self.monitor.agent(to.conn).map(|a| a.stream) == Some(to) {
+            self.monitor.disconnect(to.conn);
+        }
     }
 
     /// Clean shutdown: end every stream, write the checkpoint.
@@ -211,6 +253,37 @@ impl Service {
             );
         }
         out.push(Output::WriteCheckpoint(self.checkpoint(now)));
+    }
+
+    /// The monotonic time by which the shell must send [`Input::Tick`]
+    /// (on the clock of [`Now::mono`]): the earliest heartbeat deadline,
+    /// or the end of the liveness batching interval when transitions are
+    /// waiting to be posted.  A tick any time after it (the timers fire
+    /// once an agent has been silent for *more* than the limit) does the
+    /// work; `None`: nothing is timed, sleep until the next input.
+    pub fn next_deadline(&self) -> Option<Duration> {
+        if self.stopped {
+            return None;
+        }
+        let mut t = self.monitor.next_check().min(self.relays.next_check());
+        if self.monitor.has_changes() || self.relays.has_changes() {
+            t = t.min(self.liveness_posted + self.liveness_batch);
+        }
+        if t.is_nan() || t == f64::INFINITY {
+            return None;
+        }
+        Some(Duration::try_from_secs_f64(t.max(0.0)).unwrap_or(Duration::MAX))
+    }
+
+    /// The monotonic time of the latest input, seconds (see [`Now::mono`]).
+    pub fn mono(&self) -> f64 {
+        self.mono
+    }
+
+    /// The latest event timestamp handed out (the wall clock, never
+    /// decreasing).
+    pub fn last_stamp(&self) -> f64 {
+        self.stamp
     }
 
     // ------------------------------------------------------------------
@@ -263,6 +336,20 @@ impl Service {
     /// The configured named resource groups.
     pub fn groups(&self) -> &[(String, IdSet)] {
         self.acquire.groups()
+    }
+
+    /// `resource.status` computed afresh, bypassing the cache (tests
+    /// compare it with what the cache answers).
+    #[doc(hidden)]
+    pub fn status_uncached_for_tests(&self) -> Option<Value> {
+        self.status().ok()
+    }
+
+    /// The text the cache is filled with (tests compare it with the
+    /// serialised [`Service::status_uncached_for_tests`]).
+    #[doc(hidden)]
+    pub fn status_text_for_tests(&self) -> Option<String> {
+        self.status_text().ok()
     }
 
     #[doc(hidden)]

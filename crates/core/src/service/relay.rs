@@ -100,7 +100,7 @@ impl Service {
                 "hosts": hosts,
             },
         });
-        self.relays.hello(now, rank, to, subtree);
+        self.relays.hello(self.mono, rank, to, subtree);
         Self::reply(out, to, Ok(welcome.into()));
         if let Some(actual) = actual {
             if self.discovered.is_some() {
@@ -183,7 +183,7 @@ impl Service {
             self.relay_group(now, conn, g, &mut answer, out)?;
         }
         self.relays
-            .heard(now, conn, lively.as_ref().unwrap_or(&IdSet::new()));
+            .heard(self.mono, conn, lively.as_ref().unwrap_or(&IdSet::new()));
         Ok(answer)
     }
 
@@ -253,7 +253,7 @@ impl Service {
         if ok.is_empty() {
             return Ok(());
         }
-        self.relays.join(now, conn, &ok);
+        self.relays.join(self.mono, conn, &ok);
         answer.accepted.add(&ok);
         if let Some(cores) = cores {
             self.relay_verify(now, &ok, &cores, &gpus, answer, out);
@@ -328,9 +328,9 @@ impl Service {
     /// The relays' timers: children silent past `offline-timeout` are
     /// dropped (the relay is told, `ended`); a silent relay loses its
     /// whole session.
-    pub(super) fn relay_tick(&mut self, now: f64, out: &mut Vec<Output>) {
+    pub(super) fn relay_tick(&mut self, out: &mut Vec<Output>) {
         let tout = self.monitor.offline_timeout();
-        for e in self.relays.tick(now) {
+        for e in self.relays.tick(self.mono) {
             let hosts = self.state.nodelist_of(&e.ranks);
             out.push(Output::Log {
                 level: Level::Warn,

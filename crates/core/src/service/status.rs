@@ -5,9 +5,67 @@ use rset::Rset;
 use serde_json::json;
 
 impl Service {
-    /// `resource.status`.
+    /// `resource.status`: serialised once per state change, every reply
+    /// sharing the text (with scattered drains the drain object alone is
+    /// hundreds of KB at 16,384 nodes).
     pub(super) fn status_rpc(&mut self, _: f64, _: &Request, _: &mut Vec<Output>) -> Handled {
-        self.status().map(|v| Some(v.into()))
+        if let Some(p) = &self.status_cache {
+            return Ok(Some(p.clone()));
+        }
+        let p = Payload::json(self.status_text()?);
+        self.status_cache = Some(p.clone());
+        Ok(Some(p))
+    }
+
+    /// [`Service::status`] written straight to JSON text: the bytes
+    /// `serde_json` writes for that value (key order included), without
+    /// building it (with thousands of separate drains the value is
+    /// thousands of small maps).
+    pub(super) fn status_text(&self) -> Result<String, RpcError> {
+        let Some(inv) = &self.state.inventory else {
+            return Err(RpcError::new(
+                ENOENT,
+                "error preparing response: resource set is not known yet",
+            ));
+        };
+        let fail =
+            |e: serde_json::Error| RpcError::new(EINVAL, format!("error preparing response: {e}"));
+        let mut w: Vec<u8> = Vec::with_capacity(4096);
+        w.extend_from_slice(b"{\"R\":");
+        match inv.json.as_object() {
+            Some(o) => {
+                w.push(b'{');
+                let mut first = true;
+                for (k, v) in o.iter().filter(|(k, _)| k.as_str() != "scheduling") {
+                    if !first {
+                        w.push(b',');
+                    }
+                    first = false;
+                    serde_json::to_writer(&mut w, k).map_err(fail)?;
+                    w.push(b':');
+                    serde_json::to_writer(&mut w, v).map_err(fail)?;
+                }
+                w.push(b'}');
+            }
+            None => serde_json::to_writer(&mut w, &inv.json).map_err(fail)?,
+        }
+        w.extend_from_slice(b",\"drain\":");
+        self.state.drain.write_status_json(&mut w).map_err(fail)?;
+        let offline = self.state.all().difference(&self.state.online);
+        for (key, ids) in [
+            ("online", &self.state.online),
+            ("offline", &offline),
+            ("exclude", &self.state.exclude),
+            ("torpid", &self.state.torpid),
+        ] {
+            w.extend_from_slice(b",\"");
+            w.extend_from_slice(key.as_bytes());
+            w.extend_from_slice(b"\":");
+            serde_json::to_writer(&mut w, &ids.encode()).map_err(fail)?;
+        }
+        w.push(b'}');
+        String::from_utf8(w)
+            .map_err(|e| RpcError::new(EINVAL, format!("error preparing response: {e}")))
     }
 
     /// `resource.sched-status` (a cached payload).
@@ -25,7 +83,7 @@ impl Service {
         }
     }
 
-    fn status(&self) -> Result<Value, RpcError> {
+    pub(super) fn status(&self) -> Result<Value, RpcError> {
         let Some(inv) = &self.state.inventory else {
             return Err(RpcError::new(
                 ENOENT,

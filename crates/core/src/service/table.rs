@@ -8,7 +8,8 @@ use super::*;
 /// Who may use a topic: the least role it needs ([`rpc::Need`]; the
 /// owner may use every topic, an agent only its session).  Checks run in
 /// this order: unknown topic (ENOSYS), then the role (EPERM naming the
-/// missing role), then the handler.
+/// missing role), then the streaming flag on a one-reply topic (EPROTO),
+/// then the handler.
 pub use rpc::Need as Access;
 
 /// How a topic answers.
@@ -152,6 +153,15 @@ impl Service {
         };
         if !req.role.grants(t.access) {
             return Err(req.role.refusal(name, t.access));
+        }
+        if req.streaming && t.streaming == Streaming::One {
+            // One error ends the request (and the shell's route for it):
+            // a streaming client would otherwise wait for an end of
+            // stream that never comes.
+            return Err(RpcError::new(
+                EPROTO,
+                format!("{name} does not accept the streaming RPC flag"),
+            ));
         }
         (t.handler)(self, now, req, out)
     }

@@ -8,6 +8,7 @@ use idset::IdSet;
 use rpc::{ConnId, Reply, ReplyTo, Request};
 use rset::Rset;
 use serde_json::Value;
+use std::time::Duration;
 
 /// How the inventory R was obtained (RFC 44 `resource-define` `method`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,10 +120,50 @@ impl Default for Settings {
     }
 }
 
+/// The time of an input, as the shell read its two clocks.
+///
+/// The core never compares wall-clock times: every timer and every
+/// decision (heartbeat lateness, liveness batching, [`Service::next_deadline`])
+/// uses `mono`; `wall` only stamps events and drains, and the core keeps
+/// those stamps non-decreasing (`max(last stamp, wall)`), so a clock
+/// stepped back never produces out-of-order events and a clock stepped
+/// forward never fires a timer.
+///
+/// [`Service::next_deadline`]: super::Service::next_deadline
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Now {
+    /// Monotonic time since an arbitrary origin fixed for the life of the
+    /// service (the shell: since it started, from `std::time::Instant`).
+    pub mono: Duration,
+    /// Wall-clock time, seconds since the epoch.
+    pub wall: f64,
+}
+
+impl Now {
+    pub fn new(mono: Duration, wall: f64) -> Now {
+        Now { mono, wall }
+    }
+}
+
+/// `secs` on both clocks (monotonic time since the epoch): for tests and
+/// simulations whose clock never steps.
+impl From<f64> for Now {
+    fn from(secs: f64) -> Now {
+        Now {
+            mono: Duration::try_from_secs_f64(secs).unwrap_or_default(),
+            wall: secs,
+        }
+    }
+}
+
 /// What the shell hands to [`Service::new`].
 #[derive(Debug, Clone, Default)]
 pub struct Init {
+    /// Wall-clock time at start, seconds since the epoch (event
+    /// timestamps only).
     pub now: f64,
+    /// Monotonic time at start, on the clock of later [`Now::mono`]s.
+    pub mono: Duration,
     pub settings: Settings,
     pub inventory: Option<Inventory>,
     /// The persistent eventlog as read from the state directory.
@@ -198,6 +239,11 @@ pub enum Input {
     Request(Request),
     /// The connection went away: drop its requests silently.
     Disconnect(ConnId),
+    /// One request is gone while its connection stays (the transport ended
+    /// its stream, e.g. EOVERFLOW for a reader that fell behind): drop it
+    /// silently at once, as a disconnect would (journal follower, acquire,
+    /// waitup, agent stream).
+    Cancel(ReplyTo),
     /// The result of an [`Output::LoadR`].
     Reloaded {
         to: ReplyTo,
@@ -213,6 +259,8 @@ pub enum Input {
     /// Time passes: run the liveness timers and post the liveness events
     /// accumulated since the last tick (one event per kind, batching
     /// simultaneous transitions).  The shell sends one after every batch
-    /// of inputs and whenever it wakes up idle.
+    /// of inputs and when [`Service::next_deadline`] has passed.
+    ///
+    /// [`Service::next_deadline`]: super::Service::next_deadline
     Tick,
 }

@@ -204,6 +204,35 @@ fn run(roster: &str, shared: &str, n: usize) -> Result<(), String> {
             "0 when the update arrived first",
         );
         row("acquire update after the drain request", after_req, "");
+        // The floor under both: one event-sized append + fdatasync on the
+        // state directory's file system (what a durable drain must wait for).
+        let mut sync = Vec::new();
+        {
+            use std::io::Write;
+            let path = dir.join("fsync-probe");
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| e.to_string())?;
+            let line = format!(
+                "{{\"timestamp\":1764000000.123456,\"name\":\"drain\",\"context\":{{\"idset\":\"{}\",\"nodelist\":\"sim123\",\"reason\":\"acqbench\",\"overwrite\":0}}}}\n",
+                123
+            );
+            for i in 0..n + 20 {
+                let t = Instant::now();
+                f.write_all(line.as_bytes()).map_err(|e| e.to_string())?;
+                f.sync_data().map_err(|e| e.to_string())?;
+                if i >= 20 {
+                    sync.push(t.elapsed());
+                }
+            }
+        }
+        row(
+            "floor: append one event line + fdatasync (statedir's file system)",
+            sync,
+            "no service involved",
+        );
         Ok(())
     })
 }

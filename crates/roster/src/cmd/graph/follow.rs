@@ -126,7 +126,7 @@ pub fn run(
     json_out: bool,
 ) -> ExitCode {
     let (tx, rx) = channel();
-    let releaser = client::blocking::Client::wrap(client.clone());
+    let releaser = client::blocking::Client::from_async(client.clone());
     spawn_acquire(client, group.map(str::to_string), tx.clone());
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
