@@ -630,6 +630,28 @@ const SERVE_INT_LIMITS: &[(&str, i64, i64)] = &[
     ("max-guest-outbound-bytes", 4096, i64::MAX),
 ];
 
+/// The keys a table allows (`resource`, `serve`, `serve.auth`), and the
+/// top-level tables (`""`): for "did you mean" hints on
+/// [`ErrorKind::UnknownKeys`] and [`ErrorKind::UnknownTable`].
+pub fn known_keys(table: &str) -> Vec<&'static str> {
+    match table {
+        "" => {
+            let mut v = vec!["resource", "serve"];
+            v.extend_from_slice(IGNORED_TABLES);
+            v
+        }
+        "resource" => RESOURCE_KEYS.to_vec(),
+        "serve" => SERVE_KEYS.to_vec(),
+        "serve.auth" => {
+            let mut v = AUTH_ROLE_KEYS.to_vec();
+            v.extend_from_slice(AUTH_TOKEN_KEYS);
+            v.push("roles-from-ou");
+            v
+        }
+        _ => Vec::new(),
+    }
+}
+
 const AUTH_ROLE_KEYS: &[&str] = &["agent", "owner", "admin", "scheduler", "user"];
 const AUTH_TOKEN_KEYS: &[&str] = &[
     "user-token-file",

@@ -261,6 +261,44 @@ impl Arg {
     }
 }
 
+/// Read-only views, for generated documentation and shell completions.
+impl Arg {
+    /// `dest`.
+    pub fn dest(&self) -> &'static str {
+        self.dest
+    }
+
+    /// The option strings (`-f`, `--force`); empty for a positional.
+    pub fn option_strings(&self) -> &[&'static str] {
+        &self.opts
+    }
+
+    /// The action.
+    pub fn action(&self) -> Action {
+        self.action
+    }
+
+    /// `nargs`.
+    pub fn nargs(&self) -> Nargs {
+        self.nargs
+    }
+
+    /// `metavar=`, if given.
+    pub fn metavar_text(&self) -> Option<&'static str> {
+        self.metavar
+    }
+
+    /// `choices=`.
+    pub fn choice_list(&self) -> &[String] {
+        &self.choices
+    }
+
+    /// `help=`; `None` when suppressed ([`Arg::hidden`]).
+    pub fn help_text(&self) -> Option<&'static str> {
+        self.help
+    }
+}
+
 /// An `ArgumentParser` (with flux's help formatter, `max_help_position=40`).
 #[derive(Debug, Clone)]
 pub struct Parser {
@@ -572,6 +610,21 @@ impl Parser {
             a.choices = names;
         }
         self
+    }
+
+    /// `prog`.
+    pub fn prog(&self) -> &str {
+        &self.prog
+    }
+
+    /// The arguments in registration order (`-h/--help` first).
+    pub fn arguments(&self) -> &[Arg] {
+        &self.args
+    }
+
+    /// The sub-parsers in registration order.
+    pub fn subparsers_list(&self) -> impl Iterator<Item = (&'static str, &Parser)> {
+        self.subs.iter().map(|(n, p)| (*n, p))
     }
 
     /// The sub-parser called `name`.

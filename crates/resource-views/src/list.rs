@@ -374,6 +374,41 @@ impl ListLine {
     }
 }
 
+/// The `version` of the `--json` document of `list`; bumped only when a
+/// field changes meaning or disappears.
+pub const LIST_JSON_VERSION: u32 = 1;
+
+/// What separates `--json` lines: state and property set (queues follow
+/// from the properties).
+const LIST_JSON_KEY: &str = "{state} {properties}";
+
+impl ListLine {
+    /// One line of `--json` output.
+    fn to_json(&self) -> Value {
+        let text = |name: &str| self.attr(name).map(|v| v.py_str()).unwrap_or_default();
+        let count = |name: &str| match self.attr(name) {
+            Some(FieldValue::Int(i)) => i,
+            _ => 0,
+        };
+        let split = |s: String| -> Vec<String> {
+            s.split(',')
+                .filter(|p| !p.is_empty())
+                .map(String::from)
+                .collect()
+        };
+        serde_json::json!({
+            "state": self.state,
+            "properties": split(text("properties")),
+            "queues": split(text("queue")),
+            "nnodes": count("nnodes"),
+            "ncores": count("ncores"),
+            "ngpus": count("ngpus"),
+            "ranks": text("ranks"),
+            "nodelist": text("nodelist"),
+        })
+    }
+}
+
 fn truthy(v: &Value) -> bool {
     match v {
         Value::Null => false,
@@ -588,6 +623,48 @@ impl ListPlan {
         let hd = list_headings();
         let mut formatter = OutputFormat::new(&fmt, &hd)?;
         let owned = self.uniq_lines(&mut res, &formatter, input.config, zone)?;
+        let lines = self.ordered(&owned);
+        let mut items: Vec<&dyn FormatItem> = lines.iter().map(|l| *l as &dyn FormatItem).collect();
+        formatter.print_items(&mut items, self.opts.no_header, zone, out)?;
+        drop(items);
+        drop(lines);
+        if !self.free_sets {
+            std::mem::forget(owned);
+            std::mem::forget(res);
+        }
+        Ok(())
+    }
+
+    /// `--json` (`list` and `info`): the lines the text view would show
+    /// (same `-s`, `-i`, `-q`, `--skip-empty` rules), one object per
+    /// distinct state and property set, whatever `-o` says.  The document
+    /// is [`LIST_JSON_VERSION`]'s schema (README: JSON output).
+    pub fn render_json(&self, input: &ListInput<'_>, zone: &dyn LocalZone) -> CmdOutput {
+        let run = || -> PyResult<String> {
+            let mut res = SchedResources::new(input, &self.opts, &self.states)?;
+            let formatter = OutputFormat::new(LIST_JSON_KEY, &list_headings())?;
+            let owned = self.uniq_lines(&mut res, &formatter, input.config, zone)?;
+            let lines: Vec<Value> = self
+                .ordered(&owned)
+                .into_iter()
+                .map(ListLine::to_json)
+                .collect();
+            let doc = serde_json::json!({ "version": LIST_JSON_VERSION, "lines": lines });
+            if !self.free_sets {
+                std::mem::forget(owned);
+                std::mem::forget(res);
+            }
+            Ok(format!("{doc}\n"))
+        };
+        match run() {
+            Ok(text) => CmdOutput::ok(text),
+            Err(e) => CmdOutput::exception(String::new(), &e),
+        }
+    }
+
+    /// Lines in output order (by state as given, then first rank), the
+    /// empty ones dropped when `--skip-empty` (or `-i`) asks.
+    fn ordered<'a>(&self, owned: &'a [ListLine]) -> Vec<&'a ListLine> {
         let statepos = |s: &str| self.states.iter().rposition(|x| x == s).unwrap_or(0);
         // (state position, first rank) per line, computed once; a stable
         // sort on it.
@@ -610,15 +687,7 @@ impl ListPlan {
         if self.opts.skip_empty || (include && !self.opts.no_skip_empty) {
             lines.retain(|l| !l.rset.borrow().is_empty());
         }
-        let mut items: Vec<&dyn FormatItem> = lines.iter().map(|l| *l as &dyn FormatItem).collect();
-        formatter.print_items(&mut items, self.opts.no_header, zone, out)?;
-        drop(items);
-        drop(lines);
-        if !self.free_sets {
-            std::mem::forget(owned);
-            std::mem::forget(res);
-        }
-        Ok(())
+        lines
     }
 
     /// [`ListPlan::uniq_lines`] when every line has the same (empty) key

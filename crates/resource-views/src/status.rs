@@ -522,7 +522,44 @@ impl StatusLine {
     pub fn nnodes(&self) -> usize {
         self.hostlist.len()
     }
+
+    /// One line of `--json` output.
+    fn to_json(&self) -> Value {
+        let drain = self.state == "drained" || self.state == "draining";
+        let field = |v: &FieldValue| match v {
+            _ if !drain => Value::Null,
+            FieldValue::Str(s) => Value::String(s.clone()),
+            FieldValue::Int(i) => Value::from(*i),
+            FieldValue::Float(f) => Value::from(*f),
+            FieldValue::Bool(b) => Value::Bool(*b),
+            FieldValue::None => Value::Null,
+            other => Value::String(other.py_str()),
+        };
+        // An empty drained/draining line has no drain behind it.
+        let (reason, timestamp) = if self.ranks.is_empty() {
+            (Value::Null, Value::Null)
+        } else {
+            (field(&self.reason), field(&self.timestamp))
+        };
+        serde_json::json!({
+            "state": self.state,
+            "online": self.online,
+            "nnodes": self.nnodes(),
+            "ranks": self.ranks.encode(),
+            "nodelist": self.hostlist.encode(),
+            "reason": reason,
+            "timestamp": timestamp,
+        })
+    }
 }
+
+/// The `version` of the `--json` documents of `status` and the drain
+/// listing; bumped only when a field changes meaning or disappears.
+pub const STATUS_JSON_VERSION: u32 = 1;
+
+/// What separates `--json` lines: state, online status, drain reason and
+/// time (the fields left when nodelist, ranks and nnodes are dropped).
+const STATUS_JSON_KEY: &str = "{statex} {status} {reason} {timestamp}";
 
 impl FormatItem for StatusLine {
     fn class_path(&self) -> String {
@@ -688,12 +725,50 @@ impl StatusPlan {
         }
     }
 
+    /// `--json`: the lines the text view would show (same `-s`, `-i`,
+    /// `-q`, `--skip-empty` rules), one object per distinct state, online
+    /// status, drain reason and drain time, whatever `-o` says.  The
+    /// document is [`STATUS_JSON_VERSION`]'s schema (README: JSON output).
+    pub fn render_json(&self, input: &StatusInput<'_>, zone: &dyn LocalZone) -> CmdOutput {
+        let formatter = match OutputFormat::new(STATUS_JSON_KEY, &status_headings()) {
+            Ok(f) => f,
+            Err(e) => return CmdOutput::exception(String::new(), &e),
+        };
+        match self.lines(input, &formatter, zone) {
+            Ok(lines) => {
+                let doc = serde_json::json!({
+                    "version": STATUS_JSON_VERSION,
+                    "lines": lines.iter().map(StatusLine::to_json).collect::<Vec<_>>(),
+                });
+                CmdOutput::ok(format!("{doc}\n"))
+            }
+            Err(e) => CmdOutput::exception(String::new(), &e),
+        }
+    }
+
     fn render_into(
         &self,
         input: &StatusInput<'_>,
         zone: &dyn LocalZone,
         out: &mut String,
     ) -> PyResult<()> {
+        let hd = status_headings();
+        let mut formatter = OutputFormat::new(&self.fmt, &hd)?;
+        if !self.opts.color {
+            formatter = formatter.copy(&["color_up", "color_off"], false)?;
+        }
+        let lines = self.lines(input, &formatter, zone)?;
+        let mut items: Vec<&dyn FormatItem> = lines.iter().map(|l| l as &dyn FormatItem).collect();
+        formatter.print_items(&mut items, self.opts.no_header, zone, out)
+    }
+
+    /// The status lines, merged where `formatter` shows no difference.
+    fn lines(
+        &self,
+        input: &StatusInput<'_>,
+        formatter: &OutputFormat,
+        zone: &dyn LocalZone,
+    ) -> PyResult<Vec<StatusLine>> {
         let opts = &self.opts;
         let states = &self.states;
         let mut rs = ResourceStatus::new(input)?;
@@ -707,11 +782,6 @@ impl StatusPlan {
                 rs.filter_include(inc)
                     .map_err(|e| PyError::Value(format!("--include: {e}")))?;
             }
-        }
-        let hd = status_headings();
-        let mut formatter = OutputFormat::new(&self.fmt, &hd)?;
-        if !opts.color {
-            formatter = formatter.copy(&["color_up", "color_off"], false)?;
         }
         let raw_states = opts.states.as_deref().unwrap_or("");
         let skip_empty = opts.skip_empty || raw_states.is_empty();
@@ -728,17 +798,15 @@ impl StatusPlan {
         let lines = statuslines(
             &rs,
             states,
-            &formatter,
+            formatter,
             include_online,
             include_offline,
             zone,
         )?;
-        let lines: Vec<StatusLine> = lines
+        Ok(lines
             .into_iter()
             .filter(|l| !(l.nnodes() == 0 && (skip_empty || (!l.online && skip_empty_offline))))
-            .collect();
-        let mut items: Vec<&dyn FormatItem> = lines.iter().map(|l| l as &dyn FormatItem).collect();
-        formatter.print_items(&mut items, opts.no_header, zone, out)
+            .collect())
     }
 }
 

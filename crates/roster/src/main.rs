@@ -7,6 +7,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 mod cmd;
+mod logging;
 
 const USAGE: &str = "\
 Usage: roster COMMAND [ARGS...]
@@ -29,8 +30,25 @@ Service clients (mirror flux's):
   resource  status|list|info|R|drain|undrain|reload|eventlog|acquire|release|group-set
                                                              the resource service (flux resource)
 
+Documentation:
+  completions bash|zsh|fish|elvish|powershell                 print a shell completion script
+  manpage   [--dir DIR] [COMMAND...]                          print (or write) the man pages
+
 Run 'roster COMMAND --help' for a command's options.
 ";
+
+/// The sub-commands, for "did you mean".
+const COMMANDS: [&str; 9] = [
+    "idset",
+    "hostlist",
+    "R",
+    "graph",
+    "serve",
+    "agent",
+    "resource",
+    "completions",
+    "manpage",
+];
 
 fn main() -> ExitCode {
     let mut args: Vec<OsString> = std::env::args_os().collect();
@@ -48,6 +66,8 @@ fn main() -> ExitCode {
         Some("resource") => cmd::resource::main(args),
         Some("serve") => cmd::serve::main(args),
         Some("agent") => cmd::agent::main(args),
+        Some("completions") => cmd::docs::completions_main(args),
+        Some("manpage") => cmd::docs::manpage_main(args),
         Some("-h" | "--help" | "help") => {
             print!("{USAGE}");
             ExitCode::SUCCESS
@@ -57,7 +77,11 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            eprintln!("roster: unknown command '{}'", sub.to_string_lossy());
+            let word = sub.to_string_lossy();
+            eprintln!("roster: unknown command '{word}'");
+            if let Some(guess) = cmd::suggest::closest(&word, COMMANDS.iter().copied()) {
+                eprintln!("roster: did you mean '{guess}'?");
+            }
             eprint!("{USAGE}");
             ExitCode::from(2)
         }

@@ -267,3 +267,59 @@ fn acquire_streams_json_lines_and_release_answers() {
         o.stderr
     );
 }
+
+#[test]
+fn json_output_of_status_drain_and_list() {
+    let Some(s) = start("json") else { return };
+    assert_eq!(ok(&s, &["drain", "1-2", "fan"]), "");
+    let doc = |args: &[&str]| -> serde_json::Value {
+        let text = ok(&s, args);
+        assert_eq!(text.lines().count(), 1, "{text}");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    };
+    let status = doc(&["status", "--json"]);
+    assert_eq!(status["version"], 1);
+    let lines = status["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 2, "{status}");
+    assert_eq!(lines[0]["state"], "avail");
+    assert_eq!(lines[0]["nodelist"], "fake[0,3]");
+    assert_eq!(lines[1]["state"], "drained");
+    assert_eq!(lines[1]["online"], true);
+    assert_eq!(lines[1]["ranks"], "1-2");
+    assert_eq!(lines[1]["reason"], "fan");
+    assert!(lines[1]["timestamp"].as_f64().unwrap() > 1.0e9, "{status}");
+
+    let drain = doc(&["drain", "--json"]);
+    assert_eq!(drain["lines"], serde_json::json!([lines[1]]));
+
+    // the scheduler's view: drained nodes are down
+    let list = doc(&["list", "--json", "-s", "up,down"]);
+    let lines = list["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 2, "{list}");
+    assert_eq!(lines[0]["state"], "up");
+    assert_eq!(lines[0]["ranks"], "0,3");
+    assert_eq!(lines[1]["state"], "down");
+    assert_eq!(lines[1]["nnodes"], 2);
+    assert_eq!(lines[1]["nodelist"], "fake[1-2]");
+}
+
+#[test]
+fn out_of_range_and_mistyped_targets_get_a_hint() {
+    let Some(s) = start("hints") else { return };
+    let o = run(&s, &["drain", "7"]);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster-resource: ERROR: [Errno 22] idset is out of range\n\
+         roster-resource: INFO: valid targets: ranks 0-3 or hosts fake[0-3]\n"
+    );
+    let o = run(&s, &["drain", "fkae2", "x"]);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster-resource: ERROR: [Errno 22] invalid targets: invalid hosts: fkae2\n\
+         roster-resource: INFO: valid targets: ranks 0-3 or hosts fake[0-3]\n\
+         roster-resource: INFO: did you mean 'fake2' (for 'fkae2')?\n"
+    );
+    assert_eq!(ok(&s, &["drain", "-no", "{ranks}"]), "");
+}

@@ -726,3 +726,43 @@ fn flux_clients_reach_the_same_service() {
     let v: Value = serde_json::from_slice(frames[2].strip_suffix(&[0]).unwrap()).unwrap();
     assert_eq!(v["drain"]["2"]["reason"], "via flux");
 }
+
+/// A mistyped key or table in the configuration: the error as before,
+/// then a hint naming the file, the line and the nearest known name.
+#[test]
+fn config_typo_gets_did_you_mean_with_file_and_line() {
+    let s = Scratch::new("config-typo");
+    let cfg = s.write(
+        "c.toml",
+        "[resource]\nnoverify = true\nexclud = \"a1\"\n\n[[resource.config]]\nhosts = \"a[0-1]\"\ncores = \"0-1\"\n",
+    );
+    let o = roster()
+        .args(["serve", "--check", "--config", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let f = cfg.display();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "roster serve: {f}: [resource]: unknown key 'exclud'\n\
+             roster serve: hint: {f}:3: did you mean 'exclude'?\n"
+        )
+    );
+    let cfg = s.write(
+        "d.toml",
+        "[[resource.config]]\nhosts = \"a[0-1]\"\n[serv]\nstatedir = \"/x\"\n",
+    );
+    let o = roster()
+        .args(["serve", "--check", "--config", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.ends_with(&format!(
+            "roster serve: hint: {}:3: did you mean 'serve'?\n",
+            cfg.display()
+        )),
+        "{err}"
+    );
+}

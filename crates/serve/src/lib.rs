@@ -19,6 +19,8 @@
 //! on disk is then the truth, and the next start replays it.
 
 mod inventory;
+pub mod metrics;
+pub mod notify;
 pub mod service_loop;
 
 use std::path::{Path, PathBuf};
@@ -489,6 +491,7 @@ pub fn prepare_on(
         .map_or(roster_core::Method::DynamicDiscovery, |i| i.method);
     let mut settings = settings_of(plan);
     settings.verify = verify_settings(resource, method);
+    let replayed = events.len();
     let init = Init {
         now,
         mono: start.mono,
@@ -505,6 +508,7 @@ pub fn prepare_on(
     // drain state even after a crash (history truncation may have removed
     // the older events it summarises).
     let mut shell = service_loop::Shell::new(core, dir, plan.config_path.clone());
+    shell.set_replayed(replayed);
     shell.persist(&out).map_err(ServeError::Persist)?;
     Ok((shell, out))
 }
@@ -531,6 +535,7 @@ pub fn run(
     control: Arc<Control>,
     ready: impl FnOnce(&[Uri]),
 ) -> Result<(), ServeError> {
+    let started = std::time::Instant::now();
     let plan = plan(opts)?;
     let (mut shell, out) = prepare(&plan)?;
     shell.deliver(out);
@@ -541,7 +546,12 @@ pub fn run(
         tls: plan.tls.clone(),
         ..Default::default()
     };
-    let listeners = transport::Listeners::bind(&plan.listen, &listen_opts)?;
+    let metrics = shell.metrics();
+    metrics.refresh(shell.core(), std::time::Instant::now(), true);
+    let listeners =
+        transport::Listeners::bind(&plan.listen, &listen_opts)?.with_web(Arc::new(metrics::Web {
+            metrics: Arc::clone(&metrics),
+        }));
     let addresses = listeners.addresses();
     let (tx, rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -562,11 +572,40 @@ pub fn run(
         net_control.request_stop();
         r
     });
+    metrics.set_ready(true);
+    let mut notifier = notify::Notifier::from_env();
+    notifier.send(&format!(
+        "READY=1\nSTATUS=serving {} targets\nMAINPID={}",
+        shell.core().size(),
+        std::process::id()
+    ));
+    let listeners_text = addresses
+        .iter()
+        .map(|u| u.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        nodes = shell.core().size(),
+        statedir = %plan.statedir.display(),
+        listeners = %listeners_text,
+        replayed_events = shell.replayed(),
+        startup_ms = started.elapsed().as_secs_f64() * 1e3,
+        "roster serve {} ready: {} nodes, statedir {}, listening on {}, {} events replayed in {:.1} ms",
+        env!("CARGO_PKG_VERSION"),
+        shell.core().size(),
+        plan.statedir.display(),
+        listeners_text,
+        shell.replayed(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
     ready(&addresses);
-    let result = shell.run(&rx, &control);
+    let result = shell.run(&rx, &control, &mut notifier);
     // The listeners' task may outlive the loop briefly: drop the waker's
     // sender so nothing more is queued for a loop that is gone.
     control.clear_waker();
+    metrics.set_ready(false);
+    notifier.send("STOPPING=1");
     // Stop accepting; in-flight streams have had their final replies.
     let _ = stop_tx.send(true);
     if let Err(e) = runtime.block_on(net).unwrap_or(Ok(())) {

@@ -3,14 +3,15 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use eventlog::Event;
 use roster_core::{Input, Level, Output, Service};
 use rpc::{ConnId, Reply, ReplyTo};
 use transport::{Incoming, ReplySender};
 
+use crate::metrics::Metrics;
 use crate::{clock, Control, ServeError};
 
 /// Not a connection: the wake-up [`Control`] sends when a signal asks
@@ -30,6 +31,34 @@ struct Route {
     /// told so by its listener) instead of slowing the loop.
     tx: ReplySender,
     streaming: bool,
+    topic: String,
+    start: Instant,
+}
+
+impl Route {
+    fn is_agent(&self) -> bool {
+        self.topic == rpc::wire::SESSION_TOPIC
+    }
+}
+
+/// One persistent event, with its context as log fields.
+fn log_event(ev: &Event) {
+    let field = |k: &str| {
+        ev.context
+            .as_ref()
+            .and_then(|c| c.get(k))
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    tracing::info!(
+        event = %ev.name,
+        rank = %field("idset"),
+        nodelist = %field("nodelist"),
+        reason = %field("reason"),
+        "event {}",
+        ev.name
+    );
 }
 
 /// The core, the state directory and the open requests.
@@ -43,6 +72,8 @@ pub struct Shell {
     /// the batch is delivered.
     gone: Vec<ReplyTo>,
     config_path: Option<PathBuf>,
+    metrics: Arc<Metrics>,
+    replayed: usize,
 }
 
 impl Shell {
@@ -53,7 +84,23 @@ impl Shell {
             routes: HashMap::new(),
             gone: Vec::new(),
             config_path,
+            metrics: Arc::new(Metrics::new()),
+            replayed: 0,
         }
+    }
+
+    /// How many stored events the start-up replayed.
+    pub fn replayed(&self) -> usize {
+        self.replayed
+    }
+
+    pub fn set_replayed(&mut self, n: usize) {
+        self.replayed = n;
+    }
+
+    /// The daemon's metrics (shared with the `/metrics` route).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
     }
 
     pub fn core(&self) -> &Service {
@@ -71,7 +118,10 @@ impl Shell {
         let mut pending: Vec<Event> = Vec::new();
         for o in out {
             match o {
-                Output::Persist(ev) => pending.push(ev.clone()),
+                Output::Persist(ev) => {
+                    log_event(ev);
+                    pending.push(ev.clone());
+                }
                 Output::WriteR(v) => {
                     self.flush_events(&mut pending)?;
                     self.dir.write_r(&v.to_string())?;
@@ -90,7 +140,9 @@ impl Shell {
         if pending.is_empty() {
             return Ok(());
         }
+        let start = Instant::now();
         self.dir.append(pending)?;
+        self.metrics.committed(pending.len(), start.elapsed());
         pending.clear();
         Ok(())
     }
@@ -119,6 +171,19 @@ impl Shell {
             return;
         };
         let last = !route.streaming || reply.is_err();
+        if last {
+            let (topic, outcome) = match &reply {
+                Ok(_) => (route.topic.as_str(), "ok"),
+                // Unknown topics share one label (bounded cardinality).
+                Err(e) if e.errnum == rpc::errno::ENOSYS => ("unknown", "error"),
+                Err(_) => (route.topic.as_str(), "error"),
+            };
+            let latency = (!route.streaming).then(|| route.start.elapsed());
+            self.metrics.rpc_done(topic, outcome, latency);
+            if route.is_agent() {
+                self.metrics.agent_closed();
+            }
+        }
         // A closed receiver means the listener is already dropping the
         // connection; its Disconnect follows.  A refused reply (the client
         // does not read) ends the route: its stream was ended with an
@@ -143,17 +208,41 @@ impl Shell {
             Incoming::Request { req, replies, slot } => {
                 // Off the listener → loop queue.
                 drop(slot);
-                self.routes.entry(req.conn).or_default().insert(
-                    req.matchtag,
-                    Route {
-                        tx: replies,
-                        streaming: req.streaming,
-                    },
+                tracing::debug!(
+                    topic = %req.topic,
+                    uid = ?req.userid,
+                    role = ?req.role,
+                    conn = req.conn,
+                    "request"
                 );
+                let route = Route {
+                    tx: replies,
+                    streaming: req.streaming,
+                    topic: req.topic.clone(),
+                    start: Instant::now(),
+                };
+                if route.is_agent() {
+                    self.metrics.agent_opened();
+                }
+                if route.streaming {
+                    self.metrics.stream_opened(&route.topic, route.tx.probe());
+                }
+                let old = self
+                    .routes
+                    .entry(req.conn)
+                    .or_default()
+                    .insert(req.matchtag, route);
+                if old.is_some_and(|r| r.is_agent()) {
+                    self.metrics.agent_closed();
+                }
                 Input::Request(req)
             }
             Incoming::Disconnect(conn) => {
-                self.routes.remove(&conn);
+                if let Some(gone) = self.routes.remove(&conn) {
+                    for _ in gone.values().filter(|r| r.is_agent()) {
+                        self.metrics.agent_closed();
+                    }
+                }
                 Input::Disconnect(conn)
             }
         }
@@ -192,11 +281,17 @@ impl Shell {
             if let Err(e) = self.persist(&out) {
                 // Nothing of this batch is acknowledged: drop every open
                 // request (clients see the connection close) and stop.
+                for r in self.routes.values().flat_map(|c| c.values()) {
+                    if r.is_agent() {
+                        self.metrics.agent_closed();
+                    }
+                }
                 self.routes.clear();
                 self.gone.clear();
                 return Err(ServeError::Persist(e));
             }
             self.deliver(out);
+            self.metrics.refresh(&self.core, Instant::now(), false);
             if self.gone.is_empty() {
                 return Ok(());
             }
@@ -234,8 +329,14 @@ impl Shell {
 
     /// Serve until a stop is requested (or every listener is gone), then
     /// shut the core down cleanly: streams end, the checkpoint is written.
-    pub fn run(&mut self, rx: &Receiver<Incoming>, control: &Control) -> Result<(), ServeError> {
+    pub fn run(
+        &mut self,
+        rx: &Receiver<Incoming>,
+        control: &Control,
+        notifier: &mut crate::notify::Notifier,
+    ) -> Result<(), ServeError> {
         loop {
+            notifier.watchdog(Instant::now());
             if control.stop_requested() {
                 break;
             }

@@ -538,7 +538,10 @@ fn persist_error_stops_the_loop_without_acknowledging_and_restart_replays() {
         // (and shut down cleanly) instead of hanging.
         drop(tx);
         let control = serve::Control::default();
-        let err = shell.run(&rx, &control).expect_err("the loop must stop");
+        let mut notifier = serve::notify::Notifier::new(None, None);
+        let err = shell
+            .run(&rx, &control, &mut notifier)
+            .expect_err("the loop must stop");
         let msg = err.to_string();
         assert!(
             msg.starts_with("cannot persist state, stopping without acknowledging: /sim/state/resource.eventlog: "),

@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, watch};
 pub struct Listeners {
     items: Vec<Bound>,
     opts: ListenOptions,
+    web: Option<Arc<dyn crate::web::WebHandler>>,
 }
 
 #[derive(Debug)]
@@ -112,7 +113,15 @@ impl Listeners {
         Ok(Listeners {
             items,
             opts: opts.clone(),
+            web: None,
         })
+    }
+
+    /// Answer plain `GET`s outside the RPC namespace on the HTTP
+    /// listeners with `handler` (see [`crate::web`]).
+    pub fn with_web(mut self, handler: Arc<dyn crate::web::WebHandler>) -> Listeners {
+        self.web = Some(handler);
+        self
     }
 
     /// The bound addresses, in the order given to `bind`; TCP ones carry
@@ -133,7 +142,7 @@ impl Listeners {
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), TransportError> {
         let tx = LoopTx::new(tx, self.opts.limits.max_queued_requests);
-        let ctx = Arc::new(Ctx::new(tx.clone(), &self.opts));
+        let ctx = Arc::new(Ctx::new(tx.clone(), &self.opts, self.web.clone()));
         let flux_ctx = Arc::new(FluxCtx::new(tx, &self.opts));
         let gate = Gate {
             opts: self.opts.clone(),

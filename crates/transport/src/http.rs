@@ -25,11 +25,16 @@ pub(crate) struct Ctx {
     owner_uid: u32,
     /// Bearer tokens and the role each gives (the owner's first).
     tokens: Vec<(Vec<u8>, Role)>,
+    web: Option<Arc<dyn crate::web::WebHandler>>,
     limits: Limits,
 }
 
 impl Ctx {
-    pub(crate) fn new(tx: LoopTx, opts: &ListenOptions) -> Ctx {
+    pub(crate) fn new(
+        tx: LoopTx,
+        opts: &ListenOptions,
+        web: Option<Arc<dyn crate::web::WebHandler>>,
+    ) -> Ctx {
         let mut tokens: Vec<(Vec<u8>, Role)> = Vec::new();
         if let Some(t) = opts.token.as_ref().filter(|t| !t.is_empty()) {
             tokens.push((t.as_bytes().to_vec(), Role::Owner));
@@ -41,6 +46,7 @@ impl Ctx {
         }
         Ctx {
             tx,
+            web,
             owner_uid: opts.owner_uid,
             tokens,
             limits: opts.limits.clone(),
@@ -271,6 +277,46 @@ fn authorized<B>(req: &Request<B>, token: &[u8]) -> bool {
 }
 
 /// 401 with an EPERM error object.
+/// The caller's role (and uid, on a Unix socket), decided by the
+/// listener: the peer's uid on a Unix socket, the client certificate or
+/// else the bearer token on TLS, the bearer token on (loopback) TCP.
+/// Missing credentials are refused (the 401 text), except with `guest_if_none`
+/// (the web routes, see [`crate::web`]) where a request with no
+/// certificate role and no `Authorization` header is a guest's; a wrong
+/// token is refused either way.
+fn caller<B>(
+    req: &Request<B>,
+    peer: &Peer,
+    ctx: &Ctx,
+    guest_if_none: bool,
+) -> Result<(Role, Option<u32>), String> {
+    let anonymous = guest_if_none && req.headers().get(wire::AUTH_HEADER).is_none();
+    match peer {
+        Peer::Unix { uid: Some(uid) } if *uid == ctx.owner_uid || *uid == 0 => {
+            Ok((Role::Owner, Some(*uid)))
+        }
+        Peer::Unix { uid } => Ok((Role::Guest, *uid)),
+        Peer::Tcp => match ctx.token_role(req) {
+            Some(role) => Ok((role, None)),
+            None if anonymous => Ok((Role::Guest, None)),
+            None => Err("authentication required: missing or wrong bearer token".into()),
+        },
+        Peer::Tls(cert) => match (cert.as_deref(), ctx.token_role(req)) {
+            (Some(crate::tls::CertPeer { role: Some(r), .. }), _) => Ok((r.clone(), None)),
+            (_, Some(role)) => Ok((role, None)),
+            (_, None) if anonymous => Ok((Role::Guest, None)),
+            (Some(c), None) => Err(format!(
+                "authentication required: the certificate of {} maps to no role \
+                 (see [serve.auth]) and no valid bearer token was given",
+                c.name
+            )),
+            (None, None) => Err(
+                "authentication required: present a client certificate or a bearer token".into(),
+            ),
+        },
+    }
+}
+
 fn unauthorized(msg: String) -> Response<ReplyBody> {
     let mut resp = error_response(StatusCode::UNAUTHORIZED, &RpcError::new(EPERM, msg));
     resp.headers_mut()
@@ -332,36 +378,12 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + std::fmt::Display,
 {
-    let (role, userid) = match peer {
-        Peer::Unix { uid: Some(uid) } if uid == ctx.owner_uid || uid == 0 => {
-            (Role::Owner, Some(uid))
-        }
-        Peer::Unix { uid } => (Role::Guest, uid),
-        Peer::Tcp => match ctx.token_role(&req) {
-            Some(role) => (role, None),
-            None => {
-                return unauthorized(
-                    "authentication required: missing or wrong bearer token".into(),
-                )
-            }
-        },
-        Peer::Tls(cert) => match (cert.as_deref(), ctx.token_role(&req)) {
-            (Some(crate::tls::CertPeer { role: Some(r), .. }), _) => (r.clone(), None),
-            (_, Some(role)) => (role, None),
-            (Some(c), None) => {
-                return unauthorized(format!(
-                    "authentication required: the certificate of {} maps to no role \
-                     (see [serve.auth]) and no valid bearer token was given",
-                    c.name
-                ))
-            }
-            (None, None) => {
-                return unauthorized(
-                    "authentication required: present a client certificate or a bearer token"
-                        .into(),
-                )
-            }
-        },
+    if let Some(resp) = web_route(&req, &peer, ctx).await {
+        return resp;
+    }
+    let (role, userid) = match caller(&req, &peer, ctx, false) {
+        Ok(c) => c,
+        Err(msg) => return unauthorized(msg),
     };
     let path = req.uri().path();
     let Some(topic) = wire::topic_of(path).map(str::to_string) else {
@@ -421,6 +443,19 @@ where
         Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
     };
 
+    dispatch(ctx, topic, payload, streaming, role, userid).await
+}
+
+/// Hand one request to the service and answer with its reply (or, when
+/// `streaming`, with NDJSON lines as replies arrive).
+async fn dispatch(
+    ctx: &Ctx,
+    topic: String,
+    payload: serde_json::Value,
+    streaming: bool,
+    role: Role,
+    userid: Option<u32>,
+) -> Response<ReplyBody> {
     let conn = next_conn_id();
     let queue = OutQueue::new(ctx.limits.outbound_bytes(&role));
     let (replies, mut rx) = ReplySender::new(Arc::clone(&queue), streaming);
@@ -466,6 +501,37 @@ where
             "service ended the request without a reply",
         )),
     }
+}
+
+/// A `GET` outside the RPC namespace, answered by the installed web
+/// handler (no credentials needed: missing ones make a guest, see
+/// [`crate::web`]).
+async fn web_route<B>(req: &Request<B>, peer: &Peer, ctx: &Ctx) -> Option<Response<ReplyBody>> {
+    let web = ctx.web.as_ref()?;
+    if req.method() != Method::GET || req.uri().path().starts_with(wire::PATH_PREFIX) {
+        return None;
+    }
+    let (caller, userid) = match caller(req, peer, ctx, true) {
+        Ok(c) => c,
+        Err(msg) => return Some(unauthorized(msg)),
+    };
+    let r = match web.get(req.uri().path(), &caller)? {
+        crate::web::WebRoute::Page(r) => r,
+        crate::web::WebRoute::Rpc {
+            topic,
+            streaming,
+            role,
+        } => {
+            let payload = serde_json::Value::Object(Default::default());
+            let role = crate::web::cap(&role, &caller);
+            return Some(dispatch(ctx, topic.to_string(), payload, streaming, role, userid).await);
+        }
+    };
+    let mut resp = Response::new(ReplyBody::Full((!r.body.is_empty()).then_some(r.body)));
+    *resp.status_mut() = StatusCode::from_u16(r.status).unwrap_or(StatusCode::OK);
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(r.content_type));
+    Some(resp)
 }
 
 /// NDJSON lines accumulated from body frames.

@@ -37,6 +37,7 @@ mod bind;
 mod flux;
 mod http;
 mod limits;
+pub mod web;
 
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -50,7 +51,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use bind::Listeners;
-pub use limits::{overflow_error, reply_cost, Limits, QueueSlot, ReplyRefused, ReplySender};
+pub use limits::{
+    overflow_error, reply_cost, Limits, QueueProbe, QueueSlot, ReplyRefused, ReplySender,
+};
 pub use tls::TlsListen;
 
 /// What a listener hands to the service loop.

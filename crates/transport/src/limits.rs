@@ -304,6 +304,16 @@ impl ReplySender {
         self.tx.is_closed()
     }
 
+    /// A handle to watch this request's outbound queue (metrics) that
+    /// does not keep the request open.
+    pub fn probe(&self) -> QueueProbe {
+        QueueProbe {
+            queue: Arc::clone(&self.queue),
+            tx: self.tx.downgrade(),
+            ended: Arc::clone(&self.ended),
+        }
+    }
+
     /// Was the request's last reply queued (or refused), or is the
     /// receiving side gone?
     pub fn is_ended(&self) -> bool {
@@ -313,6 +323,37 @@ impl ReplySender {
     /// Resolves when the receiving side is gone.
     pub async fn closed(&self) {
         self.tx.closed().await
+    }
+}
+
+/// Watches the outbound queue of one request's connection without
+/// keeping the request open: live while a [`ReplySender`] of the request
+/// exists (the service holds it until the last reply) and its last reply
+/// was not sent.
+#[derive(Debug, Clone)]
+pub struct QueueProbe {
+    queue: Arc<OutQueue>,
+    tx: mpsc::WeakUnboundedSender<Reply>,
+    ended: Arc<AtomicBool>,
+}
+
+impl QueueProbe {
+    /// Is the request still open?
+    pub fn is_live(&self) -> bool {
+        !self.ended.load(Ordering::Acquire)
+            && self.tx.strong_count() > 0
+            && self.tx.upgrade().is_some_and(|tx| !tx.is_closed())
+    }
+
+    /// Bytes of replies queued for the connection and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.queue.queued()
+    }
+
+    /// The same number for every request sharing one queue (one
+    /// connection), so that a sum counts each queue once.
+    pub fn queue_id(&self) -> usize {
+        Arc::as_ptr(&self.queue) as usize
     }
 }
 
@@ -509,6 +550,39 @@ mod tests {
         assert!(!q.charge(1));
         q.release(100);
         assert_eq!(q.queued(), 0);
+    }
+
+    #[test]
+    fn probe_sees_the_queue_and_the_end_of_the_request() {
+        let q = OutQueue::new(10_000);
+        let (s, mut rx) = ReplySender::new(Arc::clone(&q), true);
+        let (s2, _rx2) = ReplySender::new(Arc::clone(&q), true);
+        let p = s.probe();
+        assert!(p.is_live());
+        assert_eq!(
+            p.queue_id(),
+            s2.probe().queue_id(),
+            "one queue per connection"
+        );
+        assert_eq!(p.queued_bytes(), 0);
+        s.send(Ok(json!({"a": "x".repeat(200)}).into())).unwrap();
+        assert!(p.queued_bytes() >= 200, "{}", p.queued_bytes());
+        assert!(p.is_live(), "a stream stays open after a response");
+        // the probe does not keep the request open
+        drop(s);
+        assert!(!p.is_live());
+        assert!(rx.try_recv().is_ok());
+        // an error ends a stream even while its sender is kept
+        let (s3, _rx3) = ReplySender::new(Arc::clone(&q), true);
+        let p3 = s3.probe();
+        s3.send(Err(rpc::RpcError::bare(rpc::errno::ENODATA)))
+            .unwrap();
+        assert!(!p3.is_live());
+        // the receiving side gone
+        let (s4, rx4) = ReplySender::new(q, true);
+        let p4 = s4.probe();
+        drop(rx4);
+        assert!(!p4.is_live());
     }
 
     #[test]

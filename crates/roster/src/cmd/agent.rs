@@ -90,9 +90,12 @@ struct Args {
     /// virtual leaves below them.
     #[arg(long, value_name = "N", requires = "simulate", default_value_t = 0)]
     relays: usize,
-    /// Log every session change.
+    /// Log every session change (RUST_LOG overrides the level).
     #[arg(short, long)]
     verbose: bool,
+    /// Log lines as text or as JSON objects.
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t)]
+    log_format: crate::logging::LogFormat,
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
@@ -114,6 +117,11 @@ fn seconds(what: &str, s: f64) -> Result<Duration, String> {
     }
 }
 
+/// The command line, for `roster completions` and `roster manpage`.
+pub fn command() -> clap::Command {
+    <Args as clap::CommandFactory>::command()
+}
+
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let args = match Args::try_parse_from(args) {
         Ok(a) => a,
@@ -130,6 +138,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 }
 
 fn run(args: Args) -> Result<ExitCode, String> {
+    crate::logging::init(args.verbose, args.log_format);
     let tls_files = client::TlsFiles {
         ca: args.ca.clone(),
         cert: args.cert.clone(),
@@ -215,8 +224,10 @@ fn run(args: Args) -> Result<ExitCode, String> {
         let rep = Arc::clone(&report);
         runtime
             .block_on(agent::simulate(cfg, stop_rx, rep, move |t| {
-                eprintln!(
-                    "roster agent: simulator: all {n} agents joined in {:.3} s",
+                tracing::info!(
+                    agents = n,
+                    seconds = t.as_secs_f64(),
+                    "simulator: all {n} agents joined in {:.3} s",
                     t.as_secs_f64()
                 );
             }))
@@ -224,7 +235,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         let failed = report.failed.load(std::sync::atomic::Ordering::Relaxed);
         if let Ok(errs) = report.errors.lock() {
             for e in errs.iter() {
-                eprintln!("roster agent: {e}");
+                tracing::error!("{e}");
             }
         }
         return Ok(if failed > 0 && failed == n {
@@ -327,20 +338,25 @@ fn run(args: Args) -> Result<ExitCode, String> {
     let result = runtime.block_on(agent::run(&cfg, Control::new(stop_rx), |ev| match ev {
         Event::Joined { rank, heartbeat } => {
             failing = false;
-            eprintln!(
-                "roster agent: {host} joined as rank {rank} (heartbeat every {:.3} s)",
+            tracing::info!(
+                hostname = %host,
+                rank,
+                heartbeat = heartbeat.as_secs_f64(),
+                "{host} joined as rank {rank} (heartbeat every {:.3} s)",
                 heartbeat.as_secs_f64()
             )
         }
         Event::Lost { reason } => {
-            eprintln!("roster agent: session lost: {reason}; reconnecting")
+            tracing::warn!(hostname = %host, %reason, "session lost: {reason}; reconnecting")
         }
         Event::Drained { reason } => eprintln!("roster agent: {host} is drained: {reason}"),
         Event::Retrying { error, delay } => {
             if verbose || !failing {
                 failing = true;
-                eprintln!(
-                    "roster agent: {error}; retrying in about {:.1} s",
+                tracing::warn!(
+                    hostname = %host,
+                    %error,
+                    "{error}; retrying in about {:.1} s",
                     delay.as_secs_f64()
                 )
             }

@@ -93,6 +93,11 @@ struct Opts {
     words: Vec<String>,
 }
 
+/// The command line, for `roster completions` and `roster manpage`.
+pub fn command() -> clap::Command {
+    <Opts as clap::CommandFactory>::command()
+}
+
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let mut argv = args;
     if let Some(first) = argv.first_mut() {

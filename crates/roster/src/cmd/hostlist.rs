@@ -45,7 +45,7 @@ const LOG_PREFIX: &str = "roster-hostlist";
 // ------------------------------------------------------------------ command line
 
 /// flux-hostlist.py's `ArgumentParser`, through [`pycompat::argparse`].
-fn parser() -> Parser {
+pub(crate) fn parser() -> Parser {
     Parser::new(PROG)
         .arg(Arg::flag(
             "expand",

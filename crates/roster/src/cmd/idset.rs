@@ -24,6 +24,30 @@ Subcommands:
 An IDSET of '-' is read from standard input (one idset per line).
 ";
 
+/// The sub-commands and what they do (for `roster completions` and
+/// `roster manpage`; keep in step with [`USAGE`]).
+pub(crate) const SUBCOMMANDS: [(&str, &str); 7] = [
+    (
+        "normalize",
+        "print each IDSET in canonical form, one per line",
+    ),
+    (
+        "expand",
+        "print the ids of each IDSET, space separated, one line each",
+    ),
+    (
+        "count",
+        "print the number of ids of each IDSET, one per line",
+    ),
+    ("union", "print the union of all IDSETs"),
+    ("intersect", "print the intersection of all IDSETs"),
+    ("diff", "print the first IDSET minus all the others"),
+    (
+        "xor",
+        "print the symmetric difference of all IDSETs (ids in an odd number of them)",
+    ),
+];
+
 fn read_args(args: &[OsString]) -> Result<Vec<IdSet>, String> {
     let mut out = Vec::new();
     for a in args {

@@ -36,7 +36,7 @@ fn die_errno<T>(msg: impl std::fmt::Display, errno: &str) -> Res<T> {
 // Option parsing: flux's liboptparse, through [`pycompat::getopt`].
 
 /// `RSET_DOC`.
-const DOC: &str = "Read, generate, and process RFC 20 Resource Set objects.\nOptions:\n";
+pub(crate) const DOC: &str = "Read, generate, and process RFC 20 Resource Set objects.\nOptions:\n";
 
 const ENCODE_OPTS: &[OptSpec] = &[
     OptSpec {
@@ -128,7 +128,7 @@ const DECODE_OPTS: &[OptSpec] = &[
     },
 ];
 
-const SUBS: &[Subcommand] = &[
+pub(crate) const SUBS: &[Subcommand] = &[
     Subcommand {
         name: "append",
         usage: "",

@@ -86,6 +86,18 @@ fn config_file_arg() -> Arg {
     Arg::opt("config_file", &["--config-file"], "").hidden()
 }
 
+/// `--json` (Roster's): hidden from usage and help so that both stay
+/// byte-identical to flux's; shown in the man page and completions
+/// (`doc`), documented in the README.
+fn json_arg(doc: bool, help: &'static str) -> Arg {
+    let a = Arg::flag("json", &["--json"], help);
+    if doc {
+        a
+    } else {
+        a.hidden()
+    }
+}
+
 fn format_arg(help: &'static str) -> Arg {
     Arg::opt("format", &["-o", "--format"], help).default_str("default")
 }
@@ -93,6 +105,16 @@ fn format_arg(help: &'static str) -> Arg {
 /// The command line of `roster resource` (flux-resource.py's parser, plus
 /// the global service options and Roster's `acquire`/`release`).
 pub fn parser() -> Parser {
+    build_parser(false)
+}
+
+/// [`parser`] with Roster's own hidden options shown, for `roster
+/// manpage` and `roster completions`.
+pub fn doc_parser() -> Parser {
+    build_parser(true)
+}
+
+fn build_parser(doc: bool) -> Parser {
     let fmt_help = "Specify output format using Python's string format syntax or a defined format by name (use 'help' to get a list of names)";
     Parser::new(USAGE_PROG)
         .arg(
@@ -155,6 +177,10 @@ pub fn parser() -> Parser {
             ))
             .arg(no_header_arg())
             .arg(color_arg())
+            .arg(json_arg(
+                doc,
+                "Print one JSON document instead of the table (Roster; only used when no drain targets specified)",
+            ))
             .arg(Arg::pos_optional(
                 "targets",
                 "List of targets to drain (IDSET or HOSTLIST)",
@@ -195,6 +221,7 @@ pub fn parser() -> Parser {
                     &["--skip-empty"],
                     "Skip empty lines of output even with --states",
                 ))
+                .arg(json_arg(doc, "Print one JSON document instead of the table (Roster)"))
         })
         .sub("list", |p| {
             p.arg(format_arg(fmt_help))
@@ -218,6 +245,7 @@ pub fn parser() -> Parser {
                 .arg(no_header_arg())
                 .arg(from_stdin_arg())
                 .arg(config_file_arg())
+                .arg(json_arg(doc, "Print one JSON document instead of the table (Roster)"))
         })
         .sub("info", |p| {
             p.arg(
@@ -361,10 +389,30 @@ pub struct Ctx<'a> {
     pub now: &'a dyn Fn() -> f64,
 }
 
+/// What to do about an error flux has no advice for.
+fn error_hint(text: &str) -> Option<&'static str> {
+    if !text.starts_with("cannot connect to ") {
+        return None;
+    }
+    Some(if text.starts_with("cannot connect to tcp://") {
+        "is `roster serve` listening there? TCP needs --token-file (or ROSTER_TOKEN_FILE) with the service's token"
+    } else if text.starts_with("cannot connect to tls://") {
+        "is `roster serve` listening there? TLS needs --ca (ROSTER_CA) to check the service, and --cert/--key (ROSTER_CERT/ROSTER_KEY) or --token-file for your role"
+    } else {
+        "is a service running? Start one with `roster serve &`, or point --uri / ROSTER_URI at it"
+    })
+}
+
 impl Ctx<'_> {
     /// Log a diagnostic as flux's CLIMain logger does.
     pub fn log(&mut self, level: Level, text: &str) {
         let _ = writeln!(self.err, "{PROG}: {}: {text}", level.name());
+        // After flux's ERROR line (kept byte-identical), a hint of our own.
+        if matches!(level, Level::Error) {
+            if let Some(hint) = error_hint(text) {
+                let _ = writeln!(self.err, "{PROG}: {}: {hint}", Level::Info.name());
+            }
+        }
     }
 
     /// `LOGGER.error(text)`, exit status 1.
@@ -396,6 +444,24 @@ impl Ctx<'_> {
     }
 }
 
+/// The sub-command a mistyped one was probably meant to be, from
+/// argparse's `argument subcommand: invalid choice: 'X' (choose from
+/// 'a', 'b', ...)` error.
+fn subcommand_guess(error: &str) -> Option<String> {
+    let rest = error
+        .split("argument subcommand: invalid choice: ")
+        .nth(1)?;
+    let (word, choices) = rest.split_once(" (choose from ")?;
+    let word = word.trim_matches('\'');
+    let choices: Vec<&str> = choices
+        .trim_end()
+        .trim_end_matches(')')
+        .split(", ")
+        .map(|c| c.trim_matches('\''))
+        .collect();
+    crate::cmd::suggest::closest(word, choices)
+}
+
 /// Parse and run one command line (`words` excludes the program name).
 /// Returns the exit status.
 pub fn run(
@@ -413,6 +479,9 @@ pub fn run(
         }
         Err(Stop::Error(text)) => {
             let _ = ctx.err.write_all(text.as_bytes());
+            if let Some(guess) = subcommand_guess(&text) {
+                ctx.log(Level::Info, &format!("did you mean '{guess}'?"));
+            }
             return 2;
         }
     };

@@ -52,13 +52,26 @@ struct Args {
     /// CA certificate (PEM) that signs client certificates.
     #[arg(long, value_name = "FILE")]
     tls_client_ca: Option<PathBuf>,
-    /// Log debug messages too.
+    /// Log debug messages too (RUST_LOG, e.g. `info,serve=debug`, overrides).
     #[arg(short, long)]
     verbose: bool,
+    /// Log lines as text or as JSON objects.
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t)]
+    log_format: crate::logging::LogFormat,
 }
 
 fn parse_uri(s: &str) -> Result<Uri, String> {
     Uri::parse(s).map_err(|e| e.to_string())
+}
+
+/// The command line, for `roster completions` and `roster manpage`
+/// (with `ca` and its sub-commands).
+pub fn command() -> clap::Command {
+    let ca = <CaArgs as clap::CommandFactory>::command()
+        .name("ca")
+        .bin_name("roster serve ca")
+        .about("A certificate authority for a Roster site (init, issue)");
+    <Args as clap::CommandFactory>::command().subcommand(ca)
 }
 
 /// A certificate authority for a Roster site: `roster serve ca init DIR`
@@ -167,17 +180,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let level = if args.verbose {
-        tracing::Level::DEBUG
-    } else {
-        tracing::Level::INFO
-    };
-    let _ = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_target(false)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+    crate::logging::init(args.verbose, args.log_format);
     let opts = serve::Options {
         config: args.config,
         statedir: args.statedir,
@@ -197,6 +200,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             }
             Err(e) => {
                 eprintln!("roster serve: {e}");
+                config_hint(&e);
                 ExitCode::from(1)
             }
         };
@@ -208,7 +212,64 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("roster serve: {e}");
+            config_hint(&e);
             ExitCode::from(1)
         }
     }
+}
+
+/// After an unknown key or table in a configuration file: `FILE:LINE:
+/// did you mean 'KEY'?` for each one close to a known name.
+fn config_hint(e: &serve::ServeError) {
+    let serve::ServeError::Config(ce) = e else {
+        return;
+    };
+    let (table, words): (&str, Vec<&str>) = match &ce.kind {
+        config::ErrorKind::UnknownKeys { table, keys } => {
+            (table.as_str(), keys.iter().map(String::as_str).collect())
+        }
+        config::ErrorKind::UnknownTable(name) | config::ErrorKind::UnknownTopKey(name) => {
+            ("", vec![name.as_str()])
+        }
+        _ => return,
+    };
+    let known = config::known_keys(table);
+    let text = ce
+        .origin
+        .as_deref()
+        .and_then(|f| std::fs::read_to_string(f).ok());
+    for word in words {
+        let Some(guess) = super::suggest::closest(word, known.iter().copied()) else {
+            continue;
+        };
+        let place = match (
+            &ce.origin,
+            text.as_deref().and_then(|t| line_of_key(t, word)),
+        ) {
+            (Some(f), Some(l)) => format!("{f}:{l}: "),
+            (Some(f), None) => format!("{f}: "),
+            _ => String::new(),
+        };
+        eprintln!("roster serve: hint: {place}did you mean '{guess}'?");
+    }
+}
+
+/// The first line defining `key` (`key =`, `"key" =`, `[key]`, `[[key]]`
+/// or a dotted `[a.key]`), 1-based.
+fn line_of_key(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start();
+            let bare = l
+                .strip_prefix(key)
+                .or_else(|| l.strip_prefix(&format!("\"{key}\"")))
+                .is_some_and(|rest| rest.trim_start().starts_with('='));
+            let header = l.starts_with('[')
+                && l.trim_start_matches('[')
+                    .split(']')
+                    .next()
+                    .is_some_and(|h| h.rsplit('.').next().map(str::trim) == Some(key));
+            bare || header
+        })
+        .map(|i| i + 1)
 }

@@ -1,12 +1,13 @@
 //! Sub-commands that send one request (`drain TARGETS`, `undrain`,
 //! `reload`, `acquire-mute`, `release`) and Roster's `acquire` stream.
 
-use super::service::{Service, StreamItem};
+use super::service::{Service, StreamItem, SvcError};
 use super::sys::realpath;
 use super::Ctx;
+use idset::IdSet;
 use pycompat::argparse::Namespace;
 use resource_views::Level;
-use rpc::errno::{EEXIST, ENODATA};
+use rpc::errno::{EEXIST, EINVAL, ENODATA};
 use serde_json::{Map, Value};
 
 /// The `mode` of a drain or undrain request from `-u` / `-f` / `-ff`;
@@ -62,8 +63,78 @@ pub fn drain(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
                     "Use --force to overwrite existing drain reason",
                 );
             }
+            targets_hint(ns, &e, ctx, svc);
             1
         }
+    }
+}
+
+/// After flux's error for targets the instance does not have (`idset is
+/// out of range`, `invalid hosts: ...`), INFO lines of Roster's: the
+/// valid ranks and hosts, and the nearest hostname for a mistyped one.
+/// Nothing is added if the resource set cannot be fetched.
+fn targets_hint(ns: &Namespace, e: &SvcError, ctx: &mut Ctx<'_>, svc: &mut dyn Service) {
+    let SvcError::Rpc(err) = e else { return };
+    let text = err.message();
+    let bad_hosts = text
+        .strip_prefix("invalid targets: invalid hosts: ")
+        .map(str::to_string);
+    if err.errnum != EINVAL || (text != "idset is out of range" && bad_hosts.is_none()) {
+        return;
+    }
+    let Ok(status) = svc.rpc("resource.status", Value::Null) else {
+        return;
+    };
+    let rset = match status.get("R") {
+        Some(r) if !r.is_null() => match rset::Rset::from_json(r) {
+            Ok(r) => r,
+            Err(_) => return,
+        },
+        _ => rset::Rset::new(),
+    };
+    let ranks = rset.ranks();
+    if ranks.is_empty() {
+        ctx.log(
+            Level::Info,
+            "the instance has no resources: no valid targets",
+        );
+        return;
+    }
+    let hosts = rset.nodelist().unwrap_or_default();
+    let valid = if hosts.is_empty() {
+        format!("valid targets: ranks {}", ranks.encode())
+    } else {
+        format!(
+            "valid targets: ranks {} or hosts {}",
+            ranks.encode(),
+            hosts.encode()
+        )
+    };
+    ctx.log(Level::Info, &valid);
+    // A typo: the nearest name for each (of the first few) unknown hosts.
+    let Some(bad) = bad_hosts.or_else(|| ns.str("targets").map(String::from)) else {
+        return;
+    };
+    let Ok(bad) = hostlist::Hostlist::decode(&bad) else {
+        return;
+    };
+    if IdSet::parse(&bad.encode()).is_ok() {
+        return;
+    }
+    let names: Vec<String> = hosts.iter().collect();
+    let guesses: Vec<String> = bad
+        .iter()
+        .take(4)
+        .filter_map(|h| {
+            crate::cmd::suggest::closest(&h, names.iter().map(String::as_str))
+                .map(|g| format!("'{g}' (for '{h}')"))
+        })
+        .collect();
+    if !guesses.is_empty() {
+        ctx.log(
+            Level::Info,
+            &format!("did you mean {}?", guesses.join(", ")),
+        );
     }
 }
 
@@ -75,7 +146,11 @@ pub fn undrain(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 
     };
     match svc.rpc("resource.undrain", payload(ns, mode)) {
         Ok(_) => 0,
-        Err(e) => ctx.rpc_fail(&e),
+        Err(e) => {
+            let code = ctx.rpc_fail(&e);
+            targets_hint(ns, &e, ctx, svc);
+            code
+        }
     }
 }
 

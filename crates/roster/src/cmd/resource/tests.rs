@@ -322,7 +322,24 @@ fn status_rpc_errors() {
     assert_eq!(o.code, 1);
     assert_eq!(
         o.stderr,
-        "roster-resource: ERROR: cannot connect to unix:///run/roster.sock: No such file or directory\n"
+        "roster-resource: ERROR: cannot connect to unix:///run/roster.sock: No such file or directory\n\
+         roster-resource: INFO: is a service running? Start one with `roster serve &`, or point --uri / ROSTER_URI at it\n"
+    );
+
+    // over TLS, the hint names the TLS flags
+    let fake = Fake::new().reply(
+        "resource.status",
+        Err(SvcError::Connect(
+            "cannot connect to tls://head:8050: Connection refused".into(),
+        )),
+    );
+    let o = run_with(&["status"], fake);
+    assert!(
+        o.stderr.ends_with(
+            "roster-resource: INFO: is `roster serve` listening there? TLS needs --ca (ROSTER_CA) to check the service, and --cert/--key (ROSTER_CERT/ROSTER_KEY) or --token-file for your role\n"
+        ),
+        "{}",
+        o.stderr
     );
 }
 
@@ -497,7 +514,8 @@ fn drain_errors() {
     let o = run_with(&["drain", "1"], fake);
     assert_eq!(
         o.stderr,
-        "roster-resource: ERROR: cannot connect to unix:///x: Connection refused\n"
+        "roster-resource: ERROR: cannot connect to unix:///x: Connection refused\n\
+         roster-resource: INFO: is a service running? Start one with `roster serve &`, or point --uri / ROSTER_URI at it\n"
     );
 }
 
@@ -1038,4 +1056,199 @@ fn eventlog_human_and_color() {
     ]);
     let o = run_with(&["eventlog", "-L"], fake);
     assert!(o.stdout.contains("\x1b[33mdrain\x1b[0m"), "{:?}", o.stdout);
+}
+
+// ------------------------------------------------------------------ --json
+
+fn json_of(o: &Out) -> Value {
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.stdout.matches('\n').count(), 1, "one line: {}", o.stdout);
+    serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", o.stdout))
+}
+
+#[test]
+fn status_json_is_the_lines_of_the_table() {
+    let fake = Fake::new().json("resource.status", &example_status());
+    // -o and -n are ignored; the states are the table's
+    let o = run_with(&["status", "--json", "-o", "{nnodes}", "-n"], fake);
+    assert_eq!(
+        json_of(&o),
+        json!({"version": 1, "lines": [
+            {"state": "avail", "online": true, "nnodes": 2, "ranks": "2-3",
+             "nodelist": "foo[3-4]", "reason": null, "timestamp": null},
+            {"state": "exclude", "online": true, "nnodes": 1, "ranks": "0",
+             "nodelist": "foo1", "reason": null, "timestamp": null},
+            {"state": "drained", "online": true, "nnodes": 1, "ranks": "0",
+             "nodelist": "foo1", "reason": "bad node", "timestamp": 1607544031.1368911},
+            {"state": "drained", "online": false, "nnodes": 1, "ranks": "1",
+             "nodelist": "foo2", "reason": "testing drain", "timestamp": 1607544037.2190773},
+        ]})
+    );
+    // -s with an explicit list keeps the empty lines, as the table does
+    let fake = Fake::new().json("resource.status", &example_status());
+    let o = run_with(&["status", "--json", "-s", "torpid"], fake);
+    assert_eq!(
+        json_of(&o)["lines"],
+        json!([{"state": "torpid", "online": true, "nnodes": 0, "ranks": "",
+                "nodelist": "", "reason": null, "timestamp": null}])
+    );
+    // a bad state is still flux's error, nothing printed on stdout
+    let o = run_with(&["status", "--json", "-s", "bogus"], Fake::new());
+    assert_eq!(o.code, 1);
+    assert_eq!(o.stdout, "");
+}
+
+#[test]
+fn drain_json_lists_drained_nodes() {
+    let fake = Fake::new().json("resource.status", &example_status());
+    let o = run_with(&["drain", "--json", "-i", "foo2"], fake);
+    assert_eq!(
+        json_of(&o),
+        json!({"version": 1, "lines": [
+            {"state": "drained", "online": false, "nnodes": 1, "ranks": "1",
+             "nodelist": "foo2", "reason": "testing drain", "timestamp": 1607544037.2190773},
+        ]})
+    );
+    // nothing drained: no lines
+    let st = r#"{"R":null,"offline":"","online":"","exclude":"","torpid":"","drain":{}}"#;
+    let o = run_with(
+        &["drain", "--json"],
+        Fake::new().json("resource.status", st),
+    );
+    assert_eq!(json_of(&o), json!({"version": 1, "lines": []}));
+}
+
+#[test]
+fn list_json_has_counts_and_sets() {
+    let down = r#"{"version":1,"execution":{"R_lite":[{"rank":"1","children":{"core":"0-3"}}],"starttime":0.0,"expiration":0.0,"nodelist":["foo2"]}}"#;
+    let fake = Fake::new().json("resource.sched-status", &sched(R4, down, EMPTY_R));
+    let o = run_with(&["list", "--json"], fake);
+    assert_eq!(
+        json_of(&o),
+        json!({"version": 1, "lines": [
+            {"state": "free", "properties": [], "queues": [], "nnodes": 3, "ncores": 12,
+             "ngpus": 0, "ranks": "0,2-3", "nodelist": "foo[1,3-4]"},
+            {"state": "allocated", "properties": [], "queues": [], "nnodes": 0, "ncores": 0,
+             "ngpus": 0, "ranks": "", "nodelist": ""},
+            {"state": "down", "properties": [], "queues": [], "nnodes": 1, "ncores": 4,
+             "ngpus": 0, "ranks": "1", "nodelist": "foo2"},
+        ]})
+    );
+    // -i skips empty lines, as the table does
+    let fake = Fake::new().json("resource.sched-status", &sched(R4, down, EMPTY_R));
+    let o = run_with(&["list", "--json", "-i", "foo2"], fake);
+    let lines = json_of(&o)["lines"].clone();
+    assert_eq!(lines.as_array().map(Vec::len), Some(1), "{lines}");
+    assert_eq!(lines[0]["state"], "down");
+}
+
+#[test]
+fn list_json_properties_and_queues() {
+    let all = r#"{"version":1,"execution":{"R_lite":[{"rank":"0-3","children":{"core":"0-1"}}],"starttime":0.0,"expiration":0.0,"nodelist":["foo[1-4]"],"properties":{"debug":"0-1"}}}"#;
+    let fake = Fake::new()
+        .json("resource.sched-status", &sched(all, EMPTY_R, EMPTY_R))
+        .json(
+            "config.get",
+            r#"{"queues":{"debug":{"requires":["debug"]},"batch":{}}}"#,
+        );
+    let o = run_with(&["list", "--json", "-s", "free"], fake);
+    let doc = json_of(&o);
+    let lines = doc["lines"].as_array().cloned().unwrap_or_default();
+    assert_eq!(lines.len(), 2, "{doc}");
+    let debug = lines
+        .iter()
+        .find(|l| l["properties"] == json!(["debug"]))
+        .unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(debug["ranks"], "0-1");
+    let mut q: Vec<String> = serde_json::from_value(debug["queues"].clone()).unwrap_or_default();
+    q.sort();
+    assert_eq!(q, ["batch", "debug"]);
+    let plain = lines
+        .iter()
+        .find(|l| l["properties"] == json!([]))
+        .unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(plain["queues"], json!(["batch"]));
+    assert_eq!(plain["nodelist"], "foo[3-4]");
+}
+
+// ------------------------------------------------------------------ hints
+
+#[test]
+fn out_of_range_targets_name_the_valid_ones() {
+    // flux's ERROR line stays byte-identical; Roster's INFO lines follow
+    let fake = Fake::new()
+        .reply(
+            "resource.drain",
+            Err(SvcError::rpc(EINVAL, "idset is out of range")),
+        )
+        .json("resource.status", &example_status());
+    let o = run_with(&["drain", "7"], fake);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster-resource: ERROR: [Errno 22] idset is out of range\n\
+         roster-resource: INFO: valid targets: ranks 0-3 or hosts foo[1-4]\n"
+    );
+    assert_eq!(o.topics(), ["resource.drain", "resource.status"]);
+
+    let fake = Fake::new()
+        .reply(
+            "resource.undrain",
+            Err(SvcError::rpc(
+                EINVAL,
+                "invalid targets: invalid hosts: fo2,bar",
+            )),
+        )
+        .json("resource.status", &example_status());
+    let o = run_with(&["undrain", "fo2,bar"], fake);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "roster-resource: ERROR: invalid targets: invalid hosts: fo2,bar\n\
+         roster-resource: INFO: valid targets: ranks 0-3 or hosts foo[1-4]\n\
+         roster-resource: INFO: did you mean 'foo2' (for 'fo2')?\n"
+    );
+
+    // other errors get no hint, and no extra request
+    let fake = Fake::new().reply(
+        "resource.drain",
+        Err(SvcError::rpc(EINVAL, "something else")),
+    );
+    let o = run_with(&["drain", "7"], fake);
+    assert_eq!(
+        o.stderr,
+        "roster-resource: ERROR: [Errno 22] something else\n"
+    );
+    assert_eq!(o.topics(), ["resource.drain"]);
+
+    // the status cannot be fetched: flux's line alone
+    let fake = Fake::new().reply(
+        "resource.drain",
+        Err(SvcError::rpc(EINVAL, "idset is out of range")),
+    );
+    let o = run_with(&["drain", "7"], fake);
+    assert_eq!(
+        o.stderr,
+        "roster-resource: ERROR: [Errno 22] idset is out of range\n"
+    );
+}
+
+#[test]
+fn mistyped_subcommand_gets_a_suggestion_after_the_usage_error() {
+    let o = run_with(&["drian", "0"], Fake::new());
+    assert_eq!(o.code, 2);
+    let lines: Vec<&str> = o.stderr.lines().collect();
+    assert!(
+        lines[lines.len() - 2].starts_with(
+            "roster resource: error: argument subcommand: invalid choice: 'drian' (choose from"
+        ),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(
+        lines[lines.len() - 1],
+        "roster-resource: INFO: did you mean 'drain'?"
+    );
+    let o = run_with(&["frobnicate"], Fake::new());
+    assert!(!o.stderr.contains("did you mean"), "{}", o.stderr);
 }

@@ -86,6 +86,7 @@ fn status_render(
     svc: &mut dyn Service,
     from_stdin: bool,
     config_file: Option<&str>,
+    json: bool,
 ) -> i32 {
     let mut allocated = IdSet::new();
     let mut housekeeping = IdSet::new();
@@ -132,7 +133,11 @@ fn status_render(
         housekeeping: &housekeeping,
         config: config.as_ref(),
     };
-    let out = plan.render(&input, ctx.zone);
+    let out = if json {
+        plan.render_json(&input, ctx.zone)
+    } else {
+        plan.render(&input, ctx.zone)
+    };
     ctx.emit(&out)
 }
 
@@ -158,7 +163,16 @@ pub fn status(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
     };
     let from_stdin = ns.flag("from_stdin");
     let config_file = ns.str("config_file").map(String::from);
-    status_render(&plan, &opts, ctx, svc, from_stdin, config_file.as_deref())
+    let json = ns.flag("json");
+    status_render(
+        &plan,
+        &opts,
+        ctx,
+        svc,
+        from_stdin,
+        config_file.as_deref(),
+        json,
+    )
 }
 
 /// `roster resource drain` without targets: the drained nodes.
@@ -180,7 +194,7 @@ pub fn drain_list(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i
         Ok(p) => p,
         Err(out) => return ctx.emit(&out),
     };
-    status_render(&plan, &opts, ctx, svc, false, None)
+    status_render(&plan, &opts, ctx, svc, false, None, ns.flag("json"))
 }
 
 /// `roster resource list`, `info` and `R`.
@@ -239,6 +253,10 @@ pub fn list(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service, view: List
         sched_status: &sched,
         config: config.as_ref(),
     };
-    let out = plan.render(&input, &cfg, ctx.env, ctx.zone);
+    let out = if ns.flag("json") && view != ListView::R {
+        plan.render_json(&input, ctx.zone)
+    } else {
+        plan.render(&input, &cfg, ctx.env, ctx.zone)
+    };
     ctx.emit(&out)
 }

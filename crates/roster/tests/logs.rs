@@ -1,0 +1,66 @@
+//! Structured logs: the start-up summary, event fields, `--log-format
+//! json`, `RUST_LOG` filtering.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn json_logs_carry_fields_and_one_startup_summary() {
+    let s = Scratch::new("logs-json");
+    let mut d = start(&s, &fake_config(4, ""), &["--log-format", "json"]);
+    d.ok(&["drain", "2-3", "bad dimm"]);
+    d.stop();
+    let log = d.log_text();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    let starts: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|v| v["fields"]["replayed_events"].is_u64())
+        .collect();
+    assert_eq!(starts.len(), 1, "{log}");
+    let f = &starts[0]["fields"];
+    assert_eq!(f["nodes"], 4);
+    assert_eq!(f["version"], env!("CARGO_PKG_VERSION"));
+    assert!(
+        f["listeners"].as_str().unwrap().starts_with("unix://"),
+        "{f}"
+    );
+    assert!(f["statedir"].as_str().unwrap().ends_with("state"), "{f}");
+    assert!(starts[0]["timestamp"].is_string());
+    let drain = lines
+        .iter()
+        .find(|v| v["fields"]["event"] == "drain")
+        .unwrap_or_else(|| panic!("no drain event line:\n{log}"));
+    assert_eq!(drain["fields"]["rank"], "2-3");
+    assert_eq!(drain["fields"]["nodelist"], "fake[2-3]");
+    assert_eq!(drain["fields"]["reason"], "bad dimm");
+    assert_eq!(drain["level"], "INFO");
+
+    // RUST_LOG filters.  (One test: the variable is process-wide, and the
+    // daemon inherits it.)
+    let s = Scratch::new("logs-filter");
+    std::env::set_var("RUST_LOG", "warn");
+    let mut d = start(&s, &fake_config(2, ""), &[]);
+    std::env::remove_var("RUST_LOG");
+    d.ok(&["drain", "1"]);
+    d.stop();
+    let quiet = d.log_text();
+    assert!(!quiet.contains("ready:"), "{quiet}");
+    assert!(!quiet.contains("event drain"), "{quiet}");
+
+    let s = Scratch::new("logs-text");
+    let mut d = start(&s, &fake_config(2, ""), &[]);
+    d.stop();
+    let text = d.log_text();
+    let line = text
+        .lines()
+        .find(|l| l.contains(" ready: 2 nodes"))
+        .unwrap_or_else(|| panic!("{text}"));
+    // 2026-11-25T07:54:53.123456Z  INFO roster serve 0.1.0 ready: ...
+    assert!(line.as_bytes()[4] == b'-' && line.contains('T'), "{line}");
+    assert!(line.contains("INFO"), "{line}");
+    assert!(line.contains("replayed_events=0"), "{line}");
+}

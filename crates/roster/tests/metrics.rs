@@ -1,0 +1,279 @@
+//! `GET /metrics`, `/healthz`, `/readyz` on a running daemon, scraped by a
+//! real Prometheus (Debian package `prometheus`) and linted by `promtool`.
+
+mod common;
+
+use common::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A plain HTTP/1.1 GET; returns (status, body).
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).expect("read reply");
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").expect("http reply");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status");
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    (status, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((len, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(len.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = &rest[n + 2..];
+    }
+    out
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Is `tool` on PATH?  Missing: skip loudly, or fail under `CI=true`.
+fn have(tool: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{tool} is not installed (Debian package `prometheus`) and CI=true");
+        }
+        eprintln!("!!! SKIPPING: {tool} not installed (apt-get install prometheus)");
+    }
+    found
+}
+
+fn daemon_with_tcp(s: &Scratch, nodes: u32) -> (Daemon, String) {
+    let token = s.write("token", "s3cret\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let tcp = format!("tcp://{addr}");
+    let d = start(
+        s,
+        &fake_config(nodes, ""),
+        &["--listen", &tcp, "--token-file", token.to_str().unwrap()],
+    );
+    (d, addr)
+}
+
+fn gauge(text: &str, state: &str) -> Option<u64> {
+    let key = format!("roster_nodes{{state=\"{state}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn metrics_health_and_readiness_without_a_token() {
+    let s = Scratch::new("metrics");
+    let (d, addr) = daemon_with_tcp(&s, 4);
+    assert_eq!(http_get(&addr, "/healthz"), (200, "ok\n".into()));
+    assert_eq!(http_get(&addr, "/readyz"), (200, "ready\n".into()));
+    let (status, text) = http_get(&addr, "/metrics");
+    assert_eq!(status, 200);
+    assert_eq!(gauge(&text, "up"), Some(0), "{text}");
+    assert_eq!(gauge(&text, "offline"), Some(4), "{text}");
+    assert!(text.contains("roster_nodes_size 4"), "{text}");
+    assert!(text.contains("roster_process_open_fds "), "{text}");
+    // RPCs still need the token on TCP
+    let (status, _) = http_get(&addr, "/v1/resource.status");
+    assert_ne!(status, 200);
+    d.ok(&["drain", "1-2", "maintenance"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, text) = http_get(&addr, "/metrics");
+        if gauge(&text, "drained") == Some(2) {
+            assert!(
+                text.contains(
+                    "roster_rpc_requests_total{topic=\"resource.drain\",outcome=\"ok\"} 1"
+                ),
+                "{text}"
+            );
+            assert!(text.contains("roster_eventlog_appends_total"), "{text}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "drained count never became 2:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // other paths are not routes: without a token, TCP answers 401
+    let (status, _) = http_get(&addr, "/nope");
+    assert_eq!(status, 401);
+}
+
+fn value(text: &str, key: &str) -> Option<i64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Wait until `/metrics` shows `key` at `want`.
+fn wait_for(addr: &str, key: &str, want: i64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, text) = http_get(addr, "/metrics");
+        if value(&text, key) == Some(want) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{key} never became {want}:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn journal_followers_and_their_queues() {
+    let s = Scratch::new("metrics-streams");
+    let (d, addr) = daemon_with_tcp(&s, 4);
+    let key = "roster_streams{topic=\"resource.journal\"} ";
+    wait_for(&addr, key, 0);
+    // a follower: roster resource eventlog -F
+    let follower = Killed(
+        roster()
+            .args(["resource", "--uri", &d.uri, "eventlog", "-F"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let text = wait_for(&addr, key, 1);
+    // it reads: nothing stays queued for long
+    assert!(
+        value(
+            &text,
+            "roster_stream_queued_bytes{topic=\"resource.journal\"} "
+        )
+        .is_some(),
+        "{text}"
+    );
+    assert!(
+        value(
+            &text,
+            "roster_stream_queued_bytes_max{topic=\"resource.journal\"} "
+        )
+        .is_some(),
+        "{text}"
+    );
+    assert_eq!(
+        value(&text, "roster_streams{topic=\"resource.acquire\"} "),
+        Some(0)
+    );
+    drop(follower);
+    wait_for(&addr, key, 0);
+}
+
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn prometheus_scrapes_the_drained_count_and_promtool_is_clean() {
+    if !have("prometheus") || !have("promtool") {
+        return;
+    }
+    let s = Scratch::new("prometheus");
+    let (d, addr) = daemon_with_tcp(&s, 8);
+
+    // promtool lints the exposition text
+    let (_, text) = http_get(&addr, "/metrics");
+    let mut lint = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lint.stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = lint.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let prom_addr = format!("127.0.0.1:{}", free_port());
+    let cfg = s.write(
+        "prometheus.yml",
+        &format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+             scrape_configs:\n  - job_name: roster\n    static_configs:\n      - targets: ['{addr}']\n"
+        ),
+    );
+    let log = std::fs::File::create(s.path("prometheus.log")).unwrap();
+    let _prom = Killed(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!("--storage.tsdb.path={}", s.path("tsdb").display()))
+            .arg(format!("--web.listen-address={prom_addr}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus"),
+    );
+    d.ok(&["drain", "3,5,7", "via", "prometheus"]);
+    let query = "/api/v1/query?query=roster_nodes%7Bstate%3D%22drained%22%7D";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let reply = std::panic::catch_unwind(|| http_get(&prom_addr, query)).ok();
+        if let Some((200, body)) = reply {
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            let value = v["data"]["result"][0]["value"][1]
+                .as_str()
+                .map(str::to_string);
+            if value.as_deref() == Some("3") {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never returned 3 drained nodes; its log:\n{}",
+            std::fs::read_to_string(s.path("prometheus.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}

@@ -1,0 +1,571 @@
+//! Prometheus metrics (`GET /metrics`) and health checks (`GET /healthz`,
+//! `GET /readyz`) on the HTTP listeners.
+//!
+//! The service loop only bumps atomics (counters, histograms) on its hot
+//! path; node-state gauges are recomputed from the core's id sets at most
+//! every [`NODE_REFRESH`] (set algebra on ranges, microseconds at 16k
+//! nodes), so a scrape never waits for, nor slows, the service loop.
+//! Process figures (RSS, open fds) and the outbound queues of open streams
+//! (journal followers, acquire holders, agent sessions) are read at
+//! scrape time.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::{text::encode, EncodeLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use roster_core::Service;
+use transport::web::{WebHandler, WebResponse, WebRoute};
+use transport::QueueProbe;
+
+/// Node-state gauges are recomputed at most this often.
+pub const NODE_REFRESH: Duration = Duration::from_millis(250);
+
+/// The node states exported by `roster_nodes{state=...}` (they overlap
+/// as in `flux resource status`: a drained node is also down).
+pub const STATES: [&str; 7] = [
+    "up", "down", "drained", "draining", "excluded", "torpid", "offline",
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RpcLabel {
+    topic: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TopicLabel {
+    topic: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 20 µs .. ~10 s
+    Histogram::new(exponential_buckets(0.00002, 2.0, 20))
+}
+
+/// Every metric of one daemon.
+pub struct Metrics {
+    registry: Registry,
+    nodes: Family<StateLabel, Gauge>,
+    nodes_total: Gauge,
+    agents: Gauge,
+    rpcs: Family<RpcLabel, Counter>,
+    rpc_seconds: HistogramFamily<TopicLabel>,
+    appends: Counter,
+    commit_seconds: Histogram,
+    followers: Gauge,
+    acquirers: Gauge,
+    rss: Gauge,
+    fds: Gauge,
+    streams: Family<TopicLabel, Gauge>,
+    stream_bytes: Family<TopicLabel, Gauge>,
+    stream_bytes_max: Family<TopicLabel, Gauge>,
+    /// Open streaming requests, by topic label (pruned as they end).
+    probes: Mutex<Probes>,
+    ready: AtomicBool,
+    last_refresh: Mutex<Option<Instant>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let nodes = Family::<StateLabel, Gauge>::default();
+        registry.register(
+            "roster_nodes",
+            "Execution targets by state (states overlap as in flux resource status)",
+            nodes.clone(),
+        );
+        let nodes_total = Gauge::default();
+        registry.register(
+            "roster_nodes_size",
+            "Execution targets in the instance",
+            nodes_total.clone(),
+        );
+        let agents = Gauge::default();
+        registry.register(
+            "roster_agents_connected",
+            "Open agent sessions (resource.agent streams)",
+            agents.clone(),
+        );
+        let rpcs = Family::<RpcLabel, Counter>::default();
+        registry.register(
+            "roster_rpc_requests",
+            "RPC requests answered, by topic and outcome (ok or error; unknown topics as \"unknown\")",
+            rpcs.clone(),
+        );
+        let rpc_seconds: HistogramFamily<TopicLabel> =
+            Family::new_with_constructor(latency_histogram as fn() -> Histogram);
+        registry.register(
+            "roster_rpc_duration_seconds",
+            "Time from a request reaching the service loop to its (last) reply, non-streaming requests",
+            rpc_seconds.clone(),
+        );
+        let appends = Counter::default();
+        registry.register(
+            "roster_eventlog_appends",
+            "Events appended to the persistent eventlog",
+            appends.clone(),
+        );
+        let commit_seconds = latency_histogram();
+        registry.register(
+            "roster_eventlog_commit_seconds",
+            "Time of one group commit to the eventlog (write + fdatasync)",
+            commit_seconds.clone(),
+        );
+        let followers = Gauge::default();
+        registry.register(
+            "roster_journal_followers",
+            "Live resource.journal followers",
+            followers.clone(),
+        );
+        let acquirers = Gauge::default();
+        registry.register(
+            "roster_acquire_holders",
+            "Live resource.acquire holders (schedulers)",
+            acquirers.clone(),
+        );
+        let rss = Gauge::default();
+        registry.register(
+            "roster_process_resident_memory_bytes",
+            "Resident set size of the daemon",
+            rss.clone(),
+        );
+        let fds = Gauge::default();
+        registry.register(
+            "roster_process_open_fds",
+            "Open file descriptors of the daemon",
+            fds.clone(),
+        );
+        let streams = Family::<TopicLabel, Gauge>::default();
+        registry.register(
+            "roster_streams",
+            "Open streaming requests by topic (resource.journal followers, resource.acquire holders, resource.agent sessions, other)",
+            streams.clone(),
+        );
+        let stream_bytes = Family::<TopicLabel, Gauge>::default();
+        registry.register(
+            "roster_stream_queued_bytes",
+            "Reply bytes queued and not yet written to the connections of open streams, by topic (each connection counted once)",
+            stream_bytes.clone(),
+        );
+        let stream_bytes_max = Family::<TopicLabel, Gauge>::default();
+        registry.register(
+            "roster_stream_queued_bytes_max",
+            "The largest outbound queue of one connection with an open stream of the topic (a reader falling behind)",
+            stream_bytes_max.clone(),
+        );
+        Metrics {
+            registry,
+            streams,
+            stream_bytes,
+            stream_bytes_max,
+            probes: Mutex::new(Probes::default()),
+            nodes,
+            nodes_total,
+            agents,
+            rpcs,
+            rpc_seconds,
+            appends,
+            commit_seconds,
+            followers,
+            acquirers,
+            rss,
+            fds,
+            ready: AtomicBool::new(false),
+            last_refresh: Mutex::new(None),
+        }
+    }
+
+    /// One RPC answered (its last reply sent).  `latency` is `None` for
+    /// streams.
+    pub fn rpc_done(&self, topic: &str, outcome: &str, latency: Option<Duration>) {
+        self.rpcs
+            .get_or_create(&RpcLabel {
+                topic: topic.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+        if let Some(d) = latency {
+            self.rpc_seconds
+                .get_or_create(&TopicLabel {
+                    topic: topic.to_string(),
+                })
+                .observe(d.as_secs_f64());
+        }
+    }
+
+    /// One group commit of `events` events that took `took`.
+    pub fn committed(&self, events: usize, took: Duration) {
+        self.appends.inc_by(events as u64);
+        self.commit_seconds.observe(took.as_secs_f64());
+    }
+
+    pub fn agent_opened(&self) {
+        self.agents.inc();
+    }
+
+    pub fn agent_closed(&self) {
+        self.agents.dec();
+    }
+
+    /// Recompute the node-state gauges from `core` unless that was done
+    /// less than [`NODE_REFRESH`] ago (`force` ignores the limit).
+    pub fn refresh(&self, core: &Service, now: Instant, force: bool) {
+        {
+            let mut last = self.last_refresh.lock().unwrap_or_else(|e| e.into_inner());
+            if !force && last.is_some_and(|t| now.duration_since(t) < NODE_REFRESH) {
+                return;
+            }
+            *last = Some(now);
+        }
+        for (state, n) in node_counts(core) {
+            self.nodes
+                .get_or_create(&StateLabel {
+                    state: state.to_string(),
+                })
+                .set(n as i64);
+        }
+        self.nodes_total.set(i64::from(core.size()));
+        self.followers.set(core.followers() as i64);
+        self.acquirers.set(core.acquisitions().len() as i64);
+    }
+
+    /// A streaming request was opened: watch its outbound queue until it
+    /// ends.
+    pub fn stream_opened(&self, topic: &str, probe: QueueProbe) {
+        let label = stream_label(topic);
+        let mut p = self.probes.lock().unwrap_or_else(|e| e.into_inner());
+        p.list.push((label, probe));
+        // Drop the ended ones now and then (amortized: when the list has
+        // doubled since the last pass).
+        if p.list.len() >= 2 * p.live_at_prune.max(32) {
+            p.list.retain(|(_, q)| q.is_live());
+            p.live_at_prune = p.list.len();
+        }
+    }
+
+    /// Recompute the stream gauges from the open streams' queues.
+    fn refresh_streams(&self) {
+        let mut p = self.probes.lock().unwrap_or_else(|e| e.into_inner());
+        p.list.retain(|(_, q)| q.is_live());
+        p.live_at_prune = p.list.len();
+        for label in STREAM_LABELS {
+            let mut count = 0i64;
+            let mut seen = std::collections::HashSet::new();
+            let (mut sum, mut max) = (0usize, 0usize);
+            for (_, q) in p.list.iter().filter(|(l, _)| *l == label) {
+                count += 1;
+                if seen.insert(q.queue_id()) {
+                    let b = q.queued_bytes();
+                    sum = sum.saturating_add(b);
+                    max = max.max(b);
+                }
+            }
+            let key = TopicLabel {
+                topic: label.to_string(),
+            };
+            self.streams.get_or_create(&key).set(count);
+            self.stream_bytes
+                .get_or_create(&key)
+                .set(i64::try_from(sum).unwrap_or(i64::MAX));
+            self.stream_bytes_max
+                .get_or_create(&key)
+                .set(i64::try_from(max).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// State loaded and listeners up.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Release);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// The exposition text, in Prometheus's classic text format (0.0.4),
+    /// which every scraper and `promtool check metrics` read.
+    pub fn render(&self) -> String {
+        if let Some(rss) = process_rss() {
+            self.rss.set(rss as i64);
+        }
+        if let Some(n) = process_fds() {
+            self.fds.set(n as i64);
+        }
+        self.refresh_streams();
+        let mut s = String::with_capacity(8192);
+        // Writing to a String cannot fail.
+        let _ = encode(&mut s, &self.registry);
+        openmetrics_to_text(&s)
+    }
+}
+
+/// The `topic` labels of the stream gauges (bounded cardinality).
+const STREAM_LABELS: [&str; 4] = [
+    "resource.journal",
+    "resource.acquire",
+    rpc::wire::SESSION_TOPIC,
+    "other",
+];
+
+fn stream_label(topic: &str) -> &'static str {
+    STREAM_LABELS
+        .iter()
+        .find(|l| **l == topic)
+        .copied()
+        .unwrap_or("other")
+}
+
+/// The open streams being watched.
+#[derive(Debug, Default)]
+struct Probes {
+    list: Vec<(&'static str, QueueProbe)>,
+    live_at_prune: usize,
+}
+
+/// Counts per state, in [`STATES`] order.  `draining` (drained but still
+/// allocated) needs allocation data the resource service does not have;
+/// it is always 0.
+pub fn node_counts(core: &Service) -> [(&'static str, u64); 7] {
+    let all = if core.size() > 0 {
+        idset::IdSet::from_range(0, core.size() - 1)
+    } else {
+        idset::IdSet::new()
+    };
+    let excluded = core.excluded().intersection(&all);
+    let drained = core.drained().difference(&excluded);
+    let offline = all.difference(core.online()).difference(&excluded);
+    let torpid = core
+        .torpid()
+        .intersection(core.online())
+        .difference(&excluded);
+    let up = core.up();
+    let down = all.difference(&up).difference(&excluded);
+    [
+        ("up", up.len()),
+        ("down", down.len()),
+        ("drained", drained.len()),
+        ("draining", 0),
+        ("excluded", excluded.len()),
+        ("torpid", torpid.len()),
+        ("offline", offline.len()),
+    ]
+}
+
+/// prometheus-client writes OpenMetrics: a counter family `x` has samples
+/// `x_total`, and the text ends with `# EOF`.  The classic text format
+/// names the family after its samples and has no `# EOF`.
+fn openmetrics_to_text(om: &str) -> String {
+    let counters: std::collections::HashSet<&str> = om
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(om.len() + 64);
+    for line in om.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .iter()
+            .find_map(|p| Some((*p, line.strip_prefix(p)?)));
+        match meta {
+            Some((p, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                if counters.contains(name) {
+                    out.push_str(&format!("{p}{name}_total {tail}"));
+                } else {
+                    out.push_str(line);
+                }
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn process_rss() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn process_fds() -> Option<usize> {
+    Some(
+        std::fs::read_dir("/proc/self/fd")
+            .ok()?
+            .count()
+            .saturating_sub(1),
+    )
+}
+
+/// The live web view (`GET /`), embedded in the binary.
+const INDEX_HTML: &str = include_str!("web/index.html");
+
+/// The `GET` routes: `/metrics`, `/healthz`, `/readyz`, and the web view:
+/// `/` (the page), `/api/status` (`resource.status`, which guests may
+/// read) and `/api/journal` (the `resource.journal` stream, which needs
+/// the `user` role as over RPC).  The routes grant at most `guest` and
+/// `user` rights: the listener caps them at the caller's role, so a guest
+/// is refused the journal with EPERM (its page polls `/api/status`
+/// instead), and no caller gets more than a user's reads.
+#[derive(Debug)]
+pub struct Web {
+    pub metrics: std::sync::Arc<Metrics>,
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
+const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+impl WebHandler for Web {
+    fn get(&self, path: &str, _caller: &rpc::Role) -> Option<WebRoute> {
+        let page = match path {
+            "/" | "/index.html" => WebResponse::ok("text/html; charset=utf-8", INDEX_HTML),
+            "/metrics" => WebResponse::ok(EXPOSITION, self.metrics.render()),
+            "/healthz" => WebResponse::ok(TEXT, "ok\n"),
+            "/readyz" if self.metrics.is_ready() => WebResponse::ok(TEXT, "ready\n"),
+            "/readyz" => WebResponse {
+                status: 503,
+                content_type: TEXT,
+                body: "not ready\n".into(),
+            },
+            "/api/status" => {
+                return Some(WebRoute::Rpc {
+                    topic: "resource.status",
+                    streaming: false,
+                    role: rpc::Role::Guest,
+                })
+            }
+            // A user's read, as over RPC: the listener runs it with the
+            // caller's role when that is less (a guest is refused).
+            "/api/journal" => {
+                return Some(WebRoute::Rpc {
+                    topic: "resource.journal",
+                    streaming: true,
+                    role: rpc::Role::User,
+                })
+            }
+            _ => return None,
+        };
+        Some(WebRoute::Page(page))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_names_every_metric() {
+        let m = Metrics::new();
+        m.rpc_done("resource.drain", "ok", Some(Duration::from_micros(300)));
+        m.committed(3, Duration::from_micros(900));
+        m.agent_opened();
+        let text = m.render();
+        for name in [
+            "roster_rpc_requests_total{topic=\"resource.drain\",outcome=\"ok\"} 1",
+            "roster_rpc_duration_seconds_count{topic=\"resource.drain\"} 1",
+            "roster_eventlog_appends_total 3",
+            "roster_eventlog_commit_seconds_count 1",
+            "roster_agents_connected 1",
+            "# TYPE roster_rpc_requests_total counter",
+            "# HELP roster_eventlog_appends_total Events",
+        ] {
+            assert!(text.contains(name), "{name} missing from:\n{text}");
+        }
+        assert!(!text.contains("# EOF"), "{text}");
+    }
+
+    #[test]
+    fn stream_queues_are_read_at_scrape_time() {
+        let m = Metrics::new();
+        let (journal, _rx) = transport::ReplySender::unbounded(true);
+        let (acquire, _rx2) = transport::ReplySender::unbounded(true);
+        m.stream_opened("resource.journal", journal.probe());
+        m.stream_opened("resource.acquire", acquire.probe());
+        m.stream_opened("resource.acquire", acquire.probe());
+        m.stream_opened("resource.frobnicate", acquire.probe());
+        journal
+            .send(Ok(serde_json::json!({"events": ["x".repeat(1000)]}).into()))
+            .unwrap();
+        let text = m.render();
+        let value = |line: &str| -> i64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(line))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{line} missing from:\n{text}"))
+        };
+        assert_eq!(value("roster_streams{topic=\"resource.journal\"}"), 1);
+        assert_eq!(value("roster_streams{topic=\"resource.acquire\"}"), 2);
+        assert_eq!(value("roster_streams{topic=\"other\"}"), 1);
+        assert_eq!(value("roster_streams{topic=\"resource.agent\"}"), 0);
+        let queued = value("roster_stream_queued_bytes{topic=\"resource.journal\"}");
+        assert!(queued >= 1000, "{queued}");
+        assert_eq!(
+            value("roster_stream_queued_bytes_max{topic=\"resource.journal\"}"),
+            queued
+        );
+        assert_eq!(
+            value("roster_stream_queued_bytes{topic=\"resource.acquire\"}"),
+            0
+        );
+        // the request ends (its sender dropped): no longer counted
+        drop(journal);
+        let text = m.render();
+        assert!(
+            text.contains("roster_streams{topic=\"resource.journal\"} 0"),
+            "{text}"
+        );
+        assert!(text.contains("roster_stream_queued_bytes{topic=\"resource.journal\"} 0"));
+    }
+
+    #[test]
+    fn readyz_follows_the_flag() {
+        let web = Web {
+            metrics: std::sync::Arc::new(Metrics::new()),
+        };
+        let status = |p: &str| match web.get(p, &rpc::Role::Guest) {
+            Some(WebRoute::Page(r)) => r.status,
+            other => panic!("{p}: {other:?}"),
+        };
+        assert_eq!(status("/readyz"), 503);
+        web.metrics.set_ready(true);
+        assert_eq!(status("/readyz"), 200);
+        assert_eq!(status("/healthz"), 200);
+        assert_eq!(status("/"), 200);
+        assert!(web.get("/nope", &rpc::Role::Owner).is_none());
+        assert!(matches!(
+            web.get("/api/status", &rpc::Role::Owner),
+            Some(WebRoute::Rpc {
+                topic: "resource.status",
+                role: rpc::Role::Guest,
+                ..
+            })
+        ));
+    }
+}
