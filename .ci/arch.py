@@ -36,7 +36,7 @@ INVARIANTS = {
     "transport": "bytes to rpc::Request and back; never interprets a topic",
     "client": "talks to a service over its URI; never links the core",
     "resource-views": "formats what it is given; no IO, no network",
-    "agent": "speaks only for its own node (or a simulated set); never links the core",
+    "agent": "speaks only for its own node, or as a relay for the subtree the service assigned (or a simulated set); never links the core",
     "serve": "the shell: IO around core; decides nothing the core decides",
     "svcbench": "benchmark driver only; not linked into roster",
     "roster": "the binary: argument parsing and wiring; no service logic",

@@ -8,6 +8,8 @@
 #      until exactly those are torpid (torpid-max = TORPID s);
 #   4. kill -9 of the simulator: time until every target is offline.
 # Usage: bench/agents.sh [N]
+# With SIDE_BY_SIDE=1, bench/relays.sh N follows in the same run: the
+# same N nodes through relays (issue 15).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-16384}
@@ -35,7 +37,7 @@ elapsed() { echo "$1 $2" | awk '{printf "%.3f", $2 - $1}'; }
 q() { "$R" resource --uri "$URI" status -s "$1" -no '{ranks}' 2>/dev/null | tr -d '\n'; }
 wait_for() { # STATE WANT TIMEOUT -> prints the time it was first seen
     local deadline
-    deadline=$(echo "$(now) $3" | awk '{print $1 + $2}')
+    deadline=$(echo "$(now) $3" | awk '{printf "%.6f", $1 + $2}')
     while :; do
         if [ "$(q "$1")" = "$2" ]; then now; return 0; fi
         if awk -v a="$(now)" -v b="$deadline" 'BEGIN{exit !(a > b)}'; then
@@ -90,3 +92,7 @@ grep -m3 -i "error\|warn" "$T/serve.log" || true
 kill -TERM $SRV
 wait $SRV 2>/dev/null || true
 SRV=
+if [ "${SIDE_BY_SIDE:-0}" = 1 ]; then
+    echo "--- the same $N nodes through relays ---"
+    bash bench/relays.sh "$N"
+fi

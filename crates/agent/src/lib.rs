@@ -15,6 +15,7 @@
 //! The simulator ([`simulate`]) runs many such agents in one process,
 //! through the same code and the same protocol.
 
+pub mod relay;
 pub mod session;
 mod sim;
 
@@ -139,6 +140,10 @@ pub enum Event {
         error: String,
         delay: Duration,
     },
+    /// The service drained this node (its R did not verify).
+    Drained {
+        reason: String,
+    },
 }
 
 /// How [`run`] is steered from outside.
@@ -163,22 +168,22 @@ impl Control {
     }
 }
 
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
+pub(crate) const BACKOFF_MIN: Duration = Duration::from_millis(100);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Backoff bound while the servers answer "not the leader" (failover).
 const BACKOFF_NO_LEADER: Duration = Duration::from_millis(500);
 /// How many EEXIST refusals in a row are retried.
-const EEXIST_RETRIES: u32 = 3;
+pub(crate) const EEXIST_RETRIES: u32 = 3;
 
 /// A random fraction in [0, 1) (for backoff jitter).
-fn jitter() -> f64 {
+pub(crate) fn jitter() -> f64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(0);
     (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
-async fn stopped(stop: &mut watch::Receiver<bool>) {
+pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
     loop {
         if *stop.borrow_and_update() {
             return;
@@ -302,7 +307,12 @@ pub async fn run(
                             }
                         }
                         m = lrx.recv() => match m {
-                            Some(Ok(Some(Ok(_)))) => {}
+                            Some(Ok(Some(Ok(v)))) => {
+                                for d in v.get(rpc::relay::DRAINED).and_then(Value::as_array).into_iter().flatten() {
+                                    let reason = d.get("reason").and_then(Value::as_str).unwrap_or("");
+                                    report(Event::Drained { reason: reason.to_string() });
+                                }
+                            }
                             Some(Ok(Some(Err(e)))) => break e.message(),
                             Some(Ok(None)) | None => break "the service ended the session".to_string(),
                             Some(Err(e)) => break e.to_string(),

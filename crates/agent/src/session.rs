@@ -306,6 +306,15 @@ impl Sender {
         self.w.flush().await.map_err(AgentError::Io)
     }
 
+    /// Send one session line (a relay's batch).
+    pub async fn line(&mut self, v: &Value) -> Result<(), AgentError> {
+        self.w
+            .write_all(&chunk(&v.to_string()))
+            .await
+            .map_err(AgentError::Io)?;
+        self.w.flush().await.map_err(AgentError::Io)
+    }
+
     /// Leave cleanly: end the request body.  The service marks the rank
     /// offline and ends the stream.
     pub async fn leave(mut self) {

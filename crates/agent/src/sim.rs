@@ -1,9 +1,12 @@
 //! The many-agent simulator: one virtual agent per host of a hostlist, in
 //! one process, each with its own connection, through [`crate::run`].
 
+use crate::relay::{run_relay, Leaves, RelayConfig, RelayEvent, Welcome};
 use crate::{run, AgentConfig, AgentError, Control, Event};
 use idset::IdSet;
 use rpc::uri::Uri;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,6 +32,11 @@ pub struct SimConfig {
     pub stall_after: Duration,
     /// Hellos in flight at once.
     pub concurrency: usize,
+    /// Run the first `relays` hosts as relays (each with a Unix socket
+    /// listener in a private directory) and every other host as a
+    /// virtual leaf of its nearest relay ancestor: no connection per
+    /// leaf.  0: one connection per agent.
+    pub relays: usize,
 }
 
 /// Counters of a simulation.
@@ -79,6 +87,9 @@ pub async fn simulate(
     report: Arc<SimReport>,
     on_all_joined: impl FnOnce(Duration) + Send + 'static,
 ) -> Result<(), AgentError> {
+    if cfg.relays > 0 {
+        return simulate_relays(cfg, stop, report, on_all_joined).await;
+    }
     let start = Instant::now();
     let r = crate::local_r("sim", &cfg.cores, &cfg.gpus)?;
     let stall = Arc::new(cfg.stall.clone());
@@ -149,6 +160,7 @@ pub async fn simulate(
                 Event::Retrying { error, .. } => {
                     report.retried(format!("{}: {error}", acfg.hostname));
                 }
+                Event::Drained { .. } => {}
             })
             .await;
             if let Err(e) = result {
@@ -164,6 +176,167 @@ pub async fn simulate(
     for t in tasks {
         let _ = t.await;
     }
+    Ok(())
+}
+
+/// A one-node R for `host`.
+fn host_r(cfg: &SimConfig, host: &str) -> Result<serde_json::Value, AgentError> {
+    crate::local_r(host, &cfg.cores, &cfg.gpus)
+}
+
+/// The tree in one process: the first `cfg.relays` hosts are relays,
+/// the rest virtual leaves.  The first relay connects to the service;
+/// once it is welcomed (and knows the tree), every other relay connects
+/// to its nearest relay ancestor of this process (or to the service when
+/// it has none), over a Unix socket.  Each relay takes as virtual leaves
+/// the hosts of its subtree not below another relay of the process.
+async fn simulate_relays(
+    cfg: SimConfig,
+    stop: watch::Receiver<bool>,
+    report: Arc<SimReport>,
+    on_all_joined: impl FnOnce(Duration) + Send + 'static,
+) -> Result<(), AgentError> {
+    let start = Instant::now();
+    let n = cfg.relays.min(cfg.hosts.len());
+    let relays: Arc<Vec<String>> = Arc::new(cfg.hosts[..n].to_vec());
+    let leaf_hosts: Arc<HashSet<String>> = Arc::new(cfg.hosts[n..].iter().cloned().collect());
+    let dir = std::env::temp_dir().join(format!("roster-sim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| AgentError::Setup(format!("{}: {e}", dir.display())))?;
+    let sock = |i: usize| Uri::Unix(dir.join(format!("relay-{i}.sock")));
+    let leaves = Leaves {
+        hosts: leaf_hosts,
+        relays: Arc::clone(&relays),
+        cores: cfg.cores.clone(),
+        gpus: cfg.gpus.clone(),
+        stall: cfg.stall.clone(),
+        stall_at: start + cfg.stall_after,
+    };
+    let total = cfg.hosts.len() as u64;
+    // Per relay: its own join (0/1) + its accepted leaves.
+    let counts: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+    let on_all = Arc::new(Mutex::new(Some(on_all_joined)));
+    let (wtx, mut wrx) = tokio::sync::mpsc::unbounded_channel::<Welcome>();
+    let spawn = |i: usize, upstream: Uri| -> Result<tokio::task::JoinHandle<()>, AgentError> {
+        let host = relays[i].clone();
+        let rcfg = RelayConfig {
+            agent: AgentConfig {
+                uri: upstream,
+                tls: cfg.tls.clone(),
+                token: cfg.token.clone(),
+                hostname: host.clone(),
+                r: Some(host_r(&cfg, &host)?),
+                rank: None,
+                heartbeat: None,
+                // Relays reach the service (or their parent relay) at one
+                // address; following an HA leader list is not done yet.
+                others: Vec::new(),
+                source: None,
+            },
+            listen: vec![sock(i)],
+            listen_opts: transport::ListenOptions {
+                socket_mode: 0o600,
+                ..Default::default()
+            },
+            leaves: Some(leaves.clone()),
+        };
+        let (counts, report, on_all, wtx) = (
+            Arc::clone(&counts),
+            Arc::clone(&report),
+            Arc::clone(&on_all),
+            wtx.clone(),
+        );
+        let stop = stop.clone();
+        Ok(tokio::spawn(async move {
+            let mut own = 0u64;
+            let mut leaves_seen = 0u64;
+            let bump = |own: u64, leaves: u64| {
+                counts[i].store(own + leaves, Ordering::Relaxed);
+                let sum: u64 = counts.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+                report.joined.store(sum as usize, Ordering::Relaxed);
+                report.first_joins.store(sum as usize, Ordering::Relaxed);
+                if sum == total {
+                    if let Some(f) = on_all.lock().ok().and_then(|mut g| g.take()) {
+                        f(start.elapsed());
+                    }
+                }
+            };
+            let result = run_relay(rcfg, stop, |ev| match ev {
+                RelayEvent::Joined(w) => {
+                    own = 1;
+                    bump(own, leaves_seen);
+                    let _ = wtx.send(w);
+                }
+                RelayEvent::Leaves {
+                    accepted,
+                    refused,
+                    errors,
+                } => {
+                    leaves_seen = accepted;
+                    bump(own, leaves_seen);
+                    if refused > 0 {
+                        report.failed.store(refused as usize, Ordering::Relaxed);
+                        if let Ok(mut errs) = report.errors.lock() {
+                            for e in errors {
+                                if errs.len() < 5 && !errs.contains(&e) {
+                                    errs.push(e);
+                                }
+                            }
+                        }
+                    }
+                }
+                RelayEvent::Lost { .. }
+                | RelayEvent::Retrying { .. }
+                | RelayEvent::Drained { .. } => {}
+            })
+            .await;
+            if let Err(e) = result {
+                report.failed.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut errs) = report.errors.lock() {
+                    if errs.len() < 5 {
+                        errs.push(format!("{host}: {e}"));
+                    }
+                }
+            }
+        }))
+    };
+    let mut tasks = vec![spawn(0, cfg.uri.clone())?];
+    // The tree, from the first relay's welcome.
+    let mut stop_w = stop.clone();
+    let first = tokio::select! {
+        w = wrx.recv() => w,
+        _ = crate::stopped(&mut stop_w) => None,
+    };
+    if let Some(w) = first {
+        let mut rank_of: HashMap<&str, u32> = HashMap::new();
+        for (r, h) in w.subtree.iter().zip(&w.hosts) {
+            rank_of.entry(h.as_str()).or_insert(r);
+        }
+        let mut index: HashMap<u32, usize> = HashMap::from([(w.rank, 0)]);
+        for (i, h) in relays.iter().enumerate().skip(1) {
+            if let Some(r) = rank_of.get(h.as_str()) {
+                index.insert(*r, i);
+            }
+        }
+        for (i, h) in relays.iter().enumerate().skip(1) {
+            let mut up = cfg.uri.clone();
+            if let Some(&r) = rank_of.get(h.as_str()) {
+                let mut p = rpc::relay::parent(r, w.fanout);
+                while let Some(a) = p {
+                    if let Some(&j) = index.get(&a) {
+                        up = sock(j);
+                        break;
+                    }
+                    p = rpc::relay::parent(a, w.fanout);
+                }
+            }
+            tasks.push(spawn(i, up)?);
+        }
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 

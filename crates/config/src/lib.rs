@@ -73,6 +73,7 @@
 //! | `etcd-ca`, `etcd-cert`, `etcd-key` | string | PEM files for TLS to etcd (cert and key together) |
 //! | `etcd-lease-ttl` | string (FSD) | the leader's lease (default `"2s"`, 1s – 1h) |
 //! | `advertise` | string | URI(s) (comma list) standbys name as the leader's (default: the `listen` URIs) |
+//! | `relay-fanout` | integer | fan-out K of the agent relay tree (flux's `tbon.topo = kary:K`; default 128, 1 – 65536): a relay at rank r speaks for the k-ary subtree below r |
 //!
 //! The listeners' limits ([`ServeLimits`], all optional):
 //!
@@ -261,6 +262,8 @@ pub struct ServeConfig {
     pub parent_r: Option<PathBuf>,
     /// The listeners' limits (`max-*`, `*-timeout`).
     pub limits: ServeLimits,
+    /// `relay-fanout` (`None`: [`rpc::relay::DEFAULT_FANOUT`]).
+    pub relay_fanout: Option<u32>,
     /// `tls-cert`.
     pub tls_cert: Option<PathBuf>,
     /// `tls-key`.
@@ -662,6 +665,7 @@ const SERVE_KEYS: &[&str] = &[
     "etcd-key",
     "etcd-lease-ttl",
     "advertise",
+    "relay-fanout",
 ];
 
 /// Integer limit keys of `[serve]`: (key, smallest, largest).
@@ -765,6 +769,11 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
     s.token_file = t.string("token-file")?.map(PathBuf::from);
     s.monitor_force_up = t.boolean("monitor-force-up")?;
     s.parent_r = t.string("parent-R")?.map(PathBuf::from);
+    let fanout = t
+        .table
+        .get("relay-fanout")
+        .map(|_| t.integer("relay-fanout", 0))
+        .transpose()?;
     let d = ServeLimits::default();
     let mut ints = Vec::with_capacity(SERVE_INT_LIMITS.len());
     for (key, _, _) in SERVE_INT_LIMITS {
@@ -834,6 +843,15 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
             }
             v => vals.push(v.map(|v| v as u64)),
         }
+    }
+    if let Some(k) = fanout {
+        if !(1..=65536).contains(&k) {
+            return Err(invalid(
+                "relay-fanout",
+                format!("relay-fanout must be between 1 and 65536, got {k}"),
+            ));
+        }
+        s.relay_fanout = Some(k as u32);
     }
     let pick = |i: usize, default: u64| vals[i].unwrap_or(default);
     let mut limits = ServeLimits {

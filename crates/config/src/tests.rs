@@ -986,3 +986,32 @@ fn serve_etcd_backend() {
         );
     }
 }
+
+#[test]
+fn serve_relay_fanout() {
+    let c = Config::from_str("[serve]\nrelay-fanout = 16\n", "test.toml").unwrap();
+    assert_eq!(c.serve.relay_fanout, Some(16));
+    assert_eq!(
+        Config::from_str("[serve]\n", "test.toml")
+            .unwrap()
+            .serve
+            .relay_fanout,
+        None
+    );
+    for (text, want) in [
+        (
+            "relay-fanout = 0",
+            "relay-fanout must be between 1 and 65536, got 0",
+        ),
+        (
+            "relay-fanout = 70000",
+            "relay-fanout must be between 1 and 65536, got 70000",
+        ),
+        ("relay-fanout = \"8\"", "relay-fanout"),
+    ] {
+        let e = Config::from_str(&format!("[serve]\n{text}\n"), "test.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{e}");
+    }
+}

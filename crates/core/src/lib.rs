@@ -10,6 +10,7 @@
 //! * [`journal`]: the in-memory RFC 44 journal with its `truncate` summary.
 //! * [`acquire`]: RFC 28 acquisition (both variants) and resource groups.
 //! * [`monitor`]: agents, rank ownership and heartbeat timers.
+//! * [`relays`]: relay sessions (agents speaking for a subtree), as idsets.
 //! * [`errno`]: the errno values and [`rpc::RpcError`].
 //!
 //! See ARCHITECTURE.md for where the core sits among the crates.
@@ -19,6 +20,7 @@ pub mod drain;
 pub mod errno;
 pub mod journal;
 pub mod monitor;
+pub mod relays;
 pub mod service;
 
 pub use acquire::{AcquireInfo, GroupError, DEFAULT_GROUP};

@@ -17,6 +17,7 @@
 //! [`uri`] the `unix://` / `tcp://` / `tls://` / `flux://` address forms.
 
 pub mod errno;
+pub mod relay;
 pub mod uri;
 pub mod wire;
 

@@ -360,6 +360,11 @@ fn settings_of(plan: &Plan) -> Settings {
         offline_timeout: resource
             .map(|r| r.offline_timeout)
             .unwrap_or(roster_core::monitor::DEFAULT_OFFLINE_TIMEOUT),
+        relay_fanout: plan
+            .config
+            .as_ref()
+            .and_then(|c| c.serve.relay_fanout)
+            .unwrap_or(rpc::relay::DEFAULT_FANOUT),
         ..Settings::default()
     }
 }

@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::monitor::Changes;
+use relay::relay_drained;
 
 /// The largest agent R accepted (one node, so a few KiB at most).
 const MAX_AGENT_R_ITEMS: u64 = 1 << 20;
@@ -32,7 +33,7 @@ impl Service {
                 "resource.agent requires streaming RPC flag",
             ));
         }
-        if self.monitor.agent(req.conn).is_some() {
+        if self.monitor.agent(req.conn).is_some() || self.relays.session(req.conn).is_some() {
             return Err(bad_hello("this connection has said hello already"));
         }
         let p = &req.payload;
@@ -81,7 +82,7 @@ impl Service {
                         format!("rank {r} is not a rank of host {host}"),
                     ));
                 }
-                if self.monitor.owner(r).is_some() {
+                if self.rank_claimed(r) {
                     return Err(RpcError::new(
                         EEXIST,
                         format!("rank {r} ({host}) is already claimed by a live agent"),
@@ -89,7 +90,7 @@ impl Service {
                 }
                 r
             }
-            None => match ranks.iter().find(|r| self.monitor.owner(**r).is_none()) {
+            None => match ranks.iter().find(|r| !self.rank_claimed(**r)) {
                 Some(r) => *r,
                 None => {
                     let all = IdSet::from_sorted_ranges(ranks.iter().map(|r| (*r, *r)))
@@ -113,7 +114,15 @@ impl Service {
         if self.discovered.is_some() && actual.is_none() {
             return Err(bad_hello("R is required while resources are discovered"));
         }
+        let relay = match p.get(rpc::relay::RELAY) {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+            Some(Value::Bool(true)) => true,
+            Some(_) => return Err(bad_hello("relay must be a boolean")),
+        };
         let to = req.reply_to();
+        if relay {
+            return self.relay_hello(now, rank, host, to, actual, out);
+        }
         self.monitor.hello(self.mono, rank, to);
         out.push(Output::Log {
             level: Level::Debug,
@@ -135,11 +144,18 @@ impl Service {
         if let Some(actual) = actual {
             if self.discovered.is_some() {
                 self.discovered_rank(now, rank, actual, out);
-            } else {
-                self.verify_agent(now, rank, &actual, out);
+            } else if let Some(reason) = self.verify_agent(now, rank, &actual, out) {
+                // Tell the agent why its node is drained.
+                let drained = relay_drained(&[(IdSet::from_range(rank, rank), reason)]);
+                Self::reply(out, to, Ok(json!({ rpc::relay::DRAINED: drained }).into()));
             }
         }
         Ok(None)
+    }
+
+    /// Whether a live agent or relay speaks for `rank`.
+    pub(super) fn rank_claimed(&self, rank: u32) -> bool {
+        self.monitor.owner(rank).is_some() || self.relays.claimed().contains(rank)
     }
 
     /// Dynamic discovery: targets are the expected hosts, rank i being
@@ -161,7 +177,7 @@ impl Service {
     /// One rank's R during discovery; once every rank has reported,
     /// assemble R and define it (`resource-define {method:
     /// "dynamic-discovery"}`, R written to the state directory).
-    fn discovered_rank(&mut self, now: f64, rank: u32, r: Rset, out: &mut Vec<Output>) {
+    pub(super) fn discovered_rank(&mut self, now: f64, rank: u32, r: Rset, out: &mut Vec<Output>) {
         let Some(found) = self.discovered.as_mut() else {
             return;
         };
@@ -231,13 +247,20 @@ impl Service {
     /// verification message as reason (a persisted `drain` event without
     /// `overwrite`, like flux-core's self-drain).  Excluded ranks and
     /// ranks already drained for the same reason are left alone.
-    fn verify_agent(&mut self, now: f64, rank: u32, actual: &Rset, out: &mut Vec<Output>) {
+    /// Returns the reason when the rank is drained for it.
+    pub(super) fn verify_agent(
+        &mut self,
+        now: f64,
+        rank: u32,
+        actual: &Rset,
+        out: &mut Vec<Output>,
+    ) -> Option<String> {
         let (Some(cfg), Some(inv)) = (&self.verify, &self.state.inventory) else {
-            return;
+            return None;
         };
         let v = rset::verify(&inv.rset, actual, Some(cfg));
         if v.rc == 0 || self.state.exclude.contains(rank) {
-            return;
+            return None;
         }
         out.push(Output::Log {
             level: Level::Error,
@@ -245,7 +268,7 @@ impl Service {
         });
         if let Some(d) = self.state.drain.get(rank) {
             if d.reason.as_deref() == Some(v.message.as_str()) {
-                return;
+                return Some(v.message);
             }
         }
         let ids = IdSet::from_range(rank, rank);
@@ -253,18 +276,22 @@ impl Service {
         let c = ctx(vec![
             ("idset", idset_str(&ids)),
             ("nodelist", Value::String(self.state.nodelist_of(&ids))),
-            ("reason", Value::String(v.message)),
+            ("reason", Value::String(v.message.clone())),
         ]);
         self.post(now, "drain", c, true, out);
+        Some(v.message)
     }
 
     /// `resource.agent-heartbeat`: the agent of this connection is alive.
     pub(super) fn agent_heartbeat(
         &mut self,
-        _: f64,
+        now: f64,
         req: &Request,
-        _: &mut Vec<Output>,
+        out: &mut Vec<Output>,
     ) -> Handled {
+        if self.relays.session(req.conn).is_some() {
+            return self.relay_line(now, req, out);
+        }
         match self.monitor.heard(self.mono, req.conn) {
             Some(_) => Ok(Some(Value::Null.into())),
             None => Err(RpcError::new(
@@ -306,6 +333,7 @@ impl Service {
                 )),
             );
         }
+        self.relay_tick(out);
         if mono - self.liveness_posted < self.liveness_batch {
             return;
         }
@@ -314,7 +342,7 @@ impl Service {
             down,
             torpid,
             lively,
-        } = self.monitor.take_changes();
+        } = self.take_liveness_changes();
         if up.is_empty() && down.is_empty() && torpid.is_empty() && lively.is_empty() {
             return;
         }
@@ -336,7 +364,9 @@ impl Service {
     /// Shutdown: end every agent stream (agents reconnect to the next
     /// instance of the service).
     pub(super) fn end_agents(&mut self, out: &mut Vec<Output>) {
-        for to in self.monitor.streams() {
+        let mut streams = self.monitor.streams();
+        streams.extend(self.relays.streams());
+        for to in streams {
             Self::reply(
                 out,
                 to,
@@ -345,8 +375,8 @@ impl Service {
         }
     }
 
-    /// The number of live agents.
+    /// The number of live agent sessions (relays count as one each).
     pub fn agents(&self) -> usize {
-        self.monitor.len()
+        self.monitor.len() + self.relays.len()
     }
 }

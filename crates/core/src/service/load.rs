@@ -45,6 +45,8 @@ impl Service {
             stopped: false,
             acquire: Acquire::default(),
             monitor: Monitor::new(init.settings.torpid_max, init.settings.offline_timeout),
+            relays: Relays::new(init.settings.torpid_max, init.settings.offline_timeout),
+            relay_fanout: init.settings.relay_fanout.max(1),
             verify: init.settings.verify.clone(),
             liveness_batch: init.settings.liveness_batch,
             liveness_posted: f64::NEG_INFINITY,

@@ -47,12 +47,14 @@
 //! | `acquire` | `acquire`, `acquire-cancel`, `acquire-mute`, `release`, `group-set` |
 //! | `liveness` | online/torpid sets, `monitor-force-up/down`, `monitor-waitup` |
 //! | `agents` | `agent`, `agent-heartbeat`, heartbeat timers, discovery, verification |
+//! | `relay` | relay sessions: batched hellos, `lively`/`gone` lines, answers routed down |
 
 use crate::acquire::{Acquire, AcquireInfo};
 use crate::drain::DrainTable;
 use crate::errno::*;
 use crate::journal::{Journal, TruncateState};
 use crate::monitor::Monitor;
+use crate::relays::Relays;
 use idset::IdSet;
 use rpc::{ConnId, Payload, Reply, ReplyTo, Request, Role};
 use rset::Rset;
@@ -68,6 +70,7 @@ mod events;
 mod journal;
 mod liveness;
 mod load;
+mod relay;
 mod reload;
 mod status;
 mod table;
@@ -105,6 +108,10 @@ pub struct Service {
     acquire: Acquire,
     /// Agents and their heartbeat timers.
     monitor: Monitor,
+    /// Relay sessions (agents speaking for a subtree).
+    relays: Relays,
+    /// The fan-out of the relay tree (k-ary over ranks).
+    relay_fanout: u32,
     verify: Option<rset::VerifyConfig>,
     liveness_batch: f64,
     /// When liveness events were last posted (monotonic seconds).
@@ -210,6 +217,7 @@ impl Service {
             self.acquire.disconnect(conn, &self.state.truth(), out);
         }
         self.monitor.disconnect(conn);
+        self.relays.disconnect(conn);
     }
 
     /// One request is gone (its connection stays): forget it silently.
@@ -257,8 +265,8 @@ impl Service {
         if self.stopped {
             return None;
         }
-        let mut t = self.monitor.next_check();
-        if self.monitor.has_changes() {
+        let mut t = self.monitor.next_check().min(self.relays.next_check());
+        if self.monitor.has_changes() || self.relays.has_changes() {
             t = t.min(self.liveness_posted + self.liveness_batch);
         }
         if t.is_nan() || t == f64::INFINITY {

@@ -99,6 +99,9 @@ pub struct Settings {
     /// that transitions close in time share one event (like flux-core's
     /// batched group updates).
     pub liveness_batch: f64,
+    /// The fan-out of the relay tree (`[serve] relay-fanout`): rank r's
+    /// parent is (r - 1) / fanout; a relay speaks for its subtree only.
+    pub relay_fanout: u32,
 }
 
 impl Default for Settings {
@@ -112,6 +115,7 @@ impl Default for Settings {
             offline_timeout: crate::monitor::DEFAULT_OFFLINE_TIMEOUT,
             verify: Some(rset::VerifyConfig::module_default()),
             liveness_batch: crate::monitor::DEFAULT_LIVENESS_BATCH,
+            relay_fanout: rpc::relay::DEFAULT_FANOUT,
         }
     }
 }

@@ -15,8 +15,15 @@ use idset::IdSet;
 /// Reconnects with backoff when the service goes away; SIGTERM/SIGINT
 /// leave cleanly (the rank goes offline at once).
 ///
+/// With --relay, also accept child agents (real agents or further relays)
+/// on the --listen sockets and speak upward for them in batches: the
+/// service assigns the relay the k-ary subtree below its rank
+/// ([serve] relay-fanout), and children point their --uri at the relay.
+///
 /// With --simulate, run one virtual agent per host of HOSTLIST in this
-/// process, each on its own connection, through the same protocol.
+/// process, each on its own connection, through the same protocol; with
+/// --relays N, the first N hosts run as relays and every other host is a
+/// virtual leaf of its nearest relay (no connection per leaf).
 #[derive(Debug, Parser)]
 #[command(
     name = "roster agent",
@@ -73,6 +80,17 @@ struct Args {
     /// (simulator) Hellos in flight at once.
     #[arg(long, value_name = "N", requires = "simulate", default_value_t = 256)]
     concurrency: usize,
+    /// Also accept child agents on --listen and relay for them.
+    #[arg(long, requires = "listen", conflicts_with = "simulate")]
+    relay: bool,
+    /// (relay) Where children connect: unix://PATH or tcp://HOST:PORT
+    /// (children present the same token); repeatable.
+    #[arg(long, value_name = "URI", requires = "relay")]
+    listen: Vec<String>,
+    /// (simulator) Run the first N hosts as relays, the others as
+    /// virtual leaves below them.
+    #[arg(long, value_name = "N", requires = "simulate", default_value_t = 0)]
+    relays: usize,
     /// Log every session change (RUST_LOG overrides the level).
     #[arg(short, long)]
     verbose: bool,
@@ -202,6 +220,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
             stall,
             stall_after: Duration::from_secs_f64(args.stall_after.max(0.0)),
             concurrency: args.concurrency,
+            relays: args.relays,
         };
         let n = cfg.hosts.len();
         let report = Arc::new(SimReport::default());
@@ -284,6 +303,56 @@ fn run(args: Args) -> Result<ExitCode, String> {
     };
     let verbose = args.verbose;
     let host = cfg.hostname.clone();
+    if args.relay {
+        let listen = args
+            .listen
+            .iter()
+            .map(|u| rpc::uri::Uri::parse(u).map_err(|e| format!("--listen {u}: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let rcfg = agent::relay::RelayConfig {
+            listen_opts: agent::relay::ListenOptions {
+                token: cfg.token.clone(),
+                ..Default::default()
+            },
+            agent: cfg,
+            listen,
+            leaves: None,
+        };
+        let mut failing = false;
+        let result = runtime.block_on(agent::relay::run_relay(rcfg, stop_rx, |ev| {
+            use agent::relay::RelayEvent;
+            match ev {
+                RelayEvent::Joined(w) => {
+                    failing = false;
+                    eprintln!(
+                        "roster agent: {host} joined as rank {} (relay for up to {} ranks below it)",
+                        w.rank,
+                        w.subtree.len()
+                    )
+                }
+                RelayEvent::Lost { reason } => {
+                    eprintln!("roster agent: session lost: {reason}; reconnecting")
+                }
+                RelayEvent::Retrying { error, delay } => {
+                    if verbose || !failing {
+                        failing = true;
+                        eprintln!(
+                            "roster agent: {error}; retrying in about {:.1} s",
+                            delay.as_secs_f64()
+                        )
+                    }
+                }
+                RelayEvent::Drained { reason } => {
+                    eprintln!("roster agent: {host} is drained: {reason}")
+                }
+                RelayEvent::Leaves { .. } => {}
+            }
+        }));
+        runtime.shutdown_timeout(Duration::from_millis(100));
+        return result
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| e.to_string());
+    }
     // Report the first failure of a series even when not verbose.
     let mut failing = false;
     let result = runtime.block_on(agent::run(&cfg, Control::new(stop_rx), |ev| match ev {
@@ -300,6 +369,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         Event::Lost { reason } => {
             tracing::warn!(hostname = %host, %reason, "session lost: {reason}; reconnecting")
         }
+        Event::Drained { reason } => eprintln!("roster agent: {host} is drained: {reason}"),
         Event::Retrying { error, delay } => {
             if verbose || !failing {
                 failing = true;

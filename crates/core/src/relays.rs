@@ -1,0 +1,386 @@
+//! Relay sessions on the service side: which ranks each relay speaks
+//! for, when each was last heard of, and the liveness transitions they
+//! cause, all as idsets (a relay may speak for 100k+ ranks; nothing here
+//! costs per rank).
+//!
+//! A relay session owns its own rank and the children it announced and
+//! the service accepted.  Its heartbeat timers are kept as *cohorts*:
+//! disjoint idsets of owned ranks, each with the time its ranks were last
+//! heard of.  A `lively` line moves its ranks into a new cohort; a cohort
+//! older than `torpid_max` is torpid, one older than `offline_timeout`
+//! expires (its ranks go offline; if the relay's own rank is among them,
+//! the whole session expires).  With every child heartbeating there are
+//! one or two cohorts per relay; stalled children stay behind in theirs.
+//!
+//! Like [`crate::monitor::Monitor`], nothing here reads a clock: every
+//! call takes `now`.
+
+use crate::monitor::Changes;
+use idset::IdSet;
+use rpc::{ConnId, ReplyTo};
+use std::collections::{HashMap, VecDeque};
+
+/// One relay session.
+#[derive(Debug, Clone)]
+pub struct RelaySession {
+    /// The relay's own rank.
+    pub rank: u32,
+    /// Its `resource.agent` stream (answers go there).
+    pub stream: ReplyTo,
+    /// The ranks it may speak for (its subtree, own rank excluded).
+    pub subtree: IdSet,
+    /// The ranks it speaks for now (own rank included).
+    owned: IdSet,
+    /// Owned ranks by the time they were last heard of (oldest first,
+    /// disjoint, their union is `owned`).
+    cohorts: VecDeque<(f64, IdSet)>,
+    /// Owned ranks now torpid.
+    torpid: IdSet,
+}
+
+impl RelaySession {
+    pub fn owned(&self) -> &IdSet {
+        &self.owned
+    }
+    pub fn torpid(&self) -> &IdSet {
+        &self.torpid
+    }
+}
+
+/// Ranks a relay session lost to its timers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expired {
+    pub stream: ReplyTo,
+    /// The relay's own rank.
+    pub rank: u32,
+    pub ranks: IdSet,
+    /// The relay itself fell silent: the session is over.
+    pub whole: bool,
+}
+
+/// Every relay session, and the ranks they hold.
+#[derive(Debug, Default)]
+pub struct Relays {
+    torpid_max: f64,
+    offline_timeout: f64,
+    sessions: HashMap<ConnId, RelaySession>,
+    /// The union of every session's `owned`.
+    claimed: IdSet,
+    changes: Changes,
+    next_check: f64,
+}
+
+/// Record `ids` going up (`up`) or down in a pair of netted sets: the
+/// last transition of a rank wins.
+fn net(add: &mut IdSet, remove: &mut IdSet, ids: &IdSet) {
+    if ids.is_empty() {
+        return;
+    }
+    add.add(ids);
+    remove.subtract(ids);
+}
+
+impl Relays {
+    /// The same timers as the monitor's (seconds; 0 disables).
+    pub fn new(torpid_max: f64, offline_timeout: f64) -> Relays {
+        let sane = |t: f64| if t.is_finite() && t > 0.0 { t } else { 0.0 };
+        Relays {
+            torpid_max: sane(torpid_max),
+            offline_timeout: sane(offline_timeout),
+            next_check: f64::INFINITY,
+            ..Default::default()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// No timer fires before this time (monotonic seconds).
+    pub fn next_check(&self) -> f64 {
+        self.next_check
+    }
+
+    /// Whether transitions wait for [`Relays::take_changes`].
+    pub fn has_changes(&self) -> bool {
+        !self.changes.is_empty()
+    }
+
+    /// The ranks every relay together speaks for.
+    pub fn claimed(&self) -> &IdSet {
+        &self.claimed
+    }
+
+    pub fn session(&self, conn: ConnId) -> Option<&RelaySession> {
+        self.sessions.get(&conn)
+    }
+
+    /// Every relay's stream (for shutdown).
+    pub fn streams(&self) -> Vec<ReplyTo> {
+        let mut v: Vec<ReplyTo> = self.sessions.values().map(|s| s.stream).collect();
+        v.sort_by_key(|t| (t.conn, t.matchtag));
+        v
+    }
+
+    /// Accept a relay for `rank` (free: the caller checked) on its
+    /// stream's connection, speaking for `subtree`.
+    pub fn hello(&mut self, now: f64, rank: u32, stream: ReplyTo, subtree: IdSet) {
+        let own = IdSet::from_range(rank, rank);
+        self.claimed.add(&own);
+        net(&mut self.changes.up, &mut self.changes.down, &own);
+        self.sessions.insert(
+            stream.conn,
+            RelaySession {
+                rank,
+                stream,
+                subtree,
+                owned: own.clone(),
+                cohorts: VecDeque::from([(now, own)]),
+                torpid: IdSet::new(),
+            },
+        );
+        self.arm(now);
+    }
+
+    /// A timer may fire as early as `last` + the shortest timer.
+    fn arm(&mut self, last: f64) {
+        let t = [self.torpid_max, self.offline_timeout]
+            .into_iter()
+            .filter(|t| *t > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        self.next_check = self.next_check.min(last + t);
+    }
+
+    /// The relay on `conn` now also speaks for `ranks` (accepted
+    /// children, free or already its own: the caller checked).
+    pub fn join(&mut self, now: f64, conn: ConnId, ranks: &IdSet) {
+        let Some(s) = self.sessions.get_mut(&conn) else {
+            return;
+        };
+        let new = ranks.difference(&s.owned);
+        s.owned.add(&new);
+        self.claimed.add(&new);
+        net(&mut self.changes.up, &mut self.changes.down, &new);
+        // Joining again (a re-announce) counts as being heard.
+        self.heard(now, conn, ranks);
+    }
+
+    /// The relay on `conn` heard from `ranks` (only its owned ranks
+    /// count) and from itself.  Returns false if `conn` has no relay.
+    pub fn heard(&mut self, now: f64, conn: ConnId, ranks: &IdSet) -> bool {
+        let Some(s) = self.sessions.get_mut(&conn) else {
+            return false;
+        };
+        let mut heard = ranks.intersection(&s.owned);
+        heard.insert(s.rank);
+        for (_, ids) in s.cohorts.iter_mut() {
+            ids.subtract(&heard);
+        }
+        s.cohorts.retain(|(_, ids)| !ids.is_empty());
+        match s.cohorts.back_mut() {
+            Some((t, ids)) if *t >= now => ids.add(&heard),
+            _ => s.cohorts.push_back((now, heard.clone())),
+        }
+        let recovered = s.torpid.intersection(&heard);
+        if !recovered.is_empty() {
+            s.torpid.subtract(&recovered);
+            net(
+                &mut self.changes.lively,
+                &mut self.changes.torpid,
+                &recovered,
+            );
+        }
+        self.arm(now);
+        true
+    }
+
+    /// Children of the relay on `conn` left (its own rank cannot).
+    /// Returns the ranks that went offline.
+    pub fn gone(&mut self, conn: ConnId, ranks: &IdSet) -> IdSet {
+        let Some(s) = self.sessions.get_mut(&conn) else {
+            return IdSet::new();
+        };
+        let mut lost = ranks.intersection(&s.owned);
+        lost.remove(s.rank);
+        Self::drop_ranks(s, &mut self.claimed, &mut self.changes, &lost);
+        lost
+    }
+
+    fn drop_ranks(s: &mut RelaySession, claimed: &mut IdSet, ch: &mut Changes, lost: &IdSet) {
+        if lost.is_empty() {
+            return;
+        }
+        s.owned.subtract(lost);
+        claimed.subtract(lost);
+        for (_, ids) in s.cohorts.iter_mut() {
+            ids.subtract(lost);
+        }
+        s.cohorts.retain(|(_, ids)| !ids.is_empty());
+        let was_torpid = s.torpid.intersection(lost);
+        s.torpid.subtract(lost);
+        net(&mut ch.down, &mut ch.up, lost);
+        net(&mut ch.lively, &mut ch.torpid, &was_torpid);
+    }
+
+    /// The connection is gone: the relay and everything it spoke for go
+    /// offline.
+    pub fn disconnect(&mut self, conn: ConnId) -> Option<RelaySession> {
+        let mut s = self.sessions.remove(&conn)?;
+        let all = s.owned.clone();
+        Self::drop_ranks(&mut s, &mut self.claimed, &mut self.changes, &all);
+        s.owned = all;
+        Some(s)
+    }
+
+    /// Run the timers: ranks silent for longer than `torpid_max` become
+    /// torpid; those silent for longer than `offline_timeout` are dropped
+    /// and returned (the whole session when the relay itself is silent).
+    pub fn tick(&mut self, now: f64) -> Vec<Expired> {
+        if now < self.next_check {
+            return Vec::new();
+        }
+        let (tmax, tout) = (self.torpid_max, self.offline_timeout);
+        let mut next = f64::INFINITY;
+        let mut out = Vec::new();
+        let mut whole = Vec::new();
+        for (conn, s) in self.sessions.iter_mut() {
+            if tout > 0.0 {
+                let mut expired = IdSet::new();
+                while let Some((t, _)) = s.cohorts.front() {
+                    if now - *t <= tout {
+                        break;
+                    }
+                    if let Some((_, ids)) = s.cohorts.pop_front() {
+                        expired.add(&ids);
+                    }
+                }
+                if expired.contains(s.rank) {
+                    // disconnect() below drops everything it owns.
+                    whole.push(*conn);
+                    continue;
+                }
+                if !expired.is_empty() {
+                    Self::drop_ranks(s, &mut self.claimed, &mut self.changes, &expired);
+                    out.push(Expired {
+                        stream: s.stream,
+                        rank: s.rank,
+                        ranks: expired,
+                        whole: false,
+                    });
+                }
+            }
+            for (t, ids) in s.cohorts.iter() {
+                if tmax > 0.0 && now - *t > tmax {
+                    let became = ids.difference(&s.torpid);
+                    if !became.is_empty() {
+                        s.torpid.add(&became);
+                        net(&mut self.changes.torpid, &mut self.changes.lively, &became);
+                    }
+                } else {
+                    if tmax > 0.0 {
+                        next = next.min(t + tmax);
+                    }
+                    break;
+                }
+            }
+            if tout > 0.0 {
+                if let Some((t, _)) = s.cohorts.front() {
+                    next = next.min(t + tout);
+                }
+            }
+        }
+        self.next_check = next;
+        for conn in whole {
+            if let Some(s) = self.disconnect(conn) {
+                out.push(Expired {
+                    stream: s.stream,
+                    rank: s.rank,
+                    ranks: s.owned,
+                    whole: true,
+                });
+            }
+        }
+        out.sort_by_key(|e| e.rank);
+        out
+    }
+
+    /// The transitions since the last call (netted per rank).
+    pub fn take_changes(&mut self) -> Changes {
+        std::mem::take(&mut self.changes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(s: &str) -> IdSet {
+        IdSet::parse(s).unwrap()
+    }
+
+    fn to(conn: ConnId) -> ReplyTo {
+        ReplyTo { conn, matchtag: 1 }
+    }
+
+    #[test]
+    fn join_beat_torpid_expire() {
+        let mut r = Relays::new(2.0, 5.0);
+        r.hello(100.0, 0, to(7), ids("1-131071"));
+        r.join(100.0, 7, &ids("1-131071"));
+        let c = r.take_changes();
+        assert_eq!(c.up.encode(), "0-131071");
+        assert_eq!(r.claimed().len(), 131072);
+        // Everyone but 100-199 heard every second.
+        for t in 1..=3 {
+            let mut l = ids("1-131071");
+            l.subtract(&ids("100-199"));
+            r.heard(100.0 + f64::from(t), 7, &l);
+            assert!(r.tick(100.0 + f64::from(t)).is_empty());
+        }
+        assert_eq!(r.take_changes().torpid.encode(), "100-199");
+        assert!(r.session(7).unwrap().cohorts.len() <= 3);
+        // Heard again: lively.
+        r.heard(103.5, 7, &ids("150"));
+        assert_eq!(r.take_changes().lively.encode(), "150");
+        // 100-149,151-199 expire after 5 s; the relay stays.
+        r.heard(105.5, 7, &ids("1-99,200-131071"));
+        let e = r.tick(105.5);
+        assert_eq!(e.len(), 1);
+        assert!(!e[0].whole);
+        assert_eq!(e[0].ranks.encode(), "100-149,151-199");
+        let c = r.take_changes();
+        assert_eq!(c.down.encode(), "100-149,151-199");
+        assert_eq!(c.lively.encode(), "100-149,151-199");
+        assert_eq!(r.claimed().len(), 131072 - 99);
+        // The relay falls silent: the whole session expires.
+        let e = r.tick(111.0);
+        assert_eq!(e.len(), 1);
+        assert!(e[0].whole);
+        assert_eq!(r.take_changes().down.len(), 131072 - 99);
+        assert!(r.is_empty());
+        assert!(r.claimed().is_empty());
+    }
+
+    #[test]
+    fn gone_and_disconnect_net_with_joins() {
+        let mut r = Relays::new(0.0, 0.0);
+        r.hello(1.0, 1, to(3), ids("3-4"));
+        r.join(1.0, 3, &ids("3-4"));
+        r.take_changes();
+        // The relay's own rank cannot go.
+        assert_eq!(r.gone(3, &ids("1,3")).encode(), "3");
+        r.join(1.0, 3, &ids("3"));
+        let c = r.take_changes();
+        assert_eq!(c.up.encode(), "3");
+        assert!(c.down.is_empty());
+        let s = r.disconnect(3).unwrap();
+        assert_eq!(s.owned().encode(), "1,3-4");
+        assert_eq!(r.take_changes().down.encode(), "1,3-4");
+        assert!(r.tick(1e9).is_empty());
+        assert!(!r.heard(2.0, 3, &ids("3")));
+    }
+}
