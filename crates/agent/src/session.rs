@@ -98,19 +98,9 @@ async fn connect(
 ) -> io::Result<(Reader, Writer)> {
     match uri {
         Uri::Tls { host, port } => {
-            let Some(cfg) = tls_config else {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "tls:// needs a CA certificate (--ca)",
-                ));
-            };
-            let name = tls::server_name(host)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
             let s = tcp_connect(host, *port, source).await?;
             let _ = s.set_nodelay(true);
-            let s = tls::TlsConnector::from(Arc::clone(cfg))
-                .connect(name, s)
-                .await?;
+            let s = tls::connect(s, host, tls_config, "--ca").await?;
             let (r, w) = tokio::io::split(s);
             Ok((BufReader::with_capacity(1024, Box::new(r)), Box::new(w)))
         }

@@ -42,19 +42,9 @@ impl Stream {
     ) -> io::Result<Stream> {
         match uri {
             Uri::Tls { host, port } => {
-                let Some(cfg) = tls_config else {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "tls:// needs a CA certificate (--ca or ROSTER_CA)",
-                    ));
-                };
-                let name = tls::server_name(host)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
                 let s = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
                 let _ = s.set_nodelay(true);
-                let s = tls::TlsConnector::from(Arc::clone(cfg))
-                    .connect(name, s)
-                    .await?;
+                let s = tls::connect(s, host, tls_config, "--ca or ROSTER_CA").await?;
                 Ok(Stream::Tls(Box::new(s)))
             }
             Uri::Unix(path) => tokio::net::UnixStream::connect(path)

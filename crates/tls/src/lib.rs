@@ -216,6 +216,31 @@ pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsError> {
         .map_err(|_| TlsError::Config(format!("'{host}' is not a valid DNS name or IP address")))
 }
 
+/// The client side of a TLS session over `io` (a connected stream) to
+/// `host`, whose certificate must be valid for that name.  `cfg`: the
+/// client configuration; without one the error says which option gives
+/// the CA (`ca_hint`, e.g. "--ca" or "--ca or ROSTER_CA").  Shared by the
+/// client library and the agent.
+pub async fn connect<IO>(
+    io: IO,
+    host: &str,
+    cfg: Option<&Arc<ClientConfig>>,
+    ca_hint: &str,
+) -> std::io::Result<client::TlsStream<IO>>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use std::io::{Error, ErrorKind};
+    let Some(cfg) = cfg else {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!("tls:// needs a CA certificate ({ca_hint})"),
+        ));
+    };
+    let name = server_name(host).map_err(|e| Error::new(ErrorKind::InvalidInput, e.to_string()))?;
+    TlsConnector::from(Arc::clone(cfg)).connect(name, io).await
+}
+
 /// What Roster reads from a (verified) client certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerCert {
