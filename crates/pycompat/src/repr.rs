@@ -183,8 +183,9 @@ pub fn float_repr(v: f64) -> String {
     }
 }
 
-/// Append a JSON string literal the way Python's `json.dumps` writes it.
-fn json_string(out: &mut String, s: &str, ensure_ascii: bool) {
+/// Append a JSON string literal the way Python's `json.dumps` writes it
+/// (`ensure_ascii = false`: also what jansson writes, used for JGF).
+pub fn json_string(out: &mut String, s: &str, ensure_ascii: bool) {
     out.push('"');
     for c in s.chars() {
         match c {
