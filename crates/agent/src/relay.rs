@@ -30,7 +30,10 @@
 //! [`RelayState`] is the bookkeeping, free of IO; [`run_relay`] drives it.
 
 use crate::session::Session;
-use crate::{jitter, stopped, AgentConfig, AgentError, BACKOFF_MAX, BACKOFF_MIN, EEXIST_RETRIES};
+use crate::{
+    jitter, stopped, AgentConfig, AgentError, Servers, BACKOFF_MAX, BACKOFF_MIN, BACKOFF_NO_LEADER,
+    EEXIST_RETRIES,
+};
 use hostlist::Hostlist;
 use idset::IdSet;
 use rpc::errno::{EEXIST, ENOSYS, EPERM, EPROTO};
@@ -42,8 +45,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
-pub use transport::ListenOptions;
 use transport::{Incoming, ReplySender};
+pub use transport::{ListenOptions, TlsListen};
 
 /// The longest period between a relay's lines.
 const RELAY_BEAT_MAX: Duration = Duration::from_millis(500);
@@ -1011,7 +1014,9 @@ enum Up {
 
 /// The connection to the parent: (re)connect with backoff, send lines,
 /// hand answers back.  Lines queued while disconnected are dropped (the
-/// relay announces everything again on the next welcome).
+/// relay announces everything again on the next welcome).  With several
+/// servers (a highly available service), each failure moves on to the
+/// next, and a standby's redirect goes straight to the leader it names.
 async fn upstream(
     cfg: AgentConfig,
     hello: Value,
@@ -1021,13 +1026,22 @@ async fn upstream(
 ) {
     let mut backoff = BACKOFF_MIN;
     let mut claimed = 0;
+    let mut servers = Servers::new(&cfg);
     loop {
         let opened = tokio::select! {
-            r = Session::open(&cfg.uri, cfg.tls.as_ref(), cfg.token.as_deref(), &hello, None) => r,
+            r = Session::open(servers.current(), cfg.tls.as_ref(), cfg.token.as_deref(), &hello, None) => r,
             _ = stopped(&mut stop) => return,
         };
+        if let Err(e) = &opened {
+            if servers.failed(e) {
+                continue;
+            }
+        }
+        let no_leader =
+            matches!(&opened, Err(AgentError::Refused(e)) if e.errnum == rpc::errno::EAGAIN);
         match opened {
             Ok((session, welcome)) => {
+                servers.opened();
                 backoff = BACKOFF_MIN;
                 claimed = 0;
                 while lines.try_recv().is_ok() {}
@@ -1093,6 +1107,11 @@ async fn upstream(
             _ = stopped(&mut stop) => return,
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
+        if no_leader || servers.several() {
+            // A failover in progress (or one server of several down):
+            // look again soon.
+            backoff = backoff.min(BACKOFF_NO_LEADER);
+        }
     }
 }
 
