@@ -530,3 +530,69 @@ fn relay_follows_a_server_list_whose_first_is_dead() {
     wait_status(&d, "online", "0-1", 10.0);
     wait_log(&r0, "fake0 joined as rank 0", 1.0);
 }
+
+#[test]
+fn relay_moves_to_the_next_server_and_announces_its_children_again() {
+    let s1 = Scratch::new("relay-failover-a");
+    let s2 = Scratch::new("relay-failover-b");
+    let mut a = start(&s1, &config(3, ""), &[]);
+    let b_uri = format!("unix://{}", s2.path("roster.sock").display());
+    let list = format!("{},{b_uri}", a.uri);
+    let _r0 = relay(&s1, &list, "fake0");
+    let _l1 = leaf(&s1, &sock(&s1, "fake0"), "fake1");
+    let _l2 = leaf(&s1, &sock(&s1, "fake0"), "fake2");
+    wait_status(&a, "online", "0-2", 10.0);
+    // The first server goes away for good; the second takes over: the
+    // relay moves there with its children (which never left it).
+    a.stop();
+    let b = start(&s2, &config(3, ""), &[]);
+    assert_eq!(b.uri, b_uri);
+    wait_status(&b, "online", "0-2", 10.0);
+}
+
+/// A standby of a highly available service, as far as a relay can tell:
+/// every request is answered EAGAIN "not the leader; the leader is URI".
+/// Returns how many hellos it turned away.
+fn fake_standby(
+    path: std::path::PathBuf,
+    leader: String,
+) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+    use std::io::{BufRead, BufReader, Write};
+    let n = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&n);
+    let l = std::os::unix::net::UnixListener::bind(path).unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            let mut r = BufReader::new(c.try_clone().unwrap());
+            let mut line = String::new();
+            while r.read_line(&mut line).is_ok_and(|k| k > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let body =
+                json!({"errnum": 11, "errstr": format!("not the leader; the leader is {leader}")})
+                    .to_string();
+            let _ = write!(
+                c,
+                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    n
+}
+
+#[test]
+fn relay_follows_a_standbys_redirect_to_the_leader() {
+    let s = Scratch::new("relay-redirect");
+    let d = start(&s, &config(3, ""), &[]);
+    let standby = s.path("standby.sock");
+    let turned = fake_standby(standby.clone(), d.uri.clone());
+    let r0 = relay(&s, &format!("unix://{}", standby.display()), "fake0");
+    let _l1 = leaf(&s, &sock(&s, "fake0"), "fake1");
+    let _l2 = leaf(&s, &sock(&s, "fake0"), "fake2");
+    wait_status(&d, "online", "0-2", 10.0);
+    wait_log(&r0, "fake0 joined as rank 0", 1.0);
+    assert_eq!(turned.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
