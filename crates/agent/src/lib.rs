@@ -171,7 +171,7 @@ impl Control {
 pub(crate) const BACKOFF_MIN: Duration = Duration::from_millis(100);
 pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Backoff bound while the servers answer "not the leader" (failover).
-const BACKOFF_NO_LEADER: Duration = Duration::from_millis(500);
+pub(crate) const BACKOFF_NO_LEADER: Duration = Duration::from_millis(500);
 /// How many EEXIST refusals in a row are retried.
 pub(crate) const EEXIST_RETRIES: u32 = 3;
 
@@ -192,6 +192,73 @@ pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
             // The controller is gone: never stop.
             std::future::pending::<()>().await;
         }
+    }
+}
+
+/// The servers an agent (or a relay, upward) tries: `uri` first, then
+/// the others in turn after each failure; a standby's redirect ("not the
+/// leader; the leader is URI") is followed at once, but not twice in a
+/// row (two standbys naming each other cannot make it spin).
+#[derive(Debug, Clone)]
+pub(crate) struct Servers {
+    list: Vec<Uri>,
+    current: Uri,
+    next: usize,
+    followed: bool,
+}
+
+impl Servers {
+    pub(crate) fn new(cfg: &AgentConfig) -> Servers {
+        Servers {
+            list: std::iter::once(cfg.uri.clone())
+                .chain(cfg.others.iter().cloned())
+                .collect(),
+            current: cfg.uri.clone(),
+            next: 1,
+            followed: false,
+        }
+    }
+
+    /// The server to try now.
+    pub(crate) fn current(&self) -> &Uri {
+        &self.current
+    }
+
+    /// More than one server is known.
+    pub(crate) fn several(&self) -> bool {
+        self.list.len() > 1
+    }
+
+    /// A session was opened: the next redirect may be followed again.
+    pub(crate) fn opened(&mut self) {
+        self.followed = false;
+    }
+
+    /// Opening a session on [`Servers::current`] failed with `e`: pick
+    /// the server to try next.  Returns true when `e` named the leader
+    /// (try it at once, without backing off).
+    pub(crate) fn failed(&mut self, e: &AgentError) -> bool {
+        if let AgentError::Refused(r) = e {
+            if let Some(leader) = r
+                .errstr
+                .as_deref()
+                .and_then(rpc::uri::leader_redirect)
+                .and_then(|l| l.into_iter().next())
+            {
+                if leader != self.current && !self.followed {
+                    self.current = leader;
+                    self.followed = true;
+                    return true;
+                }
+            }
+        }
+        self.followed = false;
+        if self.several() {
+            // Unreachable or not the leader: the next server, next time.
+            self.current = self.list[self.next % self.list.len()].clone();
+            self.next = self.next.wrapping_add(1);
+        }
+        false
     }
 }
 
@@ -229,39 +296,23 @@ pub async fn run(
     // has not yet seen it drop) is refused with EEXIST: retry a few times
     // before believing another agent owns it.
     let mut claimed = 0;
-    let servers: Vec<Uri> = std::iter::once(cfg.uri.clone())
-        .chain(cfg.others.iter().cloned())
-        .collect();
-    let mut current = cfg.uri.clone();
-    let mut next_server = 1usize;
+    let mut servers = Servers::new(cfg);
     loop {
         let opened = tokio::select! {
-            r = open(cfg, &current, &ctl) => r,
+            r = open(cfg, servers.current(), &ctl) => r,
             _ = stopped(&mut stop) => return Ok(()),
         };
         // A standby names the leader: go there at once (same rank: the
         // rank comes from the hostname).
-        if let Err(AgentError::Refused(e)) = &opened {
-            if let Some(leader) = e
-                .errstr
-                .as_deref()
-                .and_then(rpc::uri::leader_redirect)
-                .and_then(|l| l.into_iter().next())
-            {
-                if leader != current {
-                    current = leader;
-                    continue;
-                }
+        if let Err(e) = &opened {
+            if servers.failed(e) {
+                continue;
             }
         }
         let no_leader = matches!(&opened, Err(AgentError::Refused(e)) if e.errnum == EAGAIN);
-        if servers.len() > 1 && opened.is_err() {
-            // Unreachable or not the leader: the next server, next time.
-            current = servers[next_server % servers.len()].clone();
-            next_server += 1;
-        }
         match opened {
             Ok((session, welcome)) => {
+                servers.opened();
                 backoff = BACKOFF_MIN;
                 claimed = 0;
                 let rank = welcome
@@ -346,7 +397,7 @@ pub async fn run(
             _ = stopped(&mut stop) => return Ok(()),
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
-        if no_leader || servers.len() > 1 {
+        if no_leader || servers.several() {
             // A failover in progress (or a server of several down): look
             // again soon.
             backoff = backoff.min(BACKOFF_NO_LEADER);
@@ -378,4 +429,57 @@ pub fn raise_nofile_limit() -> Option<libc::rlim_t> {
         }
     }
     Some(lim.rlim_cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(uris: &str) -> AgentConfig {
+        let mut l = rpc::uri::parse_list(uris).unwrap();
+        AgentConfig {
+            uri: l.remove(0),
+            others: l,
+            tls: None,
+            token: None,
+            hostname: "h".into(),
+            r: None,
+            rank: None,
+            heartbeat: None,
+            source: None,
+        }
+    }
+
+    fn refused(errnum: i32, text: &str) -> AgentError {
+        AgentError::Refused(RpcError::new(errnum, text.to_string()))
+    }
+
+    #[test]
+    fn servers_rotate_and_follow_the_leader_once() {
+        let mut s = Servers::new(&cfg("unix:///a,unix:///b,unix:///c"));
+        assert!(s.several());
+        assert_eq!(s.current().to_string(), "unix:///a");
+        let down = AgentError::Closed;
+        assert!(!s.failed(&down));
+        assert_eq!(s.current().to_string(), "unix:///b");
+        // b is a standby naming c: straight there.
+        let redirect = refused(EAGAIN, "not the leader; the leader is unix:///c");
+        assert!(s.failed(&redirect));
+        assert_eq!(s.current().to_string(), "unix:///c");
+        // c names a: not followed twice in a row, the rotation goes on.
+        let back = refused(EAGAIN, "not the leader; the leader is unix:///a");
+        assert!(!s.failed(&back));
+        assert_eq!(s.current().to_string(), "unix:///c");
+        assert!(!s.failed(&down));
+        assert_eq!(s.current().to_string(), "unix:///a");
+        s.opened();
+        assert!(s.failed(&redirect));
+        assert_eq!(s.current().to_string(), "unix:///c");
+        // One server: a redirect is still followed (to a server not listed).
+        let mut one = Servers::new(&cfg("unix:///a"));
+        assert!(!one.failed(&down));
+        assert_eq!(one.current().to_string(), "unix:///a");
+        assert!(one.failed(&refused(EAGAIN, "not the leader; the leader is unix:///z")));
+        assert_eq!(one.current().to_string(), "unix:///z");
+    }
 }

@@ -13,22 +13,31 @@
 //! * sends the children's hellos upward in groups of identical resources
 //!   (one `hello` line per batch of arrivals), and one `lively` line per
 //!   heartbeat period with the idset of the children heard from;
+//! * times its children's heartbeats itself: a child silent for the
+//!   service's `torpid-max` is torpid, and the line after every change
+//!   carries the `torpid` idset of every torpid rank below the relay
+//!   (what child relays report included), so the service marks them
+//!   torpid (and lively again) without a timer per rank;
 //! * reports a child whose session ends (`gone`) at once, so the service
 //!   marks it offline within its usual bound;
 //! * routes the service's answers (`accepted`, `refused`, `ended`,
 //!   `drained`) to the child that holds the ranks: a welcome or an error
 //!   ending a leaf's session, the same lines forwarded to a child relay;
 //! * when its parent goes away, keeps its children connected, reconnects
-//!   with backoff and announces them all again.
+//!   with backoff (to the next server of a comma list, or straight to the
+//!   leader a standby names) and announces them all again.
 //!
 //! [`RelayState`] is the bookkeeping, free of IO; [`run_relay`] drives it.
 
 use crate::session::Session;
-use crate::{jitter, stopped, AgentConfig, AgentError, BACKOFF_MAX, BACKOFF_MIN, EEXIST_RETRIES};
+use crate::{
+    jitter, stopped, AgentConfig, AgentError, Servers, BACKOFF_MAX, BACKOFF_MIN, BACKOFF_NO_LEADER,
+    EEXIST_RETRIES,
+};
 use hostlist::Hostlist;
 use idset::IdSet;
 use rpc::errno::{EEXIST, ENOSYS, EPERM, EPROTO};
-use rpc::relay::{ACCEPTED, DRAINED, ENDED, GONE, HELLO, LIVELY, REFUSED};
+use rpc::relay::{ACCEPTED, DRAINED, ENDED, GONE, HELLO, LIVELY, REFUSED, TORPID};
 use rpc::uri::Uri;
 use rpc::{ConnId, Request, Role, RpcError};
 use serde_json::{json, Map, Value};
@@ -36,8 +45,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
-pub use transport::ListenOptions;
 use transport::{Incoming, ReplySender};
+pub use transport::{ListenOptions, TlsListen};
 
 /// The longest period between a relay's lines.
 const RELAY_BEAT_MAX: Duration = Duration::from_millis(500);
@@ -48,6 +57,9 @@ pub struct Welcome {
     pub rank: u32,
     pub hostname: String,
     pub fanout: u32,
+    /// A child silent for longer is torpid (`None`: the service does not
+    /// mark ranks torpid).
+    pub torpid_max: Option<Duration>,
     /// The ranks this relay may speak for (its own excluded).
     pub subtree: IdSet,
     /// Their hostnames, in rank order.
@@ -96,6 +108,11 @@ impl Welcome {
                 .unwrap_or("")
                 .to_string(),
             fanout,
+            torpid_max: v
+                .get("torpid-max")
+                .and_then(Value::as_f64)
+                .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
+                .map(Duration::from_secs_f64),
             subtree,
             hosts,
             raw: v.clone(),
@@ -137,6 +154,8 @@ enum Kind {
         pending: IdSet,
         /// Ranks the service accepted.
         owned: IdSet,
+        /// What it last reported torpid (within its subtree).
+        torpid: IdSet,
     },
 }
 
@@ -147,6 +166,8 @@ struct Child {
     stream: ReplySender,
     joined: bool,
     kind: Kind,
+    /// When its last line (hello, heartbeat, batch) arrived.
+    last: Instant,
 }
 
 /// Counters of a relay (virtual leaves), for the simulator's report.
@@ -183,11 +204,18 @@ pub struct RelayState {
     /// rank's liveness is not delayed by a period per level.
     lively_up: IdSet,
     /// Hellos that arrived before the first welcome.
-    waiting: Vec<(Request, ReplySender)>,
+    waiting: Vec<(Request, ReplySender, Instant)>,
     leaves: Option<Leaves>,
     /// This relay's virtual leaves (ranks), and those accepted.
     virtual_ranks: IdSet,
     virtual_joined: IdSet,
+    /// Torpid ranks found at the last beat: silent children (a child
+    /// relay with what it holds) and stalled virtual leaves.
+    torpid_here: IdSet,
+    /// The `torpid` idset last sent upward.
+    torpid_sent: IdSet,
+    /// The torpid set may differ from `torpid_sent`.
+    torpid_dirty: bool,
     pub counts: LeafCounts,
 }
 
@@ -324,26 +352,29 @@ impl RelayState {
         self.hello_up = self.groups.clone();
         self.gone_up = IdSet::new();
         self.heard = IdSet::new();
+        // The (new) session knows of no torpid rank yet.
+        self.torpid_sent = IdSet::new();
+        self.torpid_dirty = true;
         for c in self.children.values_mut() {
             if let Kind::Relay { pending, owned, .. } = &mut c.kind {
                 pending.add(owned);
                 owned.clear();
             }
         }
-        for (req, stream) in std::mem::take(&mut self.waiting) {
-            self.hello(req, stream);
+        for (req, stream, at) in std::mem::take(&mut self.waiting) {
+            self.hello(req, stream, at);
         }
     }
 
-    /// One message from the listener.
-    pub fn incoming(&mut self, m: Incoming) {
+    /// One message from the listener, arrived at `now`.
+    pub fn incoming(&mut self, m: Incoming, now: Instant) {
         match m {
             Incoming::Request { req, replies, slot } => {
                 drop(slot);
                 if req.topic == rpc::wire::SESSION_TOPIC {
-                    self.hello(req, replies);
+                    self.hello(req, replies, now);
                 } else if req.topic == rpc::wire::SESSION_LINE_TOPIC {
-                    self.line(&req);
+                    self.line(&req, now);
                 } else {
                     let _ = replies.send(Err(RpcError::new(
                         ENOSYS,
@@ -365,12 +396,12 @@ impl RelayState {
     }
 
     /// A child's hello.
-    fn hello(&mut self, req: Request, stream: ReplySender) {
+    fn hello(&mut self, req: Request, stream: ReplySender, now: Instant) {
         if !matches!(req.role, Role::Owner | Role::Agent(_)) {
             return Self::refuse(&stream, RpcError::new(EPERM, "a relay accepts agents only"));
         }
         let Some(w) = &self.welcome else {
-            self.waiting.push((req, stream));
+            self.waiting.push((req, stream, now));
             return;
         };
         let p = &req.payload;
@@ -463,6 +494,7 @@ impl RelayState {
                 subtree: rpc::relay::subtree(rank, w.fanout, u32::MAX).intersection(&w.subtree),
                 pending: IdSet::new(),
                 owned: IdSet::new(),
+                torpid: IdSet::new(),
             }
         } else {
             Kind::Leaf
@@ -480,20 +512,22 @@ impl RelayState {
                 stream,
                 joined: false,
                 kind,
+                last: now,
             },
         );
     }
 
     /// A child's session line: a leaf's heartbeat, or a child relay's
     /// batch.
-    fn line(&mut self, req: &Request) {
+    fn line(&mut self, req: &Request, now: Instant) {
         let conn = req.conn;
-        let Some(c) = self.children.get(&conn) else {
+        let Some(c) = self.children.get_mut(&conn) else {
             return;
         };
         if !c.joined {
             return;
         }
+        c.last = now;
         if matches!(c.kind, Kind::Leaf) {
             self.heard.insert(c.rank);
             return;
@@ -510,6 +544,7 @@ impl RelayState {
     fn relay_line(&mut self, conn: ConnId, p: &Value) -> Result<(), RpcError> {
         let gone = ids_field(p, GONE)?;
         let lively = ids_field(p, LIVELY)?;
+        let torpid_now = ids_field(p, TORPID)?;
         let groups = match p.get(HELLO) {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) => a.clone(),
@@ -526,6 +561,7 @@ impl RelayState {
                     subtree,
                     pending,
                     owned,
+                    torpid,
                 },
             stream,
             ..
@@ -604,13 +640,20 @@ impl RelayState {
         if let Some(l) = lively {
             self.lively_up.add(&l.intersection(owned));
         }
+        if let Some(t) = torpid_now {
+            let t = t.intersection(subtree);
+            if t != *torpid {
+                *torpid = t;
+                self.torpid_dirty = true;
+            }
+        }
         Ok(())
     }
 
     /// A child's session ended: its ranks are gone.
     fn lost(&mut self, conn: ConnId) {
-        if self.waiting.iter().any(|(r, _)| r.conn == conn) {
-            self.waiting.retain(|(r, _)| r.conn != conn);
+        if self.waiting.iter().any(|(r, _, _)| r.conn == conn) {
+            self.waiting.retain(|(r, _, _)| r.conn != conn);
             return;
         }
         let Some(c) = self.children.remove(&conn) else {
@@ -634,6 +677,57 @@ impl RelayState {
             ids.subtract(&all);
         }
         self.gone_up.add(&up);
+        self.torpid_here.subtract(&all);
+        self.torpid_dirty = true;
+    }
+
+    /// Every torpid rank below this relay now: what the last beat found,
+    /// and what child relays report of the ranks they hold.
+    pub fn torpid(&self) -> IdSet {
+        let mut t = self.torpid_here.clone();
+        for c in self.children.values() {
+            if let Kind::Relay {
+                pending,
+                owned,
+                torpid,
+                ..
+            } = &c.kind
+            {
+                if !torpid.is_empty() {
+                    t.add(&torpid.intersection(&pending.union(owned)));
+                }
+            }
+        }
+        t.intersection(&self.claimed)
+    }
+
+    /// Find the torpid ranks at `now`: joined children silent for longer
+    /// than `torpid-max` (a child relay with everything it holds), and
+    /// virtual leaves stalled that long.
+    fn find_torpid(&mut self, now: Instant) {
+        let Some(tmax) = self.welcome.as_ref().and_then(|w| w.torpid_max) else {
+            return;
+        };
+        let mut t = IdSet::new();
+        for c in self.children.values() {
+            if !c.joined || now.saturating_duration_since(c.last) <= tmax {
+                continue;
+            }
+            t.insert(c.rank);
+            if let Kind::Relay { pending, owned, .. } = &c.kind {
+                t.add(pending);
+                t.add(owned);
+            }
+        }
+        if let Some(l) = &self.leaves {
+            if !l.stall.is_empty() && now.saturating_duration_since(l.stall_at) > tmax {
+                t.add(&self.virtual_joined.intersection(&l.stall));
+            }
+        }
+        if t != self.torpid_here {
+            self.torpid_here = t;
+            self.torpid_dirty = true;
+        }
     }
 
     /// What is waiting to go upward (hellos and departures), as one line.
@@ -668,12 +762,21 @@ impl RelayState {
                 Value::String(std::mem::take(&mut self.lively_up).encode()),
             );
         }
+        if self.torpid_dirty && self.welcome.is_some() {
+            self.torpid_dirty = false;
+            let t = self.torpid();
+            if t != self.torpid_sent {
+                m.insert(TORPID.into(), Value::String(t.encode()));
+                self.torpid_sent = t;
+            }
+        }
         (!m.is_empty()).then_some(Value::Object(m))
     }
 
     /// The heartbeat line: what is waiting, plus every child heard from
     /// since the last beat and the virtual leaves not stalled.
     pub fn beat(&mut self, now: Instant) -> Value {
+        self.find_torpid(now);
         let mut lively = std::mem::take(&mut self.heard);
         lively.add(&std::mem::take(&mut self.lively_up));
         let mut v = self.take_up().unwrap_or_else(|| json!({}));
@@ -862,6 +965,8 @@ impl RelayState {
         for g in self.groups.values_mut() {
             g.subtract(ids);
         }
+        self.torpid_here.subtract(ids);
+        self.torpid_dirty = true;
     }
 }
 
@@ -909,7 +1014,9 @@ enum Up {
 
 /// The connection to the parent: (re)connect with backoff, send lines,
 /// hand answers back.  Lines queued while disconnected are dropped (the
-/// relay announces everything again on the next welcome).
+/// relay announces everything again on the next welcome).  With several
+/// servers (a highly available service), each failure moves on to the
+/// next, and a standby's redirect goes straight to the leader it names.
 async fn upstream(
     cfg: AgentConfig,
     hello: Value,
@@ -919,13 +1026,22 @@ async fn upstream(
 ) {
     let mut backoff = BACKOFF_MIN;
     let mut claimed = 0;
+    let mut servers = Servers::new(&cfg);
     loop {
         let opened = tokio::select! {
-            r = Session::open(&cfg.uri, cfg.tls.as_ref(), cfg.token.as_deref(), &hello, None) => r,
+            r = Session::open(servers.current(), cfg.tls.as_ref(), cfg.token.as_deref(), &hello, None) => r,
             _ = stopped(&mut stop) => return,
         };
+        if let Err(e) = &opened {
+            if servers.failed(e) {
+                continue;
+            }
+        }
+        let no_leader =
+            matches!(&opened, Err(AgentError::Refused(e)) if e.errnum == rpc::errno::EAGAIN);
         match opened {
             Ok((session, welcome)) => {
+                servers.opened();
                 backoff = BACKOFF_MIN;
                 claimed = 0;
                 while lines.try_recv().is_ok() {}
@@ -991,6 +1107,11 @@ async fn upstream(
             _ = stopped(&mut stop) => return,
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
+        if no_leader || servers.several() {
+            // A failover in progress (or one server of several down):
+            // look again soon.
+            backoff = backoff.min(BACKOFF_NO_LEADER);
+        }
     }
 }
 
@@ -1043,11 +1164,12 @@ pub async fn run_relay(
         tokio::select! {
             m = in_rx.recv() => {
                 let Some(m) = m else { break Ok(()) };
-                state.incoming(m);
+                let now = Instant::now();
+                state.incoming(m, now);
                 let mut n = 0;
                 while n < 4096 {
                     let Ok(m) = in_rx.try_recv() else { break };
-                    state.incoming(m);
+                    state.incoming(m, now);
                     n += 1;
                 }
             }
@@ -1154,38 +1276,52 @@ mod tests {
     }
 
     fn hello(s: &mut RelayState, conn: ConnId, payload: Value) -> Kid {
+        hello_at(s, conn, payload, Instant::now())
+    }
+
+    fn hello_at(s: &mut RelayState, conn: ConnId, payload: Value, at: Instant) -> Kid {
         let (tx, rx) = ReplySender::unbounded(true);
-        s.incoming(Incoming::Request {
-            req: Request {
-                conn,
-                matchtag: 1,
-                topic: rpc::wire::SESSION_TOPIC.into(),
-                payload,
-                streaming: true,
-                role: Role::Owner,
-                userid: None,
+        s.incoming(
+            Incoming::Request {
+                req: Request {
+                    conn,
+                    matchtag: 1,
+                    topic: rpc::wire::SESSION_TOPIC.into(),
+                    payload,
+                    streaming: true,
+                    role: Role::Owner,
+                    userid: None,
+                },
+                replies: tx,
+                slot: QueueSlot::unbounded(),
             },
-            replies: tx,
-            slot: QueueSlot::unbounded(),
-        });
+            at,
+        );
         Kid { conn, rx }
     }
 
     fn line(s: &mut RelayState, kid: &Kid, payload: Value) {
+        line_at(s, kid, payload, Instant::now())
+    }
+
+    fn line_at(s: &mut RelayState, kid: &Kid, payload: Value, at: Instant) {
         let (tx, _) = ReplySender::unbounded(false);
-        s.incoming(Incoming::Request {
-            req: Request {
-                conn: kid.conn,
-                matchtag: 2,
-                topic: rpc::wire::SESSION_LINE_TOPIC.into(),
-                payload,
-                streaming: false,
-                role: Role::Owner,
-                userid: None,
+        s.incoming(
+            Incoming::Request {
+                req: Request {
+                    conn: kid.conn,
+                    matchtag: 2,
+                    topic: rpc::wire::SESSION_LINE_TOPIC.into(),
+                    payload,
+                    streaming: false,
+                    role: Role::Owner,
+                    userid: None,
+                },
+                replies: tx,
+                slot: QueueSlot::unbounded(),
             },
-            replies: tx,
-            slot: QueueSlot::unbounded(),
-        });
+            at,
+        );
     }
 
     #[test]
@@ -1231,7 +1367,7 @@ mod tests {
             Some(json!({"hello": [{"ranks": "3"}, {"ranks": "4", "cores": "0-3"}]}))
         );
         // A leaf leaves: gone at once.
-        s.incoming(Incoming::Disconnect(a.conn));
+        s.incoming(Incoming::Disconnect(a.conn), Instant::now());
         assert_eq!(s.take_up(), Some(json!({"gone": "3"})));
         // The service ends the other (offline-timeout): its stream ends.
         s.answer(&json!({"ended": [{"ranks": "4", "errnum": 110, "errstr": "silent"}]}));
@@ -1292,7 +1428,7 @@ mod tests {
         );
         assert_eq!(s.take_up(), Some(json!({"gone": "4", "lively": "1"})));
         // The child relay goes: its rank and what it held.
-        s.incoming(Incoming::Disconnect(1));
+        s.incoming(Incoming::Disconnect(1), Instant::now());
         assert_eq!(s.take_up(), Some(json!({"gone": "1,3"})));
         // Now the leaf may take sim3.
         let mut l = hello(&mut s, 3, json!({"hostname": "sim3"}));
@@ -1323,9 +1459,66 @@ mod tests {
         assert_eq!(s.virtual_joined(), 6);
         assert_eq!(s.counts.refused, 1);
         assert_eq!(s.beat(Instant::now()), json!({"lively": "1,3-4,7-9"}));
+        // Stalled past torpid-max (4 s): reported torpid, once.
+        let later = Instant::now() + Duration::from_secs(7200);
+        assert_eq!(s.beat(later), json!({"lively": "1,4,7-9", "torpid": "3"}));
+        assert_eq!(s.beat(later), json!({"lively": "1,4,7-9"}));
+    }
+
+    #[test]
+    fn silent_children_are_reported_torpid_and_lively_again() {
+        // kary:2 over 15 ranks; this relay is rank 0, torpid-max 4 s.
+        let t0 = Instant::now();
+        let at = |s: f64| t0 + Duration::from_secs_f64(s);
+        let mut s = RelayState::new(None);
+        s.set_welcome(welcome(0, "1-14", "sim[1-14]"));
+        let l2 = hello_at(&mut s, 2, json!({"hostname": "sim2"}), at(0.0));
+        let r1 = hello_at(
+            &mut s,
+            1,
+            json!({"hostname": "sim1", "relay": true}),
+            at(0.0),
+        );
+        s.take_up();
+        s.answer(&json!({"accepted": "1-2"}));
+        line_at(&mut s, &r1, json!({"hello": [{"ranks": "3-4"}]}), at(0.1));
+        s.take_up();
+        s.answer(&json!({"accepted": "3-4"}));
+        // Both speak every second for 4 s; then the leaf falls silent.
+        for i in 1..=4 {
+            line_at(&mut s, &l2, json!({}), at(f64::from(i)));
+            line_at(&mut s, &r1, json!({"lively": "3-4"}), at(f64::from(i)));
+            assert!(s.beat(at(f64::from(i))).get("torpid").is_none());
+        }
+        for i in 5..=8 {
+            line_at(&mut s, &r1, json!({"lively": "3-4"}), at(f64::from(i)));
+            let v = s.beat(at(f64::from(i)));
+            assert!(v.get("torpid").is_none(), "at {i} s: {v}");
+        }
+        // 4.5 s after its last heartbeat: torpid, in this beat only.
+        line_at(&mut s, &r1, json!({"lively": "3-4"}), at(8.5));
+        assert_eq!(s.beat(at(8.5)), json!({"lively": "1,3-4", "torpid": "2"}));
+        line_at(&mut s, &r1, json!({"lively": "3-4"}), at(9.0));
+        assert_eq!(s.beat(at(9.0)), json!({"lively": "1,3-4"}));
+        // The child relay reports its leaf 4 torpid: sent on at once,
+        // merged with this relay's own finding.
+        line_at(&mut s, &r1, json!({"lively": "3", "torpid": "4"}), at(9.2));
+        assert_eq!(s.take_up(), Some(json!({"lively": "1,3", "torpid": "2,4"})));
+        // The leaf speaks again: lively, and no longer torpid.
+        line_at(&mut s, &l2, json!({}), at(9.5));
+        assert_eq!(s.beat(at(9.5)), json!({"lively": "2", "torpid": "4"}));
+        // The child relay falls silent: it and what it holds are torpid.
+        line_at(&mut s, &l2, json!({}), at(12.0));
+        line_at(&mut s, &l2, json!({}), at(14.0));
+        assert_eq!(s.beat(at(14.0)), json!({"lively": "2", "torpid": "1,3-4"}));
+        // It goes: its ranks are gone and out of the torpid set.
+        s.incoming(Incoming::Disconnect(r1.conn), at(14.2));
+        assert_eq!(s.take_up(), Some(json!({"gone": "1,3-4", "torpid": ""})));
+        // A new parent session hears the torpid set again.
+        s.set_welcome(welcome(0, "1-14", "sim[1-14]"));
         assert_eq!(
-            s.beat(Instant::now() + Duration::from_secs(7200)),
-            json!({"lively": "1,4,7-9"})
+            s.beat(at(20.0)),
+            json!({"hello": [{"ranks": "2"}], "torpid": "2"})
         );
     }
 }

@@ -12,6 +12,13 @@
 //! the whole session expires).  With every child heartbeating there are
 //! one or two cohorts per relay; stalled children stay behind in theirs.
 //!
+//! Torpid children are the relay's call: it times its children's
+//! heartbeats itself and reports the ranks it finds torpid (a `torpid`
+//! idset, [`Relays::report_torpid`]).  A rank is torpid while the relay
+//! reports it, or while the service itself has heard nothing of it for
+//! `torpid_max` (the fallback for a relay that fell silent, children and
+//! all); it is lively again once neither holds.
+//!
 //! Like [`crate::monitor::Monitor`], nothing here reads a clock: every
 //! call takes `now`.
 
@@ -34,7 +41,11 @@ pub struct RelaySession {
     /// Owned ranks by the time they were last heard of (oldest first,
     /// disjoint, their union is `owned`).
     cohorts: VecDeque<(f64, IdSet)>,
-    /// Owned ranks now torpid.
+    /// Owned ranks the service heard nothing of for `torpid_max`.
+    silent: IdSet,
+    /// Owned ranks the relay reports torpid (its own rank excluded).
+    reported: IdSet,
+    /// Owned ranks now torpid: `silent` ∪ `reported`.
     torpid: IdSet,
 }
 
@@ -44,6 +55,17 @@ impl RelaySession {
     }
     pub fn torpid(&self) -> &IdSet {
         &self.torpid
+    }
+
+    /// Recompute `torpid` from `silent` and `reported`, recording the
+    /// transitions.
+    fn settle(&mut self, ch: &mut Changes) {
+        let now = self.silent.union(&self.reported);
+        let became = now.difference(&self.torpid);
+        let recovered = self.torpid.difference(&now);
+        net(&mut ch.torpid, &mut ch.lively, &became);
+        net(&mut ch.lively, &mut ch.torpid, &recovered);
+        self.torpid = now;
     }
 }
 
@@ -140,6 +162,8 @@ impl Relays {
                 subtree,
                 owned: own.clone(),
                 cohorts: VecDeque::from([(now, own)]),
+                silent: IdSet::new(),
+                reported: IdSet::new(),
                 torpid: IdSet::new(),
             },
         );
@@ -185,16 +209,29 @@ impl Relays {
             Some((t, ids)) if *t >= now => ids.add(&heard),
             _ => s.cohorts.push_back((now, heard.clone())),
         }
-        let recovered = s.torpid.intersection(&heard);
-        if !recovered.is_empty() {
-            s.torpid.subtract(&recovered);
-            net(
-                &mut self.changes.lively,
-                &mut self.changes.torpid,
-                &recovered,
-            );
+        if s.silent.intersects(&heard) {
+            s.silent.subtract(&heard);
+            s.settle(&mut self.changes);
         }
         self.arm(now);
+        true
+    }
+
+    /// The relay on `conn` reports `ranks` as every torpid rank below it
+    /// (only its owned ranks count, its own rank never: that is the
+    /// service's to time).  Ranks it no longer reports are lively again
+    /// unless the service's own timer holds them.  Returns false if
+    /// `conn` has no relay.
+    pub fn report_torpid(&mut self, conn: ConnId, ranks: &IdSet) -> bool {
+        let Some(s) = self.sessions.get_mut(&conn) else {
+            return false;
+        };
+        let mut reported = ranks.intersection(&s.owned);
+        reported.remove(s.rank);
+        if reported != s.reported {
+            s.reported = reported;
+            s.settle(&mut self.changes);
+        }
         true
     }
 
@@ -220,6 +257,8 @@ impl Relays {
             ids.subtract(lost);
         }
         s.cohorts.retain(|(_, ids)| !ids.is_empty());
+        s.silent.subtract(lost);
+        s.reported.subtract(lost);
         let was_torpid = s.torpid.intersection(lost);
         s.torpid.subtract(lost);
         net(&mut ch.down, &mut ch.up, lost);
@@ -273,12 +312,12 @@ impl Relays {
                     });
                 }
             }
+            let mut silent = false;
             for (t, ids) in s.cohorts.iter() {
                 if tmax > 0.0 && now - *t > tmax {
-                    let became = ids.difference(&s.torpid);
-                    if !became.is_empty() {
-                        s.torpid.add(&became);
-                        net(&mut self.changes.torpid, &mut self.changes.lively, &became);
+                    if !s.silent.is_superset(ids) {
+                        s.silent.add(ids);
+                        silent = true;
                     }
                 } else {
                     if tmax > 0.0 {
@@ -286,6 +325,9 @@ impl Relays {
                     }
                     break;
                 }
+            }
+            if silent {
+                s.settle(&mut self.changes);
             }
             if tout > 0.0 {
                 if let Some((t, _)) = s.cohorts.front() {
@@ -382,5 +424,58 @@ mod tests {
         assert_eq!(r.take_changes().down.encode(), "1,3-4");
         assert!(r.tick(1e9).is_empty());
         assert!(!r.heard(2.0, 3, &ids("3")));
+    }
+
+    #[test]
+    fn the_relays_torpid_report_and_the_services_own_timer() {
+        let mut r = Relays::new(2.0, 10.0);
+        r.hello(100.0, 0, to(7), ids("1-1023"));
+        r.join(100.0, 7, &ids("1-1023"));
+        r.take_changes();
+        // The relay reports 100-199 torpid (its own rank and ranks it
+        // does not hold are ignored): torpid at once, no timer needed.
+        r.heard(100.5, 7, &ids("1-1023"));
+        assert!(r.report_torpid(7, &ids("0,100-199,5000")));
+        assert!(r.tick(100.5).is_empty());
+        let c = r.take_changes();
+        assert_eq!(c.torpid.encode(), "100-199");
+        assert!(c.lively.is_empty());
+        assert_eq!(r.session(7).unwrap().torpid().encode(), "100-199");
+        // The same report again changes nothing; a smaller one revives.
+        r.report_torpid(7, &ids("100-199"));
+        assert!(r.take_changes().is_empty());
+        r.report_torpid(7, &ids("100-149"));
+        let c = r.take_changes();
+        assert_eq!(c.lively.encode(), "150-199");
+        assert!(c.torpid.is_empty());
+        // The relay falls silent: after torpid_max the service's own timer
+        // makes everything it speaks for torpid, its own rank included.
+        assert!(r.tick(102.4).is_empty());
+        assert!(r.take_changes().is_empty());
+        r.tick(102.6);
+        let c = r.take_changes();
+        assert_eq!(c.torpid.encode(), "0-99,150-1023");
+        // It speaks again, still reporting 100-149: only those stay.
+        r.heard(103.0, 7, &ids("1-99,150-1023"));
+        r.report_torpid(7, &ids("100-149"));
+        let c = r.take_changes();
+        assert_eq!(c.lively.encode(), "0-99,150-1023");
+        assert_eq!(r.session(7).unwrap().torpid().encode(), "100-149");
+        // Heard but still reported: the relay's word holds.
+        r.heard(103.5, 7, &ids("100-149"));
+        assert!(r.take_changes().is_empty());
+        r.report_torpid(7, &IdSet::new());
+        assert_eq!(r.take_changes().lively.encode(), "100-149");
+        // A reported rank that leaves goes offline (and out of the
+        // torpid set, as when a timer ends it).
+        r.report_torpid(7, &ids("300"));
+        r.take_changes();
+        r.gone(7, &ids("300"));
+        let c = r.take_changes();
+        assert_eq!(c.down.encode(), "300");
+        assert_eq!(c.lively.encode(), "300");
+        assert!(c.torpid.is_empty(), "{c:?}");
+        assert!(r.session(7).unwrap().torpid().is_empty());
+        assert!(!r.report_torpid(8, &ids("1")));
     }
 }

@@ -330,3 +330,46 @@ fn a_malformed_line_ends_the_relay_session() {
         h.input(Input::Disconnect(r));
     }
 }
+
+#[test]
+fn the_relays_torpid_idset_marks_ranks_torpid_and_lively() {
+    let mut h = start(1024, 1024, 5.0, 60.0);
+    let (r0, _) = h.relay("sim0");
+    h.line(r0, json!({"hello": [{"ranks": "1-1023", "cores": "0-3"}]}));
+    h.advance(0.0);
+    assert_eq!(h.online(), "0-1023");
+    // The relay times its children: 100 stalled leaves are torpid the
+    // moment it says so, well before the service's own timer would fire.
+    h.advance(1.0);
+    h.line(r0, json!({"lively": "1-99,200-1023", "torpid": "100-199"}));
+    h.advance(0.0);
+    assert_eq!(h.svc.torpid().encode(), "100-199");
+    assert_eq!(events(&h.svc, "torpid"), vec!["100-199"]);
+    // Lines without the key leave the set alone.
+    for _ in 0..3 {
+        h.line(r0, json!({"lively": "1-99,200-1023"}));
+        h.advance(1.0);
+    }
+    assert_eq!(h.svc.torpid().encode(), "100-199");
+    // Half of them come back: lively again, one event.
+    h.line(r0, json!({"lively": "1-149,200-1023", "torpid": "150-199"}));
+    h.advance(0.0);
+    assert_eq!(h.svc.torpid().encode(), "150-199");
+    assert_eq!(events(&h.svc, "lively"), vec!["100-149"]);
+    // A relay cannot make its own rank or someone else's torpid.
+    let (_, a) = h.hello(json!({"hostname": "sim0"}));
+    assert_eq!(a.unwrap_err().errnum, EEXIST);
+    h.line(r0, json!({"lively": "1-1023", "torpid": "0,150-199"}));
+    h.advance(0.0);
+    assert_eq!(h.svc.torpid().encode(), "150-199");
+    h.line(r0, json!({"lively": "1-1023", "torpid": ""}));
+    h.advance(0.0);
+    assert_eq!(h.svc.torpid().encode(), "");
+    assert_eq!(events(&h.svc, "lively"), vec!["100-149", "150-199"]);
+    // A malformed torpid ends the session like any bad line.
+    let r = h.line(r0, json!({"torpid": 3}));
+    assert_eq!(
+        r.last().unwrap().as_ref().unwrap_err().message(),
+        "relay line: torpid must be an idset string"
+    );
+}

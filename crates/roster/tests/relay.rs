@@ -1,7 +1,9 @@
 #![allow(unsafe_code)] // kill(2) on our own children
 //! Agent relays with real processes on loopback: a 3-level tree of
 //! `roster agent --relay` and leaf agents (kary:2 over fake[0-6]), a relay
-//! restart, a leaf moving to another relay, the simulator's relays.
+//! restart, a leaf moving to another relay, relays over TLS with each
+//! child's certificate checked, a relay following a server list, the
+//! simulator's relays (stalled leaves torpid at torpid-max).
 
 mod common;
 
@@ -260,9 +262,10 @@ fn simulator_relays_in_one_process() {
     let s = Scratch::new("relay-sim");
     let d = start(
         &s,
-        "[resource]\ntorpid-max = \"1s\"\n[serve]\nrelay-fanout = 4\n[[resource.config]]\nhosts = \"sim[0-999]\"\ncores = \"0-3\"\n",
+        "[resource]\ntorpid-max = \"2s\"\n[serve]\nrelay-fanout = 4\n[[resource.config]]\nhosts = \"sim[0-999]\"\ncores = \"0-3\"\n",
         &[],
     );
+    let spawned = Instant::now();
     let mut sim = spawn(
         &s,
         "sim",
@@ -276,13 +279,28 @@ fn simulator_relays_in_one_process() {
             "--cores",
             "0-3",
             "--stall",
-            "500-509",
+            "500-599",
             "--stall-after",
-            "1",
+            "5",
         ],
     );
     wait_status(&d, "online", "0-999", 20.0);
-    wait_status(&d, "torpid", "500-509", 5.0);
+    // 100 stalled leaves (below 3 relays of 21) turn torpid together at
+    // torpid-max after they stall (5 s after the simulator started, plus
+    // its start-up): the relays time them and report the idset.
+    assert!(
+        spawned.elapsed() < Duration::from_secs(5),
+        "too slow to come online to time the stall"
+    );
+    let t = spawned.elapsed() + wait_status(&d, "torpid", "500-599", 10.0);
+    eprintln!(
+        "100 stalled leaves torpid {:.2} s after the stall",
+        t.as_secs_f64() - 5.0
+    );
+    assert!(
+        t > Duration::from_secs(6) && t < Duration::from_millis(8500),
+        "torpid {t:?} after start, wanted 7 s +/- 1 s (+ start-up)"
+    );
     assert_eq!(status(&d)["drain"], json!({}));
     sim.kill();
     wait_status(&d, "online", "", 3.0);
@@ -332,4 +350,249 @@ fn scale_131072_nodes_through_relays() {
     sim.kill();
     let t = wait_status(&d, "online", "", 2.0);
     eprintln!("all offline after {t:?}");
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// `roster serve ca ...`, which must succeed.
+fn ca(args: &[&str]) {
+    let o = roster()
+        .args(["serve", "ca"])
+        .args(args)
+        .output()
+        .expect("run roster serve ca");
+    assert!(
+        o.status.success(),
+        "roster serve ca {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `--ca`, `--cert`, `--key` of `who`.
+fn tls_args(s: &Scratch, who: &str) -> Vec<String> {
+    let pki = |f: String| s.path(&format!("pki/{f}")).display().to_string();
+    vec![
+        "--ca".into(),
+        pki("ca.pem".into()),
+        "--cert".into(),
+        pki(format!("{who}.pem")),
+        "--key".into(),
+        pki(format!("{who}.key")),
+    ]
+}
+
+#[test]
+fn relays_listen_on_tls_and_check_each_childs_certificate() {
+    // kary:2 over 7 ranks: 0 -> 1,2; 2 -> 5,6.  The service and the
+    // relays speak TLS; every node has its own certificate.
+    let s = Scratch::new("relay-tls");
+    let pki = s.path("pki").display().to_string();
+    ca(&["init", &pki]);
+    ca(&["issue", &pki, "localhost,fake[0-6]", "--san", "127.0.0.1"]);
+    let port = free_port();
+    let cfg = format!(
+        "[resource]\ntorpid-max = \"2s\"\n[serve]\nrelay-fanout = 2\ntls-cert = \"{pki}/localhost.pem\"\n\
+         tls-key = \"{pki}/localhost.key\"\ntls-client-ca = \"{pki}/ca.pem\"\n\
+         [[resource.config]]\nhosts = \"fake[0-6]\"\ncores = \"0-3\"\n"
+    );
+    let d = start(&s, &cfg, &["--listen", &format!("tls://127.0.0.1:{port}")]);
+    let service = format!("tls://localhost:{port}");
+    let node = |name: &str, who: &str, uri: &str, extra: &[&str]| {
+        let mut a: Vec<String> = vec!["--uri".into(), uri.into()];
+        a.extend(tls_args(&s, who));
+        a.extend(
+            ["--hostname", name, "--cores", "0-3", "--heartbeat", "0.2"]
+                .iter()
+                .map(|x| x.to_string()),
+        );
+        a.extend(extra.iter().map(|x| x.to_string()));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        spawn(&s, &format!("{name}-as-{who}"), &a)
+    };
+    let p0 = free_port();
+    let relay0 = format!("tls://127.0.0.1:{p0}");
+    let listen0 = format!("tls://127.0.0.1:{p0}");
+    let r0 = node(
+        "fake0",
+        "fake0",
+        &service,
+        &["--relay", "--listen", &listen0],
+    );
+    let r2 = node(
+        "fake2",
+        "fake2",
+        &relay0,
+        &["--relay", "--listen", &sock(&s, "fake2")],
+    );
+    let l1 = node("fake1", "fake1", &relay0, &[]);
+    let _l5 = node("fake5", "fake5", &sock(&s, "fake2"), &[]);
+    wait_status(&d, "online", "0-2,5", 15.0);
+    wait_log(
+        &r0,
+        "fake0 joined as rank 0 (relay for up to 6 ranks below it)",
+        1.0,
+    );
+    wait_log(
+        &r2,
+        "fake2 joined as rank 2 (relay for up to 2 ranks below it)",
+        1.0,
+    );
+    wait_log(&l1, "fake1 joined as rank 1", 1.0);
+    // fake1's certificate cannot speak for fake6 (in fake0's subtree):
+    // refused for good by the relay, the agent stops.
+    let mut liar = node("fake6", "fake1", &relay0, &[]);
+    wait_log(
+        &liar,
+        "the certificate of fake1 may not speak for host fake6",
+        10.0,
+    );
+    let st = liar.child.as_mut().unwrap().wait().unwrap();
+    assert!(!st.success());
+    assert_eq!(status(&d)["online"], "0-2,5");
+    // A stalled leaf behind the TLS relay: torpid at torpid-max (2 s)
+    // after its last heartbeat (0.2 s period), +/- 1 s.
+    l1.signal(libc::SIGSTOP);
+    let t = wait_status(&d, "torpid", "1", 5.0);
+    eprintln!("stalled leaf torpid after {:.2} s", t.as_secs_f64());
+    assert!(
+        t > Duration::from_secs(1) && t < Duration::from_secs(3),
+        "{t:?}"
+    );
+    l1.signal(libc::SIGCONT);
+    wait_status(&d, "torpid", "", 3.0);
+    // Plain TCP off loopback stays refused for a relay's children.
+    let token = s.write("token", "s3cret\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let plain = format!("tcp://0.0.0.0:{}", free_port());
+    let mut bad = spawn(
+        &s,
+        "plain",
+        &[
+            "--uri",
+            &d.uri,
+            "--token-file",
+            token.to_str().unwrap(),
+            "--hostname",
+            "fake3",
+            "--cores",
+            "0-3",
+            "--relay",
+            "--listen",
+            &plain,
+        ],
+    );
+    let st = bad.child.as_mut().unwrap().wait().unwrap();
+    assert!(!st.success());
+    assert!(
+        bad.log_text()
+            .contains("plain TCP is only allowed on loopback addresses"),
+        "{}",
+        bad.log_text()
+    );
+    // tls:// without this node's certificate: a clear refusal.
+    let mut nocert = spawn(
+        &s,
+        "nocert",
+        &[
+            "--uri",
+            &d.uri,
+            "--hostname",
+            "fake3",
+            "--cores",
+            "0-3",
+            "--relay",
+            "--listen",
+            &format!("tls://127.0.0.1:{}", free_port()),
+        ],
+    );
+    let st = nocert.child.as_mut().unwrap().wait().unwrap();
+    assert!(!st.success());
+    assert!(
+        nocert
+            .log_text()
+            .contains("a relay's TLS listener presents this node's certificate"),
+        "{}",
+        nocert.log_text()
+    );
+}
+
+#[test]
+fn relay_follows_a_server_list_whose_first_is_dead() {
+    let s = Scratch::new("relay-list");
+    let d = start(&s, &config(3, ""), &[]);
+    let dead = sock(&s, "dead");
+    let list = format!("{dead},{}", d.uri);
+    let r0 = relay(&s, &list, "fake0");
+    let _l1 = leaf(&s, &sock(&s, "fake0"), "fake1");
+    wait_status(&d, "online", "0-1", 10.0);
+    wait_log(&r0, "fake0 joined as rank 0", 1.0);
+}
+
+#[test]
+fn relay_moves_to_the_next_server_and_announces_its_children_again() {
+    let s1 = Scratch::new("relay-failover-a");
+    let s2 = Scratch::new("relay-failover-b");
+    let mut a = start(&s1, &config(3, ""), &[]);
+    let b_uri = format!("unix://{}", s2.path("roster.sock").display());
+    let list = format!("{},{b_uri}", a.uri);
+    let _r0 = relay(&s1, &list, "fake0");
+    let _l1 = leaf(&s1, &sock(&s1, "fake0"), "fake1");
+    let _l2 = leaf(&s1, &sock(&s1, "fake0"), "fake2");
+    wait_status(&a, "online", "0-2", 10.0);
+    // The first server goes away for good; the second takes over: the
+    // relay moves there with its children (which never left it).
+    a.stop();
+    let b = start(&s2, &config(3, ""), &[]);
+    assert_eq!(b.uri, b_uri);
+    wait_status(&b, "online", "0-2", 10.0);
+}
+
+/// A standby of a highly available service, as far as a relay can tell:
+/// every request is answered EAGAIN "not the leader; the leader is URI".
+/// Returns how many hellos it turned away.
+fn fake_standby(
+    path: std::path::PathBuf,
+    leader: String,
+) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+    use std::io::{BufRead, BufReader, Write};
+    let n = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&n);
+    let l = std::os::unix::net::UnixListener::bind(path).unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            let mut r = BufReader::new(c.try_clone().unwrap());
+            let mut line = String::new();
+            while r.read_line(&mut line).is_ok_and(|k| k > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let body =
+                json!({"errnum": 11, "errstr": format!("not the leader; the leader is {leader}")})
+                    .to_string();
+            let _ = write!(
+                c,
+                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    n
+}
+
+#[test]
+fn relay_follows_a_standbys_redirect_to_the_leader() {
+    let s = Scratch::new("relay-redirect");
+    let d = start(&s, &config(3, ""), &[]);
+    let standby = s.path("standby.sock");
+    let turned = fake_standby(standby.clone(), d.uri.clone());
+    let r0 = relay(&s, &format!("unix://{}", standby.display()), "fake0");
+    let _l1 = leaf(&s, &sock(&s, "fake0"), "fake1");
+    let _l2 = leaf(&s, &sock(&s, "fake0"), "fake2");
+    wait_status(&d, "online", "0-2", 10.0);
+    wait_log(&r0, "fake0 joined as rank 0", 1.0);
+    assert_eq!(turned.load(std::sync::atomic::Ordering::Relaxed), 1);
 }

@@ -20,7 +20,13 @@
 //!   the group is not verified, like an agent sending no R);
 //! * [`LIVELY`]: `IDSET`: the children heard from since the relay's last
 //!   line (one such line per relay per heartbeat period);
-//! * [`GONE`]: `IDSET`: children whose sessions ended (offline at once).
+//! * [`GONE`]: `IDSET`: children whose sessions ended (offline at once);
+//! * [`TORPID`]: `IDSET`: every rank below the relay that it finds torpid
+//!   now (no heartbeat from it for `torpid-max`, the welcome's value),
+//!   sent whenever the set changes (`""` once none is left).  The service
+//!   marks those ranks torpid and the ones dropped from the set lively
+//!   again; a rank it hears nothing of at all (the relay itself is silent)
+//!   still turns torpid by the service's own timer.
 //!
 //! Every line also counts as the relay's own heartbeat.  The service
 //! answers on the session's reply stream, after the welcome, with lines
@@ -45,6 +51,8 @@ pub const HELLO: &str = "hello";
 pub const LIVELY: &str = "lively";
 /// Line key: children whose sessions ended.
 pub const GONE: &str = "gone";
+/// Line key: every rank below the relay it finds torpid now.
+pub const TORPID: &str = "torpid";
 /// Answer key: ranks accepted.
 pub const ACCEPTED: &str = "accepted";
 /// Answer key: hellos refused.

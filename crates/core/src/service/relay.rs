@@ -1,14 +1,14 @@
 //! Relay sessions (see [`rpc::relay`] for the protocol and the tree): a
 //! relay says hello like an agent with `"relay": true`, is welcomed with
 //! its subtree, then speaks for its children in batches: `hello` groups,
-//! `lively` and `gone` idsets.  Everything here works on idsets, so a
+//! `lively`, `gone` and `torpid` idsets.  Everything here works on idsets, so a
 //! batch of 131,072 children costs a few range operations, not a message
 //! per node.  Answers (`accepted`, `refused`, `drained`, `ended`) go on
 //! the relay's stream.
 
 use super::*;
 use crate::monitor::Changes;
-use rpc::relay::{ACCEPTED, DRAINED, ENDED, GONE, HELLO, LIVELY, REFUSED};
+use rpc::relay::{ACCEPTED, DRAINED, ENDED, GONE, HELLO, LIVELY, REFUSED, TORPID};
 
 /// `[{"ranks", "reason"}]` for the `drained` answer.
 pub(super) fn relay_drained(drains: &[(IdSet, String)]) -> Value {
@@ -113,8 +113,8 @@ impl Service {
         Ok(None)
     }
 
-    /// A line of a relay session: `gone`, then `hello`, then `lively`
-    /// (any of them; every line is also the relay's own heartbeat).  A
+    /// A line of a relay session: `gone`, then `hello`, then `lively`,
+    /// then `torpid` (any of them; every line is also the relay's own heartbeat).  A
     /// malformed line ends the session (EPROTO): the relay reconnects and
     /// announces its children again.
     pub(super) fn relay_line(&mut self, now: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
@@ -164,6 +164,7 @@ impl Service {
         }
         let gone = idset_field(p, GONE)?;
         let lively = idset_field(p, LIVELY)?;
+        let torpid = idset_field(p, TORPID)?;
         let groups = match p.get(HELLO) {
             None | Some(Value::Null) => &[][..],
             Some(Value::Array(a)) => a.as_slice(),
@@ -184,6 +185,9 @@ impl Service {
         }
         self.relays
             .heard(self.mono, conn, lively.as_ref().unwrap_or(&IdSet::new()));
+        if let Some(t) = &torpid {
+            self.relays.report_torpid(conn, t);
+        }
         Ok(answer)
     }
 

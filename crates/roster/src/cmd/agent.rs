@@ -19,6 +19,9 @@ use idset::IdSet;
 /// on the --listen sockets and speak upward for them in batches: the
 /// service assigns the relay the k-ary subtree below its rank
 /// ([serve] relay-fanout), and children point their --uri at the relay.
+/// A tls:// listener presents this node's --cert and --key and verifies
+/// the children's certificates against --ca (an agent certificate speaks
+/// only for its own host); plain tcp:// is allowed on loopback only.
 ///
 /// With --simulate, run one virtual agent per host of HOSTLIST in this
 /// process, each on its own connection, through the same protocol; with
@@ -83,8 +86,10 @@ struct Args {
     /// Also accept child agents on --listen and relay for them.
     #[arg(long, requires = "listen", conflicts_with = "simulate")]
     relay: bool,
-    /// (relay) Where children connect: unix://PATH or tcp://HOST:PORT
-    /// (children present the same token); repeatable.
+    /// (relay) Where children connect: unix://PATH, tls://HOST:PORT
+    /// (this node's --cert/--key; children's certificates checked against
+    /// --ca) or tcp://HOST:PORT on loopback (children present the same
+    /// token); repeatable.
     #[arg(long, value_name = "URI", requires = "relay")]
     listen: Vec<String>,
     /// (simulator) Run the first N hosts as relays, the others as
@@ -118,6 +123,29 @@ fn seconds(what: &str, s: f64) -> Result<Duration, String> {
     }
 }
 
+/// The TLS settings of a relay's `tls://` listener: this node's
+/// certificate and key, children's certificates verified against the CA
+/// (their role, normally `agent` for their own host, from the OU).
+fn relay_tls(
+    uri: &rpc::uri::Uri,
+    files: &client::TlsFiles,
+) -> Result<agent::relay::TlsListen, String> {
+    let (Some(cert), Some(key), Some(ca)) = (&files.cert, &files.key, &files.ca) else {
+        return Err(format!(
+            "--listen {uri}: a relay's TLS listener presents this node's certificate \
+             (--cert and --key, or $ROSTER_CERT and $ROSTER_KEY) and verifies its \
+             children's against the CA (--ca or $ROSTER_CA)"
+        ));
+    };
+    let config =
+        tls::server_config(cert, key, Some(ca)).map_err(|e| format!("--listen {uri}: {e}"))?;
+    Ok(agent::relay::TlsListen {
+        config,
+        client_auth: true,
+        roles: tls::RoleMap::default(),
+    })
+}
+
 /// The command line, for `roster completions` and `roster manpage`.
 pub fn command() -> clap::Command {
     <Args as clap::CommandFactory>::command()
@@ -145,6 +173,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         cert: args.cert.clone(),
         key: args.key.clone(),
     };
+    let listen_tls_files = tls_files.clone().or_env();
     let client =
         client::Client::from_env_tls(args.uri.as_deref(), args.token_file.as_deref(), tls_files)
             .map_err(|e| e.to_string())?;
@@ -309,9 +338,17 @@ fn run(args: Args) -> Result<ExitCode, String> {
             .iter()
             .map(|u| rpc::uri::Uri::parse(u).map_err(|e| format!("--listen {u}: {e}")))
             .collect::<Result<Vec<_>, _>>()?;
+        let tls_listen = match listen
+            .iter()
+            .find(|u| matches!(u, rpc::uri::Uri::Tls { .. }))
+        {
+            Some(u) => Some(relay_tls(u, &listen_tls_files)?),
+            None => None,
+        };
         let rcfg = agent::relay::RelayConfig {
             listen_opts: agent::relay::ListenOptions {
                 token: cfg.token.clone(),
+                tls: tls_listen,
                 ..Default::default()
             },
             agent: cfg,
