@@ -15,7 +15,7 @@ use std::time::Duration;
 fn svc_error(e: ClientError) -> SvcError {
     match e {
         ClientError::Rpc(r) => SvcError::Rpc(r),
-        ClientError::Protocol(_) | ClientError::Io(_) => {
+        ClientError::Protocol(_) | ClientError::Io(_) | ClientError::Lost(_) => {
             SvcError::Rpc(RpcError::new(e.errnum(), e.to_string()))
         }
         other => SvcError::Connect(other.to_string()),
