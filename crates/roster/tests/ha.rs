@@ -429,13 +429,13 @@ fn journal_follower_resumes_on_the_new_leader() {
     let b = server(&sb, &etcd, prefix);
     let both = format!("{},{}", a.uri, b.uri);
     drain(&both, "0", "first").expect("drain");
-    let mut f = client::blocking::Client::from_env(Some(&both), None)
+    let f = client::blocking::Client::from_env(Some(&both), None)
         .expect("client")
         .follow_journal()
         .expect("journal");
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     std::thread::spawn(move || {
-        while let Some(r) = f.next() {
+        for r in f {
             let v = match r {
                 Ok(v) => v,
                 Err(e) => {
