@@ -152,6 +152,13 @@ impl Client {
         self.block(self.inner.get())
     }
 
+    /// See [`crate::Client::follow_journal`].
+    pub fn follow_journal(&self) -> Result<JournalFollower, ClientError> {
+        let rt = self.runtime()?;
+        let inner = rt.block_on(self.inner.follow_journal())?;
+        Ok(JournalFollower { inner, rt })
+    }
+
     /// See [`crate::Client::journal`].
     pub fn journal(&self) -> Result<ReplyStream, ClientError> {
         self.stream("resource.journal", serde_json::json!({}))
@@ -243,5 +250,34 @@ impl Iterator for AcquireStream {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.rt.block_on(self.inner.next())
+    }
+}
+
+/// A resuming journal reader (see [`crate::journal`]); an iterator of
+/// responses.
+#[derive(Debug)]
+pub struct JournalFollower {
+    inner: crate::JournalFollower,
+    rt: Arc<Runtime>,
+}
+
+impl JournalFollower {
+    /// See [`crate::JournalFollower::position`].
+    pub fn position(&self) -> Option<&Value> {
+        self.inner.position()
+    }
+
+    /// See [`crate::JournalFollower::resumes`].
+    pub fn resumes(&self) -> u64 {
+        self.inner.resumes()
+    }
+}
+
+impl Iterator for JournalFollower {
+    type Item = Result<Value, ClientError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let rt = Arc::clone(&self.rt);
+        rt.block_on(self.inner.next())
     }
 }

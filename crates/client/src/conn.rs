@@ -35,8 +35,29 @@ enum Stream {
     Tls(Box<tls::client::TlsStream<tokio::net::TcpStream>>),
 }
 
+/// How long a connection (TCP connect and TLS handshake) may take: a
+/// dead host drops the SYN and the kernel would wait minutes; the next
+/// server of a list should be tried instead.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Stream {
     async fn connect(
+        uri: &Uri,
+        tls_config: Option<&Arc<tls::rustls::ClientConfig>>,
+    ) -> io::Result<Stream> {
+        match tokio::time::timeout(CONNECT_TIMEOUT, Stream::connect_now(uri, tls_config)).await {
+            Ok(r) => r,
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "no connection within {} s (host down?)",
+                    CONNECT_TIMEOUT.as_secs()
+                ),
+            )),
+        }
+    }
+
+    async fn connect_now(
         uri: &Uri,
         tls_config: Option<&Arc<tls::rustls::ClientConfig>>,
     ) -> io::Result<Stream> {
@@ -149,6 +170,9 @@ impl Conn {
 /// A hyper error as a client error: I/O failures as `Io`, the rest (e.g.
 /// "connection closed before message completed") as `Protocol`.
 fn hyper_err(e: hyper::Error) -> ClientError {
+    if e.is_incomplete_message() || e.is_canceled() {
+        return ClientError::Lost(format!("error talking to the service: {e}"));
+    }
     let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&e);
     while let Some(s) = src {
         if let Some(io) = s.downcast_ref::<io::Error>() {
@@ -375,6 +399,7 @@ impl Exchange {
         }
         let Exchange { conn, resp, topic } = self;
         Ok(ReplyStream {
+            uri: Uri::Unix(Default::default()),
             inner: LineStream {
                 conn,
                 body: resp.into_body(),
@@ -450,7 +475,7 @@ impl LineStream {
                 None => {
                     if self.buf.is_blank() {
                         let topic = self.topic.clone();
-                        return self.fail(ClientError::Protocol(format!(
+                        return self.fail(ClientError::Lost(format!(
                             "the {topic} reply stream ended without an end-of-stream response"
                         )));
                     }

@@ -26,6 +26,8 @@ pub mod acquire;
 pub mod blocking;
 mod conn;
 pub mod follower;
+pub mod journal;
+pub mod retry;
 mod status;
 
 pub use conn::Connection;
@@ -39,6 +41,7 @@ use std::sync::Arc;
 
 pub use acquire::{AcquireStream, Acquisition, Response as AcquireResponse};
 pub use follower::{Applied, FollowError, Follower};
+pub use journal::JournalFollower;
 pub use status::{DrainEntry, Status};
 
 /// Environment variable naming the token file for `tcp://` services.
@@ -168,6 +171,10 @@ pub enum ClientError {
     /// The connection failed mid-call.
     #[error("{}", io_text(.0))]
     Io(io::Error),
+    /// The connection was closed before the reply was complete (the
+    /// service stopped or failed over): the request may have been handled.
+    #[error("{0}")]
+    Lost(String),
     /// The service URI (argument or `ROSTER_URI`) is malformed.
     #[error("{0}")]
     Uri(UriError),
@@ -196,6 +203,7 @@ impl ClientError {
                 source.raw_os_error().unwrap_or(rpc::errno::EIO)
             }
             ClientError::Protocol(_) => rpc::errno::EPROTO,
+            ClientError::Lost(_) => rpc::errno::ECONNRESET,
             ClientError::Uri(_) | ClientError::Tls(_) => rpc::errno::EINVAL,
         }
     }
@@ -315,30 +323,28 @@ impl Client {
             .collect()
     }
 
-    /// Run `call` on the servers until one answers.  With one server: a
-    /// standby's redirect is followed once.  With several: refused
-    /// connections and EAGAIN answers move on to the next server (the
-    /// leader named by a redirect first), for up to [`FAILOVER_WAIT`].
-    /// Other errors, including a connection lost mid-call (the request
-    /// may have been handled), are returned at once.
-    async fn failover<T, F, Fut>(&self, call: F) -> Result<T, ClientError>
+    /// Run `call` on the servers until one answers, retrying as the
+    /// decision table of [`retry`] says for a `read_only` request or a
+    /// mutating one.  With one server: a standby's redirect is followed
+    /// once, and a read-only request whose connection was lost is sent
+    /// once more; a server that cannot be reached is an error at once.
+    /// With several: the next server (the leader a redirect names first)
+    /// is tried, round after round, for up to [`FAILOVER_WAIT`].
+    async fn failover<T, F, Fut>(&self, read_only: bool, call: F) -> Result<T, ClientError>
     where
         F: Fn(Uri) -> Fut,
         Fut: std::future::Future<Output = Result<T, ClientError>>,
     {
-        let redirect = |e: &ClientError| match e {
-            ClientError::Rpc(r) if r.errnum == rpc::errno::EAGAIN => {
-                Some(r.errstr.as_deref().and_then(rpc::uri::leader_redirect))
-            }
-            _ => None,
-        };
+        use retry::{classify, decide, Failure, Retry};
         if self.others.is_empty() {
             let err = match call(self.uri.clone()).await {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
-            return match redirect(&err) {
-                Some(Some(list)) if !list.contains(&self.uri) => call(list[0].clone()).await,
+            let failure = classify(&err);
+            return match decide(read_only, &failure) {
+                Retry::Leader(list) if !list.contains(&self.uri) => call(list[0].clone()).await,
+                Retry::Next if failure == Failure::Lost => call(self.uri.clone()).await,
                 _ => Err(err),
             };
         }
@@ -354,23 +360,39 @@ impl Client {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
-            let retry = match (&err, redirect(&err)) {
-                (_, Some(Some(list))) => {
+            match decide(read_only, &classify(&err)) {
+                Retry::Leader(list) => {
                     for u in list.into_iter().rev() {
                         if u != uri {
                             queue.retain(|q| *q != u);
                             queue.push_front(u);
                         }
                     }
-                    true
                 }
-                (_, Some(None)) | (ClientError::Connect { .. }, _) => true,
-                _ => false,
-            };
-            if !retry || std::time::Instant::now() >= deadline {
+                Retry::Next => {}
+                Retry::Stop => return Err(err),
+            }
+            if std::time::Instant::now() >= deadline {
                 return Err(err);
             }
         }
+    }
+
+    /// The same client with its server list rotated to start at the
+    /// server after `uri` (a follower moving on from a server that failed).
+    pub fn starting_after(&self, uri: &Uri) -> Client {
+        let mut all = self.uris();
+        if let Some(i) = all.iter().position(|u| u == uri) {
+            let n = all.len();
+            all.rotate_left((i + 1) % n);
+        }
+        let mut c = self.clone();
+        let mut it = all.into_iter();
+        if let Some(first) = it.next() {
+            c.uri = first;
+            c.others = it.collect();
+        }
+        c
     }
 
     /// Use this TLS configuration for `tls://` (see [`TlsFiles::config`]).
@@ -450,7 +472,7 @@ impl Client {
     /// the request and in the returned reply.
     pub async fn rpc(&self, topic: &str, payload: Value) -> Result<Value, ClientError> {
         let payload = &payload;
-        self.failover(|uri| async move {
+        self.failover(retry::is_read_only(topic), |uri| async move {
             let ex = Exchange::start(
                 &uri,
                 self.tls.as_ref(),
@@ -470,7 +492,7 @@ impl Client {
     /// afterwards see [`ReplyStream::next`].
     pub async fn stream(&self, topic: &str, payload: Value) -> Result<ReplyStream, ClientError> {
         let payload = &payload;
-        self.failover(|uri| async move {
+        self.failover(retry::is_read_only(topic), |uri| async move {
             let ex = Exchange::start(
                 &uri,
                 self.tls.as_ref(),
@@ -480,7 +502,9 @@ impl Client {
                 true,
             )
             .await?;
-            ex.into_stream().await
+            let mut s = ex.into_stream().await?;
+            s.uri = uri;
+            Ok(s)
         })
         .await
     }
@@ -558,6 +582,12 @@ impl Client {
         self.stream("resource.journal", json!({})).await
     }
 
+    /// `resource.journal` read by a [`JournalFollower`]: resumed from its
+    /// last position after a restart or failover (opened now).
+    pub async fn follow_journal(&self) -> Result<JournalFollower, ClientError> {
+        JournalFollower::new(self.clone()).open().await
+    }
+
     /// `resource.acquire`: payload `{}`, or `{"group": G}` for a resource
     /// group (RFC 28 groups draft).
     pub async fn acquire(&self, group: Option<&str>) -> Result<ReplyStream, ClientError> {
@@ -617,9 +647,16 @@ impl Client {
 #[derive(Debug)]
 pub struct ReplyStream {
     inner: conn::LineStream,
+    /// The server that answered.
+    uri: Uri,
 }
 
 impl ReplyStream {
+    /// The server this stream comes from.
+    pub fn uri(&self) -> &Uri {
+        &self.uri
+    }
+
     /// The next payload; `None` once the stream ended normally (ENODATA)
     /// or after an error was returned.  Any other error reply comes as
     /// `Some(Err(ClientError::Rpc(..)))`.  A stream that ends without an

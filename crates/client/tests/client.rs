@@ -236,7 +236,7 @@ fn async_client_over_unix() {
         let s = c.stream("test.cut", Value::Null).await.unwrap();
         let (items, err) = collect(s).await;
         assert_eq!(items, vec![json!("one")]);
-        assert!(matches!(err, Some(ClientError::Protocol(_))), "{err:?}");
+        assert!(matches!(err, Some(ClientError::Lost(_))), "{err:?}");
     });
 }
 

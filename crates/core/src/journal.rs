@@ -56,6 +56,42 @@ impl Serialize for ObjectForm<'_> {
     }
 }
 
+/// Where an entry stands in the persistent log: `log` persisted events
+/// (this one included when it is persisted) come at or before it, the
+/// last of them with fingerprint `fp` ([`fingerprint`]; 0 when `log` is 0).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogMark {
+    pub log: u64,
+    pub fp: u64,
+}
+
+/// A journal entry's place: its sequence number in this run's journal
+/// (1 for the first event ever pushed) and its [`LogMark`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Place {
+    pub seq: u64,
+    pub mark: LogMark,
+}
+
+/// A persisted event's fingerprint: FNV-1a (64 bits) of its name and the
+/// bits of its timestamp.  Cheap (no serialisation), and with the log
+/// index it names one event of the log (two events with the same name and
+/// the same timestamp next to each other are the only ambiguity).
+pub fn fingerprint(ev: &Event) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in ev
+        .name
+        .as_bytes()
+        .iter()
+        .chain([0u8].iter())
+        .chain(ev.timestamp.to_bits().to_le_bytes().iter())
+    {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
 /// An event and, once asked for, its [`object_json`] (the journal is
 /// append-only, so an event is serialised at most once however many
 /// clients read the backlog).
@@ -63,13 +99,15 @@ impl Serialize for ObjectForm<'_> {
 struct Entry {
     event: Event,
     json: OnceLock<Option<Box<str>>>,
+    place: Place,
 }
 
 impl Entry {
-    fn new(event: Event) -> Entry {
+    fn new(event: Event, place: Place) -> Entry {
         Entry {
             event,
             json: OnceLock::new(),
+            place,
         }
     }
 }
@@ -83,6 +121,11 @@ pub struct Journal {
     dropped_restart: Option<(Value, Value)>,
     /// From the newest dropped (or previously summarised) `resource-define`.
     dropped_method: Option<Value>,
+    /// Sequence number of the last event pushed (0: none yet).
+    last_seq: u64,
+    /// Sequence number of the newest event dropped by truncation (0: none);
+    /// the `truncate` summary carries it.
+    dropped_through: u64,
 }
 
 /// Default `journal-max` (flux-core's).
@@ -96,6 +139,8 @@ impl Journal {
             max: max.max(1),
             dropped_restart: None,
             dropped_method: None,
+            last_seq: 0,
+            dropped_through: 0,
         }
     }
 
@@ -130,12 +175,56 @@ impl Journal {
         })
     }
 
+    /// The events, oldest first, each with its [`Place`] and its
+    /// [`object_json`].
+    pub fn entries(&self) -> impl ExactSizeIterator<Item = (&Event, Place, Option<&str>)> + '_ {
+        self.events.iter().map(|e| {
+            let json = e
+                .json
+                .get_or_init(|| object_json(&e.event).map(String::into_boxed_str));
+            (&e.event, e.place, json.as_deref())
+        })
+    }
+
+    /// The sequence number of the last event pushed (0: none yet).
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// The sequence number of the newest event dropped by truncation (0:
+    /// nothing dropped): a reader that has not seen it cannot resume.
+    pub fn dropped_through(&self) -> u64 {
+        self.dropped_through
+    }
+
+    /// The place of the newest event (the default place when empty).
+    pub fn last_place(&self) -> Place {
+        self.events.back().map(|e| e.place).unwrap_or_default()
+    }
+
     /// Append an event, truncating if the limit is exceeded.
     pub fn push(&mut self, event: Event, state: impl FnOnce() -> TruncateState) {
-        self.events.push_back(Entry::new(event));
+        let mark = self.last_place().mark;
+        self.push_marked(event, mark, state);
+    }
+
+    /// Append an event at `mark` in the persistent log; returns its place.
+    pub fn push_marked(
+        &mut self,
+        event: Event,
+        mark: LogMark,
+        state: impl FnOnce() -> TruncateState,
+    ) -> Place {
+        self.last_seq += 1;
+        let place = Place {
+            seq: self.last_seq,
+            mark,
+        };
+        self.events.push_back(Entry::new(event, place));
         if self.events.len() > self.max {
             self.truncate(state());
         }
+        place
     }
 
     /// Change the limit (configuration reload), truncating if needed.
@@ -148,11 +237,16 @@ impl Journal {
 
     fn truncate(&mut self, state: TruncateState) {
         let mut last_ts = None;
+        let mut last_place = Place::default();
         while self.events.len() > self.max - 1 {
-            let Some(Entry { event: ev, .. }) = self.events.pop_front() else {
+            let Some(Entry {
+                event: ev, place, ..
+            }) = self.events.pop_front()
+            else {
                 break;
             };
             last_ts = Some(ev.timestamp);
+            last_place = place;
             match ev.name.as_str() {
                 "restart" => {
                     let ranks = ev
@@ -186,11 +280,17 @@ impl Journal {
             }
         }
         let ts = last_ts.filter(|t| t.is_finite() && *t > 0.0).unwrap_or(0.1);
-        self.events.push_front(Entry::new(Event {
-            timestamp: ts,
-            name: "truncate".into(),
-            context: Some(ctx),
-        }));
+        // The summary stands where the newest dropped event stood: a reader
+        // resuming after it needs nothing that was dropped.
+        self.dropped_through = self.dropped_through.max(last_place.seq);
+        self.events.push_front(Entry::new(
+            Event {
+                timestamp: ts,
+                name: "truncate".into(),
+                context: Some(ctx),
+            },
+            last_place,
+        ));
     }
 }
 

@@ -401,3 +401,90 @@ fn crash_loop_over_etcd_loses_no_acknowledged_drain() {
         acked.len()
     );
 }
+
+/// `name` or `name:reason` of each event of a journal response.
+fn event_names(v: &Value) -> Vec<String> {
+    v["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|e| match e["context"]["reason"].as_str() {
+            Some(r) => format!("{}:{r}", e["name"].as_str().unwrap_or("")),
+            None => e["name"].as_str().unwrap_or("").to_string(),
+        })
+        .collect()
+}
+
+#[test]
+fn journal_follower_resumes_on_the_new_leader() {
+    let Some(etcd) = cluster("journal-resume") else {
+        return;
+    };
+    let prefix = "/journal-resume";
+    let sa = Scratch::new("ha-ja");
+    let sb = Scratch::new("ha-jb");
+    let mut a = server(&sa, &etcd, prefix);
+    wait_leader(&etcd, prefix, &a.uri, Duration::from_secs(10));
+    let b = server(&sb, &etcd, prefix);
+    let both = format!("{},{}", a.uri, b.uri);
+    drain(&both, "0", "first").expect("drain");
+    let f = client::blocking::Client::from_env(Some(&both), None)
+        .expect("client")
+        .follow_journal()
+        .expect("journal");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for r in f {
+            let v = match r {
+                Ok(v) => v,
+                Err(e) => {
+                    let _ = tx.send(format!("error: {e}"));
+                    return;
+                }
+            };
+            if v["events"].as_array().is_some_and(Vec::is_empty) {
+                let _ = tx.send("--sentinel--".into());
+            }
+            for n in event_names(&v) {
+                let _ = tx.send(n);
+            }
+        }
+    });
+    let until = |last: &str| -> Vec<String> {
+        let mut got = Vec::new();
+        loop {
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(n) => {
+                    let done = n == last;
+                    got.push(n);
+                    if done {
+                        return got;
+                    }
+                }
+                Err(e) => panic!("waiting for {last}: {e}; got {got:?}"),
+            }
+        }
+    };
+    assert_eq!(
+        until("--sentinel--"),
+        ["restart", "resource-define", "drain:first", "--sentinel--"]
+    );
+    drain(&both, "1", "before").expect("drain");
+    assert_eq!(until("drain:before"), ["drain:before"]);
+    a.crash();
+    let t0 = Instant::now();
+    while drain(&both, "2", "after").is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no drain accepted within 30 s of the leader's SIGKILL"
+        );
+    }
+    assert_eq!(leader_uri(&etcd, prefix).as_deref(), Some(b.uri.as_str()));
+    // The new leader's run: its restart and resource-define, then the
+    // drain; nothing of the old run twice.
+    assert_eq!(
+        until("drain:after"),
+        ["restart", "resource-define", "drain:after"]
+    );
+}

@@ -9,6 +9,7 @@ pub const ENOMEM: i32 = 12;
 pub const EBUSY: i32 = 16;
 pub const EEXIST: i32 = 17;
 pub const EINVAL: i32 = 22;
+pub const ERANGE: i32 = 34;
 pub const ENOSYS: i32 = 38;
 pub const ENODATA: i32 = 61;
 pub const EPROTO: i32 = 71;
@@ -70,6 +71,7 @@ pub fn strerror(errnum: i32) -> &'static str {
         EBUSY => "Device or resource busy",
         EEXIST => "File exists",
         EINVAL => "Invalid argument",
+        ERANGE => "Numerical result out of range",
         ENOSYS => "Function not implemented",
         ENODATA => "No data available",
         EPROTO => "Protocol error",

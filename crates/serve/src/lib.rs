@@ -563,8 +563,22 @@ pub(crate) fn build_init(
         checkpoint,
         replay_from,
         discover_hosts: discover,
+        run: run_id(),
     };
     Ok(init)
+}
+
+/// A fresh run identity for the core (journal positions name it): the
+/// process's random hasher keys mixed with the pid and the time.
+fn run_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(nanos);
+    h.finish()
 }
 
 /// How agents' R is verified: not with `noverify`, nor for an inventory

@@ -2,14 +2,17 @@
 //! publishing them to the subscribers (acquirers, then journal followers).
 
 use super::*;
-use crate::journal;
+use crate::journal::{self, LogMark, Place};
 use eventlog::Event;
 
-/// A journal response, `{"events":[...]}` plus `"R"` when given, from
-/// serialised events ([`journal::object_json`]) and R: the bytes
-/// `serde_json` writes for the same object built as a value.
-pub(super) fn events_payload(events: &[&str], r: Option<&str>) -> Payload {
-    let len = events.iter().map(|e| e.len() + 1).sum::<usize>() + r.map_or(0, |r| r.len() + 5);
+/// A journal response, `{"events":[...]}` plus `"R"` when given (and
+/// `"position"` for a reader that asked for positions), from serialised
+/// events ([`journal::object_json`]) and R: the bytes `serde_json` writes
+/// for the same object built as a value.
+pub(super) fn events_payload(events: &[&str], r: Option<&str>, position: Option<&str>) -> Payload {
+    let len = events.iter().map(|e| e.len() + 1).sum::<usize>()
+        + r.map_or(0, |r| r.len() + 5)
+        + position.map_or(0, |p| p.len() + 12);
     let mut s = String::with_capacity(len + 16);
     s.push_str("{\"events\":[");
     for (i, e) in events.iter().enumerate() {
@@ -22,6 +25,10 @@ pub(super) fn events_payload(events: &[&str], r: Option<&str>) -> Payload {
     if let Some(r) = r {
         s.push_str(",\"R\":");
         s.push_str(r);
+    }
+    if let Some(p) = position {
+        s.push_str(",\"position\":");
+        s.push_str(p);
     }
     s.push('}');
     Payload::json(s)
@@ -37,10 +44,12 @@ impl Service {
         self.state.truncate_state()
     }
 
-    pub(super) fn journal_push(&mut self, ev: Event) {
+    /// Append to the journal at `mark` in the persistent log.
+    pub(super) fn journal_push(&mut self, ev: Event, mark: LogMark) -> Place {
         // The truncate summary needs the current state; computed lazily.
         let state = &self.state;
-        self.journal.push(ev, || state.truncate_state());
+        self.journal
+            .push_marked(ev, mark, || state.truncate_state())
     }
 
     /// Create an event: persist it if asked, append it to the journal.
@@ -52,7 +61,7 @@ impl Service {
         c: Map<String, Value>,
         persist: bool,
         out: &mut Vec<Output>,
-    ) -> Option<Event> {
+    ) -> Option<(Event, Place)> {
         // The caller changed the state this event records (even if the
         // event cannot be built).
         self.invalidate_caches();
@@ -66,16 +75,19 @@ impl Service {
                 return None;
             }
         };
-        if persist {
+        let mark = if persist {
             out.push(Output::Persist(ev.clone()));
-        }
-        self.journal_push(ev.clone());
-        Some(ev)
+            self.log.persisted(&ev)
+        } else {
+            self.log.mark()
+        };
+        let place = self.journal_push(ev.clone(), mark);
+        Some((ev, place))
     }
 
     /// Tell the subscribers about an event (after the requester's reply):
     /// the acquirers first, then the journal followers.
-    pub(super) fn publish(&mut self, ev: &Event, out: &mut Vec<Output>) {
+    pub(super) fn publish(&mut self, ev: &Event, place: Place, out: &mut Vec<Output>) {
         self.acquire.on_event(ev, &self.state.truth(), out);
         if self.followers.is_empty() {
             return;
@@ -88,10 +100,19 @@ impl Service {
             Some(inv) if ev.name == "resource-define" => Some(r_text(inv)),
             _ => None,
         };
-        let payload = events_payload(&[&v], r.as_deref());
-        for to in &self.followers {
+        let mut plain = None;
+        let mut positioned = None;
+        for f in &self.followers {
+            let payload = if f.positions {
+                positioned.get_or_insert_with(|| {
+                    let pos = self.position_text(place);
+                    events_payload(&[&v], r.as_deref(), Some(&pos))
+                })
+            } else {
+                plain.get_or_insert_with(|| events_payload(&[&v], r.as_deref(), None))
+            };
             out.push(Output::Reply {
-                to: *to,
+                to: f.to,
                 reply: Ok(payload.clone()),
             });
         }
@@ -110,8 +131,8 @@ impl Service {
     ) {
         let ev = self.record(now, name, c, true, out);
         Self::reply(out, to, Ok(Value::Null.into()));
-        if let Some(ev) = ev {
-            self.publish(&ev, out);
+        if let Some((ev, place)) = ev {
+            self.publish(&ev, place, out);
         }
     }
 
@@ -123,8 +144,8 @@ impl Service {
         persist: bool,
         out: &mut Vec<Output>,
     ) {
-        if let Some(ev) = self.record(now, name, c, persist, out) {
-            self.publish(&ev, out);
+        if let Some((ev, place)) = self.record(now, name, c, persist, out) {
+            self.publish(&ev, place, out);
         }
     }
 }

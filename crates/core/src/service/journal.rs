@@ -2,47 +2,65 @@
 //! `resource.journal-cancel`.
 
 use super::events::{events_payload, r_text};
+use super::position::Follower;
 use super::*;
+use crate::journal::Place;
 
 impl Service {
     /// Backlog in batches of up to 100 (a `resource-define` alone, with R),
-    /// the `{events:[]}` sentinel, then live events.
+    /// the `{events:[]}` sentinel, then live events.  With a `position`
+    /// in the request (see [`super::position`]), only the entries after it,
+    /// and every response carries its position.
     pub(super) fn journal_rpc(&mut self, _: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
         if !req.streaming {
             return Err(RpcError::new(EPROTO, "journal requires streaming RPC flag"));
         }
+        let start = self.journal_start(&req.payload)?;
         let to = req.reply_to();
+        let pos = |place: Place| start.positions.then(|| self.position_text(place));
         // Each event is serialised once for the life of the journal
         // (`Journal::events_json`); a batch is their concatenation.
         let mut batch: Vec<&str> = Vec::with_capacity(100);
-        let flush = |batch: &mut Vec<&str>, out: &mut Vec<Output>| {
+        let mut last = Place::default();
+        let flush = |batch: &mut Vec<&str>, last: Place, out: &mut Vec<Output>| {
             if !batch.is_empty() {
                 out.push(Output::Reply {
                     to,
-                    reply: Ok(events_payload(batch, None)),
+                    reply: Ok(events_payload(batch, None, pos(last).as_deref())),
                 });
                 batch.clear();
             }
         };
-        for (ev, v) in self.journal.events_json() {
+        for (ev, place, v) in self.journal.entries() {
+            if place.seq <= start.after {
+                continue;
+            }
             let Some(v) = v else { continue };
             if ev.name == "resource-define" {
-                flush(&mut batch, out);
+                flush(&mut batch, last, out);
                 let r = self.state.inventory.as_ref().map(r_text);
                 out.push(Output::Reply {
                     to,
-                    reply: Ok(events_payload(&[v], r.as_deref())),
+                    reply: Ok(events_payload(&[v], r.as_deref(), pos(place).as_deref())),
                 });
                 continue;
             }
             batch.push(v);
+            last = place;
             if batch.len() == 100 {
-                flush(&mut batch, out);
+                flush(&mut batch, last, out);
             }
         }
-        flush(&mut batch, out);
-        Self::reply(out, to, Ok(Payload::json("{\"events\":[]}")));
-        self.followers.push(to);
+        flush(&mut batch, last, out);
+        let sentinel = match pos(self.journal.last_place()) {
+            Some(p) => Payload::json(format!("{{\"events\":[],\"position\":{p}}}")),
+            None => Payload::json("{\"events\":[]}"),
+        };
+        Self::reply(out, to, Ok(sentinel));
+        self.followers.push(Follower {
+            to,
+            positions: start.positions,
+        });
         Ok(None)
     }
 
@@ -54,7 +72,7 @@ impl Service {
         out: &mut Vec<Output>,
     ) -> Handled {
         let target = Self::cancel_target(req)?;
-        if let Some(pos) = self.followers.iter().position(|t| *t == target) {
+        if let Some(pos) = self.followers.iter().position(|f| f.to == target) {
             self.followers.remove(pos);
             Self::reply(out, target, Err(RpcError::bare(ENODATA)));
         }

@@ -9,6 +9,7 @@
 
 use super::*;
 use crate::acquire::Acquire;
+use crate::journal::LogMark;
 use eventlog::Event;
 
 impl Service {
@@ -39,6 +40,8 @@ impl Service {
             state: TargetState::new(),
             journal: Journal::new(init.settings.journal_max),
             followers: Vec::new(),
+            log: LogIndex::new(init.settings.journal_max),
+            run: init.run,
             waitups: Vec::new(),
             sched_cache: None,
             status_cache: None,
@@ -64,16 +67,21 @@ impl Service {
         // service state only when it overflows; when the history fits, the
         // events are moved in right after the replay below (same journal,
         // no copy of every stored event).
+        // Each stored event's mark in the log (for journal positions).
         let stored = init.stored_events;
+        let marks: Vec<LogMark> = stored
+            .iter()
+            .map(|ev| svc.log.stored(ev, ev.name != "resource-define"))
+            .collect();
         let fits = stored
             .iter()
             .filter(|ev| ev.name != "resource-define")
             .count()
             <= svc.journal.max();
         if !fits {
-            for ev in &stored {
+            for (ev, mark) in stored.iter().zip(&marks) {
                 if ev.name != "resource-define" {
-                    svc.journal_push(ev.clone());
+                    svc.journal_push(ev.clone(), *mark);
                 }
             }
         }
@@ -103,9 +111,9 @@ impl Service {
             svc.replay(i + 1, ev)?;
         }
         if fits {
-            for ev in stored {
+            for (ev, mark) in stored.into_iter().zip(marks) {
                 if ev.name != "resource-define" {
-                    svc.journal_push(ev);
+                    svc.journal_push(ev, mark);
                 }
             }
         }

@@ -43,6 +43,7 @@
 //! | `status` | `status`, `sched-status`, `get` |
 //! | `drain` | `drain`, `undrain` |
 //! | `journal` | `journal`, `journal-cancel` |
+//! | `position` | journal positions: resuming a reader after a reconnect, restart or failover |
 //! | `reload` | `reload`, `expiration-update` |
 //! | `acquire` | `acquire`, `acquire-cancel`, `acquire-mute`, `release`, `group-set` |
 //! | `liveness` | online/torpid sets, `monitor-force-up/down`, `monitor-waitup` |
@@ -70,6 +71,7 @@ mod events;
 mod journal;
 mod liveness;
 mod load;
+mod position;
 mod relay;
 mod reload;
 mod status;
@@ -80,6 +82,7 @@ mod types;
 pub use table::{Access, Streaming, Topic, TOPICS};
 pub use types::{Init, Input, Inventory, Level, Method, Now, Output, Settings, StartError};
 
+use position::{Follower, LogIndex};
 use targets::TargetState;
 
 /// A deferred `resource.monitor-waitup`.
@@ -95,7 +98,11 @@ pub struct Service {
     /// The targets and their sets (read by every subsystem).
     state: TargetState,
     journal: Journal,
-    followers: Vec<ReplyTo>,
+    followers: Vec<Follower>,
+    /// The persistent log, for journal positions.
+    log: LogIndex,
+    /// This run's identity ([`Init::run`]).
+    run: u64,
     waitups: Vec<Waitup>,
     /// Cached `resource.sched-status` payload, serialised.
     sched_cache: Option<Payload>,
@@ -208,7 +215,7 @@ impl Service {
 
     /// The connection went away: drop its requests silently.
     fn disconnect(&mut self, conn: ConnId, out: &mut Vec<Output>) {
-        self.followers.retain(|t| t.conn != conn);
+        self.followers.retain(|f| f.to.conn != conn);
         self.waitups.retain(|w| w.to.conn != conn);
         // Every client call ends with a disconnect; the up set is
         // computed only when the connection held an acquire (it is
@@ -222,7 +229,7 @@ impl Service {
 
     /// One request is gone (its connection stays): forget it silently.
     fn cancel(&mut self, to: ReplyTo, out: &mut Vec<Output>) {
-        self.followers.retain(|t| *t != to);
+        self.followers.retain(|f| f.to != to);
         self.waitups.retain(|w| w.to != to);
         if self.acquire.holds_request(to) {
             self.acquire.gone(to, &self.state.truth(), out);
@@ -240,8 +247,18 @@ impl Service {
             return;
         }
         self.stopped = true;
-        for to in std::mem::take(&mut self.followers) {
-            Self::reply(out, to, Err(RpcError::bare(ENODATA)));
+        for f in std::mem::take(&mut self.followers) {
+            // A reader that can resume is told to (another server, or
+            // this one once restarted, takes it from its last position).
+            let end = if f.positions {
+                RpcError::new(
+                    EAGAIN,
+                    "the resource service is stopping: resume from the last position",
+                )
+            } else {
+                RpcError::bare(ENODATA)
+            };
+            Self::reply(out, f.to, Err(end));
         }
         self.acquire.shutdown(out);
         self.end_agents(out);

@@ -179,6 +179,11 @@ pub struct Init {
     /// Without an inventory: the expected hosts (rank i = host i); R is
     /// assembled from the agents' reports (`dynamic-discovery`).
     pub discover_hosts: Option<Vec<String>>,
+    /// This run's identity, different for every start of the service (the
+    /// shell draws it at random): journal positions name the run they come
+    /// from, so that a reader resuming on another run (after a restart or a
+    /// failover) is resumed by its place in the persistent log.
+    pub run: u64,
 }
 
 /// Why the service cannot start.

@@ -338,7 +338,7 @@ pub fn eventlog(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32
         .filter(|t| t.is_finite())
         .and_then(|t| Duration::try_from_secs_f64(t).ok())
         .map(|d| start + d);
-    let mut stream = match svc.stream("resource.journal", json!({})) {
+    let mut stream = match svc.journal() {
         Ok(s) => s,
         Err(e) => return ctx.rpc_fail(&e),
     };

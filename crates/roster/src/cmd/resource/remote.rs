@@ -2,7 +2,7 @@
 //! request (as `flux.Flux()` connects only when a sub-command needs it).
 
 use super::service::{ReplyStream, Service, StreamItem, SvcError};
-use client::blocking::{Client, ReplyStream as ClientStream};
+use client::blocking::Client;
 use client::{ClientError, TlsFiles};
 use rpc::errno::ENODATA;
 use rpc::RpcError;
@@ -15,7 +15,7 @@ use std::time::Duration;
 fn svc_error(e: ClientError) -> SvcError {
     match e {
         ClientError::Rpc(r) => SvcError::Rpc(r),
-        ClientError::Protocol(_) | ClientError::Io(_) => {
+        ClientError::Protocol(_) | ClientError::Io(_) | ClientError::Lost(_) => {
             SvcError::Rpc(RpcError::new(e.errnum(), e.to_string()))
         }
         other => SvcError::Connect(other.to_string()),
@@ -69,9 +69,19 @@ impl Service for Remote {
 
     fn stream(&mut self, topic: &str, payload: Value) -> Result<Box<dyn ReplyStream>, SvcError> {
         let s = self.client()?.stream(topic, payload).map_err(svc_error)?;
-        Ok(Box::new(Stream::Direct(s)))
+        Ok(Box::new(Stream::Direct(Box::new(s))))
+    }
+
+    /// The journal through the client's resuming follower: a restart or
+    /// failover of the service is invisible (no event twice, none missed).
+    fn journal(&mut self) -> Result<Box<dyn ReplyStream>, SvcError> {
+        let f = self.client()?.follow_journal().map_err(svc_error)?;
+        Ok(Box::new(Stream::Direct(Box::new(f))))
     }
 }
+
+/// The responses of a stream, read by the calling thread.
+type Items = Box<dyn Iterator<Item = Result<Value, ClientError>> + Send>;
 
 fn item(r: Option<Result<Value, ClientError>>) -> StreamItem {
     match r {
@@ -84,7 +94,7 @@ fn item(r: Option<Result<Value, ClientError>>) -> StreamItem {
 /// A reply stream read directly, or (once a timeout is asked for) by a
 /// reader thread that hands the items over a channel.
 enum Stream {
-    Direct(ClientStream),
+    Direct(Items),
     Threaded(Receiver<StreamItem>),
     Done(StreamItem),
     Empty,

@@ -75,4 +75,9 @@ pub trait Service {
     fn rpc(&mut self, topic: &str, payload: Value) -> Result<Value, SvcError>;
     /// A streaming request.
     fn stream(&mut self, topic: &str, payload: Value) -> Result<Box<dyn ReplyStream>, SvcError>;
+    /// The `resource.journal` stream (flux's request by default; Roster's
+    /// client resumes it across restarts and failovers).
+    fn journal(&mut self) -> Result<Box<dyn ReplyStream>, SvcError> {
+        self.stream("resource.journal", Value::Object(Default::default()))
+    }
 }

@@ -1,0 +1,201 @@
+//! A `resource.journal` reader that survives restarts and failovers.
+//!
+//! [`JournalFollower`] asks the service for journal positions (request
+//! payload `{"position": null}`, or the position to resume after; see the
+//! core's `service::position` documentation and the README), remembers
+//! the position of the last response it handed out, and when the stream
+//! ends with a failover error — EAGAIN (a standby's "not the leader"
+//! redirect, a leader stepping down, a service stopping), a connection
+//! lost (reset, EOF) or EOVERFLOW (a reader that fell behind) — it
+//! reconnects, starting with the next server of the `--uri` list, and
+//! resumes after that position: no event twice, none missed.  Persistent
+//! events are never lost across runs; the in-memory events of a server
+//! that died are gone with it (the new run's `restart` event says so).
+//!
+//! The responses are the service's, without the `position` key; the
+//! `{"events":[]}` sentinel is handed out once (the first time the
+//! backlog ends), not again after a resume.  ENODATA (the stream
+//! cancelled) ends the reader; so does an error the service answers to
+//! the resume (ERANGE: what the reader missed was truncated) or
+//! [`JournalFollower::with_resume_wait`] without a server to resume on.
+
+use crate::retry::{classify, Failure};
+use crate::{Client, ClientError, ReplyStream};
+use rpc::errno::EOVERFLOW;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// How long a follower tries to resume by default.
+pub const RESUME_WAIT: Duration = Duration::from_secs(30);
+
+/// A resuming journal reader (see the module documentation).
+#[derive(Debug)]
+pub struct JournalFollower {
+    client: Client,
+    position: Option<Value>,
+    stream: Option<ReplyStream>,
+    /// The backlog's end (the sentinel) was handed out.
+    synced: bool,
+    wait: Duration,
+    done: bool,
+    resumes: u64,
+}
+
+/// Whether a stream error is a failover the reader should resume from.
+pub fn resumable(e: &ClientError) -> bool {
+    match e {
+        ClientError::Rpc(r) if r.errnum == EOVERFLOW => true,
+        _ => matches!(
+            classify(e),
+            Failure::Lost | Failure::Unavailable | Failure::NotLeader(_) | Failure::NotConnected
+        ),
+    }
+}
+
+impl JournalFollower {
+    /// A reader of the whole journal (backlog, sentinel, live events).
+    pub fn new(client: Client) -> JournalFollower {
+        JournalFollower {
+            client,
+            position: None,
+            stream: None,
+            synced: false,
+            wait: RESUME_WAIT,
+            done: false,
+            resumes: 0,
+        }
+    }
+
+    /// A reader resuming after `position` (one [`JournalFollower::position`]
+    /// returned, e.g. saved by a previous process).
+    pub fn from_position(client: Client, position: Value) -> JournalFollower {
+        JournalFollower {
+            position: Some(position),
+            ..JournalFollower::new(client)
+        }
+    }
+
+    /// How long to keep trying to resume after a failover (default
+    /// [`RESUME_WAIT`]).
+    pub fn with_resume_wait(mut self, wait: Duration) -> JournalFollower {
+        self.wait = wait;
+        self
+    }
+
+    /// Open the stream now, so that an error (no service, no permission)
+    /// comes here rather than from the first [`JournalFollower::next`].
+    pub async fn open(mut self) -> Result<JournalFollower, ClientError> {
+        let s = self
+            .client
+            .stream("resource.journal", self.request())
+            .await?;
+        self.stream = Some(s);
+        Ok(self)
+    }
+
+    /// The position of the last response handed out (`None` before the
+    /// first one, or when the service gives no positions).
+    pub fn position(&self) -> Option<&Value> {
+        self.position.as_ref()
+    }
+
+    /// How many times the reader resumed on a new stream.
+    pub fn resumes(&self) -> u64 {
+        self.resumes
+    }
+
+    fn request(&self) -> Value {
+        json!({ "position": self.position.clone().unwrap_or(Value::Null) })
+    }
+
+    /// The next response; `None` once the stream ended normally.
+    #[allow(clippy::should_implement_trait)]
+    pub async fn next(&mut self) -> Option<Result<Value, ClientError>> {
+        loop {
+            if self.done {
+                return None;
+            }
+            let stream = match self.stream.as_mut() {
+                Some(s) => s,
+                None => match self.client.stream("resource.journal", self.request()).await {
+                    Ok(s) => self.stream.insert(s),
+                    Err(e) => {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
+                },
+            };
+            match stream.next().await {
+                Some(Ok(mut v)) => {
+                    if let Some(p) = v.as_object_mut().and_then(|m| m.remove("position")) {
+                        self.position = Some(p);
+                    }
+                    let sentinel = v
+                        .get("events")
+                        .and_then(Value::as_array)
+                        .is_some_and(Vec::is_empty);
+                    if sentinel {
+                        if self.synced {
+                            continue;
+                        }
+                        self.synced = true;
+                    }
+                    return Some(Ok(v));
+                }
+                None => {
+                    self.done = true;
+                    return None;
+                }
+                Some(Err(e)) => {
+                    let from = stream.uri().clone();
+                    self.stream = None;
+                    if self.position.is_none() || !resumable(&e) {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
+                    match self.resume(&from, e).await {
+                        Ok(s) => {
+                            self.resumes += 1;
+                            self.stream = Some(s);
+                        }
+                        Err(e) => {
+                            self.done = true;
+                            return Some(Err(e));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Open a stream after the position, starting with the server after
+    /// `from`, until one answers or the resume wait is over.
+    async fn resume(
+        &mut self,
+        from: &rpc::uri::Uri,
+        ended: ClientError,
+    ) -> Result<ReplyStream, ClientError> {
+        let deadline = Instant::now() + self.wait;
+        let client = self.client.starting_after(from);
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let err = match client.stream("resource.journal", self.request()).await {
+                Ok(s) => return Ok(s),
+                Err(e) => e,
+            };
+            if !resumable(&err) {
+                // The service answered: e.g. ERANGE, the events after the
+                // position are gone.
+                return Err(err);
+            }
+            if Instant::now() + pause >= deadline {
+                return Err(ClientError::Lost(format!(
+                    "the journal stream ended ({ended}) and no server resumed it within {} s: {err}",
+                    self.wait.as_secs_f64()
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+    }
+}
