@@ -25,7 +25,11 @@
 //!   turns false, by the monotonic clock, TTL after the last keepalive
 //!   *sent* that etcd acknowledged: etcd cannot expire the lease before
 //!   that moment, so the old leader stops acting before a new one can be
-//!   elected.
+//!   elected.  It then waits ([`LeaseStatus::Uncertain`], acting on
+//!   nothing) for up to another TTL: a keepalive acknowledged in that time
+//!   (etcd elected a new raft leader, which renews every lease) makes it
+//!   valid again; etcd saying the lease is gone, or the wait running out,
+//!   makes it [`LeaseStatus::Lost`].
 //!
 //! The API is blocking (the service loop is a plain thread); a small tokio
 //! runtime inside [`Etcd`] runs the gRPC client and the keepalive task.
@@ -289,11 +293,39 @@ pub struct Leadership {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// What a leader knows of its lease ([`Leadership::status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseStatus {
+    /// Certainly ours (monotonic clock): act.
+    Valid,
+    /// Not confirmed for the TTL, not known to be lost (etcd is electing
+    /// a raft leader, or this member is unreachable): act on nothing,
+    /// wait for a keepalive.
+    Uncertain,
+    /// Gone (etcd said so, or unconfirmed for twice the TTL): step down.
+    Lost(String),
+}
+
 impl Leadership {
     /// True while the lease is certainly ours (monotonic clock).
     pub fn is_valid(&self) -> bool {
-        !self.lost.load(Ordering::SeqCst)
-            && Instant::now() < *self.deadline.lock().unwrap_or_else(|e| e.into_inner())
+        self.status() == LeaseStatus::Valid
+    }
+
+    /// Valid, uncertain (suspend) or lost (step down).
+    pub fn status(&self) -> LeaseStatus {
+        if self.lost.load(Ordering::SeqCst) {
+            return LeaseStatus::Lost("the lease expired or was revoked in etcd".into());
+        }
+        let deadline = *self.deadline.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if now < deadline {
+            LeaseStatus::Valid
+        } else if now < deadline + self.ttl {
+            LeaseStatus::Uncertain
+        } else {
+            LeaseStatus::Lost(self.why_lost())
+        }
     }
 
     /// Why [`Leadership::is_valid`] is false.
@@ -302,7 +334,7 @@ impl Leadership {
             "the lease expired or was revoked in etcd".to_string()
         } else {
             format!(
-                "no keepalive acknowledged by etcd within the lease TTL ({}s)",
+                "no keepalive acknowledged by etcd within twice the lease TTL ({}s)",
                 self.ttl.as_secs()
             )
         }
@@ -776,8 +808,12 @@ impl Etcd {
         let mut client = self.client.clone();
         let mut attempt = 0u32;
         let resp = loop {
-            if !lead.is_valid() {
-                return Err(HaError::Deposed(lead.why_lost()));
+            // Retried while the lease may still be ours (an etcd raft
+            // election, a dead member: the client tries another endpoint,
+            // each attempt bounded by the request timeout); the guard
+            // makes a retry safe whatever happened meanwhile.
+            if let LeaseStatus::Lost(why) = lead.status() {
+                return Err(HaError::Deposed(why));
             }
             match self.rt.block_on(client.txn(txn.clone())) {
                 Ok(r) => break r,
@@ -1012,11 +1048,15 @@ async fn keepalive(
     let mut stream = None;
     loop {
         if stream.is_none() {
-            match client.lease_keep_alive(lease).await {
-                Ok(s) => stream = Some(s),
-                Err(e) => {
+            match tokio::time::timeout(period, client.lease_keep_alive(lease)).await {
+                Ok(Ok(s)) => stream = Some(s),
+                Ok(Err(e)) => {
                     tracing::warn!("etcd lease keepalive: {e}");
                     tokio::time::sleep(period / 4).await;
+                    continue;
+                }
+                Err(_) => {
+                    tracing::warn!("etcd lease keepalive: no answer");
                     continue;
                 }
             }

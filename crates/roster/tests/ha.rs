@@ -293,6 +293,66 @@ fn etcd_member_kill_service_continues() {
     }
 }
 
+/// SIGKILL of etcd's raft LEADER member while a client drains
+/// continuously: etcd elects another (about its election timeout), the
+/// roster leader suspends its appends meanwhile (its lease cannot be
+/// confirmed) and resumes when a keepalive is acknowledged again, without
+/// stepping down.  Prints the longest gap between accepted drains.
+#[test]
+fn etcd_raft_leader_kill_suspends_without_stepping_down() {
+    let Some(mut etcd) = cluster("raft-kill") else {
+        return;
+    };
+    let prefix = "/raft-kill";
+    let sa = Scratch::new("ha-r");
+    let a = server(&sa, &etcd, prefix);
+    wait_leader(&etcd, prefix, &a.uri, Duration::from_secs(10));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let uri = a.uri.clone();
+    let flag = std::sync::Arc::clone(&stop);
+    let worker = std::thread::spawn(move || {
+        let c = client::blocking::Client::new(rpc::uri::Uri::parse(&uri).expect("uri"));
+        let mut acks = Vec::new();
+        let mut r = 0u32;
+        while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+            if c.drain(&(r % 4096).to_string(), Some("raft kill"), None)
+                .is_ok()
+            {
+                acks.push(Instant::now());
+            }
+            r += 1;
+        }
+        acks
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let m = etcd.raft_leader();
+    let killed = Instant::now();
+    etcd.kill_member(m);
+    std::thread::sleep(Duration::from_secs(8));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let acks = worker.join().expect("drain worker");
+    let before = acks.iter().filter(|t| **t < killed).count();
+    let after = acks.len() - before;
+    let gap = acks
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or_default();
+    eprintln!(
+        "etcd raft leader (member {m}) SIGKILLed: longest gap between accepted drains {gap:?} ({before} drains before, {after} after)"
+    );
+    assert!(before > 0 && after > 0, "{before} before, {after} after");
+    assert!(
+        !a.log_text().contains("stepping down"),
+        "the leader stepped down over an etcd raft election: {}",
+        a.log_text()
+    );
+    assert!(
+        gap < Duration::from_secs(5),
+        "drains interrupted {gap:?} by the etcd raft leader's death"
+    );
+}
+
 #[test]
 fn paused_leader_past_its_lease_never_appends() {
     let Some(etcd) = cluster("partition") else {

@@ -59,9 +59,9 @@ pub(crate) struct EtcdBacking {
 }
 
 impl EtcdBacking {
-    /// Why this server may not persist any more.
-    pub(crate) fn lost(&self) -> Option<String> {
-        (!self.lead.is_valid()).then(|| self.lead.why_lost())
+    /// The lease: valid, uncertain (suspend) or lost (step down).
+    pub(crate) fn lease(&self) -> ha::LeaseStatus {
+        self.lead.status()
     }
 
     /// One group commit: the batch's outputs in one guarded transaction.

@@ -64,6 +64,9 @@ fn log_event(ev: &Event) {
 /// How often a leader on etcd checks its lease while idle.
 #[cfg(feature = "etcd")]
 const LEASE_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
+/// How often a suspended leader (lease uncertain) looks at it again.
+#[cfg(feature = "etcd")]
+const LEASE_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Where a batch's persistence outputs go.
 #[derive(Debug)]
@@ -163,11 +166,43 @@ impl Shell {
     }
 
     /// Why this server may no longer persist (etcd: the lease is lost).
-    fn lost_leadership(&self) -> Option<String> {
+    /// While the lease is uncertain (etcd unreachable or electing, for
+    /// less than the grace period of [`ha::LeaseStatus`]) this waits,
+    /// handling nothing, until it is confirmed (`None`) or lost, or a stop
+    /// is requested (`None`: the stop is seen next).
+    fn lost_leadership(&self, control: &Control) -> Option<String> {
         match &self.backing {
             Backing::Local(_) => None,
             #[cfg(feature = "etcd")]
-            Backing::Etcd(b) => b.lost(),
+            Backing::Etcd(b) => {
+                let mut since: Option<Instant> = None;
+                loop {
+                    match b.lease() {
+                        ha::LeaseStatus::Valid => {
+                            if let Some(t) = since {
+                                tracing::warn!(
+                                    "etcd lease confirmed again after {} ms: resuming",
+                                    t.elapsed().as_millis()
+                                );
+                            }
+                            return None;
+                        }
+                        ha::LeaseStatus::Lost(why) => return Some(why),
+                        ha::LeaseStatus::Uncertain => {
+                            if since.is_none() {
+                                tracing::warn!(
+                                    "etcd lease not confirmed within its TTL: suspended until a keepalive is acknowledged"
+                                );
+                                since = Some(Instant::now());
+                            }
+                            if control.stop_requested() {
+                                return None;
+                            }
+                            std::thread::sleep(LEASE_WAIT);
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -422,7 +457,7 @@ impl Shell {
             if control.stop_requested() {
                 break;
             }
-            if let Some(why) = self.lost_leadership() {
+            if let Some(why) = self.lost_leadership(control) {
                 self.step_down(&why);
                 return Err(ServeError::Deposed(why));
             }
@@ -454,7 +489,7 @@ impl Shell {
             let first = match first {
                 Ok(m) => m,
                 Err(RecvTimeoutError::Timeout) => {
-                    if let Some(why) = self.lost_leadership() {
+                    if let Some(why) = self.lost_leadership(control) {
                         self.step_down(&why);
                         return Err(ServeError::Deposed(why));
                     }
@@ -476,7 +511,7 @@ impl Shell {
             if batch.is_empty() {
                 continue; // woken for the control flags
             }
-            if let Some(why) = self.lost_leadership() {
+            if let Some(why) = self.lost_leadership(control) {
                 // Not one of these is handled: the standby answers them.
                 self.step_down(&why);
                 self.unhandled = batch;
