@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::etcd::{cluster, EtcdCluster};
+use common::etcd::{cluster, cluster_tls, EtcdCluster};
 use common::{try_start, Daemon, Scratch};
 use serde_json::{json, Value};
 
@@ -28,8 +28,9 @@ noverify = true
 backend = "etcd"
 etcd-endpoints = {}
 etcd-prefix = "{prefix}"
-"#,
-        etcd.endpoints_toml()
+{}"#,
+        etcd.endpoints_toml(),
+        etcd.tls_toml()
     )
 }
 
@@ -291,6 +292,50 @@ fn etcd_member_kill_service_continues() {
             "rank {r} not in the etcd log: {logged:?}"
         );
     }
+}
+
+/// etcd serving clients over TLS only, with client certificate
+/// authentication: roster's `etcd-ca`/`etcd-cert`/`etcd-key` reach it
+/// (leader elected, drains committed, a standby follows and takes over);
+/// a client without a certificate is refused.
+#[test]
+fn etcd_over_tls_with_client_certificates() {
+    let Some(etcd) = cluster_tls("tls") else {
+        return;
+    };
+    let prefix = "/tls";
+    let sa = Scratch::new("ha-t1");
+    let sb = Scratch::new("ha-t2");
+    let mut a = server(&sa, &etcd, prefix);
+    wait_leader(&etcd, prefix, &a.uri, Duration::from_secs(10));
+    let b = server(&sb, &etcd, prefix);
+    let both = format!("{},{}", a.uri, b.uri);
+    drain(&both, "0", "over tls").expect("drain through etcd over TLS");
+    a.crash();
+    wait_leader(&etcd, prefix, &b.uri, Duration::from_secs(20));
+    drain(&both, "1", "after the takeover").expect("drain on the new leader");
+    let logged = logged_drains(&etcd, prefix);
+    for r in ["0", "1"] {
+        assert!(
+            logged.iter().any(|(ids, _)| ids == r),
+            "rank {r} not in the etcd log: {logged:?}"
+        );
+    }
+    // The CA alone (no client certificate): etcd refuses the client.
+    let files = etcd.tls.clone().expect("tls files");
+    let anonymous = ha::Etcd::connect(ha::Settings {
+        endpoints: etcd.client_urls.clone(),
+        prefix: prefix.into(),
+        ca: Some(files.ca),
+        cert: None,
+        key: None,
+        lease_ttl: Duration::from_secs(2),
+        timeout: Duration::from_secs(2),
+    });
+    assert!(
+        anonymous.and_then(|c| c.dump()).is_err(),
+        "etcd answered a client without a certificate"
+    );
 }
 
 /// SIGKILL of etcd's raft LEADER member while a client drains
