@@ -105,6 +105,80 @@ fn raw_drain(sock: &Path, targets: &str, reason: &str) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
+/// A GET over raw HTTP to one server (what curl --unix-socket does): the
+/// whole response text.
+fn raw_get(sock: &Path, path: &str) -> String {
+    let mut s = std::os::unix::net::UnixStream::connect(sock).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: roster\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write request");
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// `/metrics`, `/readyz` and the web view on the etcd backend, leader and
+/// standby: the same routes and metric names as on the local backend; the
+/// standby's node gauges follow the log; only the leader is ready.
+#[test]
+fn metrics_and_web_view_on_leader_and_standby() {
+    let Some(etcd) = cluster("metrics") else {
+        return;
+    };
+    let prefix = "/metrics";
+    let sa = Scratch::new("ha-w1");
+    let sb = Scratch::new("ha-w2");
+    let a = server(&sa, &etcd, prefix);
+    wait_leader(&etcd, prefix, &a.uri, Duration::from_secs(10));
+    let b = server(&sb, &etcd, prefix);
+    drain(&a.uri, "0-2", "metrics").expect("drain");
+    let drained = "roster_nodes{state=\"drained\"} 3";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut on_b = String::new();
+    while Instant::now() < deadline {
+        on_b = raw_get(&b.sock, "/metrics");
+        if on_b.contains(drained) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(on_b.starts_with("HTTP/1.1 200"), "standby /metrics: {on_b}");
+    assert!(on_b.contains(drained), "standby /metrics: {on_b}");
+    // The leader's node gauges are refreshed at most every 250 ms.
+    let mut on_a = raw_get(&a.sock, "/metrics");
+    while !on_a.contains(drained) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        on_a = raw_get(&a.sock, "/metrics");
+    }
+    assert!(on_a.starts_with("HTTP/1.1 200"), "leader /metrics: {on_a}");
+    for name in [
+        drained,
+        "roster_nodes_size 4096",
+        "roster_eventlog_appends_total ",
+        "roster_eventlog_commit_seconds_count ",
+        "roster_rpc_requests_total{topic=\"resource.drain\",outcome=\"ok\"} 1",
+    ] {
+        assert!(on_a.contains(name), "{name} missing on the leader: {on_a}");
+    }
+    assert!(raw_get(&a.sock, "/readyz").starts_with("HTTP/1.1 200"));
+    assert!(raw_get(&b.sock, "/readyz").starts_with("HTTP/1.1 503"));
+    assert!(raw_get(&b.sock, "/healthz").starts_with("HTTP/1.1 200"));
+    for d in [&a, &b] {
+        let page = raw_get(&d.sock, "/");
+        assert!(page.starts_with("HTTP/1.1 200"), "web view: {page}");
+        assert!(
+            page.contains("<html") || page.contains("<!DOCTYPE"),
+            "{page}"
+        );
+        let status = raw_get(&d.sock, "/api/status");
+        assert!(status.starts_with("HTTP/1.1 200"), "/api/status: {status}");
+        assert!(status.contains("\"drain\""), "/api/status: {status}");
+    }
+}
+
 /// Every drain event in the etcd log: (idset, reason).
 fn logged_drains(etcd: &EtcdCluster, prefix: &str) -> Vec<(String, String)> {
     let c = etcd.client(prefix);

@@ -40,6 +40,7 @@ use rpc::uri::Uri;
 use rpc::RpcError;
 use transport::Incoming;
 
+use crate::metrics::Metrics;
 use crate::service_loop::{Backing, Shell};
 use crate::{build_init, now, Control, Plan, ServeError};
 
@@ -143,7 +144,14 @@ pub(crate) fn run(
     ready: impl FnOnce(&[Uri]),
 ) -> Result<(), ServeError> {
     let etcd = Arc::new(Etcd::connect(settings_of(cfg))?);
-    let listeners = transport::Listeners::bind(&plan.listen, &crate::listen_options(plan))?;
+    // /metrics, /healthz, /readyz and the web view, as on the local
+    // backend: the gauges show the leader's core, or a standby's
+    // follower core; /readyz is ready on the leader only.
+    let metrics = Arc::new(Metrics::new());
+    let listeners = transport::Listeners::bind(&plan.listen, &crate::listen_options(plan))?
+        .with_web(Arc::new(crate::metrics::Web {
+            metrics: Arc::clone(&metrics),
+        }));
     let addresses = listeners.addresses();
     let advertise = cfg.advertise.clone().unwrap_or_else(|| {
         addresses
@@ -175,7 +183,8 @@ pub(crate) fn run(
         cfg.endpoints.join(","),
         cfg.prefix
     );
-    let result = serve(plan, &etcd, &advertise, &rx, &control);
+    let result = serve(plan, &etcd, &advertise, &rx, &control, &metrics);
+    metrics.set_ready(false);
     control.clear_waker();
     let _ = stop_tx.send(true);
     if let Err(e) = runtime.block_on(net).unwrap_or(Ok(())) {
@@ -192,6 +201,7 @@ fn serve(
     advertise: &str,
     rx: &Receiver<Incoming>,
     control: &Arc<Control>,
+    metrics: &Arc<Metrics>,
 ) -> Result<(), ServeError> {
     let mut state = State::default();
     let mut follower = None;
@@ -208,6 +218,7 @@ fn serve(
             &id,
             advertise,
             carry,
+            metrics,
         )?
         else {
             tracing::info!("stopped (standby)");
@@ -218,7 +229,18 @@ fn serve(
             lead.lease_id(),
             lead.info.create_revision
         );
-        match leader(plan, etcd, lead, &mut state, follower.take(), rx, control) {
+        let led = leader(
+            plan,
+            etcd,
+            lead,
+            &mut state,
+            follower.take(),
+            rx,
+            control,
+            metrics,
+        );
+        metrics.set_ready(false);
+        match led {
             Ok(()) => return Ok(()),
             Err(Deposed { why, unhandled }) => {
                 tracing::error!("stepping down, now a standby: {why}");
@@ -327,6 +349,7 @@ impl From<ServeError> for LeaderEnd {
 }
 
 /// Lead until stopped (Ok) or deposed.
+#[allow(clippy::too_many_arguments)]
 fn leader(
     plan: &Plan,
     etcd: &Arc<Etcd>,
@@ -335,6 +358,7 @@ fn leader(
     follower: Option<Follower>,
     rx: &Receiver<Incoming>,
     control: &Control,
+    metrics: &Arc<Metrics>,
 ) -> Result<(), LeaderEnd> {
     let started = Instant::now();
     // Catch up on what was committed since the last poll: nobody can
@@ -402,16 +426,18 @@ fn leader(
         since_checkpoint,
     };
     let mut shell = Shell::with_backing(core, Backing::Etcd(backing), plan.config_path.clone());
+    shell.set_metrics(Arc::clone(metrics));
     shell.persist(&out)?;
     shell.deliver(out);
+    metrics.refresh(shell.core(), Instant::now(), true);
+    metrics.set_ready(true);
     tracing::info!(
         takeover_applied = applied,
         "leading: {} events in the journal, {applied} applied at takeover, core ready in {} ms",
         shell_events(&shell),
         started.elapsed().as_millis()
     );
-    // systemd's watchdog (if any) is pinged by the leader's loop; the
-    // metrics and web view are served by the local backend only so far.
+    // systemd's watchdog (if any) is pinged by the leader's loop.
     let mut notifier = crate::notify::Notifier::from_env();
     match shell.run(rx, control, &mut notifier) {
         Ok(()) => {
@@ -461,6 +487,7 @@ fn standby(
     id: &str,
     advertise: &str,
     carry: Vec<Incoming>,
+    metrics: &Metrics,
 ) -> Result<Option<Leadership>, ServeError> {
     let ttl = etcd.settings().lease_ttl;
     // When the state was last known current (the send time of a read or
@@ -487,6 +514,7 @@ fn standby(
                 Ok(_) => {
                     confirmed = Some(t);
                     sync_follower(plan, state, follower);
+                    refresh(metrics, follower);
                     let (w, c) = (Arc::clone(&woken), Arc::clone(control));
                     let wake = Box::new(move || {
                         if !w.swap(true, Ordering::SeqCst) {
@@ -530,6 +558,7 @@ fn standby(
         }
         if changed {
             sync_follower(plan, state, follower);
+            refresh(metrics, follower);
         }
         // No leader: campaign (at once when the watch shows the leader
         // key deleted, then every POLL).
@@ -561,6 +590,13 @@ fn standby(
         };
         let fresh = confirmed.filter(|t| t.elapsed() < ttl);
         answer(state, fresh, msg, follower);
+    }
+}
+
+/// The node gauges from a standby's follower core.
+fn refresh(metrics: &Metrics, follower: &Option<Follower>) {
+    if let Some(f) = follower {
+        metrics.refresh(&f.core, Instant::now(), true);
     }
 }
 

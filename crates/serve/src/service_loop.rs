@@ -147,6 +147,12 @@ impl Shell {
         Arc::clone(&self.metrics)
     }
 
+    /// Use `metrics` (the etcd backend's, which outlive each leadership).
+    #[cfg(feature = "etcd")]
+    pub(crate) fn set_metrics(&mut self, metrics: Arc<Metrics>) {
+        self.metrics = metrics;
+    }
+
     pub fn core(&self) -> &Service {
         &self.core
     }
@@ -172,7 +178,10 @@ impl Shell {
     /// is requested (`None`: the stop is seen next).
     fn lost_leadership(&self, control: &Control) -> Option<String> {
         match &self.backing {
-            Backing::Local(_) => None,
+            Backing::Local(_) => {
+                let _ = control; // only the etcd backend waits
+                None
+            }
             #[cfg(feature = "etcd")]
             Backing::Etcd(b) => {
                 let mut since: Option<Instant> = None;
@@ -213,7 +222,18 @@ impl Shell {
         match &mut self.backing {
             Backing::Local(_) => self.persist_local(out).map_err(ServeError::Persist),
             #[cfg(feature = "etcd")]
-            Backing::Etcd(b) => b.persist(out, &self.core),
+            Backing::Etcd(b) => {
+                let events = out
+                    .iter()
+                    .filter(|o| matches!(o, Output::Persist(_)))
+                    .count();
+                let start = Instant::now();
+                b.persist(out, &self.core)?;
+                if events > 0 {
+                    self.metrics.committed(events, start.elapsed());
+                }
+                Ok(())
+            }
         }
     }
 
