@@ -432,6 +432,10 @@ impl Shell {
         let text = format!("this server lost the leadership ({why}): reconnect to the new leader");
         for (_, conn) in self.routes.drain() {
             for (_, route) in conn {
+                if route.is_agent() {
+                    // The metrics outlive this leadership (etcd backend).
+                    self.metrics.agent_closed();
+                }
                 let _ = route
                     .tx
                     .send(Err(rpc::RpcError::new(rpc::errno::EAGAIN, text.clone())));
