@@ -570,6 +570,82 @@ fn replay_modes_match_live() {
     );
 }
 
+/// A hot standby (etcd backend): a follower core fed the leader's events
+/// one batch at a time, then promoted, is the core a restart would build
+/// from the whole log (drain state, journal, the start-up events), with
+/// nothing replayed at promotion.
+#[test]
+fn follower_fed_live_then_promoted_equals_a_restart() {
+    let mut h = start();
+    h.rpc("resource.drain", json!({"targets": "0-1", "reason": "a"}))
+        .unwrap();
+    h.rpc(
+        "resource.drain",
+        json!({"targets": "1-2", "reason": "b", "mode": "update"}),
+    )
+    .unwrap();
+    h.rpc("resource.undrain", json!({"targets": "0"})).unwrap();
+    h.rpc("resource.drain", json!({"targets": "3", "reason": "d"}))
+        .unwrap();
+    let events: Vec<Event> = h
+        .svc
+        .journal()
+        .events()
+        .filter(|e| e.name == "drain" || e.name == "undrain")
+        .cloned()
+        .collect();
+    assert_eq!(events.len(), 4);
+    let init = |stored: Vec<Event>| Init {
+        now: 99_999.0,
+        inventory: Some(r4()),
+        stored_events: stored,
+        ..Default::default()
+    };
+    // The standby started when the log had one event; the rest arrive.
+    let mut f = Service::follower(init(events[..1].to_vec())).expect("follower");
+    assert_eq!(f.followed(), 1);
+    assert_eq!(f.drained().encode(), "0-1");
+    f.follow(&events[1..3]).unwrap();
+    assert_eq!(f.drained().encode(), "1-2", "followed events apply at once");
+    f.follow(&events[3..]).unwrap();
+    assert_eq!(f.followed(), 4);
+    let mut out_f = Vec::new();
+    f.promote(99_999.0, &mut out_f);
+    let (restarted, out_r) = start_with(init(events.clone()));
+    let names = |out: &[Output]| -> Vec<String> {
+        out.iter()
+            .filter_map(|o| match o {
+                Output::Persist(e) => Some(e.name.clone()),
+                Output::WriteR(_) => Some("R".into()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(names(&out_f), names(&out_r));
+    assert!(!names(&out_f).is_empty());
+    let mut hf = Harness {
+        svc: f,
+        now: 100_000.0,
+        next_conn: 1,
+    };
+    let mut hr = Harness {
+        svc: restarted.svc,
+        now: 100_000.0,
+        next_conn: 1,
+    };
+    assert_eq!(
+        hf.rpc("resource.status", Value::Null).unwrap(),
+        hr.rpc("resource.status", Value::Null).unwrap()
+    );
+    let journal =
+        |h: &Harness| -> Vec<String> { h.svc.journal().events().map(|e| e.name.clone()).collect() };
+    assert_eq!(journal(&hf), journal(&hr));
+    // A bad event is refused with its position in the followed log.
+    let bad = ev(1.0, "drain", json!({"idset": 7}));
+    let e = hf.svc.follow(&[bad]).unwrap_err();
+    assert!(e.to_string().contains("line 5"), "{e}");
+}
+
 #[test]
 fn replay_errors_refuse_start() {
     let mut out = Vec::new();

@@ -25,7 +25,11 @@
 //!   turns false, by the monotonic clock, TTL after the last keepalive
 //!   *sent* that etcd acknowledged: etcd cannot expire the lease before
 //!   that moment, so the old leader stops acting before a new one can be
-//!   elected.
+//!   elected.  It then waits ([`LeaseStatus::Uncertain`], acting on
+//!   nothing) for up to another TTL: a keepalive acknowledged in that time
+//!   (etcd elected a new raft leader, which renews every lease) makes it
+//!   valid again; etcd saying the lease is gone, or the wait running out,
+//!   makes it [`LeaseStatus::Lost`].
 //!
 //! The API is blocking (the service loop is a plain thread); a small tokio
 //! runtime inside [`Etcd`] runs the gRPC client and the keepalive task.
@@ -36,8 +40,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use etcd_client::{
-    Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, Identity,
-    PutOptions, TlsOptions, Txn, TxnOp, TxnOpResponse,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions,
+    Identity, PutOptions, TlsOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
 use eventlog::Event;
 use serde_json::Value;
@@ -199,6 +203,71 @@ impl State {
     }
 }
 
+/// One key change seen by a watch ([`Etcd::tail`]).
+#[derive(Debug, Clone)]
+pub enum Change {
+    Put {
+        key: String,
+        value: Vec<u8>,
+        create_revision: i64,
+    },
+    Delete {
+        key: String,
+    },
+}
+
+/// What a watch ([`Etcd::tail`]) reports.
+#[derive(Debug, Clone)]
+pub enum TailMsg {
+    /// The changes of one or more revisions, in order, up to `revision`.
+    Changes { revision: i64, changes: Vec<Change> },
+    /// A progress answer: everything up to `revision` has been reported;
+    /// `asked` is when the answered request was sent (monotonic clock).
+    Progress { revision: i64, asked: Instant },
+    /// The watch ended (a member died, compaction, ...): read what was
+    /// missed ([`Etcd::poll`]) and tail again.
+    Ended(String),
+}
+
+/// What [`Etcd::apply`] changed in a [`State`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Events appended to [`State::events`].
+    pub events: usize,
+    /// `R` was written with a different text.
+    pub r_changed: bool,
+}
+
+/// A running watch of the prefix: its reports, bounded (the watch waits
+/// while the channel is full).  The watch stops when this is dropped.
+#[derive(Debug)]
+pub struct Tail {
+    rx: tokio::sync::mpsc::Receiver<TailMsg>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Reports a [`Tail`] may hold before its watch waits for the reader.
+const TAIL_QUEUE: usize = 256;
+
+impl Tail {
+    /// The next report, if one is waiting.
+    pub fn try_next(&mut self) -> Option<TailMsg> {
+        match self.rx.try_recv() {
+            Ok(m) => Some(m),
+            Err(tokio::sync::mpsc::error::TryRecvError::Empty) => None,
+            Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => {
+                Some(TailMsg::Ended("the watch task ended".into()))
+            }
+        }
+    }
+}
+
+impl Drop for Tail {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// Something a group commit writes.
 #[derive(Debug, Clone)]
 pub enum Op {
@@ -224,11 +293,39 @@ pub struct Leadership {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// What a leader knows of its lease ([`Leadership::status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseStatus {
+    /// Certainly ours (monotonic clock): act.
+    Valid,
+    /// Not confirmed for the TTL, not known to be lost (etcd is electing
+    /// a raft leader, or this member is unreachable): act on nothing,
+    /// wait for a keepalive.
+    Uncertain,
+    /// Gone (etcd said so, or unconfirmed for twice the TTL): step down.
+    Lost(String),
+}
+
 impl Leadership {
     /// True while the lease is certainly ours (monotonic clock).
     pub fn is_valid(&self) -> bool {
-        !self.lost.load(Ordering::SeqCst)
-            && Instant::now() < *self.deadline.lock().unwrap_or_else(|e| e.into_inner())
+        self.status() == LeaseStatus::Valid
+    }
+
+    /// Valid, uncertain (suspend) or lost (step down).
+    pub fn status(&self) -> LeaseStatus {
+        if self.lost.load(Ordering::SeqCst) {
+            return LeaseStatus::Lost("the lease expired or was revoked in etcd".into());
+        }
+        let deadline = *self.deadline.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if now < deadline {
+            LeaseStatus::Valid
+        } else if now < deadline + self.ttl {
+            LeaseStatus::Uncertain
+        } else {
+            LeaseStatus::Lost(self.why_lost())
+        }
     }
 
     /// Why [`Leadership::is_valid`] is false.
@@ -237,7 +334,7 @@ impl Leadership {
             "the lease expired or was revoked in etcd".to_string()
         } else {
             format!(
-                "no keepalive acknowledged by etcd within the lease TTL ({}s)",
+                "no keepalive acknowledged by etcd within twice the lease TTL ({}s)",
                 self.ttl.as_secs()
             )
         }
@@ -467,6 +564,90 @@ impl Etcd {
         Ok(changed)
     }
 
+    /// Watch everything under the prefix from `from_revision` on (a hot
+    /// standby tailing the log: pass the revision after the last one it
+    /// has read).  A progress request is sent every `progress` so that
+    /// the reader knows how current it is; `wake` is called after each
+    /// report is queued.
+    pub fn tail(
+        &self,
+        from_revision: i64,
+        progress: Duration,
+        wake: Box<dyn Fn() + Send + Sync>,
+    ) -> Tail {
+        let (tx, rx) = tokio::sync::mpsc::channel(TAIL_QUEUE);
+        let task = self.rt.spawn(tail_task(
+            self.client.clone(),
+            format!("{}/", self.prefix),
+            from_revision,
+            progress,
+            self.settings.timeout,
+            tx,
+            wake,
+        ));
+        Tail { rx, task }
+    }
+
+    /// Apply the changes a watch reported to `st` (no IO): log batches in
+    /// order (those `st` already has are skipped), R, the checkpoint, the
+    /// leader key.  A gap in the log is [`HaError::Corrupt`]: read the
+    /// state again.
+    pub fn apply(
+        &self,
+        st: &mut State,
+        revision: i64,
+        changes: &[Change],
+    ) -> Result<Applied, HaError> {
+        let mut applied = Applied::default();
+        let log_prefix = self.log_prefix();
+        for c in changes {
+            match c {
+                Change::Put {
+                    key,
+                    value,
+                    create_revision,
+                } => {
+                    if key.starts_with(&log_prefix) {
+                        let seq = self.seq_of(key.as_bytes())?;
+                        if seq < st.next_seq && !st.batches.is_empty() {
+                            continue; // already read (a poll overlapping the watch)
+                        }
+                        let before = st.events.len();
+                        st.push_batch(key, seq, value)?;
+                        applied.events += st.events.len() - before;
+                    } else if *key == self.leader_key() {
+                        st.leader = LeaderInfo::parse(value, *create_revision);
+                    } else if *key == self.r_key() {
+                        let text = std::str::from_utf8(value).map_err(|_| HaError::Corrupt {
+                            key: key.clone(),
+                            reason: "not UTF-8".into(),
+                        })?;
+                        if st.r.as_deref() != Some(text) {
+                            st.r = Some(text.to_string());
+                            applied.r_changed = true;
+                        }
+                    } else if *key == self.checkpoint_key() {
+                        let v = serde_json::from_slice(value).map_err(|e| HaError::Corrupt {
+                            key: key.clone(),
+                            reason: e.to_string(),
+                        })?;
+                        st.checkpoint = Some(v);
+                    }
+                }
+                Change::Delete { key } => {
+                    // Log keys are deleted by history truncation: the
+                    // events stay in memory until the next takeover syncs
+                    // it ([`Etcd::sync_truncation`]).
+                    if *key == self.leader_key() {
+                        st.leader = None;
+                    }
+                }
+            }
+        }
+        st.revision = st.revision.max(revision);
+        Ok(applied)
+    }
+
     /// Forget in `st` the batches the leader truncated (keys before the
     /// first log key in etcd).
     pub fn sync_truncation(&self, st: &mut State) -> Result<(), HaError> {
@@ -627,8 +808,12 @@ impl Etcd {
         let mut client = self.client.clone();
         let mut attempt = 0u32;
         let resp = loop {
-            if !lead.is_valid() {
-                return Err(HaError::Deposed(lead.why_lost()));
+            // Retried while the lease may still be ours (an etcd raft
+            // election, a dead member: the client tries another endpoint,
+            // each attempt bounded by the request timeout); the guard
+            // makes a retry safe whatever happened meanwhile.
+            if let LeaseStatus::Lost(why) = lead.status() {
+                return Err(HaError::Deposed(why));
             }
             match self.rt.block_on(client.txn(txn.clone())) {
                 Ok(r) => break r,
@@ -760,6 +945,96 @@ impl Etcd {
     }
 }
 
+/// The watch behind [`Etcd::tail`].
+async fn tail_task(
+    mut client: Client,
+    prefix: String,
+    from: i64,
+    progress: Duration,
+    timeout: Duration,
+    tx: tokio::sync::mpsc::Sender<TailMsg>,
+    wake: Box<dyn Fn() + Send + Sync>,
+) {
+    let end = |why: String| {
+        let tx = tx.clone();
+        let wake = &wake;
+        async move {
+            let _ = tx.send(TailMsg::Ended(why)).await;
+            wake();
+        }
+    };
+    let opts = WatchOptions::new()
+        .with_prefix()
+        .with_start_revision(from.max(1));
+    let (mut watcher, mut stream) =
+        match tokio::time::timeout(timeout, client.watch(prefix, Some(opts))).await {
+            Ok(Ok(w)) => w,
+            Ok(Err(e)) => return end(format!("etcd watch: {e}")).await,
+            Err(_) => return end("etcd watch: no answer".into()).await,
+        };
+    let mut asked: std::collections::VecDeque<Instant> = std::collections::VecDeque::new();
+    let mut tick = tokio::time::interval(progress);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                // Unanswered for the request timeout: the member is gone
+                // or cut off; the caller reads and watches again.
+                if asked.front().is_some_and(|t| t.elapsed() > timeout) {
+                    return end("etcd watch: progress requests unanswered".into()).await;
+                }
+                asked.push_back(Instant::now());
+                if let Err(e) = watcher.request_progress().await {
+                    return end(format!("etcd watch: {e}")).await;
+                }
+            }
+            m = stream.message() => {
+                let resp = match m {
+                    Ok(Some(r)) => r,
+                    Ok(None) => return end("etcd watch: stream closed".into()).await,
+                    Err(e) => return end(format!("etcd watch: {e}")).await,
+                };
+                if resp.canceled() || resp.compact_revision() > 0 {
+                    return end(format!(
+                        "etcd watch canceled: {} (compacted at revision {})",
+                        resp.cancel_reason(),
+                        resp.compact_revision()
+                    ))
+                    .await;
+                }
+                let revision = resp.header().map_or(0, |h| h.revision());
+                let msg = if resp.events().is_empty() {
+                    match asked.pop_front() {
+                        Some(t) => TailMsg::Progress { revision, asked: t },
+                        None => continue,
+                    }
+                } else {
+                    let mut changes = Vec::with_capacity(resp.events().len());
+                    let mut last = revision;
+                    for ev in resp.events() {
+                        let Some(kv) = ev.kv() else { continue };
+                        let key = String::from_utf8_lossy(kv.key()).into_owned();
+                        last = kv.mod_revision();
+                        changes.push(match ev.event_type() {
+                            EventType::Put => Change::Put {
+                                key,
+                                value: kv.value().to_vec(),
+                                create_revision: kv.create_revision(),
+                            },
+                            EventType::Delete => Change::Delete { key },
+                        });
+                    }
+                    TailMsg::Changes { revision: last, changes }
+                };
+                if tx.send(msg).await.is_err() {
+                    return;
+                }
+                wake();
+            }
+        }
+    }
+}
+
 /// Keep the lease alive every TTL/3; move the deadline on each
 /// acknowledged keepalive; mark the lease lost when etcd says it is gone.
 async fn keepalive(
@@ -773,11 +1048,15 @@ async fn keepalive(
     let mut stream = None;
     loop {
         if stream.is_none() {
-            match client.lease_keep_alive(lease).await {
-                Ok(s) => stream = Some(s),
-                Err(e) => {
+            match tokio::time::timeout(period, client.lease_keep_alive(lease)).await {
+                Ok(Ok(s)) => stream = Some(s),
+                Ok(Err(e)) => {
                     tracing::warn!("etcd lease keepalive: {e}");
                     tokio::time::sleep(period / 4).await;
+                    continue;
+                }
+                Err(_) => {
+                    tracing::warn!("etcd lease keepalive: no answer");
                     continue;
                 }
             }

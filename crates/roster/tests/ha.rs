@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::etcd::{cluster, EtcdCluster};
+use common::etcd::{cluster, cluster_tls, EtcdCluster};
 use common::{try_start, Daemon, Scratch};
 use serde_json::{json, Value};
 
@@ -28,8 +28,9 @@ noverify = true
 backend = "etcd"
 etcd-endpoints = {}
 etcd-prefix = "{prefix}"
-"#,
-        etcd.endpoints_toml()
+{}"#,
+        etcd.endpoints_toml(),
+        etcd.tls_toml()
     )
 }
 
@@ -102,6 +103,80 @@ fn raw_drain(sock: &Path, targets: &str, reason: &str) -> String {
         }
     }
     String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// A GET over raw HTTP to one server (what curl --unix-socket does): the
+/// whole response text.
+fn raw_get(sock: &Path, path: &str) -> String {
+    let mut s = std::os::unix::net::UnixStream::connect(sock).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: roster\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write request");
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// `/metrics`, `/readyz` and the web view on the etcd backend, leader and
+/// standby: the same routes and metric names as on the local backend; the
+/// standby's node gauges follow the log; only the leader is ready.
+#[test]
+fn metrics_and_web_view_on_leader_and_standby() {
+    let Some(etcd) = cluster("metrics") else {
+        return;
+    };
+    let prefix = "/metrics";
+    let sa = Scratch::new("ha-w1");
+    let sb = Scratch::new("ha-w2");
+    let a = server(&sa, &etcd, prefix);
+    wait_leader(&etcd, prefix, &a.uri, Duration::from_secs(10));
+    let b = server(&sb, &etcd, prefix);
+    drain(&a.uri, "0-2", "metrics").expect("drain");
+    let drained = "roster_nodes{state=\"drained\"} 3";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut on_b = String::new();
+    while Instant::now() < deadline {
+        on_b = raw_get(&b.sock, "/metrics");
+        if on_b.contains(drained) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(on_b.starts_with("HTTP/1.1 200"), "standby /metrics: {on_b}");
+    assert!(on_b.contains(drained), "standby /metrics: {on_b}");
+    // The leader's node gauges are refreshed at most every 250 ms.
+    let mut on_a = raw_get(&a.sock, "/metrics");
+    while !on_a.contains(drained) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        on_a = raw_get(&a.sock, "/metrics");
+    }
+    assert!(on_a.starts_with("HTTP/1.1 200"), "leader /metrics: {on_a}");
+    for name in [
+        drained,
+        "roster_nodes_size 4096",
+        "roster_eventlog_appends_total ",
+        "roster_eventlog_commit_seconds_count ",
+        "roster_rpc_requests_total{topic=\"resource.drain\",outcome=\"ok\"} 1",
+    ] {
+        assert!(on_a.contains(name), "{name} missing on the leader: {on_a}");
+    }
+    assert!(raw_get(&a.sock, "/readyz").starts_with("HTTP/1.1 200"));
+    assert!(raw_get(&b.sock, "/readyz").starts_with("HTTP/1.1 503"));
+    assert!(raw_get(&b.sock, "/healthz").starts_with("HTTP/1.1 200"));
+    for d in [&a, &b] {
+        let page = raw_get(&d.sock, "/");
+        assert!(page.starts_with("HTTP/1.1 200"), "web view: {page}");
+        assert!(
+            page.contains("<html") || page.contains("<!DOCTYPE"),
+            "{page}"
+        );
+        let status = raw_get(&d.sock, "/api/status");
+        assert!(status.starts_with("HTTP/1.1 200"), "/api/status: {status}");
+        assert!(status.contains("\"drain\""), "/api/status: {status}");
+    }
 }
 
 /// Every drain event in the etcd log: (idset, reason).
@@ -200,6 +275,13 @@ fn leader_kill_standby_takes_over_without_losing_a_drain() {
         drain(&both, &r.to_string(), "before").expect("drain before the kill");
         acked.push(r);
     }
+    // The standby follows the log live (a watch feeding its core): its
+    // reads show the acknowledged drains within the staleness bound.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while drained_of(&b).encode() != "0-3" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(drained_of(&b).encode(), "0-3", "the standby's view");
     a.crash();
     let t0 = Instant::now();
     let mut first = None;
@@ -216,6 +298,13 @@ fn leader_kill_standby_takes_over_without_losing_a_drain() {
         acked.push(r);
     }
     assert_eq!(leader_uri(&etcd, prefix).as_deref(), Some(b.uri.as_str()));
+    // Replay-free takeover: the standby's core had applied every event
+    // before it was elected.
+    assert!(
+        b.log_text().contains("0 applied at takeover"),
+        "the new leader replayed events at takeover: {}",
+        b.log_text()
+    );
     // The agents followed, each with its rank (ranks come from hostnames).
     let now_online = wait_online(&b);
     let _ = agents.kill();
@@ -277,6 +366,110 @@ fn etcd_member_kill_service_continues() {
             "rank {r} not in the etcd log: {logged:?}"
         );
     }
+}
+
+/// etcd serving clients over TLS only, with client certificate
+/// authentication: roster's `etcd-ca`/`etcd-cert`/`etcd-key` reach it
+/// (leader elected, drains committed, a standby follows and takes over);
+/// a client without a certificate is refused.
+#[test]
+fn etcd_over_tls_with_client_certificates() {
+    let Some(etcd) = cluster_tls("tls") else {
+        return;
+    };
+    let prefix = "/tls";
+    let sa = Scratch::new("ha-t1");
+    let sb = Scratch::new("ha-t2");
+    let mut a = server(&sa, &etcd, prefix);
+    wait_leader(&etcd, prefix, &a.uri, Duration::from_secs(10));
+    let b = server(&sb, &etcd, prefix);
+    let both = format!("{},{}", a.uri, b.uri);
+    drain(&both, "0", "over tls").expect("drain through etcd over TLS");
+    a.crash();
+    wait_leader(&etcd, prefix, &b.uri, Duration::from_secs(20));
+    drain(&both, "1", "after the takeover").expect("drain on the new leader");
+    let logged = logged_drains(&etcd, prefix);
+    for r in ["0", "1"] {
+        assert!(
+            logged.iter().any(|(ids, _)| ids == r),
+            "rank {r} not in the etcd log: {logged:?}"
+        );
+    }
+    // The CA alone (no client certificate): etcd refuses the client.
+    let files = etcd.tls.clone().expect("tls files");
+    let anonymous = ha::Etcd::connect(ha::Settings {
+        endpoints: etcd.client_urls.clone(),
+        prefix: prefix.into(),
+        ca: Some(files.ca),
+        cert: None,
+        key: None,
+        lease_ttl: Duration::from_secs(2),
+        timeout: Duration::from_secs(2),
+    });
+    assert!(
+        anonymous.and_then(|c| c.dump()).is_err(),
+        "etcd answered a client without a certificate"
+    );
+}
+
+/// SIGKILL of etcd's raft LEADER member while a client drains
+/// continuously: etcd elects another (about its election timeout), the
+/// roster leader suspends its appends meanwhile (its lease cannot be
+/// confirmed) and resumes when a keepalive is acknowledged again, without
+/// stepping down.  Prints the longest gap between accepted drains.
+#[test]
+fn etcd_raft_leader_kill_suspends_without_stepping_down() {
+    let Some(mut etcd) = cluster("raft-kill") else {
+        return;
+    };
+    let prefix = "/raft-kill";
+    let sa = Scratch::new("ha-r");
+    let a = server(&sa, &etcd, prefix);
+    wait_leader(&etcd, prefix, &a.uri, Duration::from_secs(10));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let uri = a.uri.clone();
+    let flag = std::sync::Arc::clone(&stop);
+    let worker = std::thread::spawn(move || {
+        let c = client::blocking::Client::new(rpc::uri::Uri::parse(&uri).expect("uri"));
+        let mut acks = Vec::new();
+        let mut r = 0u32;
+        while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+            if c.drain(&(r % 4096).to_string(), Some("raft kill"), None)
+                .is_ok()
+            {
+                acks.push(Instant::now());
+            }
+            r += 1;
+        }
+        acks
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let m = etcd.raft_leader();
+    let killed = Instant::now();
+    etcd.kill_member(m);
+    std::thread::sleep(Duration::from_secs(8));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let acks = worker.join().expect("drain worker");
+    let before = acks.iter().filter(|t| **t < killed).count();
+    let after = acks.len() - before;
+    let gap = acks
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or_default();
+    eprintln!(
+        "etcd raft leader (member {m}) SIGKILLed: longest gap between accepted drains {gap:?} ({before} drains before, {after} after)"
+    );
+    assert!(before > 0 && after > 0, "{before} before, {after} after");
+    assert!(
+        !a.log_text().contains("stepping down"),
+        "the leader stepped down over an etcd raft election: {}",
+        a.log_text()
+    );
+    assert!(
+        gap < Duration::from_secs(5),
+        "drains interrupted {gap:?} by the etcd raft leader's death"
+    );
 }
 
 #[test]

@@ -3,42 +3,49 @@
 //! Every server runs the same loop: **standby** until it wins the election,
 //! then **leader** until it stops or loses its lease, then standby again.
 //!
-//! * The standby tails the etcd log every [`POLL`] (the log keys after the
-//!   last one it has, R and the checkpoint when they changed, the leader
-//!   key) and keeps the whole state in memory.  It answers the read-only
-//!   requests (`resource.status`, `resource.sched-status`, `resource.get`)
-//!   from a core built from that state, and every other request with
-//!   EAGAIN "not the leader; the leader is URI".  A read reflects every
-//!   event acknowledged before the standby's last successful poll, which
-//!   began at most [`POLL`] plus one etcd request earlier; when no poll has
-//!   succeeded for the lease TTL, reads are refused too (EAGAIN).
-//! * When the leader key is gone (its lease expired or was revoked) the
-//!   standby campaigns; the winner catches up on the keys written since
-//!   its last poll (nothing else: the log is already in memory), starts
-//!   its core on it (restart, as flux-core does after a restart: agents
-//!   say hello again), and serves.  Each group commit is one guarded etcd
-//!   transaction ([`ha::Etcd::commit`]); a checkpoint is added to the
-//!   transaction every [`CHECKPOINT_EVERY`] events so that a takeover
-//!   replays at most that many events on top of it.
+//! * The standby reads the whole state once, then tails it with an etcd
+//!   watch from the next revision ([`ha::Etcd::tail`]) and applies each
+//!   group commit to a live follower core ([`Service::follower`],
+//!   [`Service::follow`]) as it arrives.  It answers the read-only
+//!   requests (`resource.status`, `resource.sched-status`,
+//!   `resource.get`) from that core, and every other request with EAGAIN
+//!   "not the leader; the leader is URI".  The watch is asked for its
+//!   progress every [`POLL`]: a read reflects every event acknowledged
+//!   before the last answered progress request was sent; when none was
+//!   answered for the lease TTL, reads are refused too (EAGAIN).  A watch
+//!   that ends (a member died, a compaction) is replaced after one read
+//!   of what changed since the last revision seen.
+//! * When the watch shows the leader key deleted (its lease expired or
+//!   was revoked) the standby campaigns at once; the winner reads the keys
+//!   written since its last revision (normally none), promotes its
+//!   follower core ([`Service::promote`]: `restart`, as flux-core does
+//!   after a restart, so agents say hello again) and serves: no replay.
+//!   Each group commit is one guarded etcd transaction
+//!   ([`ha::Etcd::commit`]); a checkpoint is added to the transaction
+//!   every [`CHECKPOINT_EVERY`] events (the start of a standby, or of a
+//!   takeover without a follower core, replays at most that many).
 //! * The leader checks its lease (monotonic clock) before every batch and
 //!   steps down the moment it is not certainly valid: open streams end
 //!   with EAGAIN, the batch waiting is answered by the standby it becomes.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ha::{Etcd, HaError, Leadership, Op, State};
+use ha::{Etcd, HaError, Leadership, Op, State, Tail, TailMsg};
 use roster_core::{Input, Output, Service};
 use rpc::errno::EAGAIN;
 use rpc::uri::Uri;
 use rpc::RpcError;
 use transport::Incoming;
 
+use crate::metrics::Metrics;
 use crate::service_loop::{Backing, Shell};
 use crate::{build_init, now, Control, Plan, ServeError};
 
-/// How often a standby reads what changed in etcd.
+/// How often a standby asks its watch for progress (its staleness bound),
+/// and retries a failed read or campaign.
 pub const POLL: Duration = Duration::from_millis(100);
 /// The leader adds a checkpoint to a commit after this many events.
 pub const CHECKPOINT_EVERY: usize = 1000;
@@ -53,9 +60,9 @@ pub(crate) struct EtcdBacking {
 }
 
 impl EtcdBacking {
-    /// Why this server may not persist any more.
-    pub(crate) fn lost(&self) -> Option<String> {
-        (!self.lead.is_valid()).then(|| self.lead.why_lost())
+    /// The lease: valid, uncertain (suspend) or lost (step down).
+    pub(crate) fn lease(&self) -> ha::LeaseStatus {
+        self.lead.status()
     }
 
     /// One group commit: the batch's outputs in one guarded transaction.
@@ -137,7 +144,14 @@ pub(crate) fn run(
     ready: impl FnOnce(&[Uri]),
 ) -> Result<(), ServeError> {
     let etcd = Arc::new(Etcd::connect(settings_of(cfg))?);
-    let listeners = transport::Listeners::bind(&plan.listen, &crate::listen_options(plan))?;
+    // /metrics, /healthz, /readyz and the web view, as on the local
+    // backend: the gauges show the leader's core, or a standby's
+    // follower core; /readyz is ready on the leader only.
+    let metrics = Arc::new(Metrics::new());
+    let listeners = transport::Listeners::bind(&plan.listen, &crate::listen_options(plan))?
+        .with_web(Arc::new(crate::metrics::Web {
+            metrics: Arc::clone(&metrics),
+        }));
     let addresses = listeners.addresses();
     let advertise = cfg.advertise.clone().unwrap_or_else(|| {
         addresses
@@ -154,16 +168,24 @@ pub(crate) fn run(
         .thread_name("roster-net")
         .build()
         .map_err(ServeError::Runtime)?;
+    control.set_waker(tx.clone());
     let sig_control = Arc::clone(&control);
     runtime.spawn(async move { crate::watch_signals(sig_control).await });
-    let net = runtime.spawn(listeners.run(tx, stop_rx));
+    let net_control = Arc::clone(&control);
+    let net = runtime.spawn(async move {
+        let r = listeners.run(tx, stop_rx).await;
+        net_control.request_stop();
+        r
+    });
     ready(&addresses);
     tracing::info!(
         "etcd backend: {} prefix {}; advertising {advertise}",
         cfg.endpoints.join(","),
         cfg.prefix
     );
-    let result = serve(plan, &etcd, &advertise, &rx, &control);
+    let result = serve(plan, &etcd, &advertise, &rx, &control, &metrics);
+    metrics.set_ready(false);
+    control.clear_waker();
     let _ = stop_tx.send(true);
     if let Err(e) = runtime.block_on(net).unwrap_or(Ok(())) {
         tracing::warn!("listeners: {e}");
@@ -178,13 +200,26 @@ fn serve(
     etcd: &Arc<Etcd>,
     advertise: &str,
     rx: &Receiver<Incoming>,
-    control: &Control,
+    control: &Arc<Control>,
+    metrics: &Arc<Metrics>,
 ) -> Result<(), ServeError> {
     let mut state = State::default();
+    let mut follower = None;
     let mut carry = Vec::new();
     loop {
         let id = campaign_id();
-        let Some(lead) = standby(plan, etcd, &mut state, rx, control, &id, advertise, carry)?
+        let Some(lead) = standby(
+            plan,
+            etcd,
+            &mut state,
+            &mut follower,
+            rx,
+            control,
+            &id,
+            advertise,
+            carry,
+            metrics,
+        )?
         else {
             tracing::info!("stopped (standby)");
             return Ok(());
@@ -194,7 +229,18 @@ fn serve(
             lead.lease_id(),
             lead.info.create_revision
         );
-        match leader(plan, etcd, lead, &mut state, rx, control) {
+        let led = leader(
+            plan,
+            etcd,
+            lead,
+            &mut state,
+            follower.take(),
+            rx,
+            control,
+            metrics,
+        );
+        metrics.set_ready(false);
+        match led {
             Ok(()) => return Ok(()),
             Err(Deposed { why, unhandled }) => {
                 tracing::error!("stepping down, now a standby: {why}");
@@ -206,6 +252,75 @@ fn serve(
             Err(Fatal(e)) => return Err(e),
         }
     }
+}
+
+/// A standby's live core and how far it has followed the log.
+#[derive(Debug)]
+struct Follower {
+    core: Service,
+    /// The absolute index of the next event to apply.
+    next: u64,
+    /// The R text it was built with (a new R rebuilds it).
+    r: Option<String>,
+}
+
+impl Follower {
+    /// Build from everything in `state` (checkpoint + the events after
+    /// it): at a standby's start, or when R changed.
+    fn build(plan: &Plan, state: &State) -> Result<Follower, ServeError> {
+        let init = build_init(
+            plan,
+            state.r.as_deref(),
+            state.events.clone(),
+            state.checkpoint.clone(),
+            state.replay_from(),
+            crate::clock(),
+        )?;
+        Ok(Follower {
+            core: Service::follower(init)?,
+            next: state.next_seq,
+            r: state.r.clone(),
+        })
+    }
+
+    /// Apply the events of `state` it has not applied yet; `None` when it
+    /// cannot follow `state` (another R, a truncation past it, a state
+    /// read again from scratch): rebuild it.
+    fn catch_up(&mut self, state: &State) -> Option<Result<usize, ServeError>> {
+        let first = state.first_seq();
+        if self.r != state.r || self.next < first || self.next > state.next_seq {
+            return None;
+        }
+        let from = usize::try_from(self.next - first).ok()?;
+        let evs = state.events.get(from..)?;
+        Some(match self.core.follow(evs) {
+            Ok(()) => {
+                self.next = state.next_seq;
+                Ok(evs.len())
+            }
+            Err(e) => Err(e.into()),
+        })
+    }
+}
+
+/// Bring the standby's core up to `state`, rebuilding it if it cannot
+/// follow (a failure leaves none: reads are refused, a takeover builds
+/// its core from the log).
+fn sync_follower(plan: &Plan, state: &State, follower: &mut Option<Follower>) {
+    if let Some(f) = follower.as_mut() {
+        match f.catch_up(state) {
+            Some(Ok(_)) => return,
+            Some(Err(e)) => tracing::warn!("standby: cannot apply the new events: {e}"),
+            None => {}
+        }
+    }
+    *follower = match Follower::build(plan, state) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            tracing::warn!("standby: cannot build its core from etcd: {e}");
+            None
+        }
+    };
 }
 
 enum LeaderEnd {
@@ -234,13 +349,16 @@ impl From<ServeError> for LeaderEnd {
 }
 
 /// Lead until stopped (Ok) or deposed.
+#[allow(clippy::too_many_arguments)]
 fn leader(
     plan: &Plan,
     etcd: &Arc<Etcd>,
     lead: Leadership,
     state: &mut State,
+    follower: Option<Follower>,
     rx: &Receiver<Incoming>,
     control: &Control,
+    metrics: &Arc<Metrics>,
 ) -> Result<(), LeaderEnd> {
     let started = Instant::now();
     // Catch up on what was committed since the last poll: nobody can
@@ -275,16 +393,32 @@ fn leader(
     }
     let replay_from = state.replay_from();
     let since_checkpoint = state.events.len() - replay_from.unwrap_or(0);
-    let init = build_init(
-        plan,
-        state.r.as_deref(),
-        state.events.clone(),
-        state.checkpoint.clone(),
-        replay_from,
-        start,
-    )?;
     let mut out = Vec::new();
-    let core = Service::new(init, &mut out).map_err(ServeError::Start)?;
+    // The standby's live core, given what the catch-up read brought
+    // (normally nothing): no replay.  Without one, the log is replayed.
+    let mut follower = follower;
+    let caught_up = follower.as_mut().and_then(|f| f.catch_up(state));
+    let (core, applied) = match (follower, caught_up) {
+        (Some(mut f), Some(Ok(n))) => {
+            f.core.promote(start, &mut out);
+            (f.core, n)
+        }
+        (_, caught_up) => {
+            if let Some(Err(e)) = caught_up {
+                tracing::warn!("takeover: the standby's core cannot apply the last events: {e}");
+            }
+            let init = build_init(
+                plan,
+                state.r.as_deref(),
+                state.events.clone(),
+                state.checkpoint.clone(),
+                replay_from,
+                start,
+            )?;
+            let core = Service::new(init, &mut out).map_err(ServeError::Start)?;
+            (core, since_checkpoint)
+        }
+    };
     let backing = EtcdBacking {
         etcd: Arc::clone(etcd),
         lead,
@@ -292,15 +426,18 @@ fn leader(
         since_checkpoint,
     };
     let mut shell = Shell::with_backing(core, Backing::Etcd(backing), plan.config_path.clone());
+    shell.set_metrics(Arc::clone(metrics));
     shell.persist(&out)?;
     shell.deliver(out);
+    metrics.refresh(shell.core(), Instant::now(), true);
+    metrics.set_ready(true);
     tracing::info!(
-        "leading: {} events in the log, core ready in {} ms",
+        takeover_applied = applied,
+        "leading: {} events in the journal, {applied} applied at takeover, core ready in {} ms",
         shell_events(&shell),
         started.elapsed().as_millis()
     );
-    // systemd's watchdog (if any) is pinged by the leader's loop; the
-    // metrics and web view are served by the local backend only so far.
+    // systemd's watchdog (if any) is pinged by the leader's loop.
     let mut notifier = crate::notify::Notifier::from_env();
     match shell.run(rx, control, &mut notifier) {
         Ok(()) => {
@@ -344,68 +481,122 @@ fn standby(
     plan: &Plan,
     etcd: &Etcd,
     state: &mut State,
+    follower: &mut Option<Follower>,
     rx: &Receiver<Incoming>,
-    control: &Control,
+    control: &Arc<Control>,
     id: &str,
     advertise: &str,
     carry: Vec<Incoming>,
+    metrics: &Metrics,
 ) -> Result<Option<Leadership>, ServeError> {
     let ttl = etcd.settings().lease_ttl;
-    let mut read_core: Option<Service> = None;
-    let mut dirty = true;
+    // When the state was last known current (the send time of a read or
+    // of an answered progress request).
     let mut confirmed: Option<Instant> = None;
-    let mut last_poll: Option<Instant> = None;
+    let mut tail: Option<Tail> = None;
+    let mut last_read: Option<Instant> = None;
+    let mut last_campaign: Option<Instant> = None;
     let mut last_warn: Option<Instant> = None;
     let mut pending: std::collections::VecDeque<Incoming> = carry.into();
+    // The watch wakes the loop through its input channel, once per batch
+    // of reports.
+    let woken = Arc::new(AtomicBool::new(false));
     loop {
         if control.stop_requested() {
             return Ok(None);
         }
-        if last_poll.is_none_or(|t| t.elapsed() >= POLL) {
+        // (Re)start tailing: one read of what changed since the last
+        // revision seen, then a watch from the next one.
+        if tail.is_none() && last_read.is_none_or(|t| t.elapsed() >= POLL) {
             let t = Instant::now();
-            last_poll = Some(t);
+            last_read = Some(t);
             match etcd.poll(state) {
-                Ok(changed) => {
+                Ok(_) => {
                     confirmed = Some(t);
-                    dirty |= changed;
-                    if state.leader.is_none() {
-                        match etcd.campaign(id, advertise) {
-                            Ok(Some(lead)) => {
-                                // Requests already taken are answered
-                                // here; the leader takes the next ones.
-                                for m in pending.drain(..) {
-                                    answer(plan, state, None, m, &mut read_core, &mut dirty);
-                                }
-                                return Ok(Some(lead));
-                            }
-                            Ok(None) => {}
-                            Err(e) => warn_limited(&mut last_warn, &e),
+                    sync_follower(plan, state, follower);
+                    refresh(metrics, follower);
+                    let (w, c) = (Arc::clone(&woken), Arc::clone(control));
+                    let wake = Box::new(move || {
+                        if !w.swap(true, Ordering::SeqCst) {
+                            c.wake();
                         }
-                    }
+                    });
+                    tail = Some(etcd.tail(state.revision + 1, POLL, wake));
                 }
                 Err(e @ HaError::Corrupt { .. }) => {
                     // E.g. the new leader truncated past what we had:
                     // read everything again.
                     tracing::warn!("{e}: reloading the state from etcd");
                     *state = State::default();
-                    dirty = true;
+                    *follower = None;
                 }
+                Err(e) => warn_limited(&mut last_warn, &e),
+            }
+        }
+        // What the watch reported.
+        woken.store(false, Ordering::SeqCst);
+        let mut changed = false;
+        while let Some(m) = tail.as_mut().and_then(Tail::try_next) {
+            match m {
+                TailMsg::Changes { revision, changes } => {
+                    match etcd.apply(state, revision, &changes) {
+                        Ok(_) => changed = true,
+                        Err(e) => {
+                            tracing::warn!("{e}: reloading the state from etcd");
+                            *state = State::default();
+                            *follower = None;
+                            tail = None;
+                        }
+                    }
+                }
+                TailMsg::Progress { asked, .. } => confirmed = Some(asked),
+                TailMsg::Ended(why) => {
+                    tracing::warn!("standby: {why}; reading and watching again");
+                    tail = None;
+                }
+            }
+        }
+        if changed {
+            sync_follower(plan, state, follower);
+            refresh(metrics, follower);
+        }
+        // No leader: campaign (at once when the watch shows the leader
+        // key deleted, then every POLL).
+        if tail.is_some()
+            && state.leader.is_none()
+            && last_campaign.is_none_or(|t| t.elapsed() >= POLL)
+        {
+            last_campaign = Some(Instant::now());
+            match etcd.campaign(id, advertise) {
+                Ok(Some(lead)) => {
+                    // Requests already taken are answered here; the
+                    // leader takes the next ones.
+                    for m in pending.drain(..) {
+                        answer(state, None, m, follower);
+                    }
+                    return Ok(Some(lead));
+                }
+                Ok(None) => {}
                 Err(e) => warn_limited(&mut last_warn, &e),
             }
         }
         let msg = match pending.pop_front() {
             Some(m) => m,
-            None => {
-                let wait = POLL.saturating_sub(last_poll.map_or(POLL, |t| t.elapsed()));
-                match rx.recv_timeout(wait.max(Duration::from_millis(1))) {
-                    Ok(m) => m,
-                    Err(RecvTimeoutError::Timeout) => continue,
-                    Err(RecvTimeoutError::Disconnected) => return Ok(None),
-                }
-            }
+            None => match rx.recv_timeout(POLL) {
+                Ok(m) => m,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return Ok(None),
+            },
         };
         let fresh = confirmed.filter(|t| t.elapsed() < ttl);
-        answer(plan, state, fresh, msg, &mut read_core, &mut dirty);
+        answer(state, fresh, msg, follower);
+    }
+}
+
+/// The node gauges from a standby's follower core.
+fn refresh(metrics: &Metrics, follower: &Option<Follower>) {
+    if let Some(f) = follower {
+        metrics.refresh(&f.core, Instant::now(), true);
     }
 }
 
@@ -429,14 +620,7 @@ fn redirect(state: &State) -> RpcError {
 
 /// Answer one message as a standby.  `fresh`: when the state was last
 /// confirmed current (None: too long ago, reads are refused).
-fn answer(
-    plan: &Plan,
-    state: &State,
-    fresh: Option<Instant>,
-    msg: Incoming,
-    read_core: &mut Option<Service>,
-    dirty: &mut bool,
-) {
+fn answer(state: &State, fresh: Option<Instant>, msg: Incoming, follower: &mut Option<Follower>) {
     let Incoming::Request { req, replies, slot } = msg else {
         return;
     };
@@ -452,21 +636,7 @@ fn answer(
         )));
         return;
     }
-    if *dirty || read_core.is_none() {
-        let init = build_init(
-            plan,
-            state.r.as_deref(),
-            state.events.clone(),
-            state.checkpoint.clone(),
-            state.replay_from(),
-            crate::clock(),
-        );
-        *read_core = init
-            .ok()
-            .and_then(|init| Service::new(init, &mut Vec::new()).ok());
-        *dirty = false;
-    }
-    let Some(core) = read_core.as_mut() else {
+    let Some(f) = follower.as_mut() else {
         let _ = replies.send(Err(RpcError::new(
             EAGAIN,
             "standby cannot build its view of the state; ask the leader",
@@ -474,7 +644,7 @@ fn answer(
         return;
     };
     let mut out = Vec::new();
-    core.handle(crate::clock(), Input::Request(req), &mut out);
+    f.core.handle(crate::clock(), Input::Request(req), &mut out);
     for o in out {
         if let Output::Reply { reply, .. } = o {
             let _ = replies.send(reply);

@@ -64,6 +64,9 @@ fn log_event(ev: &Event) {
 /// How often a leader on etcd checks its lease while idle.
 #[cfg(feature = "etcd")]
 const LEASE_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
+/// How often a suspended leader (lease uncertain) looks at it again.
+#[cfg(feature = "etcd")]
+const LEASE_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Where a batch's persistence outputs go.
 #[derive(Debug)]
@@ -144,6 +147,12 @@ impl Shell {
         Arc::clone(&self.metrics)
     }
 
+    /// Use `metrics` (the etcd backend's, which outlive each leadership).
+    #[cfg(feature = "etcd")]
+    pub(crate) fn set_metrics(&mut self, metrics: Arc<Metrics>) {
+        self.metrics = metrics;
+    }
+
     pub fn core(&self) -> &Service {
         &self.core
     }
@@ -163,11 +172,46 @@ impl Shell {
     }
 
     /// Why this server may no longer persist (etcd: the lease is lost).
-    fn lost_leadership(&self) -> Option<String> {
+    /// While the lease is uncertain (etcd unreachable or electing, for
+    /// less than the grace period of [`ha::LeaseStatus`]) this waits,
+    /// handling nothing, until it is confirmed (`None`) or lost, or a stop
+    /// is requested (`None`: the stop is seen next).
+    fn lost_leadership(&self, control: &Control) -> Option<String> {
         match &self.backing {
-            Backing::Local(_) => None,
+            Backing::Local(_) => {
+                let _ = control; // only the etcd backend waits
+                None
+            }
             #[cfg(feature = "etcd")]
-            Backing::Etcd(b) => b.lost(),
+            Backing::Etcd(b) => {
+                let mut since: Option<Instant> = None;
+                loop {
+                    match b.lease() {
+                        ha::LeaseStatus::Valid => {
+                            if let Some(t) = since {
+                                tracing::warn!(
+                                    "etcd lease confirmed again after {} ms: resuming",
+                                    t.elapsed().as_millis()
+                                );
+                            }
+                            return None;
+                        }
+                        ha::LeaseStatus::Lost(why) => return Some(why),
+                        ha::LeaseStatus::Uncertain => {
+                            if since.is_none() {
+                                tracing::warn!(
+                                    "etcd lease not confirmed within its TTL: suspended until a keepalive is acknowledged"
+                                );
+                                since = Some(Instant::now());
+                            }
+                            if control.stop_requested() {
+                                return None;
+                            }
+                            std::thread::sleep(LEASE_WAIT);
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -178,7 +222,18 @@ impl Shell {
         match &mut self.backing {
             Backing::Local(_) => self.persist_local(out).map_err(ServeError::Persist),
             #[cfg(feature = "etcd")]
-            Backing::Etcd(b) => b.persist(out, &self.core),
+            Backing::Etcd(b) => {
+                let events = out
+                    .iter()
+                    .filter(|o| matches!(o, Output::Persist(_)))
+                    .count();
+                let start = Instant::now();
+                b.persist(out, &self.core)?;
+                if events > 0 {
+                    self.metrics.committed(events, start.elapsed());
+                }
+                Ok(())
+            }
         }
     }
 
@@ -377,6 +432,10 @@ impl Shell {
         let text = format!("this server lost the leadership ({why}): reconnect to the new leader");
         for (_, conn) in self.routes.drain() {
             for (_, route) in conn {
+                if route.is_agent() {
+                    // The metrics outlive this leadership (etcd backend).
+                    self.metrics.agent_closed();
+                }
                 let _ = route
                     .tx
                     .send(Err(rpc::RpcError::new(rpc::errno::EAGAIN, text.clone())));
@@ -422,7 +481,7 @@ impl Shell {
             if control.stop_requested() {
                 break;
             }
-            if let Some(why) = self.lost_leadership() {
+            if let Some(why) = self.lost_leadership(control) {
                 self.step_down(&why);
                 return Err(ServeError::Deposed(why));
             }
@@ -454,7 +513,7 @@ impl Shell {
             let first = match first {
                 Ok(m) => m,
                 Err(RecvTimeoutError::Timeout) => {
-                    if let Some(why) = self.lost_leadership() {
+                    if let Some(why) = self.lost_leadership(control) {
                         self.step_down(&why);
                         return Err(ServeError::Deposed(why));
                     }
@@ -476,7 +535,7 @@ impl Shell {
             if batch.is_empty() {
                 continue; // woken for the control flags
             }
-            if let Some(why) = self.lost_leadership() {
+            if let Some(why) = self.lost_leadership(control) {
                 // Not one of these is handled: the standby answers them.
                 self.step_down(&why);
                 self.unhandled = batch;

@@ -17,6 +17,20 @@ impl Service {
     /// set, restore drain state (checkpoint + replay with rank remapping),
     /// undrain excluded targets, post `online`/`restart`, and define R.
     pub fn new(init: Init, out: &mut Vec<Output>) -> Result<Service, StartError> {
+        let start = Now::new(init.mono, init.now);
+        let mut svc = Service::follower(init)?;
+        svc.promote(start, out);
+        Ok(svc)
+    }
+
+    /// A hot standby's core (etcd backend): the first half of
+    /// [`Service::new`] (journal from the stored events, exclude, groups,
+    /// checkpoint + replay), posting nothing.  [`Service::follow`] applies
+    /// the events the leader records afterwards, as they arrive;
+    /// [`Service::promote`] makes it the serving core (the second half of
+    /// [`Service::new`]) with no replay.  Until promoted it answers the
+    /// read-only requests from its state.
+    pub fn follower(init: Init) -> Result<Service, StartError> {
         // Timestamps never go backwards: not before the last stored event
         // or the checkpoint (a clock that was ahead at the last stop).
         let last_ts = init
@@ -56,6 +70,8 @@ impl Service {
             mono: init.mono.as_secs_f64(),
             stamp: now,
             discovered: None,
+            force_up: init.settings.monitor_force_up,
+            followed: init.stored_events.len(),
         };
         if let Some(inv) = init.inventory {
             svc.set_inventory(inv);
@@ -117,6 +133,41 @@ impl Service {
                 }
             }
         }
+        Ok(svc)
+    }
+
+    /// Apply events the leader recorded (a hot standby tailing the
+    /// replicated log), in order, as the replay of [`Service::new`] does:
+    /// the drain state, the journal, the timestamps.  Errors name the
+    /// event's position in the whole log followed so far.
+    pub fn follow(&mut self, events: &[Event]) -> Result<(), StartError> {
+        for ev in events {
+            self.followed += 1;
+            self.replay(self.followed, ev)?;
+            if ev.timestamp.is_finite() {
+                self.stamp = self.stamp.max(ev.timestamp);
+            }
+            if ev.name != "resource-define" {
+                self.journal_push(ev.clone());
+            }
+        }
+        if !events.is_empty() {
+            self.invalidate_caches();
+        }
+        Ok(())
+    }
+
+    /// Become the serving core (the second half of [`Service::new`]):
+    /// undrain excluded targets, post `online` (monitor-force-up) and
+    /// `restart`, define R.  Called once, on a [`Service::follower`].
+    pub fn promote(&mut self, now: impl Into<Now>, out: &mut Vec<Output>) {
+        let Now { mono, wall } = now.into();
+        self.mono = self.mono.max(mono.as_secs_f64());
+        if wall.is_finite() {
+            self.stamp = self.stamp.max(wall);
+        }
+        let now = self.stamp;
+        let svc = self;
         let reconcile = svc.state.drain.drained().intersection(&svc.state.exclude);
         if !reconcile.is_empty() {
             svc.state.drain.apply_undrain(&reconcile);
@@ -127,7 +178,7 @@ impl Service {
             svc.post(now, "undrain", c, true, out);
         }
         // 4. Liveness.
-        if init.settings.monitor_force_up && svc.state.size > 0 {
+        if svc.force_up && svc.state.size > 0 {
             let all = IdSet::from_range(0, svc.state.size - 1);
             svc.state.online = all.clone();
             svc.post(
@@ -158,7 +209,11 @@ impl Service {
             let c = ctx(vec![("method", Value::from(method.as_str()))]);
             svc.post(now, "resource-define", c, true, out);
         }
-        Ok(svc)
+    }
+
+    /// The number of events replayed or followed so far.
+    pub fn followed(&self) -> usize {
+        self.followed
     }
 
     /// Restore the drain state of a checkpoint; returns its timestamp.

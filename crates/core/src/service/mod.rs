@@ -131,6 +131,11 @@ pub struct Service {
     stamp: f64,
     /// While R is being discovered: each reported rank's R.
     discovered: Option<BTreeMap<u32, Rset>>,
+    /// `monitor-force-up`, applied by [`Service::promote`].
+    force_up: bool,
+    /// Stored events replayed at start plus those followed since
+    /// ([`Service::follow`]).
+    followed: usize,
 }
 
 fn idset_str(ids: &IdSet) -> Value {

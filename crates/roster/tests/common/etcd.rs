@@ -13,6 +13,16 @@ pub struct EtcdCluster {
     pub dir: PathBuf,
     members: Vec<Option<Child>>,
     pub client_urls: Vec<String>,
+    /// With TLS on the client URLs: the CA, and a client certificate and
+    /// key it signed (etcd requires one: `--client-cert-auth`).
+    pub tls: Option<TlsFiles>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 fn etcd_binary() -> Option<PathBuf> {
@@ -41,6 +51,17 @@ fn free_ports(n: usize) -> Vec<u16> {
 /// Start the cluster, or `None` (skipped) when etcd is not installed and
 /// `CI` is not `true`.
 pub fn cluster(name: &str) -> Option<EtcdCluster> {
+    cluster_with(name, false)
+}
+
+/// [`cluster`] serving clients over TLS only, with client certificate
+/// authentication: a CA, the members' certificate (127.0.0.1) and a
+/// client certificate are made in its directory (`tls::ca`, rcgen).
+pub fn cluster_tls(name: &str) -> Option<EtcdCluster> {
+    cluster_with(name, true)
+}
+
+fn cluster_with(name: &str, with_tls: bool) -> Option<EtcdCluster> {
     let Some(etcd) = etcd_binary() else {
         if std::env::var("CI").is_ok_and(|v| v == "true") {
             panic!("etcd not found: CI must install Debian's etcd-server (apt-get install etcd-server)");
@@ -60,9 +81,34 @@ pub fn cluster(name: &str) -> Option<EtcdCluster> {
     ));
     std::fs::create_dir_all(&dir).expect("etcd temp dir");
     let ports = free_ports(6);
+    let scheme = if with_tls { "https" } else { "http" };
     let client_urls: Vec<String> = (0..3)
-        .map(|i| format!("http://127.0.0.1:{}", ports[i]))
+        .map(|i| format!("{scheme}://127.0.0.1:{}", ports[i]))
         .collect();
+    let tls = with_tls.then(|| {
+        let ca_dir = dir.join("ca");
+        tls::ca::init(&ca_dir, "etcd test CA", 2).expect("test CA");
+        let out = dir.join("certs");
+        let server = tls::ca::issue(
+            &ca_dir,
+            &out,
+            &["127.0.0.1".to_string()],
+            "owner",
+            &["localhost".to_string()],
+            2,
+        )
+        .expect("etcd member certificate");
+        let client = tls::ca::issue(&ca_dir, &out, &["roster".to_string()], "owner", &[], 2)
+            .expect("client certificate");
+        (
+            server[0].clone(),
+            TlsFiles {
+                ca: ca_dir.join(tls::ca::CA_CERT),
+                cert: client[0].cert.clone(),
+                key: client[0].key.clone(),
+            },
+        )
+    });
     let peer_urls: Vec<String> = (0..3)
         .map(|i| format!("http://127.0.0.1:{}", ports[3 + i]))
         .collect();
@@ -71,7 +117,17 @@ pub fn cluster(name: &str) -> Option<EtcdCluster> {
     let mut members = Vec::new();
     for i in 0..3 {
         let log = std::fs::File::create(dir.join(format!("m{i}.log"))).expect("etcd log");
-        let child = Command::new(&etcd)
+        let mut cmd = Command::new(&etcd);
+        if let Some((server, files)) = &tls {
+            cmd.arg("--cert-file")
+                .arg(&server.cert)
+                .arg("--key-file")
+                .arg(&server.key)
+                .arg("--trusted-ca-file")
+                .arg(&files.ca)
+                .arg("--client-cert-auth");
+        }
+        let child = cmd
             .arg("--name")
             .arg(format!("m{i}"))
             .arg("--data-dir")
@@ -101,6 +157,7 @@ pub fn cluster(name: &str) -> Option<EtcdCluster> {
         dir,
         members,
         client_urls,
+        tls: tls.map(|(_, files)| files),
     };
     c.wait_healthy();
     Some(c)
@@ -117,14 +174,34 @@ impl EtcdCluster {
         format!("[{}]", quoted.join(", "))
     }
 
+    /// The `[serve]` keys of roster's etcd TLS options (empty without
+    /// TLS).
+    pub fn tls_toml(&self) -> String {
+        match &self.tls {
+            Some(t) => format!(
+                "etcd-ca = \"{}\"\netcd-cert = \"{}\"\netcd-key = \"{}\"\n",
+                t.ca.display(),
+                t.cert.display(),
+                t.key.display()
+            ),
+            None => String::new(),
+        }
+    }
+
     /// A client of the cluster (to inspect what roster wrote).
     pub fn client(&self, prefix: &str) -> ha::Etcd {
+        self.client_with(prefix, self.tls.clone())
+    }
+
+    /// A client with the given TLS files (or none).
+    pub fn client_with(&self, prefix: &str, tls: Option<TlsFiles>) -> ha::Etcd {
+        let ca = self.tls.as_ref().map(|t| t.ca.clone());
         ha::Etcd::connect(ha::Settings {
             endpoints: self.client_urls.clone(),
             prefix: prefix.to_string(),
-            ca: None,
-            cert: None,
-            key: None,
+            ca: tls.as_ref().map(|t| t.ca.clone()).or(ca),
+            cert: tls.as_ref().map(|t| t.cert.clone()),
+            key: tls.as_ref().map(|t| t.key.clone()),
             lease_ttl: Duration::from_secs(2),
             timeout: Duration::from_secs(2),
         })
@@ -154,9 +231,9 @@ impl EtcdCluster {
                 let c = ha::Etcd::connect(ha::Settings {
                     endpoints: vec![url.clone()],
                     prefix: "/status".into(),
-                    ca: None,
-                    cert: None,
-                    key: None,
+                    ca: self.tls.as_ref().map(|t| t.ca.clone()),
+                    cert: self.tls.as_ref().map(|t| t.cert.clone()),
+                    key: self.tls.as_ref().map(|t| t.key.clone()),
                     lease_ttl: Duration::from_secs(2),
                     timeout: Duration::from_secs(1),
                 });
