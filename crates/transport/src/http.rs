@@ -712,7 +712,7 @@ where
     let tx = ctx.tx.clone();
     tokio::spawn(async move {
         // Replies to session lines go nowhere.
-        let (discard, _) = ReplySender::new(OutQueue::new(1), false);
+        let discard = crate::limits::discard();
         let mut matchtag: u32 = 2;
         let reason = 'read: loop {
             while let Some(line) = lines.next_line() {

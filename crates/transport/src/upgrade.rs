@@ -217,7 +217,7 @@ impl RawSession {
         let mut reading = true;
         let mut matchtag: u32 = 2;
         // Replies to session lines go nowhere.
-        let (discard, _) = ReplySender::new(OutQueue::new(1), false);
+        let discard = crate::limits::discard();
         loop {
             let mut chunk = [0u8; READ_CHUNK];
             tokio::select! {
