@@ -1,5 +1,12 @@
 //! One agent session over a hand-rolled HTTP/1.1 exchange.
 //!
+//! The session asks to leave HTTP once its hello is accepted
+//! ([`wire::SESSION_UPGRADE`]): the hello is a complete request body, the
+//! welcome follows a `101 Switching Protocols`, and from then on the
+//! connection is a plain NDJSON stream both ways (what keeps the service's
+//! memory per agent small).  A service that answers `200` with a chunked
+//! body instead is spoken to as below.
+//!
 //! hyper's HTTP/1 client does not read the response while the request
 //! body is still being sent, and an agent session needs exactly that: the
 //! request `POST /v1/resource.agent` has a chunked body that stays open
@@ -41,15 +48,26 @@ pub struct Lines {
     chunk_left: usize,
     /// The response body is over.
     eof: bool,
+    /// The connection left HTTP (`101`): plain NDJSON, no chunks.
+    raw: bool,
 }
 
 /// The sending half of a session.
 pub struct Sender {
     w: Writer,
+    /// Plain NDJSON lines (see [`Lines::raw`]), else HTTP chunks.
+    raw: bool,
 }
 
 fn proto(msg: impl Into<String>) -> AgentError {
     AgentError::Protocol(msg.into())
+}
+
+/// `ROSTER_AGENT_SESSION=chunked`: keep the session in HTTP (a chunked
+/// request body kept open), as services before the raw stream expect
+/// (and to compare the two, see bench/agents.sh).
+fn chunked_session() -> bool {
+    std::env::var_os("ROSTER_AGENT_SESSION").is_some_and(|v| v == "chunked")
 }
 
 fn chunk(line: &str) -> Vec<u8> {
@@ -139,18 +157,33 @@ impl Session {
                     uri: uri.to_string(),
                     source: e,
                 })?;
+        let line = hello.to_string();
         let mut head = format!(
-            "POST {} HTTP/1.1\r\nhost: roster\r\n{}: 1\r\ncontent-type: {}\r\ntransfer-encoding: chunked\r\n",
+            "POST {} HTTP/1.1\r\nhost: roster\r\n{}: 1\r\ncontent-type: {}\r\n",
             wire::path_for(wire::SESSION_TOPIC),
             wire::STREAMING_HEADER,
-            wire::NDJSON
+            wire::NDJSON,
         );
+        if chunked_session() {
+            head.push_str("transfer-encoding: chunked\r\n");
+        } else {
+            head.push_str(&format!(
+                "connection: upgrade\r\nupgrade: {}\r\ncontent-length: {}\r\n",
+                wire::SESSION_UPGRADE,
+                line.len() + 1
+            ));
+        }
         if let Some(t) = token {
             head.push_str(&format!("{}: Bearer {t}\r\n", wire::AUTH_HEADER));
         }
         head.push_str("\r\n");
         let mut bytes = head.into_bytes();
-        bytes.extend(chunk(&hello.to_string()));
+        if chunked_session() {
+            bytes.extend(chunk(&line));
+        } else {
+            bytes.extend(line.into_bytes());
+            bytes.push(b'\n');
+        }
         w.write_all(&bytes).await.map_err(AgentError::Io)?;
         w.flush().await.map_err(AgentError::Io)?;
         let mut lines = Lines {
@@ -158,6 +191,7 @@ impl Session {
             buf: Vec::new(),
             chunk_left: 0,
             eof: false,
+            raw: false,
         };
         let welcome = tokio::time::timeout(HELLO_TIMEOUT, lines.response_head())
             .await
@@ -167,7 +201,8 @@ impl Session {
 
     /// The reply stream and the sending half.
     pub fn split(self) -> (Lines, Sender) {
-        (self.lines, Sender { w: self.w })
+        let raw = self.lines.raw;
+        (self.lines, Sender { w: self.w, raw })
     }
 }
 
@@ -209,6 +244,15 @@ impl Lines {
                     length = v.parse().ok();
                 }
             }
+        }
+        if status == 101 {
+            // The session left HTTP: the welcome is the first line.
+            self.raw = true;
+            return match self.next_line().await? {
+                Some(Ok(v)) => Ok(v),
+                Some(Err(e)) => Err(AgentError::Refused(e)),
+                None => Err(AgentError::Closed),
+            };
         }
         if status != 200 {
             let n = length.unwrap_or(0).min(MAX_LINE);
@@ -255,8 +299,20 @@ impl Lines {
         }
     }
 
-    /// Decode more of the chunked body into `buf`.
+    /// Decode more of the chunked body (or read more of the raw stream)
+    /// into `buf`.
     async fn fill(&mut self) -> Result<(), AgentError> {
+        if self.raw {
+            let avail = self.r.fill_buf().await.map_err(AgentError::Io)?;
+            if avail.is_empty() {
+                self.eof = true;
+                return Ok(());
+            }
+            let n = avail.len();
+            self.buf.extend_from_slice(avail);
+            self.r.consume(n);
+            return Ok(());
+        }
         if self.chunk_left == 0 {
             let size_line = self.read_head_line().await?;
             let size_line = if size_line.is_empty() {
@@ -289,26 +345,35 @@ impl Lines {
 impl Sender {
     /// Send one heartbeat line.
     pub async fn heartbeat(&mut self) -> Result<(), AgentError> {
-        self.w
-            .write_all(&chunk("{}"))
-            .await
-            .map_err(AgentError::Io)?;
-        self.w.flush().await.map_err(AgentError::Io)
+        self.send("{}").await
     }
 
     /// Send one session line (a relay's batch).
     pub async fn line(&mut self, v: &Value) -> Result<(), AgentError> {
-        self.w
-            .write_all(&chunk(&v.to_string()))
-            .await
-            .map_err(AgentError::Io)?;
+        self.send(&v.to_string()).await
+    }
+
+    async fn send(&mut self, line: &str) -> Result<(), AgentError> {
+        let bytes = if self.raw {
+            let mut v = Vec::with_capacity(line.len() + 1);
+            v.extend_from_slice(line.as_bytes());
+            v.push(b'\n');
+            v
+        } else {
+            chunk(line)
+        };
+        self.w.write_all(&bytes).await.map_err(AgentError::Io)?;
         self.w.flush().await.map_err(AgentError::Io)
     }
 
-    /// Leave cleanly: end the request body.  The service marks the rank
-    /// offline and ends the stream.
+    /// Leave cleanly: end the request body (raw stream: end the sending
+    /// half).  The service marks the rank offline and ends the stream.
     pub async fn leave(mut self) {
-        let _ = self.w.write_all(b"0\r\n\r\n").await;
-        let _ = self.w.flush().await;
+        if self.raw {
+            let _ = self.w.shutdown().await;
+        } else {
+            let _ = self.w.write_all(b"0\r\n\r\n").await;
+            let _ = self.w.flush().await;
+        }
     }
 }

@@ -48,6 +48,14 @@ pub const MAX_REQUEST_BODY: usize = 16 << 20;
 pub const SESSION_TOPIC: &str = "resource.agent";
 /// The topic of the later lines of a session (heartbeats).
 pub const SESSION_LINE_TOPIC: &str = "resource.agent-heartbeat";
+/// The `Upgrade` protocol of an agent session that leaves HTTP once its
+/// hello is accepted: the request (`Connection: upgrade`, `Upgrade:` this)
+/// carries the hello as a complete body; a refused hello is an HTTP error
+/// reply; an accepted one is `101 Switching Protocols`, after which the
+/// connection is a plain NDJSON stream both ways (the welcome first, then
+/// replies from the service; session lines from the agent; the agent's
+/// end of stream ends the session).
+pub const SESSION_UPGRADE: &str = "roster-agent/1";
 
 /// The endpoint path of a topic.
 pub fn path_for(topic: &str) -> String {

@@ -21,6 +21,7 @@
 #[cfg(feature = "etcd")]
 mod ha_loop;
 mod inventory;
+pub mod lanes;
 pub mod metrics;
 pub mod notify;
 pub mod service_loop;

@@ -11,6 +11,7 @@ use roster_core::{Input, Level, Output, Service};
 use rpc::{ConnId, Reply, ReplyTo};
 use transport::{Incoming, ReplySender};
 
+use crate::lanes::Lanes;
 use crate::metrics::Metrics;
 use crate::{clock, Control, ServeError};
 
@@ -21,8 +22,9 @@ pub const WAKE: ConnId = ConnId::MAX;
 /// A tick is sent this long after the core's deadline (its timers fire
 /// once an agent has been silent for more than the limit).
 const DEADLINE_SLACK: Duration = Duration::from_millis(1);
-/// At most this many inputs are handled before their events are committed.
-const MAX_BATCH: usize = 1024;
+/// At most this many inputs wait in the loop's lanes (taken off the
+/// listeners' channel, not yet handled); the rest wait in the channel.
+const MAX_WAITING: usize = 64 * 1024;
 
 /// Where the replies of one outstanding request go.
 #[derive(Debug)]
@@ -109,6 +111,9 @@ pub struct Shell {
     pub(crate) unhandled: Vec<Incoming>,
     metrics: Arc<Metrics>,
     replayed: usize,
+    /// Inputs taken from the listeners, not yet handled: clients first
+    /// (see [`crate::lanes`]).
+    lanes: Lanes,
 }
 
 impl Shell {
@@ -130,6 +135,7 @@ impl Shell {
             unhandled: Vec::new(),
             metrics: Arc::new(Metrics::new()),
             replayed: 0,
+            lanes: Lanes::default(),
         }
     }
 
@@ -506,46 +512,78 @@ impl Shell {
                 let d = due.saturating_duration_since(now);
                 wait = Some(wait.map_or(d, |w| w.min(d)));
             }
-            let first = match wait {
-                Some(d) => rx.recv_timeout(d),
-                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            };
-            let first = match first {
-                Ok(m) => m,
-                Err(RecvTimeoutError::Timeout) => {
-                    if let Some(why) = self.lost_leadership(control) {
-                        self.step_down(&why);
-                        return Err(ServeError::Deposed(why));
+            if self.lanes.is_empty() {
+                let first = match wait {
+                    Some(d) => rx.recv_timeout(d),
+                    None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                };
+                match first {
+                    Ok(m) => self.take(m),
+                    Err(RecvTimeoutError::Timeout) => {
+                        if let Some(why) = self.lost_leadership(control) {
+                            self.step_down(&why);
+                            return Err(ServeError::Deposed(why));
+                        }
+                        // A deadline passed: the liveness timers, the
+                        // metrics' refresh or the watchdog (at the top of
+                        // the loop).
+                        let mut out = Vec::new();
+                        self.core.handle(clock(), Input::Tick, &mut out);
+                        self.commit(out)?;
+                        continue;
                     }
-                    // A deadline passed: the liveness timers, the metrics'
-                    // refresh or the watchdog (at the top of the loop).
-                    let mut out = Vec::new();
-                    self.core.handle(clock(), Input::Tick, &mut out);
-                    self.commit(out)?;
-                    continue;
+                    Err(RecvTimeoutError::Disconnected) => break,
                 }
-                Err(RecvTimeoutError::Disconnected) => break,
-            };
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                let Ok(m) = rx.try_recv() else { break };
-                batch.push(m);
             }
-            batch.retain(|m| !matches!(m, Incoming::Disconnect(c) if *c == WAKE));
-            if batch.is_empty() {
-                continue; // woken for the control flags
-            }
-            if let Some(why) = self.lost_leadership(control) {
-                // Not one of these is handled: the standby answers them.
-                self.step_down(&why);
-                self.unhandled = batch;
-                return Err(ServeError::Deposed(why));
-            }
-            self.step(batch)?;
+            self.serve_waiting(rx, control)?;
         }
         self.shutdown()?;
         tracing::info!("stopped; drain checkpoint written");
         Ok(())
+    }
+
+    /// Queue one message from the listeners in its lane (a wake-up is
+    /// dropped: the flags are checked at the top of the loop).
+    fn take(&mut self, m: Incoming) {
+        if matches!(m, Incoming::Disconnect(c) if c == WAKE) {
+            return;
+        }
+        let routes = &self.routes;
+        self.lanes.push(m, |c| {
+            routes
+                .get(&c)
+                .is_some_and(|r| r.values().any(Route::is_agent))
+        });
+    }
+
+    /// Take every message waiting on `rx` into the lanes (up to a bound),
+    /// then handle one batch: the waiting client requests, or a chunk of
+    /// agent lines or guest requests (see [`crate::lanes`]).  Returns how
+    /// many messages the batch held.
+    pub fn serve_waiting(
+        &mut self,
+        rx: &Receiver<Incoming>,
+        control: &Control,
+    ) -> Result<usize, ServeError> {
+        while self.lanes.len() < MAX_WAITING {
+            let Ok(m) = rx.try_recv() else { break };
+            self.take(m);
+        }
+        let batch = self.lanes.next_batch();
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        if let Some(why) = self.lost_leadership(control) {
+            // Not one of these is handled: the standby answers them.
+            self.step_down(&why);
+            let mut unhandled = batch;
+            unhandled.extend(self.lanes.take_all());
+            self.unhandled = unhandled;
+            return Err(ServeError::Deposed(why));
+        }
+        let n = batch.len();
+        self.step(batch)?;
+        Ok(n)
     }
 
     /// Handle one batch of messages from the listeners: each goes to the

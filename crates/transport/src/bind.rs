@@ -459,8 +459,7 @@ async fn accept_loop(
                 };
                 let (ctx, sd, live) = (Arc::clone(&ctx), shutdown.clone(), live.clone());
                 tokio::spawn(async move {
-                    serve_connection(stream, Peer::Unix { uid }, ctx, sd, live).await;
-                    drop(permit);
+                    serve_connection(stream, Peer::Unix { uid }, ctx, sd, live, Some(permit)).await;
                 });
             }
             Ok(Accepted::Tcp(stream, _)) if !matches!(acceptor, Acceptor::Tcp(_, _, Some(_))) => {
@@ -474,8 +473,7 @@ async fn accept_loop(
                 };
                 let (ctx, sd, live) = (Arc::clone(&ctx), shutdown.clone(), live.clone());
                 tokio::spawn(async move {
-                    serve_connection(stream, Peer::Tcp, ctx, sd, live).await;
-                    drop(permit);
+                    serve_connection(stream, Peer::Tcp, ctx, sd, live, Some(permit)).await;
                 });
             }
             Ok(Accepted::Tcp(stream, addr)) => {
@@ -493,7 +491,7 @@ async fn accept_loop(
                     let (acc, roles) = &*tls;
                     if let Some((stream, peer)) = crate::tls::accept(acc, roles, stream, addr).await
                     {
-                        serve_connection(stream, peer, ctx, shutdown, live).await;
+                        serve_connection(stream, peer, ctx, shutdown, live, None).await;
                     }
                 });
             }

@@ -94,6 +94,7 @@ fn drive(input: &[u8], flux: bool, guest: bool) {
                 ctx,
                 shutdown,
                 live,
+                None,
             ))
         };
         let (mut rd, mut wr) = tokio::io::split(client);

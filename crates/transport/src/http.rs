@@ -1,7 +1,7 @@
 //! One HTTP connection: requests in, replies out, per [`rpc::wire`].
 
 use crate::bind::shutdown_signalled;
-use crate::limits::{reply_cost, Limits, LoopTx, OutQueue, ReplySender};
+use crate::limits::{reply_cost, ConnPermit, Limits, LoopTx, OutQueue, ReplySender};
 use crate::{next_conn_id, ListenOptions, SHUTDOWN_GRACE};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -99,27 +99,45 @@ pub(crate) enum Peer {
     Tls(Option<Arc<crate::tls::CertPeer>>),
 }
 
+/// What keeps a connection counted (its place under the connection caps,
+/// the listeners' wait for live connections at shutdown): held by the
+/// connection's task and, once an agent session left HTTP for its raw
+/// stream (see [`crate::upgrade`]), by that session's task.
+pub(crate) struct ConnHold {
+    _live: mpsc::Sender<()>,
+    _permit: Option<ConnPermit>,
+    pub(crate) shutdown: watch::Receiver<bool>,
+}
+
 pub(crate) async fn serve_connection<S>(
     stream: S,
     peer: Peer,
     ctx: Arc<Ctx>,
     mut shutdown: watch::Receiver<bool>,
-    _live: mpsc::Sender<()>,
+    live: mpsc::Sender<()>,
+    permit: Option<ConnPermit>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     // hyper starts this timer as soon as it waits for a head: it bounds
     // both a slow head and a keep-alive connection idle between requests.
     let head_timeout = ctx.limits.request_timeout;
+    let hold = Arc::new(ConnHold {
+        _live: live,
+        _permit: permit,
+        shutdown: shutdown.clone(),
+    });
     let svc = hyper::service::service_fn(move |req| {
         let ctx = Arc::clone(&ctx);
         let peer = peer.clone();
-        async move { Ok::<_, Infallible>(handle(req, peer, &ctx).await) }
+        let hold = Arc::clone(&hold);
+        async move { Ok::<_, Infallible>(handle(req, peer, &ctx, hold).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(head_timeout)
-        .serve_connection(TokioIo::new(stream), svc);
+        .serve_connection(TokioIo::new(stream), svc)
+        .with_upgrades();
     tokio::pin!(conn);
     let result = tokio::select! {
         r = conn.as_mut() => r,
@@ -142,9 +160,9 @@ pub(crate) async fn serve_connection<S>(
 /// Sends the `Disconnect` of a connection id when dropped: after a
 /// non-streaming reply, at the end of a stream, or when the client goes
 /// away (hyper drops the handler future or the response body).
-struct DisconnectGuard {
-    conn: rpc::ConnId,
-    tx: LoopTx,
+pub(crate) struct DisconnectGuard {
+    pub(crate) conn: rpc::ConnId,
+    pub(crate) tx: LoopTx,
 }
 
 impl Drop for DisconnectGuard {
@@ -155,7 +173,7 @@ impl Drop for DisconnectGuard {
 }
 
 /// A response body: a complete one, or NDJSON lines as replies arrive.
-enum ReplyBody {
+pub(crate) enum ReplyBody {
     Full(Option<Bytes>),
     Stream {
         rx: mpsc::UnboundedReceiver<Reply>,
@@ -247,7 +265,7 @@ fn bytes_response(status: StatusCode, body: Bytes) -> Response<ReplyBody> {
 }
 
 /// An error reply: `status`, the error object, and the errno header.
-fn error_response(status: StatusCode, e: &RpcError) -> Response<ReplyBody> {
+pub(crate) fn error_response(status: StatusCode, e: &RpcError) -> Response<ReplyBody> {
     let body = serde_json::to_string(&wire::error_json(e)).unwrap_or_default();
     let mut resp = json_response(status, body);
     resp.headers_mut()
@@ -256,7 +274,7 @@ fn error_response(status: StatusCode, e: &RpcError) -> Response<ReplyBody> {
 }
 
 /// An RPC error reply, status per [`wire::http_status`].
-fn rpc_error_response(e: &RpcError) -> Response<ReplyBody> {
+pub(crate) fn rpc_error_response(e: &RpcError) -> Response<ReplyBody> {
     let status = StatusCode::from_u16(wire::http_status(e.errnum))
         .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     error_response(status, e)
@@ -352,7 +370,7 @@ fn wants_streaming<B>(req: &Request<B>) -> bool {
         .unwrap_or(false)
 }
 
-fn too_large(limit: usize) -> Response<ReplyBody> {
+pub(crate) fn too_large(limit: usize) -> Response<ReplyBody> {
     error_response(
         StatusCode::PAYLOAD_TOO_LARGE,
         &RpcError::new(
@@ -362,7 +380,7 @@ fn too_large(limit: usize) -> Response<ReplyBody> {
     )
 }
 
-fn too_slow(timeout: Duration) -> Response<ReplyBody> {
+pub(crate) fn too_slow(timeout: Duration) -> Response<ReplyBody> {
     error_response(
         StatusCode::REQUEST_TIMEOUT,
         &RpcError::new(
@@ -390,7 +408,12 @@ pub(crate) fn refusal_bytes(e: &RpcError) -> Vec<u8> {
     .into_bytes()
 }
 
-async fn handle<B>(req: Request<B>, peer: Peer, ctx: &Ctx) -> Response<ReplyBody>
+async fn handle<B>(
+    req: Request<B>,
+    peer: Peer,
+    ctx: &Ctx,
+    hold: Arc<ConnHold>,
+) -> Response<ReplyBody>
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + std::fmt::Display,
@@ -436,6 +459,10 @@ where
     let limit = ctx.limits.request_bytes(&role);
     if declared.is_some_and(|n| n > limit as u64) {
         return too_large(limit);
+    }
+    if topic == wire::SESSION_TOPIC && crate::upgrade::wants_raw_session(&req) {
+        return crate::upgrade::upgraded_session(req, role, userid, &ctx.tx, &ctx.limits, hold)
+            .await;
     }
     if topic == wire::SESSION_TOPIC {
         return session(req.into_body(), role, userid, ctx).await;
@@ -593,7 +620,7 @@ impl Lines {
     }
 }
 
-fn session_line_too_long(limit: usize) -> RpcError {
+pub(crate) fn session_line_too_long(limit: usize) -> RpcError {
     RpcError::new(
         EOVERFLOW,
         format!("session line exceeds the limit of {limit} bytes"),
@@ -685,7 +712,7 @@ where
     let tx = ctx.tx.clone();
     tokio::spawn(async move {
         // Replies to session lines go nowhere.
-        let (discard, _) = ReplySender::new(OutQueue::new(1), false);
+        let discard = crate::limits::discard();
         let mut matchtag: u32 = 2;
         let reason = 'read: loop {
             while let Some(line) = lines.next_line() {

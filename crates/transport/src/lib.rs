@@ -43,6 +43,7 @@ pub mod web;
 #[doc(hidden)]
 pub mod fuzzing;
 mod tls;
+mod upgrade;
 
 use rpc::uri::Uri;
 use std::fmt;

@@ -326,6 +326,16 @@ impl ReplySender {
     }
 }
 
+/// Where the replies of agent session lines go: nowhere.  One sender for
+/// the process (a channel per session would cost each session a block of
+/// reply slots for nothing).
+pub(crate) fn discard() -> ReplySender {
+    static DISCARD: std::sync::OnceLock<ReplySender> = std::sync::OnceLock::new();
+    DISCARD
+        .get_or_init(|| ReplySender::new(OutQueue::new(1), false).0)
+        .clone()
+}
+
 /// Watches the outbound queue of one request's connection without
 /// keeping the request open: live while a [`ReplySender`] of the request
 /// exists (the service holds it until the last reply) and its last reply

@@ -973,3 +973,176 @@ async fn agent_session_drop_and_bad_lines() {
     assert_eq!(fake.disconnect(), hello.conn);
     server.stop().await;
 }
+
+/// The head of a session that asks to leave HTTP once accepted, with a
+/// body of `len` bytes.
+fn upgrade_head(len: usize, extra: &str) -> Vec<u8> {
+    format!(
+        "POST /v1/resource.agent HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\n\
+         upgrade: {}\r\ncontent-length: {len}\r\n{extra}\r\n",
+        rpc::wire::SESSION_UPGRADE
+    )
+    .into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgraded_agent_session_is_a_raw_ndjson_stream() {
+    let (server, fake) = start().await;
+    let mut s = tokio::net::UnixStream::connect(server.unix())
+        .await
+        .unwrap();
+    let hello = "{\"hostname\":\"h0\"}\n";
+    let mut req = upgrade_head(hello.len(), "");
+    req.extend_from_slice(hello.as_bytes());
+    s.write_all(&req).await.unwrap();
+    let (h, tx) = fake.request();
+    assert_eq!(h.topic, "resource.agent");
+    assert_eq!(h.matchtag, 1);
+    assert!(h.streaming);
+    assert_eq!(h.role, Role::Owner);
+    assert_eq!(h.payload, json!({"hostname": "h0"}));
+    tx.send(Ok(json!({"rank": 0}).into())).unwrap();
+    let mut seen = String::new();
+    read_until(&mut s, &mut seen, "{\"rank\":0}\n").await;
+    assert!(seen.starts_with("HTTP/1.1 101"), "{seen}");
+    assert!(
+        seen.to_ascii_lowercase()
+            .contains("upgrade: roster-agent/1"),
+        "{seen}"
+    );
+    // No chunk framing after the head: the welcome line follows it as is.
+    assert!(seen.ends_with("\r\n\r\n{\"rank\":0}\n"), "{seen:?}");
+    // Lines (split anywhere, blank ones skipped) are requests on the
+    // same connection.
+    s.write_all(b"{\"n\":1}\n\n{\"n\"").await.unwrap();
+    s.write_all(b":2}\n").await.unwrap();
+    for (tag, n) in [(2, 1), (3, 2)] {
+        let (hb, _) = fake.request();
+        assert_eq!(hb.topic, "resource.agent-heartbeat");
+        assert_eq!(hb.conn, h.conn);
+        assert_eq!(hb.matchtag, tag);
+        assert!(!hb.streaming);
+        assert_eq!(hb.payload, json!({ "n": n }));
+    }
+    tx.send(Ok(json!({"ping": 1}).into())).unwrap();
+    read_until(&mut s, &mut seen, "{\"ping\":1}\n").await;
+    // The agent ends its half: the stream ends with ENODATA, then EOF.
+    s.shutdown().await.unwrap();
+    read_until(&mut s, &mut seen, "\"errnum\":61").await;
+    assert!(seen.contains("the agent ended its session"), "{seen}");
+    assert_eq!(fake.disconnect(), h.conn);
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut rest))
+        .await
+        .unwrap()
+        .unwrap();
+    fake.no_request();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgraded_agent_session_refusal_end_and_bad_lines() {
+    let (server, fake) = start().await;
+    // A refused hello: an HTTP error, no upgrade, the connection closes.
+    let mut s = tokio::net::UnixStream::connect(server.unix())
+        .await
+        .unwrap();
+    let mut req = upgrade_head(3, "");
+    req.extend_from_slice(b"{}\n");
+    s.write_all(&req).await.unwrap();
+    let (h, tx) = fake.request();
+    tx.send(Err(RpcError::new(rpc::errno::EPERM, "hello refused")))
+        .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    assert!(out.contains("hello refused"), "{out}");
+    assert_eq!(fake.disconnect(), h.conn);
+
+    // The service ends the stream: its error is the last line, then EOF.
+    let mut s = tokio::net::UnixStream::connect(server.unix())
+        .await
+        .unwrap();
+    s.write_all(&req).await.unwrap();
+    let (h, tx) = fake.request();
+    tx.send(Ok(json!({"rank": 1}).into())).unwrap();
+    tx.send(Err(RpcError::new(rpc::errno::ENOENT, "gone")))
+        .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out);
+    assert!(
+        out.ends_with("{\"rank\":1}\n{\"errnum\":2,\"errstr\":\"gone\"}\n"),
+        "{out:?}"
+    );
+    assert_eq!(fake.disconnect(), h.conn);
+
+    // A line that is not JSON ends the session with EPROTO.
+    let mut s = tokio::net::UnixStream::connect(server.unix())
+        .await
+        .unwrap();
+    s.write_all(&req).await.unwrap();
+    let (h, tx) = fake.request();
+    tx.send(Ok(json!({"rank": 2}).into())).unwrap();
+    let mut seen = String::new();
+    read_until(&mut s, &mut seen, "{\"rank\":2}").await;
+    s.write_all(b"not json\n").await.unwrap();
+    read_until(&mut s, &mut seen, "\"errnum\":71").await;
+    assert_eq!(fake.disconnect(), h.conn);
+
+    // The agent dies: Disconnect.
+    let mut s = tokio::net::UnixStream::connect(server.unix())
+        .await
+        .unwrap();
+    s.write_all(&req).await.unwrap();
+    let (h, tx) = fake.request();
+    tx.send(Ok(json!({"rank": 3}).into())).unwrap();
+    let mut seen = String::new();
+    read_until(&mut s, &mut seen, "{\"rank\":3}").await;
+    drop(s);
+    assert_eq!(fake.disconnect(), h.conn);
+    fake.no_request();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgraded_agent_session_line_limit() {
+    let mut opts = options();
+    opts.limits.max_request_bytes = 1024;
+    let (server, fake) = start_with(opts).await;
+    // A hello over the limit is refused before the service sees it.
+    let big = format!("{{\"pad\":\"{}\"}}\n", "x".repeat(2000));
+    let mut req = upgrade_head(big.len(), "");
+    req.extend_from_slice(big.as_bytes());
+    let out = raw(&server.unix(), &req).await;
+    assert!(out.starts_with("HTTP/1.1 413"), "{out}");
+    fake.no_request();
+    // A session line over the limit (even without its newline yet) ends
+    // the session with EOVERFLOW.
+    let mut s = tokio::net::UnixStream::connect(server.unix())
+        .await
+        .unwrap();
+    let mut req = upgrade_head(3, "");
+    req.extend_from_slice(b"{}\n");
+    s.write_all(&req).await.unwrap();
+    let (h, tx) = fake.request();
+    tx.send(Ok(json!({"rank": 0}).into())).unwrap();
+    let mut seen = String::new();
+    read_until(&mut s, &mut seen, "{\"rank\":0}").await;
+    s.write_all(&big.as_bytes()[..1500]).await.unwrap();
+    read_until(&mut s, &mut seen, "\"errnum\":75").await;
+    assert!(
+        seen.contains("session line exceeds the limit of 1024 bytes"),
+        "{seen}"
+    );
+    assert_eq!(fake.disconnect(), h.conn);
+    fake.no_request();
+    server.stop().await;
+}

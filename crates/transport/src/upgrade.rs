@@ -1,0 +1,343 @@
+//! An agent session that leaves HTTP once its hello is accepted
+//! ([`wire::SESSION_UPGRADE`]).
+//!
+//! The chunked-POST session (see `http::session`) keeps hyper's
+//! per-connection state (read and write buffers, the dispatcher, the
+//! response body) for the life of the session: about 16 KB per agent, 16k
+//! agents on one service.  Here the hello comes as a complete request
+//! body; once the service accepted it, the reply is `101 Switching
+//! Protocols`, hyper lets go of the connection, and one small task reads
+//! NDJSON lines (a partial line is the only buffer kept, freed when
+//! empty) and writes the service's replies.  Every bound of the chunked
+//! session applies: the line size limit, the outbound byte limit (the
+//! service ends the stream with EOVERFLOW and the connection is closed),
+//! the request timeout (for the hello, and for a reply the agent does not
+//! take), and a refused hello is an HTTP error with `Connection: close`.
+
+use crate::bind::shutdown_signalled;
+use crate::http::{
+    error_response, rpc_error_response, session_line_too_long, too_large, too_slow, ConnHold,
+    DisconnectGuard, ReplyBody,
+};
+use crate::limits::{reply_cost, Limits, LoopTx, OutQueue, ReplySender};
+use crate::next_conn_id;
+use bytes::Bytes;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::Body;
+use hyper::header::{HeaderValue, CONNECTION, UPGRADE};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rpc::errno::{ECONNRESET, EIO, ENODATA, EPROTO, ETIMEDOUT};
+use rpc::{wire, Reply, Role, RpcError};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+/// Bytes read from the stream at a time (heartbeats are a few bytes; a
+/// longer line is assembled over several reads).
+const READ_CHUNK: usize = 512;
+
+/// Does the request ask for the raw session (`Connection: upgrade`,
+/// `Upgrade: roster-agent/1`)?
+pub(crate) fn wants_raw_session<B>(req: &Request<B>) -> bool {
+    let has = |name, want: &str| {
+        req.headers().get_all(name).iter().any(|v| {
+            v.to_str()
+                .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(want)))
+        })
+    };
+    has(CONNECTION, "upgrade") && has(UPGRADE, wire::SESSION_UPGRADE)
+}
+
+/// Answer a session request asking for the raw stream: read the hello
+/// (the whole body, within the size limit and the request timeout), hand
+/// it to the service, wait for its answer; a refusal is the reply (and
+/// the connection closes), a welcome is `101` and the session goes on in
+/// a task of its own on the upgraded connection.
+pub(crate) async fn upgraded_session<B>(
+    mut req: Request<B>,
+    role: Role,
+    userid: Option<u32>,
+    tx: &LoopTx,
+    limits: &Limits,
+    hold: Arc<ConnHold>,
+) -> Response<ReplyBody>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + std::fmt::Display,
+{
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    let limit = limits.request_bytes(&role);
+    let timeout = limits.request_timeout;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let collected =
+        tokio::time::timeout_at(deadline, Limited::new(req.into_body(), limit).collect());
+    let body = match collected.await {
+        Err(_) => return closing(too_slow(timeout)),
+        Ok(Ok(c)) => c.to_bytes(),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            return closing(too_large(limit))
+        }
+        Ok(Err(e)) => {
+            return closing(error_response(
+                StatusCode::BAD_REQUEST,
+                &RpcError::new(EPROTO, format!("error reading request body: {e}")),
+            ))
+        }
+    };
+    let payload = match wire::payload_of(&body) {
+        Ok(v) => v,
+        Err(e) => return closing(error_response(StatusCode::BAD_REQUEST, &e)),
+    };
+    let conn = next_conn_id();
+    let queue = OutQueue::new(limits.outbound_bytes(&role));
+    let (replies, mut rx) = ReplySender::new(Arc::clone(&queue), true);
+    let request = rpc::Request {
+        conn,
+        matchtag: 1,
+        topic: wire::SESSION_TOPIC.to_string(),
+        payload,
+        streaming: true,
+        role: role.clone(),
+        userid,
+    };
+    tracing::debug!(conn, ?role, "agent session (raw stream)");
+    let end = replies.clone();
+    if let Err(e) = tx.request(request, replies) {
+        return closing(rpc_error_response(&e.error()));
+    }
+    // From here on the service knows the connection: every way out tells
+    // it the connection is gone.
+    let guard = DisconnectGuard {
+        conn,
+        tx: tx.clone(),
+    };
+    let welcome = match tokio::time::timeout_at(deadline, rx.recv()).await {
+        Ok(Some(r)) => {
+            queue.release(reply_cost(&r));
+            r
+        }
+        Ok(None) => Err(RpcError::new(
+            EIO,
+            "service ended the request without a reply",
+        )),
+        Err(_) => Err(RpcError::new(
+            ETIMEDOUT,
+            format!(
+                "no answer to the hello within {}s (request-timeout)",
+                timeout.as_secs_f64()
+            ),
+        )),
+    };
+    let welcome = match welcome {
+        Ok(w) => w,
+        Err(e) => {
+            drop(guard);
+            return closing(rpc_error_response(&e));
+        }
+    };
+    let session = RawSession {
+        conn,
+        role,
+        userid,
+        tx: tx.clone(),
+        limit,
+        write_timeout: timeout,
+        rx,
+        queue,
+        end,
+        _guard: guard,
+    };
+    tokio::spawn(async move {
+        let io = match on_upgrade.await {
+            Ok(io) => TokioIo::new(io),
+            Err(e) => {
+                tracing::debug!(conn, "agent session upgrade failed: {e}");
+                return;
+            }
+        };
+        let mut shutdown = hold.shutdown.clone();
+        tokio::select! {
+            _ = session.run(io, Ok(welcome)) => {}
+            _ = shutdown_signalled(&mut shutdown) => {}
+        }
+        drop(hold);
+    });
+    let mut resp = Response::new(ReplyBody::Full(None));
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    resp.headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("upgrade"));
+    resp.headers_mut()
+        .insert(UPGRADE, HeaderValue::from_static(wire::SESSION_UPGRADE));
+    resp
+}
+
+/// A reply after which the connection is closed.
+fn closing(mut resp: Response<ReplyBody>) -> Response<ReplyBody> {
+    resp.headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    resp
+}
+
+/// One accepted session on its raw stream.
+pub(crate) struct RawSession {
+    pub(crate) conn: rpc::ConnId,
+    pub(crate) role: Role,
+    pub(crate) userid: Option<u32>,
+    pub(crate) tx: LoopTx,
+    /// Longest session line.
+    pub(crate) limit: usize,
+    /// Longest a reply may take to be written (the agent must read).
+    pub(crate) write_timeout: Duration,
+    pub(crate) rx: mpsc::UnboundedReceiver<Reply>,
+    pub(crate) queue: Arc<OutQueue>,
+    /// The session's reply sender, to end the stream from this side.
+    pub(crate) end: ReplySender,
+    /// Sends the connection's `Disconnect` when the session is over.
+    pub(crate) _guard: DisconnectGuard,
+}
+
+impl RawSession {
+    /// Write `first`, then serve the stream until it ends: the service
+    /// ends it (its last reply is written, then the connection is shut
+    /// down), or the agent does (end of stream: ENODATA; read error:
+    /// ECONNRESET; a bad or oversized line: its error, written to the
+    /// agent before the connection closes).
+    pub(crate) async fn run<S>(mut self, mut io: S, first: Reply)
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        if !self.write(&mut io, &first).await {
+            return;
+        }
+        // The unterminated rest of the input; empty (and unallocated)
+        // between lines.
+        let mut partial: Vec<u8> = Vec::new();
+        let mut reading = true;
+        let mut matchtag: u32 = 2;
+        // Replies to session lines go nowhere.
+        let discard = crate::limits::discard();
+        loop {
+            let mut chunk = [0u8; READ_CHUNK];
+            tokio::select! {
+                biased;
+                reply = self.rx.recv() => {
+                    let Some(reply) = reply else { return };
+                    self.queue.release(reply_cost(&reply));
+                    let last = reply.is_err();
+                    if !self.write(&mut io, &reply).await {
+                        return;
+                    }
+                    if last {
+                        let _ = tokio::time::timeout(self.write_timeout, io.shutdown()).await;
+                        return;
+                    }
+                }
+                n = io.read(&mut chunk), if reading => {
+                    let reason = match n {
+                        Ok(0) => Some(RpcError::new(ENODATA, "the agent ended its session")),
+                        Ok(n) => self.lines(&mut partial, &chunk[..n], &mut matchtag, &discard),
+                        Err(e) => {
+                            tracing::debug!(conn = self.conn, "agent session read error: {e}");
+                            Some(RpcError::new(ECONNRESET, "the agent went away"))
+                        }
+                    };
+                    if let Some(reason) = reason {
+                        // Stop reading; the stream's last reply (this one,
+                        // or the service's if it ended first) closes it.
+                        reading = false;
+                        partial = Vec::new();
+                        let _ = self.end.send(Err(reason));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Write one reply line; `false` if the connection is unusable (a
+    /// write error, or the agent did not take it within the timeout).
+    async fn write<S: AsyncWrite + Unpin>(&self, io: &mut S, reply: &Reply) -> bool {
+        let line = wire::reply_line(reply);
+        let w = async {
+            io.write_all(line.as_bytes()).await?;
+            io.flush().await
+        };
+        match tokio::time::timeout(self.write_timeout, w).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::debug!(conn = self.conn, "agent session write error: {e}");
+                false
+            }
+            Err(_) => {
+                tracing::warn!(
+                    conn = self.conn,
+                    "closing an agent session that does not read its replies"
+                );
+                false
+            }
+        }
+    }
+
+    /// Turn the complete lines of `partial` + `data` into session-line
+    /// requests; `Some(error)` ends the session.
+    fn lines(
+        &self,
+        partial: &mut Vec<u8>,
+        mut data: &[u8],
+        matchtag: &mut u32,
+        discard: &ReplySender,
+    ) -> Option<RpcError> {
+        while let Some(i) = data.iter().position(|&b| b == b'\n') {
+            let line: &[u8] = if partial.is_empty() {
+                &data[..i]
+            } else {
+                partial.extend_from_slice(&data[..i]);
+                partial
+            };
+            if line.len() > self.limit {
+                return Some(session_line_too_long(self.limit));
+            }
+            if let Some(e) = self.line(line, matchtag, discard) {
+                return Some(e);
+            }
+            *partial = Vec::new();
+            data = &data[i + 1..];
+        }
+        if partial.len() + data.len() > self.limit {
+            return Some(session_line_too_long(self.limit));
+        }
+        partial.extend_from_slice(data);
+        None
+    }
+
+    fn line(&self, line: &[u8], matchtag: &mut u32, discard: &ReplySender) -> Option<RpcError> {
+        if self.end.is_ended() {
+            // The session's stream is over: nothing more goes to the service.
+            return None;
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return None;
+        }
+        let payload = match wire::payload_of(line) {
+            Ok(v) => v,
+            Err(e) => return Some(e),
+        };
+        let req = rpc::Request {
+            conn: self.conn,
+            matchtag: *matchtag,
+            topic: wire::SESSION_LINE_TOPIC.to_string(),
+            payload,
+            streaming: false,
+            role: self.role.clone(),
+            userid: self.userid,
+        };
+        *matchtag = matchtag.checked_add(1).unwrap_or(2);
+        // An admitted session's lines are never refused at the loop
+        // queue's bound: a lost heartbeat would mark the node.
+        if self.tx.request_anyway(req, discard.clone()).is_err() {
+            return Some(RpcError::new(EIO, "the service is not running"));
+        }
+        None
+    }
+}
