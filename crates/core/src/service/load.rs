@@ -147,8 +147,12 @@ impl Service {
             if ev.timestamp.is_finite() {
                 self.stamp = self.stamp.max(ev.timestamp);
             }
-            if ev.name != "resource-define" {
-                self.journal_push(ev.clone());
+            // A followed event is stored in the log this core will serve
+            // from (a reader of the leader's run resumes by its mark).
+            let journaled = ev.name != "resource-define";
+            let mark = self.log.stored(ev, journaled);
+            if journaled {
+                self.journal_push(ev.clone(), mark);
             }
         }
         if !events.is_empty() {
