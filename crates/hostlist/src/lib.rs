@@ -73,8 +73,10 @@ use std::sync::Arc;
 mod decode;
 mod find;
 mod order;
+mod slice;
 
 pub use find::Finder;
+pub use slice::HostRun;
 
 #[cfg(test)]
 mod proptests;

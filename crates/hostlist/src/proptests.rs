@@ -245,6 +245,27 @@ proptest! {
     // 256 cases by default; set PROPTEST_CASES for longer runs.
     #![proptest_config(ProptestConfig::default())]
 
+    /// `push_hosts_of` groups hosts exactly as pushing them one by one.
+    #[test]
+    fn push_hosts_of_is_push_each(
+        src in hostlist_string(true),
+        onto in hostlist_string(true),
+        a in 0usize..40,
+        len in 0usize..60,
+    ) {
+        let src = decode(&src);
+        let mut slow = decode(&onto);
+        let mut fast = slow.clone();
+        for h in src.iter().skip(a).take(len) {
+            slow.push(&h);
+        }
+        fast.push_hosts_of(&src, a..a + len);
+        prop_assert_eq!(
+            (fast.encode(), fast.range_count(), fast.len()),
+            (slow.encode(), slow.range_count(), slow.len())
+        );
+    }
+
     #[test]
     fn roundtrip_decode_encode(s in hostlist_string(true)) {
         let h = decode(&s);

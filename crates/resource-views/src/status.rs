@@ -7,13 +7,14 @@ use crate::cmd::{CmdOutput, Level, Message};
 use crate::config::{Env, FormatChoice, FormatConfig, Subcommand};
 use crate::output::{headings, Deduplicator, Headings, OutputFormat};
 use crate::value::{FieldValue, FormatItem};
-use hostlist::Hostlist;
+use hostlist::{HostRun, Hostlist};
 use idset::IdSet;
 use pycompat::error::{PyError, PyResult};
 use pycompat::time::LocalZone;
-use rset::Rset;
+use rset::{RSummary, Rset};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::cell::OnceCell;
 
 /// Valid `-s` states for `status`/`drain`, in flux's order.
 pub const STATUS_VALID_STATES: [&str; 11] = [
@@ -105,6 +106,8 @@ pub struct StatusPlan {
     opts: StatusOptions,
     states: Vec<String>,
     fmt: String,
+    /// Make drained lines rank by rank, as flux does (tests compare).
+    rank_by_rank: bool,
 }
 
 fn idset_from(v: &Value) -> PyResult<IdSet> {
@@ -126,20 +129,38 @@ fn key<'a>(v: &'a Value, k: &str) -> PyResult<&'a Value> {
 
 /// `ResourceSet(arg)` for a JSON value: `None` is the empty set.
 pub(crate) fn resource_set(v: Option<&Value>) -> PyResult<Rset> {
+    match r_object(v)? {
+        None => Ok(Rset::new()),
+        Some(v) => Rset::from_json(&v).map_err(|_| PyError::value("Rlist: invalid argument")),
+    }
+}
+
+/// The ranks and hostnames of `ResourceSet(arg)` (see [`resource_set`]),
+/// without building its nodes.
+pub(crate) fn resource_summary(v: Option<&Value>) -> PyResult<RSummary> {
+    match r_object(v)? {
+        None => Ok(RSummary::of(&Rset::new())),
+        Some(v) => RSummary::from_json(&v).map_err(|_| PyError::value("Rlist: invalid argument")),
+    }
+}
+
+/// The checks of `ResourceSet(arg)` before the R is parsed: the R
+/// object (decoded if given as a string), `None` for the empty set.
+fn r_object(v: Option<&Value>) -> PyResult<Option<Cow<'_, Value>>> {
     let v = match v {
-        None | Some(Value::Null) => return Ok(Rset::new()),
-        Some(Value::String(s)) => {
-            serde_json::from_str::<Value>(s).map_err(|e| PyError::Value(format!("{e}")))?
-        }
-        Some(v) => v.clone(),
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => Cow::Owned(
+            serde_json::from_str::<Value>(s).map_err(|e| PyError::Value(format!("{e}")))?,
+        ),
+        Some(v) => Cow::Borrowed(v),
     };
     if !v.is_object() {
         return Err(PyError::Type(format!(
             "ResourceSet cannot be instantiated from <class '{}'>",
-            match v {
+            match &*v {
                 Value::Array(_) => "list",
                 Value::Bool(_) => "bool",
-                Value::Number(ref n) if n.is_f64() => "float",
+                Value::Number(n) if n.is_f64() => "float",
                 Value::Number(_) => "int",
                 _ => "NoneType",
             }
@@ -152,7 +173,7 @@ pub(crate) fn resource_set(v: Option<&Value>) -> PyResult<Rset> {
             FieldValue::from_json(version).py_str()
         )));
     }
-    Rset::from_json(&v).map_err(|_| PyError::value("Rlist: invalid argument"))
+    Ok(Some(v))
 }
 
 /// Hostnames of an R in rank order (`rlist_nodelist`); empty if some node
@@ -176,7 +197,7 @@ pub fn housekeeping_ranks(stats: &Value) -> PyResult<IdSet> {
 
 /// Ranks in the `allocated` set of a `resource.sched-status` response.
 pub fn allocated_ranks(sched_status: &Value) -> PyResult<IdSet> {
-    Ok(resource_set(sched_status.get("allocated"))?.ranks())
+    Ok(resource_summary(sched_status.get("allocated"))?.ranks)
 }
 
 struct DrainInfo {
@@ -185,10 +206,16 @@ struct DrainInfo {
 }
 
 /// flux's `ResourceStatus`.
+///
+/// Everything is kept as idsets and the compressed nodelist: a line's
+/// hosts are copied from the nodelist range by range
+/// ([`Hostlist::push_hosts_of`]), never one name at a time, so the cost
+/// follows the number of ranges rather than of nodes.
 struct ResourceStatus {
-    rset: Rset,
+    /// R's hostnames in rank order (empty if R has none).
     nodelist: Hostlist,
-    hosts: Vec<String>,
+    /// The nodelist expanded, built only for the host-by-host path.
+    hosts: OnceCell<Vec<String>>,
     /// R's ranks: host `i` of the nodelist is the `i`-th of them.
     r_ranks: IdSet,
     /// For each range of `r_ranks`, the number of ranks before it.
@@ -209,15 +236,16 @@ struct ResourceStatus {
     drained: IdSet,
     draining: IdSet,
     avail: IdSet,
-    lookup: HashMap<u32, usize>,
+    /// Which `drain_raw` entry each drained rank takes its reason from
+    /// (the last one holding it): sorted disjoint `(lo, hi, entry)`.
+    lookup: Vec<(u32, u32, usize)>,
 }
 
 impl ResourceStatus {
     fn new(input: &StatusInput<'_>) -> PyResult<ResourceStatus> {
         let st = input.status;
-        let rset = resource_set(Some(key(st, "R")?))?;
-        let nodelist = nodelist_of(&rset);
-        let hosts: Vec<String> = nodelist.iter().collect();
+        let summary = resource_summary(Some(key(st, "R")?))?;
+        let nodelist = summary.nodelist.unwrap_or_default();
         let offline_raw = idset_from(key(st, "offline")?)?;
         let online_raw = idset_from(key(st, "online")?)?;
         let exclude_raw = idset_from(key(st, "exclude")?)?;
@@ -243,7 +271,7 @@ impl ResourceStatus {
                 )))
             }
         }
-        let r_ranks = rset.ranks();
+        let r_ranks = summary.ranks;
         let r_before = r_ranks
             .ranges()
             .iter()
@@ -254,9 +282,8 @@ impl ResourceStatus {
             })
             .collect();
         let mut rs = ResourceStatus {
-            rset,
             nodelist,
-            hosts,
+            hosts: OnceCell::new(),
             r_ranks,
             r_before,
             offline_raw,
@@ -275,14 +302,14 @@ impl ResourceStatus {
             drained: IdSet::new(),
             draining: IdSet::new(),
             avail: IdSet::new(),
-            lookup: HashMap::new(),
+            lookup: Vec::new(),
         };
         rs.recalculate(None);
         Ok(rs)
     }
 
     fn recalculate(&mut self, include: Option<&IdSet>) {
-        self.all = self.rset.ranks();
+        self.all = self.r_ranks.clone();
         self.offline = self.offline_raw.clone();
         self.online = self.online_raw.clone();
         self.exclude = self.exclude_raw.clone();
@@ -300,18 +327,15 @@ impl ResourceStatus {
                 *s = s.intersection(inc);
             }
         }
-        self.drained = IdSet::new();
-        self.lookup.clear();
-        for (i, (ranks, _)) in self.drain_raw.iter().enumerate() {
-            let ranks = match include {
+        let drains: Vec<IdSet> = self
+            .drain_raw
+            .iter()
+            .map(|(ranks, _)| match include {
                 Some(inc) => ranks.intersection(inc),
                 None => ranks.clone(),
-            };
-            self.drained.add(&ranks);
-            for r in ranks.iter() {
-                self.lookup.insert(r, i);
-            }
-        }
+            })
+            .collect();
+        (self.drained, self.lookup) = drain_lookup(&drains);
         self.draining = self.drained.intersection(&self.allocated);
         self.drained = self.drained.difference(&self.draining);
         let mut not_avail = self.exclude.clone();
@@ -361,33 +385,150 @@ impl ResourceStatus {
         Ok(())
     }
 
-    /// The host of `rank`: the nodelist entry at its position among R's
-    /// ranks (R's nodelist is in rank order).  flux indexes the nodelist
-    /// by rank, the same thing for its R (ranks 0..N-1); Roster's R may
-    /// be sparse (e.g. ranks 0 and 2147483646).  A rank outside R is
-    /// looked up by rank, as flux does (usually out of range).
-    fn host(&self, rank: u32) -> PyResult<&str> {
+    /// The drain entry `rank` takes its reason and time from.
+    fn drain_info(&self, rank: u32) -> Option<&DrainInfo> {
+        let k = self.lookup.partition_point(|&(_, hi, _)| hi < rank);
+        match self.lookup.get(k) {
+            Some(&(lo, _, i)) if lo <= rank => self.drain_raw.get(i).map(|(_, info)| info),
+            _ => None,
+        }
+    }
+
+    /// The nodelist index of `rank` and the last rank from it whose
+    /// indexes follow on (`rank..=end` maps to `index..`): its position
+    /// among R's ranks (R's nodelist is in rank order).  flux indexes the
+    /// nodelist by rank, the same thing for its R (ranks 0..N-1);
+    /// Roster's R may be sparse (e.g. ranks 0 and 2147483646).  A rank
+    /// outside R is looked up by rank, as flux does (usually out of
+    /// range).
+    fn index_of(&self, rank: u32) -> (u64, u32) {
         let ranges = self.r_ranks.ranges();
         let k = ranges.partition_point(|&(_, hi)| hi < rank);
-        let i = match ranges.get(k) {
-            Some(&(lo, _)) if lo <= rank => {
-                usize::try_from(self.r_before[k] + u64::from(rank - lo)).unwrap_or(usize::MAX)
+        match ranges.get(k) {
+            Some(&(lo, hi)) if lo <= rank => {
+                let before = self.r_before.get(k).copied().unwrap_or(0);
+                (before + u64::from(rank - lo), hi)
             }
-            _ => rank as usize,
-        };
-        self.hosts
-            .get(i)
+            Some(&(lo, _)) => (u64::from(rank), lo - 1),
+            None => (u64::from(rank), u32::MAX),
+        }
+    }
+
+    /// The host of `rank` (see [`ResourceStatus::index_of`]).
+    fn host(&self, rank: u32) -> PyResult<&str> {
+        let (i, _) = self.index_of(rank);
+        let hosts = self.hosts.get_or_init(|| self.nodelist.iter().collect());
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| hosts.get(i))
             .map(String::as_str)
             .ok_or_else(|| PyError::Index("Hostlist index out of range".into()))
     }
 
+    /// The hosts of `ranks`, in rank order, pushed one by one (as
+    /// `Hostlist(nodelist[rank] for rank in ranks)`), range by range.
     fn hosts_of(&self, ranks: &IdSet) -> PyResult<Hostlist> {
         let mut hl = Hostlist::new();
-        for r in ranks.iter() {
-            hl.push(self.host(r)?);
+        for &(lo, hi) in ranks.ranges() {
+            self.push_hosts(&mut hl, lo, hi)?;
         }
         Ok(hl)
     }
+
+    /// Push the hosts of `lo..=hi` onto `hl`.
+    fn push_hosts(&self, hl: &mut Hostlist, lo: u32, hi: u32) -> PyResult<()> {
+        let len = self.nodelist.len() as u64;
+        let mut r = lo;
+        loop {
+            let (i, run_end) = self.index_of(r);
+            let end = run_end.min(hi);
+            let n = u64::from(end - r) + 1;
+            if i + n > len {
+                return Err(PyError::Index("Hostlist index out of range".into()));
+            }
+            let (a, b) = (usize::try_from(i), usize::try_from(i + n));
+            if let (Ok(a), Ok(b)) = (a, b) {
+                hl.push_hosts_of(&self.nodelist, a..b);
+            }
+            if end >= hi {
+                return Ok(());
+            }
+            r = end + 1;
+        }
+    }
+
+    /// Split `ranks` where a drained rank's line could change: online
+    /// status, membership of R, drain entry or nodelist position.  Every
+    /// rank of a piece makes the same line but for its host.
+    fn drain_pieces(&self, ranks: &IdSet) -> Vec<(u32, u32)> {
+        let mut cuts: Vec<u32> = Vec::new();
+        let mut edges = |set: &[(u32, u32)]| {
+            for &(lo, hi) in set {
+                cuts.push(lo);
+                if let Some(next) = hi.checked_add(1) {
+                    cuts.push(next);
+                }
+            }
+        };
+        edges(self.online.ranges());
+        edges(self.all.ranges());
+        edges(self.r_ranks.ranges());
+        for &(lo, hi, _) in &self.lookup {
+            cuts.push(lo);
+            if let Some(next) = hi.checked_add(1) {
+                cuts.push(next);
+            }
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut out = Vec::new();
+        for &(lo, hi) in ranks.ranges() {
+            let mut a = lo;
+            let mut k = cuts.partition_point(|&c| c <= a);
+            loop {
+                let b = match cuts.get(k) {
+                    Some(&c) if c <= hi => c - 1,
+                    _ => hi,
+                };
+                out.push((a, b));
+                if b >= hi {
+                    break;
+                }
+                a = b + 1;
+                k += 1;
+            }
+        }
+        out
+    }
+}
+
+/// The union of the drain sets and, for each drained rank, the last set
+/// holding it, as sorted disjoint `(lo, hi, set index)` ranges.
+fn drain_lookup(drains: &[IdSet]) -> (IdSet, Vec<(u32, u32, usize)>) {
+    let mut all: Vec<(u32, u32, usize)> = drains
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| s.ranges().iter().map(move |&(lo, hi)| (lo, hi, i)))
+        .collect();
+    all.sort_unstable();
+    let disjoint = all.windows(2).all(|w| match w {
+        [a, b] => a.1 < b.0,
+        _ => true,
+    });
+    if !disjoint {
+        // Overlapping drain sets: later ones win, ranges cut where they do.
+        all.clear();
+        let mut covered = IdSet::new();
+        for (i, s) in drains.iter().enumerate().rev() {
+            let own = s.difference(&covered);
+            all.extend(own.ranges().iter().map(|&(lo, hi)| (lo, hi, i)));
+            covered.add(s);
+        }
+        all.sort_unstable();
+    }
+    let union =
+        IdSet::from_sorted_ranges(all.iter().map(|&(lo, hi, _)| (lo, hi))).unwrap_or_default();
+    (union, all)
 }
 
 /// `ranks_by_queue(resource_set, config, queues)`.
@@ -434,6 +575,9 @@ pub struct StatusLine {
     unsorted: bool,
     /// The shape of the hosts seen so far, once a merge happened.
     shape: Option<HostShape>,
+    /// The line stands for one flux line per rank (drained ranks with
+    /// the same reason): merged into another, its hosts go one by one.
+    per_rank: bool,
 }
 
 /// What the hostnames of a line look like: whether sorting once after
@@ -460,24 +604,59 @@ impl HostShape {
         s
     }
 
+    /// Observe every host of `hl`, a numbered range at a time.
     fn observe(&mut self, hl: &Hostlist) {
-        for host in hl.iter() {
-            let stem = host.trim_end_matches(|c: char| c.is_ascii_digit());
-            let digits = &host[stem.len()..];
-            if stem.bytes().any(|b| b.is_ascii_digit() || !b.is_ascii()) || digits.len() > 9 {
-                self.odd = true;
+        hl.for_each_run(|run| match run {
+            HostRun::Numbered {
+                prefix,
+                lo,
+                hi,
+                width,
+            } => {
+                // host = prefix + number padded to `width`: the stem is
+                // the prefix, the digits as long as the padded number
+                let len = |n: u64| n.checked_ilog10().map_or(1, |d| d as usize + 1);
+                let (first, last) = (len(lo).max(width as usize), len(hi).max(width as usize));
+                self.stem(prefix);
+                if last > 9 {
+                    self.odd = true;
+                }
+                if first > len(lo) && first > 1 {
+                    self.leading_zero = true;
+                }
+                self.digits(first);
+                self.digits(last);
             }
-            if digits.is_empty() {
-                continue;
+            HostRun::Host(host) => {
+                let stem = host.trim_end_matches(|c: char| c.is_ascii_digit());
+                let digits = &host[stem.len()..];
+                self.stem(stem);
+                if digits.len() > 9 {
+                    self.odd = true;
+                }
+                if digits.is_empty() {
+                    return;
+                }
+                if digits.len() > 1 && digits.starts_with('0') {
+                    self.leading_zero = true;
+                }
+                self.digits(digits.len());
             }
-            if digits.len() > 1 && digits.starts_with('0') {
-                self.leading_zero = true;
-            }
-            match self.width {
-                None => self.width = Some(digits.len()),
-                Some(w) if w != digits.len() => self.mixed_width = true,
-                Some(_) => {}
-            }
+        });
+    }
+
+    fn stem(&mut self, stem: &str) {
+        if stem.bytes().any(|b| b.is_ascii_digit() || !b.is_ascii()) {
+            self.odd = true;
+        }
+    }
+
+    /// A host's number has `n` digits.
+    fn digits(&mut self, n: usize) {
+        match self.width {
+            None => self.width = Some(n),
+            Some(w) if w != n => self.mixed_width = true,
+            Some(_) => {}
         }
     }
 
@@ -500,7 +679,12 @@ impl StatusLine {
         };
         shape.observe(&other.hostlist);
         if shape.sort_can_wait() {
-            self.hostlist.append(&other.hostlist);
+            if other.per_rank {
+                self.hostlist
+                    .push_hosts_of(&other.hostlist, 0..other.hostlist.len());
+            } else {
+                self.hostlist.append(&other.hostlist);
+            }
             self.unsorted = true;
         } else {
             self.finish();
@@ -680,6 +864,7 @@ pub fn status_prepare(
         opts: opts.clone(),
         states,
         fmt,
+        rank_by_rank: false,
     })
 }
 
@@ -773,7 +958,8 @@ impl StatusPlan {
         let states = &self.states;
         let mut rs = ResourceStatus::new(input)?;
         if !opts.queues.is_empty() {
-            let ranks = ranks_by_queue(&rs.rset, input.config, &opts.queues)
+            let rset = resource_set(Some(key(input.status, "R")?))?;
+            let ranks = ranks_by_queue(&rset, input.config, &opts.queues)
                 .map_err(|e| PyError::Value(format!("--queue: {e}")))?;
             rs.recalculate(Some(&ranks));
         }
@@ -799,8 +985,8 @@ impl StatusPlan {
             &rs,
             states,
             formatter,
-            include_online,
-            include_offline,
+            (include_online, include_offline),
+            !self.rank_by_rank,
             zone,
         )?;
         Ok(lines
@@ -814,10 +1000,11 @@ fn statuslines(
     rs: &ResourceStatus,
     states: &[String],
     formatter: &OutputFormat,
-    include_online: bool,
-    include_offline: bool,
+    (include_online, include_offline): (bool, bool),
+    per_piece: bool,
     zone: &dyn LocalZone,
 ) -> PyResult<Vec<StatusLine>> {
+    let per_piece = per_piece && HostShape::of(&rs.nodelist).sort_can_wait();
     let mut result: Deduplicator<StatusLine> =
         Deduplicator::new(formatter, &["nodelist", "ranks", "nnodes"])?;
     let has = |s: &str| states.iter().any(|x| x == s || x == "all");
@@ -842,6 +1029,7 @@ fn statuslines(
                 timestamp: FieldValue::str(""),
                 unsorted: false,
                 shape: None,
+                per_rank: false,
             };
             result.append(line, zone, StatusLine::update)?;
         }
@@ -861,20 +1049,29 @@ fn statuslines(
                 timestamp: FieldValue::str(""),
                 unsorted: false,
                 shape: None,
+                per_rank: false,
             };
             result.append(line, zone, StatusLine::update)?;
         }
-        for rank in ranks.iter() {
-            let online = rs.online.contains(rank);
+        // flux makes one line per rank and merges those with the same
+        // reason.  Ranks alike in everything but their host make one line
+        // at once when merging them host by host is the same as sorting
+        // once at the end (see HostShape); otherwise rank by rank.
+        let pieces = if per_piece {
+            rs.drain_pieces(ranks)
+        } else {
+            ranks.iter().map(|r| (r, r)).collect()
+        };
+        for (lo, hi) in pieces {
+            let online = rs.online.contains(lo);
             if excluded(online) {
                 continue;
             }
-            if !rs.all.contains(rank) {
+            if !rs.all.contains(lo) {
                 return Err(PyError::value("invalid rank {rank}"));
             }
-            let (timestamp, reason) = match rs.lookup.get(&rank).and_then(|i| rs.drain_raw.get(*i))
-            {
-                Some((_, info)) => (info.timestamp.clone(), info.reason.clone()),
+            let (timestamp, reason) = match rs.drain_info(lo) {
+                Some(info) => (info.timestamp.clone(), info.reason.clone()),
                 None => {
                     return Err(PyError::Attribute(
                         "'NoneType' object has no attribute 'timestamp'".into(),
@@ -882,16 +1079,21 @@ fn statuslines(
                 }
             };
             let mut hostlist = Hostlist::new();
-            hostlist.push(rs.host(rank)?);
+            if per_piece {
+                rs.push_hosts(&mut hostlist, lo, hi)?;
+            } else {
+                hostlist.push(rs.host(lo)?);
+            }
             let line = StatusLine {
                 state: state.into(),
                 online,
-                ranks: IdSet::from_range(rank, rank),
+                ranks: IdSet::from_range(lo, hi),
                 hostlist,
                 reason,
                 timestamp,
-                unsorted: false,
+                unsorted: hi > lo,
                 shape: None,
+                per_rank: true,
             };
             result.append(line, zone, StatusLine::update)?;
         }
@@ -1372,6 +1574,147 @@ mod tests {
         );
     }
 
+    /// Drained ranks made into lines piece by piece give what flux's
+    /// rank-by-rank lines give, for random payloads, hostnames, formats,
+    /// states and includes.
+    #[test]
+    fn drained_pieces_match_rank_by_rank() {
+        let mut x: u64 = 7;
+        let mut rnd = |n: usize| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((x >> 33) as usize) % n.max(1)
+        };
+        let names = [
+            "n[0-39]",
+            "node[001-040]",
+            "n[8-12],n[08-19],m[1-20]",
+            "c[30-39],b[0-9],a[10-29]",
+            "node1[0-9],node[10-39]",
+            "x[1-20]y,z[1-20]",
+        ];
+        let formats = [
+            "default",
+            "long",
+            STATIC,
+            "{reason}",
+            "{nnodes} {nodelist}",
+            "{nodelist}",
+            "{state} {ranks} {timestamp}",
+        ];
+        let states = [None, Some("drain"), Some("all"), Some("drained,offline")];
+        let includes = [
+            None,
+            Some("0-9,30-35"),
+            Some("n[3-30]"),
+            Some("a[10-15],b3"),
+        ];
+        let mut compared = 0;
+        for round in 0..400 {
+            let n = 40u32;
+            let pick = |rnd: &mut dyn FnMut(usize) -> usize| {
+                let mut ids = IdSet::new();
+                for _ in 0..rnd(6) {
+                    let lo = rnd(n as usize) as u32;
+                    ids.insert_range(lo, (lo + rnd(12) as u32).min(n + 2));
+                }
+                ids
+            };
+            let mut drain = serde_json::Map::new();
+            for i in 0..1 + rnd(5) {
+                let ids = pick(&mut rnd);
+                if !ids.is_empty() {
+                    let reason = ["a", "b", "", "a"][rnd(4)];
+                    let e =
+                        serde_json::json!({"timestamp": 1e9 + (i % 2) as f64, "reason": reason});
+                    drain.insert(ids.encode(), e);
+                }
+            }
+            let online = pick(&mut rnd);
+            let payload = serde_json::json!({
+                "R": {"version": 1, "execution": {
+                    "R_lite": [{"rank": format!("0-{}", n - 1), "children": {"core": "0"}}],
+                    "nodelist": [names[round % names.len()]],
+                }},
+                "online": online.encode(),
+                "offline": IdSet::from_range(0, n - 1).difference(&online).encode(),
+                "exclude": "",
+                "torpid": "",
+                "drain": drain,
+            });
+            let allocated = pick(&mut rnd);
+            let opts = StatusOptions {
+                format: formats[rnd(formats.len())].into(),
+                states: states[rnd(states.len())].map(String::from),
+                include: includes[rnd(includes.len())].map(String::from),
+                ..StatusOptions::default()
+            };
+            let Ok(mut plan) =
+                status_prepare(&opts, &FormatConfig::new(Subcommand::Status), &no_env)
+            else {
+                continue;
+            };
+            let input = StatusInput {
+                status: &payload,
+                allocated: &allocated,
+                housekeeping: &IdSet::new(),
+                config: None,
+            };
+            let z = FixedZone::utc();
+            let fast = (plan.render(&input, &z), plan.render_json(&input, &z));
+            plan.rank_by_rank = true;
+            let slow = (plan.render(&input, &z), plan.render_json(&input, &z));
+            assert_eq!(fast.0.stdout, slow.0.stdout, "{payload} {opts:?}");
+            assert_eq!(fast.0.messages, slow.0.messages, "{payload} {opts:?}");
+            assert_eq!(fast.1.stdout, slow.1.stdout, "{payload} {opts:?}");
+            compared += 1;
+        }
+        assert!(compared > 300);
+    }
+
+    /// A status of 131,072 nodes in one R_lite entry, many of them
+    /// drained one reason per range: the lines are those of the ranks.
+    #[test]
+    fn large_instance_lines() {
+        let payload = serde_json::json!({
+            "R": {"version": 1, "execution": {
+                "R_lite": [{"rank": "0-131071", "children": {"core": "0-3"}}],
+                "nodelist": ["sim[0-131071]"],
+            }},
+            "online": "0-100000",
+            "offline": "100001-131071",
+            "exclude": "",
+            "torpid": "5",
+            "drain": {
+                "10-19,1000-1999": {"timestamp": 1e9, "reason": "fan"},
+                "20-29,120000-120009": {"timestamp": 1e9, "reason": "dimm"},
+            },
+        });
+        let plan = status_prepare(
+            &fmt("long"),
+            &FormatConfig::new(Subcommand::Status),
+            &no_env,
+        );
+        let Ok(mut plan) = plan else {
+            panic!("long format");
+        };
+        let input = StatusInput {
+            status: &payload,
+            allocated: &IdSet::from_range(15, 15),
+            housekeeping: &IdSet::new(),
+            config: None,
+        };
+        let z = FixedZone::utc();
+        let out = plan.render(&input, &z);
+        assert_eq!(
+            out.stdout,
+            "       STATEUP NNODES REASON                         NODELIST\n       avail ✔  98980                                sim[0-4,6-9,30-999,2000-100000]\n      avail* ✗  31061                                sim[100001-119999,120010-131071]\n      torpid ✔      1                                sim5\n    draining ✔      1 fan                            sim15\n     drained ✔   1009 fan                            sim[10-14,16-19,1000-1999]\n     drained ✔     10 dimm                           sim[20-29]\n    drained* ✗     10 dimm                           sim[120000-120009]\n"
+        );
+        plan.rank_by_rank = true;
+        assert_eq!(plan.render(&input, &z).stdout, out.stdout);
+    }
+
     /// The deferred sort of `StatusLine::update` gives the hostlist that
     /// sorting after every append gives (flux's order), also with
     /// duplicate, zero-padded and unnumbered hosts and unsorted starts.
@@ -1418,6 +1761,7 @@ mod tests {
                 timestamp: FieldValue::str(""),
                 unsorted: false,
                 shape: None,
+                per_rank: false,
             };
             let mut eager = first.clone();
             let mut lazy = line(first);

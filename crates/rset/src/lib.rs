@@ -54,6 +54,7 @@ mod node;
 mod nodelist;
 mod parse;
 mod rset;
+mod summary;
 mod verify;
 pub(crate) mod zhash;
 
@@ -67,6 +68,7 @@ pub mod json;
 pub use constraint::{Constraint, HostMatch};
 pub use error::{HostsError, RError, RerankError};
 pub use rset::{NodeInfo, Rset};
+pub use summary::RSummary;
 pub use verify::{verify, Verification, VerifyConfig, VerifyMode};
 
 /// The largest number of nodes an [`Rset`] may hold (2^20 = 1,048,576,

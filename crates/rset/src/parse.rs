@@ -59,7 +59,10 @@ fn expect_str(v: &Value) -> Result<&str, RError> {
 }
 
 /// Children of one R_lite entry, parsed once and shared by its ranks.
-fn parse_children(children: &Value, rank: u32) -> Result<Vec<(Name, Arc<IdSet>)>, RError> {
+pub(crate) fn parse_children(
+    children: &Value,
+    rank: u32,
+) -> Result<Vec<(Name, Arc<IdSet>)>, RError> {
     let mut out = Vec::new();
     // A non-object `children` yields nodes with only an empty core.
     if let Value::Object(m) = children {
