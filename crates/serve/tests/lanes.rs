@@ -90,7 +90,10 @@ fn a_client_request_is_served_before_waiting_agent_lines() {
     assert_eq!(answered(&mut lines), 0);
 
     // Then the agent lines, a chunk per batch.
-    assert_eq!(shell.serve_waiting(&rx, &control).expect("batch"), AGENT_CHUNK);
+    assert_eq!(
+        shell.serve_waiting(&rx, &control).expect("batch"),
+        AGENT_CHUNK
+    );
     assert_eq!(answered(&mut lines), AGENT_CHUNK);
     // A client arriving now goes before the rest.
     let (stx, mut srx) = ReplySender::unbounded(false);
