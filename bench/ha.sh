@@ -23,8 +23,8 @@ AGENTS=${2:-1024}
 NODES=${NODES:-16384} # R's size: ranks past the agents are drained too
 command -v etcd >/dev/null || { echo "bench/ha.sh: needs etcd (apt-get install etcd-server)" >&2; exit 1; }
 command -v etcdctl >/dev/null || { echo "bench/ha.sh: needs etcdctl (apt-get install etcd-client)" >&2; exit 1; }
-cargo build --release --locked -p roster -p roster-svcbench >/dev/null 2>&1 ||
-    cargo build --release -p roster -p roster-svcbench
+# the etcd backend is a build feature (needs protoc)
+cargo build --release --locked -q -p roster -p roster-svcbench --features roster/etcd
 R=$PWD/target/release/roster
 SB=$PWD/target/release/svcbench
 T=$(mktemp -d /tmp/roster-ha-bench.XXXXXX)
