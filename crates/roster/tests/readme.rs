@@ -234,7 +234,7 @@ struct Record {
 struct Script {
     t: PathBuf,
     port: u16,
-    ports: [u16; 2],
+    ports: [u16; 3],
     text: String,
     rec: Record,
     /// transcripts to compare after the run: (line, expected, output file)
@@ -280,7 +280,7 @@ impl Script {
         Script {
             t,
             port: free_port(),
-            ports: [free_port(), free_port()],
+            ports: [free_port(), free_port(), free_port()],
             text,
             rec: Record::default(),
             expect: Vec::new(),
@@ -308,6 +308,9 @@ impl Script {
             .replace("head1:8050", &format!("127.0.0.1:{}", self.ports[0]))
             .replace("head2:8050", &format!("127.0.0.1:{}", self.ports[1]))
             .replace("head:8050", &format!("127.0.0.1:{}", self.port))
+            // the relays' example: node0's tls:// child listener
+            .replace("0.0.0.0:8051", &format!("127.0.0.1:{}", self.ports[2]))
+            .replace("node0:8051", &format!("127.0.0.1:{}", self.ports[2]))
     }
 
     fn glue(&mut self, s: &str) {
@@ -521,7 +524,7 @@ impl Script {
             self.glue(
                 "roster serve ca init $T/etc/roster/pki >/dev/null\n\
                  roster serve ca issue $T/etc/roster/pki 'head,head1,head2' --san 127.0.0.1 >/dev/null\n\
-                 roster serve ca issue $T/etc/roster/pki 'node[0-1,7,129]' >/dev/null\n\
+                 roster serve ca issue $T/etc/roster/pki 'node[0-1,7,129]' --san 127.0.0.1 >/dev/null\n\
                  roster serve ca issue $T/etc/roster/pki alice --role admin >/dev/null\n\
                  roster serve ca issue $T/etc/roster/pki sched --role scheduler >/dev/null",
             );
