@@ -15,7 +15,10 @@
 # Reports: daemon RSS (baseline mean / flood peak / end), status p99,
 # torpid/offline events, whether the daemon still answers.
 # Usage: bench/flood.sh   (env: N, DUR, BASE; GUEST=0 / SCHED=0 / JOURNAL=0
-# leave that load out, to see what each costs)
+# leave that load out, to see what each costs; GEN_NICE=N runs the load
+# generators -- simulator, guest, journal, sched-status clients -- at nice N,
+# a stand-in for their being on other hosts: they share this machine's
+# 2 cores with the daemon and the measured client)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-16384}
@@ -54,7 +57,8 @@ p99() { "$SB" rpc --uri "$URI" --topic resource.status --n 500 --warmup 20 | awk
 "$R" serve --config "$T/roster.toml" --statedir "$T/state" --listen "$URI" --listen "flux://$FLUX" 2>"$T/serve.log" &
 SRV=$!
 for _ in $(seq 200); do "$R" resource --uri "$URI" status >/dev/null 2>&1 && break; sleep 0.05; done
-"$R" agent --uri "$URI" --simulate "sim[0-$LAST]" --cores 0-3 --heartbeat 2 2>"$T/sim.log" &
+G=(nice -n "${GEN_NICE:-0}")
+"${G[@]}" "$R" agent --uri "$URI" --simulate "sim[0-$LAST]" --cores 0-3 --heartbeat 2 2>"$T/sim.log" &
 PIDS+=($!)
 for _ in $(seq 600); do [ "$(q online)" = "0-$LAST" ] && break; sleep 0.1; done
 [ "$(q online)" = "0-$LAST" ] || { echo "agents did not come online: $(q online)" >&2; exit 1; }
@@ -78,16 +82,16 @@ echo "flood for $DUR s"
 JP= GP= CP=
 : >"$T/journal.out"; : >"$T/guest.out"; : >"$T/sched.out"
 if [ "${JOURNAL:-1}" = 1 ]; then
-  python3 bench/flood.py stalled-journal "$T/roster.sock" "$DUR" >"$T/journal.out" 2>&1 &
+  "${G[@]}" python3 bench/flood.py stalled-journal "$T/roster.sock" "$DUR" >"$T/journal.out" 2>&1 &
   PIDS+=($!); JP=$!
 fi
 if [ "${GUEST:-1}" = 1 ]; then
-  setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 bench/flood.py guest-flood "$FLUX" "$DUR" >"$T/guest.out" 2>&1 &
+  "${G[@]}" setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 bench/flood.py guest-flood "$FLUX" "$DUR" >"$T/guest.out" 2>&1 &
   PIDS+=($!); GP=$!
 fi
 if [ "${SCHED:-1}" = 1 ]; then
   ( end=$(( $(date +%s) + DUR )); while [ "$(date +%s)" -lt "$end" ]; do
-      "$SB" concurrent --uri "$URI" --topic resource.sched-status --clients 100 --rounds 20 >>"$T/sched.out" 2>&1 || echo "sched-status round failed" >>"$T/sched.out"
+      "${G[@]}" "$SB" concurrent --uri "$URI" --topic resource.sched-status --clients 100 --rounds 20 >>"$T/sched.out" 2>&1 || echo "sched-status round failed" >>"$T/sched.out"
     done ) &
   PIDS+=($!); CP=$!
 fi
