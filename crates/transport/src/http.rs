@@ -645,6 +645,25 @@ where
     }
 }
 
+/// The streaming request an agent session's hello becomes (matchtag 1;
+/// the session's later lines are numbered from 2), for both session forms.
+pub(crate) fn session_hello(
+    conn: rpc::ConnId,
+    payload: serde_json::Value,
+    role: &Role,
+    userid: Option<u32>,
+) -> rpc::Request {
+    rpc::Request {
+        conn,
+        matchtag: 1,
+        topic: wire::SESSION_TOPIC.to_string(),
+        payload,
+        streaming: true,
+        role: role.clone(),
+        userid,
+    }
+}
+
 /// An agent session ([`wire::SESSION_TOPIC`]): the first NDJSON line of
 /// the (chunked, still open) request body is the payload of a streaming
 /// request; each later line becomes a [`wire::SESSION_LINE_TOPIC`] request
@@ -695,15 +714,7 @@ where
     let conn = next_conn_id();
     let queue = OutQueue::new(ctx.limits.outbound_bytes(&role));
     let (replies, rx) = ReplySender::new(Arc::clone(&queue), true);
-    let request = rpc::Request {
-        conn,
-        matchtag: 1,
-        topic: wire::SESSION_TOPIC.to_string(),
-        payload,
-        streaming: true,
-        role: role.clone(),
-        userid,
-    };
+    let request = session_hello(conn, payload, &role, userid);
     tracing::debug!(conn, ?role, "agent session");
     let end = replies.clone();
     if let Err(e) = ctx.tx.request(request, replies) {

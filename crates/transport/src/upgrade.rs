@@ -16,8 +16,8 @@
 
 use crate::bind::shutdown_signalled;
 use crate::http::{
-    error_response, rpc_error_response, session_line_too_long, too_large, too_slow, ConnHold,
-    DisconnectGuard, ReplyBody,
+    error_response, rpc_error_response, session_hello, session_line_too_long, too_large, too_slow,
+    ConnHold, DisconnectGuard, ReplyBody,
 };
 use crate::limits::{reply_cost, Limits, LoopTx, OutQueue, ReplySender};
 use crate::next_conn_id;
@@ -93,15 +93,7 @@ where
     let conn = next_conn_id();
     let queue = OutQueue::new(limits.outbound_bytes(&role));
     let (replies, mut rx) = ReplySender::new(Arc::clone(&queue), true);
-    let request = rpc::Request {
-        conn,
-        matchtag: 1,
-        topic: wire::SESSION_TOPIC.to_string(),
-        payload,
-        streaming: true,
-        role: role.clone(),
-        userid,
-    };
+    let request = session_hello(conn, payload, &role, userid);
     tracing::debug!(conn, ?role, "agent session (raw stream)");
     let end = replies.clone();
     if let Err(e) = tx.request(request, replies) {
