@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::etcd::{cluster, cluster_tls, EtcdCluster};
-use common::{try_start, Daemon, Scratch};
+use common::{event_names, try_start, Daemon, Scratch};
 use serde_json::{json, Value};
 
 fn config(etcd: &EtcdCluster, prefix: &str) -> String {
@@ -593,20 +593,6 @@ fn crash_loop_over_etcd_loses_no_acknowledged_drain() {
         "{rounds} failovers, {} acknowledged drains, none lost",
         acked.len()
     );
-}
-
-/// `name` or `name:reason` of each event of a journal response.
-fn event_names(v: &Value) -> Vec<String> {
-    v["events"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .map(|e| match e["context"]["reason"].as_str() {
-            Some(r) => format!("{}:{r}", e["name"].as_str().unwrap_or("")),
-            None => e["name"].as_str().unwrap_or("").to_string(),
-        })
-        .collect()
 }
 
 #[test]

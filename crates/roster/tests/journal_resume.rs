@@ -4,26 +4,12 @@
 
 mod common;
 
-use common::{fake_config, roster, start, Scratch};
+use common::{event_names, fake_config, roster, start, Scratch};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
-
-/// `name` or `name:reason` of each event of a journal response.
-fn names(v: &Value) -> Vec<String> {
-    v["events"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .map(|e| match e["context"]["reason"].as_str() {
-            Some(r) => format!("{}:{r}", e["name"].as_str().unwrap_or("")),
-            None => e["name"].as_str().unwrap_or("").to_string(),
-        })
-        .collect()
-}
 
 /// Receive events until `last` arrives (panics after 30 s); the
 /// follower's resume count (after each response) is kept in `resumes`.
@@ -66,7 +52,7 @@ fn follower_resumes_across_a_crash_and_a_clean_restart() {
             if v["events"].as_array().is_some_and(Vec::is_empty) {
                 let _ = tx.send("--sentinel--".to_string());
             }
-            for n in names(&v) {
+            for n in event_names(&v) {
                 let _ = tx.send(n);
             }
             let _ = tx.send(format!("--resumes {}--", f.resumes()));

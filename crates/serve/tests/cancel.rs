@@ -1,55 +1,16 @@
 //! A stream its listener ends early (EOVERFLOW: the client stopped
 //! reading) is dropped by the core at once, while its connection stays.
 
-use std::path::PathBuf;
+mod common;
 
-use rpc::{ConnId, Request, Role};
-use serde_json::{json, Value};
-use serve::Plan;
-use transport::{Incoming, QueueSlot, ReplySender};
-
-fn incoming(conn: ConnId, topic: &str, payload: Value, replies: ReplySender) -> Incoming {
-    Incoming::Request {
-        req: Request {
-            conn,
-            matchtag: 1,
-            topic: topic.into(),
-            payload,
-            streaming: replies_streaming(topic),
-            role: Role::Owner,
-            userid: None,
-        },
-        replies,
-        slot: QueueSlot::unbounded(),
-    }
-}
-
-fn replies_streaming(topic: &str) -> bool {
-    matches!(topic, "resource.journal" | "resource.acquire")
-}
+use common::{eight_node_shell, incoming};
+use serde_json::json;
+use transport::{Incoming, ReplySender};
 
 #[test]
 fn a_stream_ended_for_overflow_is_dropped_by_the_core_at_once() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let r = tmp.path().join("R.json");
-    let text = json!({"version": 1, "execution": {
-        "R_lite": [{"rank": "0-7", "children": {"core": "0-3"}}],
-        "starttime": 0.0, "expiration": 0.0, "nodelist": ["n[0-7]"]}});
-    std::fs::write(&r, text.to_string()).expect("write R");
-    let plan = Plan {
-        config: None,
-        config_path: None,
-        statedir: tmp.path().join("state"),
-        listen: Vec::new(),
-        token: None,
-        monitor_force_up: true,
-        parent_r: Some(PathBuf::from(&r)),
-        limits: transport::Limits::default(),
-        role_tokens: Vec::new(),
-        tls: None,
-        backend: config::Backend::Local,
-    };
-    let (mut shell, _) = serve::prepare(&plan).expect("start");
+    let mut shell = eight_node_shell(tmp.path());
 
     // A journal follower and an acquirer that never read, each allowed
     // 4 KiB of queued replies; their connections stay open.

@@ -2,52 +2,18 @@
 //! (the service loop's lanes): deterministic, through the real shell and
 //! core.
 
-use std::path::PathBuf;
+mod common;
 
-use rpc::{wire, ConnId, Request, Role};
-use serde_json::{json, Value};
+use common::{eight_node_shell, incoming};
+use rpc::wire;
+use serde_json::json;
 use serve::lanes::AGENT_CHUNK;
-use serve::Plan;
-use transport::{Incoming, QueueSlot, ReplySender};
-
-fn incoming(conn: ConnId, topic: &str, payload: Value, replies: ReplySender) -> Incoming {
-    Incoming::Request {
-        req: Request {
-            conn,
-            matchtag: 1,
-            topic: topic.into(),
-            payload,
-            streaming: false,
-            role: Role::Owner,
-            userid: None,
-        },
-        replies,
-        slot: QueueSlot::unbounded(),
-    }
-}
+use transport::{Incoming, ReplySender};
 
 #[test]
 fn a_client_request_is_served_before_waiting_agent_lines() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let r = tmp.path().join("R.json");
-    let text = json!({"version": 1, "execution": {
-        "R_lite": [{"rank": "0-7", "children": {"core": "0-3"}}],
-        "starttime": 0.0, "expiration": 0.0, "nodelist": ["n[0-7]"]}});
-    std::fs::write(&r, text.to_string()).expect("write R");
-    let plan = Plan {
-        config: None,
-        config_path: None,
-        statedir: tmp.path().join("state"),
-        listen: Vec::new(),
-        token: None,
-        monitor_force_up: true,
-        parent_r: Some(PathBuf::from(&r)),
-        limits: transport::Limits::default(),
-        role_tokens: Vec::new(),
-        tls: None,
-        backend: config::Backend::Local,
-    };
-    let (mut shell, _) = serve::prepare(&plan).expect("start");
+    let mut shell = eight_node_shell(tmp.path());
     let control = serve::Control::default();
     let (tx, rx) = std::sync::mpsc::channel();
 

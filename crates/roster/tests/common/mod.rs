@@ -304,3 +304,16 @@ pub fn signal(pid: i32, sig: i32) {
     // SAFETY: kill(2) has no memory effects.
     unsafe { libc::kill(pid, sig) };
 }
+
+/// `name` or `name:reason` of each event of a journal response.
+pub fn event_names(v: &serde_json::Value) -> Vec<String> {
+    v["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| match e["context"]["reason"].as_str() {
+            Some(r) => format!("{}:{r}", e["name"].as_str().unwrap_or("")),
+            None => e["name"].as_str().unwrap_or("").to_string(),
+        })
+        .collect()
+}
