@@ -14,7 +14,8 @@
 # before the flood, with the well-behaved client only.
 # Reports: daemon RSS (baseline mean / flood peak / end), status p99,
 # torpid/offline events, whether the daemon still answers.
-# Usage: bench/flood.sh   (env: N, DUR, BASE; GUEST=0 / SCHED=0 / JOURNAL=0
+# Usage: bench/flood.sh   (env: N, DUR, BASE; ROSTER=path of another roster
+# binary to measure (a baseline build); GUEST=0 / SCHED=0 / JOURNAL=0
 # leave that load out, to see what each costs; GEN_NICE=N runs the load
 # generators -- simulator, guest, journal, sched-status clients -- at nice N,
 # a stand-in for their being on other hosts: they share this machine's
@@ -27,7 +28,7 @@ BASE=${BASE:-60}
 [ "$(id -u)" = 0 ] || { echo "flood.sh: run as root (the guest flood runs as nobody)" >&2; exit 1; }
 command -v setpriv >/dev/null || { echo "flood.sh: needs setpriv (util-linux)" >&2; exit 1; }
 nice -n 5 cargo build --release --locked -q -p roster -p roster-svcbench
-R=$PWD/target/release/roster
+R=${ROSTER:-$PWD/target/release/roster}
 SB=$PWD/target/release/svcbench
 T=$(mktemp -d /tmp/roster-flood.XXXXXX)
 chmod 755 "$T"

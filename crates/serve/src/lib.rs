@@ -609,6 +609,23 @@ pub(crate) fn listen_options(plan: &Plan) -> transport::ListenOptions {
     }
 }
 
+/// Slots for the core's ready replies ([`Service::READY_TOPICS`], each
+/// with the role its row of the topic table needs); an answer from one
+/// counts in the RPC metrics like any other.
+fn ready_snapshots(metrics: &Arc<metrics::Metrics>) -> Arc<transport::Snapshots> {
+    let topics: Vec<(&'static str, rpc::Need)> = Service::READY_TOPICS
+        .iter()
+        .filter_map(|&t| topic_access(t).map(|need| (t, need)))
+        .collect();
+    let m = Arc::clone(metrics);
+    transport::Snapshots::new(
+        &topics,
+        Some(Arc::new(move |topic, took| {
+            m.rpc_done(topic, "ok", Some(took))
+        })),
+    )
+}
+
 /// Run the daemon until SIGTERM/SIGINT (or `control.request_stop()`).
 /// `ready` is called once the sockets are bound, with their addresses.
 pub fn run(
@@ -636,11 +653,15 @@ pub fn run(
     shell.deliver(out);
     let metrics = shell.metrics();
     metrics.refresh(shell.core(), std::time::Instant::now(), true);
-    let listeners = transport::Listeners::bind(&plan.listen, &listen_options(&plan))?.with_web(
-        Arc::new(metrics::Web {
+    // status and sched-status are answered by the listeners from what
+    // the loop publishes (they do not queue behind the loop).
+    let snapshots = ready_snapshots(&metrics);
+    shell.set_snapshots(Arc::clone(&snapshots));
+    let listeners = transport::Listeners::bind(&plan.listen, &listen_options(&plan))?
+        .with_web(Arc::new(metrics::Web {
             metrics: Arc::clone(&metrics),
-        }),
-    );
+        }))
+        .with_snapshots(snapshots);
     let addresses = listeners.addresses();
     let (tx, rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

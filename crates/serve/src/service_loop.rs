@@ -114,6 +114,9 @@ pub struct Shell {
     /// Inputs taken from the listeners, not yet handled: clients first
     /// (see [`crate::lanes`]).
     lanes: Lanes,
+    /// Where the core's ready replies are published for the listeners
+    /// (local backend only: an etcd leader must confirm its lease first).
+    snapshots: Option<Arc<transport::Snapshots>>,
 }
 
 impl Shell {
@@ -136,6 +139,25 @@ impl Shell {
             metrics: Arc::new(Metrics::new()),
             replayed: 0,
             lanes: Lanes::default(),
+            snapshots: None,
+        }
+    }
+
+    /// Publish the core's ready replies to `snapshots` before each
+    /// delivery (see [`transport::Snapshots`]), and clear them when the
+    /// loop ends.
+    pub fn set_snapshots(&mut self, snapshots: Arc<transport::Snapshots>) {
+        self.snapshots = Some(snapshots);
+    }
+
+    /// Publish (or clear) the ready replies: before any reply of a batch
+    /// goes out, so that a client that has its write acknowledged never
+    /// reads an older state from a snapshot.
+    fn publish(&self) {
+        if let Some(s) = &self.snapshots {
+            for topic in s.topics() {
+                s.publish(topic, self.core.ready_reply(topic));
+            }
         }
     }
 
@@ -275,6 +297,7 @@ impl Shell {
 
     /// Send replies and log lines (after [`Shell::persist`]).
     pub fn deliver(&mut self, out: Vec<Output>) {
+        self.publish();
         for o in out {
             match o {
                 Output::Reply { to, reply } => self.send(to, reply),
@@ -477,6 +500,21 @@ impl Shell {
     /// Serve until a stop is requested (or every listener is gone), then
     /// shut the core down cleanly: streams end, the checkpoint is written.
     pub fn run(
+        &mut self,
+        rx: &Receiver<Incoming>,
+        control: &Control,
+        notifier: &mut crate::notify::Notifier,
+    ) -> Result<(), ServeError> {
+        let result = self.serve(rx, control, notifier);
+        // Whatever ended the loop, nothing is answered from its state any
+        // more.
+        if let Some(s) = &self.snapshots {
+            s.clear();
+        }
+        result
+    }
+
+    fn serve(
         &mut self,
         rx: &Receiver<Incoming>,
         control: &Control,

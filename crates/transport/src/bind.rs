@@ -24,6 +24,7 @@ pub struct Listeners {
     items: Vec<Bound>,
     opts: ListenOptions,
     web: Option<Arc<dyn crate::web::WebHandler>>,
+    snapshots: Option<Arc<crate::Snapshots>>,
 }
 
 #[derive(Debug)]
@@ -114,6 +115,7 @@ impl Listeners {
             items,
             opts: opts.clone(),
             web: None,
+            snapshots: None,
         })
     }
 
@@ -121,6 +123,13 @@ impl Listeners {
     /// listeners with `handler` (see [`crate::web`]).
     pub fn with_web(mut self, handler: Arc<dyn crate::web::WebHandler>) -> Listeners {
         self.web = Some(handler);
+        self
+    }
+
+    /// Answer the read-only topics of `snapshots` from the replies the
+    /// service publishes there (see [`crate::Snapshots`]).
+    pub fn with_snapshots(mut self, snapshots: Arc<crate::Snapshots>) -> Listeners {
+        self.snapshots = Some(snapshots);
         self
     }
 
@@ -141,7 +150,11 @@ impl Listeners {
         tx: std::sync::mpsc::Sender<Incoming>,
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), TransportError> {
-        let tx = LoopTx::new(tx, self.opts.limits.max_queued_requests);
+        let tx = LoopTx::new(
+            tx,
+            self.opts.limits.max_queued_requests,
+            self.snapshots.clone(),
+        );
         let ctx = Arc::new(Ctx::new(tx.clone(), &self.opts, self.web.clone()));
         let flux_ctx = Arc::new(FluxCtx::new(tx, &self.opts));
         let gate = Gate {

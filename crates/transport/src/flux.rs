@@ -20,7 +20,7 @@
 //!   the service gets one [`Incoming::Disconnect`].
 
 use crate::bind::shutdown_signalled;
-use crate::limits::{reply_cost, Limits, LoopTx, OutQueue, ReplySender};
+use crate::limits::{reply_cost, Handed, Limits, LoopTx, OutQueue, ReplySender};
 use crate::{io_text, next_conn_id, ListenOptions, SHUTDOWN_GRACE};
 use fluxmsg::{flag, role, Message, MsgType, NODEID_ANY};
 use rpc::errno::{EAGAIN, EHOSTUNREACH, EIO, ENOENT, ENOSYS, EOVERFLOW, EPERM, EPROTO};
@@ -488,7 +488,14 @@ impl Conn {
             role: self.cred.role.clone(),
             userid: Some(self.cred.userid),
         };
-        if let Err(e) = self.ctx.tx.request(req, replies) {
+        // A request that follows others still in flight on this
+        // connection takes the loop, in order (see `crate::snapshot`).
+        let handed = if self.inflight.load(Ordering::Acquire) > 0 {
+            self.ctx.tx.request_in_order(req, replies)
+        } else {
+            self.ctx.tx.request(req, replies).map(|_| ())
+        };
+        if let Err(e) = handed {
             if respond {
                 self.push(head.encode(&Err(e.error())));
             }
@@ -600,9 +607,11 @@ async fn hosts_of_service(ctx: &FluxCtx, role: Role) -> Result<hostlist::Hostlis
         role,
         userid: None,
     };
-    ctx.tx.request(req, replies).map_err(|e| e.error())?;
+    let handed = ctx.tx.request(req, replies).map_err(|e| e.error())?;
     let reply = tokio::time::timeout(ATTR_QUERY_TIMEOUT, rx.recv()).await;
-    ctx.tx.disconnect(conn);
+    if handed == Handed::Queued {
+        ctx.tx.disconnect(conn);
+    }
     let status = match reply {
         Ok(Some(r)) => r?.into_value(),
         Ok(None) => {

@@ -72,7 +72,7 @@ fn drive(input: &[u8], flux: bool, guest: bool) {
             access: None,
         };
         let uid = if guest { 2000 } else { 1000 };
-        let looptx = LoopTx::new(tx, opts.limits.max_queued_requests);
+        let looptx = LoopTx::new(tx, opts.limits.max_queued_requests, None);
         let (_stop, shutdown) = watch::channel(false);
         let (live, _live_rx) = mpsc::channel::<()>(1);
         let svc = tokio::spawn(service(rx));

@@ -1,7 +1,7 @@
 //! One HTTP connection: requests in, replies out, per [`rpc::wire`].
 
 use crate::bind::shutdown_signalled;
-use crate::limits::{reply_cost, ConnPermit, Limits, LoopTx, OutQueue, ReplySender};
+use crate::limits::{reply_cost, ConnPermit, Handed, Limits, LoopTx, OutQueue, ReplySender};
 use crate::{next_conn_id, ListenOptions, SHUTDOWN_GRACE};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -513,23 +513,28 @@ async fn dispatch(
         userid,
     };
     tracing::debug!(conn, topic = %request.topic, streaming, role = ?request.role, "request");
-    if let Err(e) = ctx.tx.request(request, replies) {
-        return rpc_error_response(&e.error());
-    }
-    let guard = DisconnectGuard {
+    let handed = match ctx.tx.request(request, replies) {
+        Err(e) => return rpc_error_response(&e.error()),
+        Ok(h) => h,
+    };
+    // Answered from a snapshot: the service never saw the request, there
+    // is no Disconnect to send (and never a stream).
+    let guard = (handed == Handed::Queued).then(|| DisconnectGuard {
         conn,
         tx: ctx.tx.clone(),
-    };
+    });
     if streaming {
-        let mut resp = Response::new(ReplyBody::Stream {
-            rx,
-            queue,
-            done: false,
-            guard,
-        });
-        resp.headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static(wire::NDJSON));
-        return resp;
+        if let Some(guard) = guard {
+            let mut resp = Response::new(ReplyBody::Stream {
+                rx,
+                queue,
+                done: false,
+                guard,
+            });
+            resp.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static(wire::NDJSON));
+            return resp;
+        }
     }
     // If the client goes away meanwhile, hyper drops this future and the
     // guard sends the Disconnect.
@@ -717,7 +722,7 @@ where
     let request = session_hello(conn, payload, &role, userid);
     tracing::debug!(conn, ?role, "agent session");
     let end = replies.clone();
-    if let Err(e) = ctx.tx.request(request, replies) {
+    if let Err(e) = ctx.tx.request_in_order(request, replies) {
         return rpc_error_response(&e.error());
     }
     let tx = ctx.tx.clone();

@@ -37,6 +37,7 @@ mod bind;
 mod flux;
 mod http;
 mod limits;
+mod snapshot;
 pub mod web;
 
 #[cfg(feature = "fuzzing")]
@@ -55,6 +56,7 @@ pub use bind::Listeners;
 pub use limits::{
     overflow_error, reply_cost, Limits, QueueProbe, QueueSlot, ReplyRefused, ReplySender,
 };
+pub use snapshot::{Observer, Snapshots};
 pub use tls::TlsListen;
 
 /// What a listener hands to the service loop.

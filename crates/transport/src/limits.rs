@@ -5,6 +5,7 @@
 //! Every bound has a clear answer for the client that reaches it (see
 //! [`Limits`]); none of them ever blocks the service loop.
 
+use crate::snapshot::Snapshots;
 use crate::Incoming;
 use rpc::errno::{EAGAIN, EOVERFLOW};
 use rpc::{Payload, Reply, RpcError};
@@ -416,19 +417,63 @@ pub(crate) struct LoopTx {
     tx: std::sync::mpsc::Sender<Incoming>,
     queued: Arc<AtomicUsize>,
     limit: usize,
+    snapshots: Option<Arc<Snapshots>>,
+}
+
+/// Where [`LoopTx::request`] put a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handed {
+    /// Queued for the service loop: a Disconnect must follow.
+    Queued,
+    /// Answered at once from a published snapshot (its reply is on the
+    /// reply channel); the service never saw it.
+    Answered,
 }
 
 impl LoopTx {
-    pub(crate) fn new(tx: std::sync::mpsc::Sender<Incoming>, limit: usize) -> LoopTx {
+    pub(crate) fn new(
+        tx: std::sync::mpsc::Sender<Incoming>,
+        limit: usize,
+        snapshots: Option<Arc<Snapshots>>,
+    ) -> LoopTx {
         LoopTx {
             tx,
             queued: Arc::new(AtomicUsize::new(0)),
             limit,
+            snapshots,
         }
     }
 
-    /// Hand a request to the service, refused when the queue is full.
-    pub(crate) fn request(&self, req: rpc::Request, replies: ReplySender) -> Result<(), Refused> {
+    /// Hand a request to the service, refused when the queue is full; a
+    /// read-only request with a published reply is answered at once
+    /// (see [`crate::snapshot`]).  The caller must have nothing else of
+    /// the connection in flight (else: [`LoopTx::request_in_order`]).
+    pub(crate) fn request(
+        &self,
+        req: rpc::Request,
+        replies: ReplySender,
+    ) -> Result<Handed, Refused> {
+        if let Some(s) = &self.snapshots {
+            let start = std::time::Instant::now();
+            if let Some((topic, reply)) = s.answer(&req) {
+                // A refused reply (the client is gone, or over its
+                // outbound limit) is the listener's to handle, as it is
+                // for the loop's replies.
+                let _ = replies.send(Ok(reply));
+                s.answered(topic, start.elapsed());
+                return Ok(Handed::Answered);
+            }
+        }
+        self.request_in_order(req, replies).map(|()| Handed::Queued)
+    }
+
+    /// Hand a request to the service loop (never from a snapshot: the
+    /// connection has other requests in flight that it must follow).
+    pub(crate) fn request_in_order(
+        &self,
+        req: rpc::Request,
+        replies: ReplySender,
+    ) -> Result<(), Refused> {
         let n = self.queued.fetch_add(1, Ordering::AcqRel);
         let slot = QueueSlot(Some(Arc::clone(&self.queued)));
         if n >= self.limit {
@@ -629,7 +674,7 @@ mod tests {
     #[test]
     fn loop_queue_is_bounded_and_slots_free_it() {
         let (tx, rx) = std::sync::mpsc::channel();
-        let l = LoopTx::new(tx, 2);
+        let l = LoopTx::new(tx, 2, None);
         let q = OutQueue::new(1000);
         let req = || rpc::Request {
             conn: 1,

@@ -96,7 +96,7 @@ where
     let request = session_hello(conn, payload, &role, userid);
     tracing::debug!(conn, ?role, "agent session (raw stream)");
     let end = replies.clone();
-    if let Err(e) = tx.request(request, replies) {
+    if let Err(e) = tx.request_in_order(request, replies) {
         return closing(rpc_error_response(&e.error()));
     }
     // From here on the service knows the connection: every way out tells

@@ -360,6 +360,26 @@ impl Service {
         self.acquire.groups()
     }
 
+    /// The topics whose reply the service keeps serialised between state
+    /// changes (see [`Service::ready_reply`]).
+    pub const READY_TOPICS: [&'static str; 2] = ["resource.status", "resource.sched-status"];
+
+    /// The reply a request on `topic` (one of [`Service::READY_TOPICS`],
+    /// no streaming flag, a role its row of [`TOPICS`] grants) gets now,
+    /// if it is kept ready: the shell publishes it for the listeners to
+    /// answer without the loop.  `None`: it must be computed by a request
+    /// (the state changed since), or the service is stopping.
+    pub fn ready_reply(&self, topic: &str) -> Option<Payload> {
+        if self.stopped {
+            return None;
+        }
+        match topic {
+            "resource.status" => self.status_cache.clone(),
+            "resource.sched-status" => self.sched_cache.clone(),
+            _ => None,
+        }
+    }
+
     /// `resource.status` computed afresh, bypassing the cache (tests
     /// compare it with what the cache answers).
     #[doc(hidden)]
