@@ -53,7 +53,8 @@ URI=unix://$T/roster.sock
 FLUX=$T/flux.sock
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 q() { "$R" resource --uri "$URI" status -s "$1" -no '{ranks}' 2>/dev/null | tr -d '\n'; }
-p99() { "$SB" rpc --uri "$URI" --topic resource.status --n 500 --warmup 20 | awk -F'|' '{gsub(/ /,"",$5); print $5}'; }
+# p99 of 500 sequential status calls (the whole row is kept in probe.rows)
+p99() { "$SB" rpc --uri "$URI" --topic resource.status --n 500 --warmup 20 | tee -a "$T/probe.rows" | awk -F'|' '{gsub(/ /,"",$5); print $5}'; }
 
 "$R" serve --config "$T/roster.toml" --statedir "$T/state" --listen "$URI" --listen "flux://$FLUX" 2>"$T/serve.log" &
 SRV=$!
@@ -113,6 +114,7 @@ END_RSS=$(( $(rss_kb "$SRV") / 1024 ))
 WORST=$(printf '%s\n' "${P99S[@]}" | sort -g | tail -1)
 echo "flood: RSS mean $FLOOD_MEAN MB, peak $FLOOD_MAX MB (baseline mean + $((FLOOD_MAX - BASE_MEAN)) MB), at the end $END_RSS MB"
 echo "resource.status p99 during the flood (ms, every ~20 s): ${P99S[*]}; worst $WORST"
+echo "resource.status p50 during the flood (ms): $(tail -n +2 "$T/probe.rows" | awk -F'|' '{gsub(/ /,"",$4); printf "%s ", $4}')"
 echo "sched-status rounds: $(grep -c '^|' "$T/sched.out" || true) ok, $(grep -c failed "$T/sched.out" || true) failed; last: $(grep '^|' "$T/sched.out" | tail -1)"
 cat "$T/guest.out" "$T/journal.out"
 kill -0 "$SRV" && echo "daemon alive: yes; status answers: $("$R" resource --uri "$URI" status >/dev/null 2>&1 && echo yes || echo NO)"
