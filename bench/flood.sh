@@ -19,7 +19,9 @@
 # leave that load out, to see what each costs; GEN_NICE=N runs the load
 # generators -- simulator, guest, journal, sched-status clients -- at nice N,
 # a stand-in for their being on other hosts: they share this machine's
-# 2 cores with the daemon and the measured client)
+# 2 cores with the daemon and the measured client); PROBE_NICE=N runs the
+# measured client at nice N (e.g. -10: how much of its tail is its own
+# wait for a CPU)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-16384}
@@ -54,7 +56,7 @@ FLUX=$T/flux.sock
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 q() { "$R" resource --uri "$URI" status -s "$1" -no '{ranks}' 2>/dev/null | tr -d '\n'; }
 # p99 of 500 sequential status calls (the whole row is kept in probe.rows)
-p99() { "$SB" rpc --uri "$URI" --topic resource.status --n 500 --warmup 20 | tee -a "$T/probe.rows" | awk -F'|' '{gsub(/ /,"",$5); print $5}'; }
+p99() { nice -n "${PROBE_NICE:-0}" "$SB" rpc --uri "$URI" --topic resource.status --n 500 --warmup 20 | tee -a "$T/probe.rows" | awk -F'|' '{gsub(/ /,"",$5); print $5}'; }
 
 "$R" serve --config "$T/roster.toml" --statedir "$T/state" --listen "$URI" --listen "flux://$FLUX" 2>"$T/serve.log" &
 SRV=$!
