@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{Connection as HyperConnection, SendRequest};
-use hyper::header::{HeaderValue, CONTENT_TYPE, HOST};
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, HOST};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rpc::uri::Uri;
@@ -336,7 +336,11 @@ impl Exchange {
         payload: &Value,
         streaming: bool,
     ) -> Result<Exchange, ClientError> {
-        let req = build_request(uri, token, topic, payload, streaming)?;
+        let mut req = build_request(uri, token, topic, payload, streaming)?;
+        // One exchange per connection: the server closes it after the
+        // reply instead of waiting for a next request that never comes.
+        req.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
         let (mut conn, mut send) = open(uri, tls_config).await?;
         let resp = conn
             .drive(send.send_request(req))
