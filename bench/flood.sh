@@ -21,7 +21,8 @@
 # a stand-in for their being on other hosts: they share this machine's
 # 2 cores with the daemon and the measured client); PROBE_NICE=N runs the
 # measured client at nice N (e.g. -10: how much of its tail is its own
-# wait for a CPU)
+# wait for a CPU); SCHED_KEEPALIVE=1: each sched-status caller keeps one
+# connection (as a scheduler keeps its handle) instead of one per call
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-16384}
@@ -95,7 +96,7 @@ if [ "${GUEST:-1}" = 1 ]; then
 fi
 if [ "${SCHED:-1}" = 1 ]; then
   ( end=$(( $(date +%s) + DUR )); while [ "$(date +%s)" -lt "$end" ]; do
-      "${G[@]}" "$SB" concurrent --uri "$URI" --topic resource.sched-status --clients 100 --rounds 20 >>"$T/sched.out" 2>&1 || echo "sched-status round failed" >>"$T/sched.out"
+      "${G[@]}" "$SB" concurrent --uri "$URI" --topic resource.sched-status --clients 100 --rounds 20 --keepalive "${SCHED_KEEPALIVE:-0}" >>"$T/sched.out" 2>&1 || echo "sched-status round failed" >>"$T/sched.out"
     done ) &
   PIDS+=($!); CP=$!
 fi

@@ -16,8 +16,10 @@
 //!   [--ca FILE] [--token-file FILE] [--label L]`: sequential round trips
 //!   on one connection kept open (HTTP keep-alive; for `tls://` no
 //!   handshake per call).
-//! * `concurrent --uri U --topic T [--clients 100] [--rounds 10]`: rounds
-//!   of `clients` callers released together; latency of every call.
+//! * `concurrent --uri U --topic T [--clients 100] [--rounds 10] [--keepalive 1]`:
+//!   rounds of `clients` callers released together; latency of every
+//!   call.  Each call on a fresh connection, or with `--keepalive 1` each
+//!   caller on one connection kept for all its rounds.
 //! * `drains --uri U --ranks FILE [--clients 1]`: drain each rank of FILE
 //!   alone (`reason-{i % 50}`), durable; one client waits for each reply,
 //!   several clients keep that many requests in flight.  Note: overall
@@ -231,6 +233,9 @@ fn cmd_warm(o: &Opts) -> Result<()> {
 }
 
 fn cmd_concurrent(o: &Opts) -> Result<()> {
+    if o.num("keepalive", 0)? != 0 {
+        return concurrent_keepalive(o);
+    }
     let c = Client::new(o.uri()?);
     let topic = o.str("topic")?.to_string();
     let payload = payload_of(o)?;
@@ -268,12 +273,75 @@ fn cmd_concurrent(o: &Opts) -> Result<()> {
         }
         Ok::<_, BenchError>(())
     })?;
-    walls.sort();
-    let note = format!(
-        "{clients} callers at once x {rounds} rounds; median round {:.1} ms",
-        ms(pct(&walls, 0.5))
+    rounds_row(
+        &label,
+        samples,
+        walls,
+        &format!("{clients} callers at once x {rounds} rounds"),
     );
-    row(&label, samples, &note);
+    Ok(())
+}
+
+/// The row of a run of rounds: every call's latency, and the median
+/// round in the note.
+fn rounds_row(label: &str, samples: Vec<Duration>, mut walls: Vec<Duration>, what: &str) {
+    walls.sort();
+    let note = format!("{what}; median round {:.1} ms", ms(pct(&walls, 0.5)));
+    row(label, samples, &note);
+}
+
+/// `concurrent --keepalive 1`: each caller opens one connection and keeps
+/// it for every round (as a scheduler keeps its handle), instead of one
+/// connection per call.
+fn concurrent_keepalive(o: &Opts) -> Result<()> {
+    let c = Client::new(o.uri()?);
+    let topic = o.str("topic")?.to_string();
+    let payload = payload_of(o)?;
+    let clients = o.num("clients", 100)?.max(1);
+    let rounds = o.num("rounds", 10)?.max(1);
+    let label = o.str_or("label", &topic).to_string();
+    let rt = runtime(2)?;
+    let (samples, walls) = rt.block_on(async {
+        let start = Arc::new(tokio::sync::Barrier::new(clients));
+        let end = Arc::new(tokio::sync::Barrier::new(clients));
+        let mut tasks = Vec::with_capacity(clients);
+        for _ in 0..clients {
+            let c = c.clone();
+            let topic = topic.clone();
+            let payload = payload.clone();
+            let (start, end) = (Arc::clone(&start), Arc::clone(&end));
+            tasks.push(tokio::spawn(async move {
+                let fail = |e: client::ClientError| BenchError::Other(format!("{topic}: {e}"));
+                let mut conn = c.connect().await.map_err(fail)?;
+                conn.rpc(&topic, payload.clone()).await.map_err(fail)?;
+                let mut mine = Vec::with_capacity(rounds);
+                let mut walls = Vec::new();
+                for _ in 0..rounds {
+                    let leader = start.wait().await.is_leader();
+                    let t = Instant::now();
+                    conn.rpc(&topic, payload.clone()).await.map_err(fail)?;
+                    mine.push(t.elapsed());
+                    end.wait().await;
+                    if leader {
+                        walls.push(t.elapsed());
+                    }
+                }
+                Ok::<_, BenchError>((mine, walls))
+            }));
+        }
+        let mut samples = Vec::with_capacity(clients * rounds);
+        let mut walls = Vec::with_capacity(rounds);
+        for t in tasks {
+            let (mine, w) = t
+                .await
+                .map_err(|e| BenchError::Other(format!("task: {e}")))??;
+            samples.extend(mine);
+            walls.extend(w);
+        }
+        Ok::<_, BenchError>((samples, walls))
+    })?;
+    let what = format!("{clients} callers at once on kept connections x {rounds} rounds");
+    rounds_row(&label, samples, walls, &what);
     Ok(())
 }
 

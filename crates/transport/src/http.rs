@@ -525,15 +525,7 @@ async fn dispatch(
     });
     if streaming {
         if let Some(guard) = guard {
-            let mut resp = Response::new(ReplyBody::Stream {
-                rx,
-                queue,
-                done: false,
-                guard,
-            });
-            resp.headers_mut()
-                .insert(CONTENT_TYPE, HeaderValue::from_static(wire::NDJSON));
-            return resp;
+            return ndjson_stream(rx, queue, guard);
         }
     }
     // If the client goes away meanwhile, hyper drops this future and the
@@ -786,6 +778,16 @@ where
         conn,
         tx: ctx.tx.clone(),
     };
+    ndjson_stream(rx, queue, guard)
+}
+
+/// A response whose body is the request's replies as NDJSON lines, as
+/// they arrive; `guard` sends the Disconnect when the body is dropped.
+fn ndjson_stream(
+    rx: mpsc::UnboundedReceiver<Reply>,
+    queue: Arc<OutQueue>,
+    guard: DisconnectGuard,
+) -> Response<ReplyBody> {
     let mut resp = Response::new(ReplyBody::Stream {
         rx,
         queue,
