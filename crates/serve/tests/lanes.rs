@@ -49,7 +49,7 @@ fn a_client_request_is_served_before_waiting_agent_lines() {
     assert_eq!(shell.serve_waiting(&rx, &control).expect("batch"), 2);
     assert!(drx.try_recv().expect("drain reply").is_ok());
     let status = match srx.try_recv().expect("status reply").expect("status") {
-        rpc::Payload::Value(v) => v,
+        rpc::Payload::Value(v) => *v,
         rpc::Payload::Json(s) => serde_json::from_str(&s).expect("json"),
     };
     assert_eq!(status["drain"]["3"]["reason"], "fan", "{status}");
