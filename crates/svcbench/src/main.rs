@@ -232,16 +232,42 @@ fn cmd_warm(o: &Opts) -> Result<()> {
     Ok(())
 }
 
-fn cmd_concurrent(o: &Opts) -> Result<()> {
-    if o.num("keepalive", 0)? != 0 {
-        return concurrent_keepalive(o);
+/// The options of `concurrent`.
+struct RoundsOpts {
+    c: Client,
+    topic: String,
+    payload: Value,
+    clients: usize,
+    rounds: usize,
+    label: String,
+}
+
+impl RoundsOpts {
+    fn parse(o: &Opts) -> Result<RoundsOpts> {
+        let topic = o.str("topic")?.to_string();
+        Ok(RoundsOpts {
+            c: Client::new(o.uri()?),
+            payload: payload_of(o)?,
+            clients: o.num("clients", 100)?.max(1),
+            rounds: o.num("rounds", 10)?.max(1),
+            label: o.str_or("label", &topic).to_string(),
+            topic,
+        })
     }
-    let c = Client::new(o.uri()?);
-    let topic = o.str("topic")?.to_string();
-    let payload = payload_of(o)?;
-    let clients = o.num("clients", 100)?.max(1);
-    let rounds = o.num("rounds", 10)?.max(1);
-    let label = o.str_or("label", &topic).to_string();
+}
+
+fn cmd_concurrent(o: &Opts) -> Result<()> {
+    let RoundsOpts {
+        c,
+        topic,
+        payload,
+        clients,
+        rounds,
+        label,
+    } = RoundsOpts::parse(o)?;
+    if o.num("keepalive", 0)? != 0 {
+        return concurrent_keepalive(c, topic, payload, clients, rounds, &label);
+    }
     let rt = runtime(2)?;
     let mut samples = Vec::with_capacity(clients * rounds);
     let mut walls = Vec::with_capacity(rounds);
@@ -293,13 +319,14 @@ fn rounds_row(label: &str, samples: Vec<Duration>, mut walls: Vec<Duration>, wha
 /// `concurrent --keepalive 1`: each caller opens one connection and keeps
 /// it for every round (as a scheduler keeps its handle), instead of one
 /// connection per call.
-fn concurrent_keepalive(o: &Opts) -> Result<()> {
-    let c = Client::new(o.uri()?);
-    let topic = o.str("topic")?.to_string();
-    let payload = payload_of(o)?;
-    let clients = o.num("clients", 100)?.max(1);
-    let rounds = o.num("rounds", 10)?.max(1);
-    let label = o.str_or("label", &topic).to_string();
+fn concurrent_keepalive(
+    c: Client,
+    topic: String,
+    payload: Value,
+    clients: usize,
+    rounds: usize,
+    label: &str,
+) -> Result<()> {
     let rt = runtime(2)?;
     let (samples, walls) = rt.block_on(async {
         let start = Arc::new(tokio::sync::Barrier::new(clients));
@@ -341,7 +368,7 @@ fn concurrent_keepalive(o: &Opts) -> Result<()> {
         Ok::<_, BenchError>((samples, walls))
     })?;
     let what = format!("{clients} callers at once on kept connections x {rounds} rounds");
-    rounds_row(&label, samples, walls, &what);
+    rounds_row(label, samples, walls, &what);
     Ok(())
 }
 
