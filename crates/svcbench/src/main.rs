@@ -8,10 +8,11 @@
 //!
 //! Sub-commands (options are `--key value`):
 //!
-//! * `rpc --uri U --topic T [--payload JSON] [--n 300] [--warmup 20] [--label L]`:
+//! * `rpc --uri U --topic T [--payload JSON] [--n 300] [--warmup 20] [--label L] [--slow MS]`:
 //!   sequential round trips, each on a fresh connection (as every client
 //!   call is).  Error replies count as round trips (an unknown topic is the
-//!   no-op baseline).
+//!   no-op baseline).  `--slow MS` also prints when each call over MS
+//!   ms started (stderr).
 //! * `warm --uri U [--topic resource.status] [--n 1000] [--warmup 50]
 //!   [--ca FILE] [--token-file FILE] [--label L]`: sequential round trips
 //!   on one connection kept open (HTTP keep-alive; for `tls://` no
@@ -180,16 +181,28 @@ fn cmd_rpc(o: &Opts) -> Result<()> {
     let allow_err = !topic.starts_with("resource.") || o.map.contains_key("allow-error");
     let allow_err = allow_err || topic == "resource.nosuch";
     let label = o.str_or("label", &topic).to_string();
+    // --slow MS: also print (stderr) when each call over MS ms started.
+    let slow = o.map.get("slow").map(|v| v.parse::<f64>()).transpose();
+    let slow = slow.map_err(|_| BenchError::Usage("--slow: milliseconds".into()))?;
     let rt = runtime(1)?;
     let samples = rt.block_on(async {
         for _ in 0..warmup {
             call(&c, &topic, &payload, allow_err).await?;
         }
         let mut v = Vec::with_capacity(n);
+        let start = Instant::now();
         for _ in 0..n {
             let t = Instant::now();
             call(&c, &topic, &payload, allow_err).await?;
-            v.push(t.elapsed());
+            let took = t.elapsed();
+            if slow.is_some_and(|s| ms(took) > s) {
+                eprintln!(
+                    "slow call at {:.3} s: {:.2} ms",
+                    (t - start).as_secs_f64(),
+                    ms(took)
+                );
+            }
+            v.push(took);
         }
         Ok::<_, BenchError>(v)
     })?;
