@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{fake_config, flux_wire, start, Scratch};
+use common::{fake_config, flux_wire, start, start_env, Scratch};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -136,4 +136,92 @@ fn reads_answered_from_snapshots_count_in_the_metrics() {
         "every status counts, from the loop or a snapshot"
     );
     assert!(requests_ok(&text, "resource.sched-status") >= 25, "{text}");
+}
+
+/// Send `parts` on a fresh connection to the daemon's Unix socket, each
+/// after `pause`, and read until the daemon closes.
+fn exchange(sock: &std::path::Path, parts: &[&[u8]], pause: Duration) -> String {
+    let mut h = std::os::unix::net::UnixStream::connect(sock).expect("connect");
+    h.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(pause);
+        }
+        h.write_all(p).unwrap();
+    }
+    let mut text = String::new();
+    h.read_to_string(&mut text).unwrap();
+    text
+}
+
+/// An HTTP response without its `date` header (the only part that may
+/// differ between two answers of the same state).
+fn undated(resp: &str) -> String {
+    resp.split("\r\n")
+        .filter(|l| !l.starts_with("date: "))
+        .collect::<Vec<_>>()
+        .join("\r\n")
+}
+
+fn answered_at_accept(d: &common::Daemon) -> usize {
+    std::fs::read_to_string(&d.log)
+        .unwrap()
+        .matches("answered at accept")
+        .count()
+}
+
+#[test]
+fn one_shot_reads_answered_at_accept_are_the_http_paths_bytes() {
+    let s = Scratch::new("snapshot-accept");
+    let d = start_env(
+        &s,
+        &fake_config(4, ""),
+        &[],
+        &[("RUST_LOG", "info,transport::quick=debug")],
+    );
+    d.rpc("resource.drain", json!({"targets": "2", "reason": "r"}))
+        .expect("drain");
+    const HEAD: &[u8] =
+        b"POST /v1/resource.status HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 2\r\n\r\n";
+    let whole = [HEAD, b"{}"].concat();
+    // Head and body 300 ms apart: the request is not all in at the first
+    // look nor at the second, so this is the HTTP path's answer.
+    let before = answered_at_accept(&d);
+    let slow = exchange(&d.sock, &[HEAD, b"{}"], Duration::from_millis(300));
+    assert_eq!(answered_at_accept(&d), before, "not answered at accept");
+    assert!(slow.starts_with("HTTP/1.1 200 OK\r\n"), "{slow}");
+    assert!(
+        slow.contains("\r\ndate: ") && slow.contains("\"reason\":\"r\""),
+        "{slow}"
+    );
+    for i in 0..50 {
+        let quick = exchange(&d.sock, &[&whole], Duration::ZERO);
+        assert_eq!(undated(&quick), undated(&slow), "request {i}");
+    }
+    // Sent whole, a request is usually in its socket by the time it is
+    // accepted (the scheduler decides how often).
+    let answered = answered_at_accept(&d) - before;
+    assert!(
+        (1..=50).contains(&answered),
+        "answered at accept: {answered}"
+    );
+
+    // Declined whatever the timing, and answered all the same: a
+    // keep-alive request (then a second on the same connection), and one
+    // with more bytes behind it (its own answer, then the close).
+    let before = answered_at_accept(&d);
+    let keep = b"POST /v1/resource.status HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n";
+    let two = exchange(&d.sock, &[keep, &whole], Duration::from_millis(10));
+    assert_eq!(two.matches("HTTP/1.1 200 OK").count(), 2, "{two}");
+    let pipelined = [&whole[..], b"POST /v1/resource.status HTTP/1.1\r\n\r\n"].concat();
+    let first = exchange(&d.sock, &[&pipelined], Duration::ZERO);
+    assert_eq!(undated(&first), undated(&slow));
+    assert_eq!(answered_at_accept(&d), before, "declined");
+    // A request arriving in pieces: answered, by whichever path.
+    let pieces = exchange(
+        &d.sock,
+        &[&whole[..10], &whole[10..]],
+        Duration::from_millis(30),
+    );
+    assert_eq!(undated(&pieces), undated(&slow));
 }

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::unix::AsyncFd;
 use tokio::io::AsyncWriteExt;
+use tokio::io::Interest;
 use tokio::sync::{mpsc, watch};
 
 /// Bound sockets, ready to serve.  Binding happens in [`Listeners::bind`]
@@ -173,12 +175,19 @@ impl Listeners {
                     file,
                 } => {
                     files.push(file);
-                    let l = tokio::net::UnixListener::from_std(listener).map_err(|source| {
-                        TransportError::Io {
-                            context: format!("cannot serve {uri}"),
-                            source,
-                        }
-                    })?;
+                    // Polled for readiness only: connections are accepted
+                    // unregistered, so that one-shot reads can be answered
+                    // on the spot (see `quick`).
+                    // SAFETY: the AsyncFd owns the listener, so its fd
+                    // stays open (and the same) for as long as it is
+                    // registered; AsyncFd deregisters it before closing.
+                    #[allow(unsafe_code)]
+                    let l =
+                        unsafe { AsyncFd::register_with_interest(listener, Interest::READABLE) }
+                            .map_err(|source| TransportError::Io {
+                                context: format!("cannot serve {uri}"),
+                                source: source.into(),
+                            })?;
                     Acceptor::Unix(uri, l)
                 }
                 Bound::Tcp { uri, listener, tls } => {
@@ -361,7 +370,7 @@ fn bind_tcp(
 }
 
 enum Acceptor {
-    Unix(Uri, tokio::net::UnixListener),
+    Unix(Uri, AsyncFd<std::os::unix::net::UnixListener>),
     /// With the TLS acceptor and role map of a `tls://` listener.
     Tcp(
         Uri,
@@ -461,19 +470,51 @@ async fn accept_loop(
                     drop(permit);
                 });
             }
-            Ok(Accepted::Unix(stream)) => {
-                let uid = peer_uid(&uri, &stream);
-                let permit = match gate.unix(&open, uid) {
-                    Ok(p) => p,
-                    Err(why) => {
-                        refuse(stream, crate::http::refusal_bytes(&why.error()), &uri, why);
-                        continue;
+            Ok(Accepted::Unix(first)) => {
+                // Take the whole burst waiting in the backlog, then answer
+                // what can be answered at once (see `quick`); a request
+                // not yet in its socket gets a second look after the
+                // others, before it goes to the HTTP path.
+                let mut burst = vec![first];
+                if let Acceptor::Unix(_, l) = &acceptor {
+                    while burst.len() < ACCEPT_BURST {
+                        match crate::quick::accept(l.get_ref()) {
+                            Ok(s) => burst.push(s),
+                            Err(_) => break,
+                        }
                     }
+                }
+                let unix = UnixConns {
+                    uri: &uri,
+                    ctx: &ctx,
+                    shutdown: &shutdown,
+                    live: &live,
                 };
-                let (ctx, sd, live) = (Arc::clone(&ctx), shutdown.clone(), live.clone());
-                tokio::spawn(async move {
-                    serve_connection(stream, Peer::Unix { uid }, ctx, sd, live, Some(permit)).await;
-                });
+                let mut later = Vec::new();
+                for stream in burst {
+                    let uid = match crate::quick::peer_uid(&stream) {
+                        Ok(u) => Some(u),
+                        Err(e) => {
+                            tracing::warn!(%uri, "cannot read peer credentials: {}", io_text(&e));
+                            None
+                        }
+                    };
+                    match gate.unix(&open, uid) {
+                        Ok(permit) => {
+                            if let Some(c) = unix.serve(stream, uid, permit, true) {
+                                later.push(c);
+                            }
+                        }
+                        Err(why) => {
+                            if let Some(stream) = unix.registered(stream) {
+                                refuse(stream, crate::http::refusal_bytes(&why.error()), &uri, why);
+                            }
+                        }
+                    }
+                }
+                for (stream, uid, permit) in later {
+                    unix.serve(stream, uid, permit, false);
+                }
             }
             Ok(Accepted::Tcp(stream, _)) if !matches!(acceptor, Acceptor::Tcp(_, _, Some(_))) => {
                 let _ = stream.set_nodelay(true);
@@ -520,15 +561,71 @@ async fn accept_loop(
     tracing::info!(%uri, "no longer accepting");
 }
 
+/// The most connections taken from a Unix listener's backlog at once.
+const ACCEPT_BURST: usize = 128;
+
+/// What serving an accepted Unix connection needs.
+struct UnixConns<'a> {
+    uri: &'a Uri,
+    ctx: &'a Arc<Ctx>,
+    shutdown: &'a watch::Receiver<bool>,
+    live: &'a mpsc::Sender<()>,
+}
+
+impl UnixConns<'_> {
+    /// Registered with the event loop (None, logged, if that fails).
+    fn registered(&self, s: std::os::unix::net::UnixStream) -> Option<tokio::net::UnixStream> {
+        tokio::net::UnixStream::from_std(s)
+            .map_err(|e| {
+                tracing::warn!(uri = %self.uri, "cannot serve a connection: {}", io_text(&e));
+            })
+            .ok()
+    }
+
+    /// Answer a one-shot read at once, or serve the connection over
+    /// HTTP; with `may_wait`, a connection whose request is not all in
+    /// yet is handed back for a second look.
+    fn serve(
+        &self,
+        stream: std::os::unix::net::UnixStream,
+        uid: Option<u32>,
+        permit: ConnPermit,
+        may_wait: bool,
+    ) -> Option<(std::os::unix::net::UnixStream, Option<u32>, ConnPermit)> {
+        let (stream, permit) =
+            match crate::quick::try_answer(stream, uid, self.ctx, permit, self.live) {
+                crate::quick::Answer::Done => return None,
+                crate::quick::Answer::NotYet(s, p) if may_wait => return Some((s, uid, p)),
+                crate::quick::Answer::NotYet(s, p) | crate::quick::Answer::Declined(s, p) => (s, p),
+            };
+        let stream = self.registered(stream)?;
+        let (ctx, sd, live) = (
+            Arc::clone(self.ctx),
+            self.shutdown.clone(),
+            self.live.clone(),
+        );
+        tokio::spawn(async move {
+            serve_connection(stream, Peer::Unix { uid }, ctx, sd, live, Some(permit)).await;
+        });
+        None
+    }
+}
+
 enum Accepted {
-    Unix(tokio::net::UnixStream),
+    /// Not yet registered with the event loop (see `quick`).
+    Unix(std::os::unix::net::UnixStream),
     Tcp(tokio::net::TcpStream, std::net::SocketAddr),
     Flux(tokio::net::UnixStream, Arc<str>),
 }
 
 async fn accept(a: &Acceptor) -> io::Result<Accepted> {
     match a {
-        Acceptor::Unix(_, l) => l.accept().await.map(|(s, _)| Accepted::Unix(s)),
+        Acceptor::Unix(_, l) => loop {
+            let mut ready = l.readable().await?;
+            if let Ok(r) = ready.try_io(|l| crate::quick::accept(l.get_ref())) {
+                return r.map(Accepted::Unix);
+            }
+        },
         Acceptor::Tcp(_, l, _) => l.accept().await.map(|(s, a)| Accepted::Tcp(s, a)),
         Acceptor::Flux(_, l, u) => l
             .accept()

@@ -122,6 +122,13 @@ pub fn flux_stream(input: &[u8], guest: bool) {
     drive(input, true, guest)
 }
 
+/// The accept-time parser of one-shot requests (`crate::quick`): never
+/// panics, and what it takes is exactly the input, with a valid topic and
+/// the body at its end.  Panics if any of that fails.
+pub fn quick_parse(input: &[u8]) {
+    crate::quick::check(input)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -133,5 +140,7 @@ POST /v1/resource.x HTTP/1.1\r\nhost: x\r\nx-roster-streaming: 1\r\ncontent-leng
         super::http_stream(b"POST /v1/resource.status HTTP/1.1\r\n", true);
         super::flux_stream(b"\x12\x00\xee\xff\x00\x00\x00\x05abc", false);
         super::flux_stream(&[], true);
+        super::quick_parse(http);
+        super::quick_parse(b"POST /v1/a HTTP/1.1\r\nconnection: close\r\n\r\n");
     }
 }

@@ -72,6 +72,24 @@ impl Ctx {
         })
     }
 
+    /// The role (and uid) of a Unix-socket peer: the owner and root are
+    /// the owner, everyone else a guest.
+    pub(crate) fn unix_role(&self, uid: Option<u32>) -> (Role, Option<u32>) {
+        match uid {
+            Some(u) if u == self.owner_uid || u == 0 => (Role::Owner, Some(u)),
+            _ => (Role::Guest, uid),
+        }
+    }
+
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The published read-only replies, if the service publishes any.
+    pub(crate) fn snapshots(&self) -> Option<&Arc<crate::Snapshots>> {
+        self.tx.snapshots()
+    }
+
     /// The role of the bearer token a request carries, if it is one of
     /// ours.
     fn token_role<B>(&self, req: &Request<B>) -> Option<Role> {
@@ -329,10 +347,7 @@ fn caller<B>(
 ) -> Result<(Role, Option<u32>), String> {
     let anonymous = guest_if_none && req.headers().get(wire::AUTH_HEADER).is_none();
     match peer {
-        Peer::Unix { uid: Some(uid) } if *uid == ctx.owner_uid || *uid == 0 => {
-            Ok((Role::Owner, Some(*uid)))
-        }
-        Peer::Unix { uid } => Ok((Role::Guest, *uid)),
+        Peer::Unix { uid } => Ok(ctx.unix_role(*uid)),
         Peer::Tcp => match ctx.token_role(req) {
             Some(role) => Ok((role, None)),
             None if anonymous => Ok((Role::Guest, None)),

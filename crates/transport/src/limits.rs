@@ -444,6 +444,10 @@ impl LoopTx {
         }
     }
 
+    pub(crate) fn snapshots(&self) -> Option<&Arc<Snapshots>> {
+        self.snapshots.as_ref()
+    }
+
     /// Hand a request to the service, refused when the queue is full; a
     /// read-only request with a published reply is answered at once
     /// (see [`crate::snapshot`]).  The caller must have nothing else of

@@ -24,7 +24,7 @@
 //! a client has the reply to its drain, every snapshot it can read is at
 //! least as new as that drain.
 
-use rpc::{Need, Payload, Request};
+use rpc::{Need, Payload, Request, Role};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -105,11 +105,21 @@ impl Snapshots {
     /// caller has checked that nothing else of its connection is in
     /// flight).
     pub(crate) fn answer(&self, req: &Request) -> Option<(&'static str, Payload)> {
-        if req.streaming {
+        self.answer_for(&req.topic, &req.role, req.streaming)
+    }
+
+    /// [`Snapshots::answer`] from the parts of a request that decide.
+    pub(crate) fn answer_for(
+        &self,
+        topic: &str,
+        role: &Role,
+        streaming: bool,
+    ) -> Option<(&'static str, Payload)> {
+        if streaming {
             return None;
         }
-        let s = self.slots.iter().find(|s| s.topic == req.topic)?;
-        if !req.role.grants(s.need) {
+        let s = self.slots.iter().find(|s| s.topic == topic)?;
+        if !role.grants(s.need) {
             return None;
         }
         let reply = match s.reply.read() {
@@ -130,7 +140,6 @@ impl Snapshots {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rpc::Role;
     use serde_json::Value;
 
     fn req(topic: &str, role: Role, streaming: bool) -> Request {

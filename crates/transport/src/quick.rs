@@ -1,0 +1,394 @@
+//! One-shot read-only requests answered as they are accepted.
+//!
+//! `roster resource status`, monitoring probes and schedulers polling
+//! `sched-status` open a Unix-socket connection, send one request with
+//! `Connection: close`, read the reply and close.  When such a request is
+//! already complete in the socket as the connection is accepted, and its
+//! reply can come from a published snapshot (see [`crate::snapshot`]),
+//! the accept loop answers it on the spot: no task, no registration with
+//! the event loop, no HTTP connection state.  That is about half the
+//! daemon's CPU per call, and a burst of such callers is served in the
+//! order it connected without a task hand-off per call.
+//!
+//! Anything else is declined *before a byte is consumed*: the request is
+//! only peeked at, so a declined connection goes to the normal HTTP path
+//! (`http::serve_connection`) exactly as it arrived, and that path gives
+//! every answer this one does not (errors, refusals, streams, keep-alive,
+//! pipelining, bodies still on their way).  Declined are:
+//!
+//! * a request not entirely in the socket yet, or followed by more bytes;
+//! * anything but `POST /v1/TOPIC` in HTTP/1.1 with `Connection: close`,
+//!   where TOPIC has a published snapshot the caller's role may read;
+//! * `Transfer-Encoding`, `Expect`, `Upgrade` or the streaming header;
+//! * a body over the caller's request limit, or that is not JSON; a reply
+//!   over the caller's outbound limit.
+//!
+//! The reply is the same bytes the HTTP path sends for it (status line,
+//! headers in the same order, body).  When the socket cannot take it all
+//! at once the rest is written by a task bounded by `request-timeout`.
+
+use crate::http::Ctx;
+use crate::limits::ConnPermit;
+use rpc::wire;
+use rustix::net::{RecvFlags, SendFlags};
+use std::io;
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+
+/// The most of a request looked at: a one-shot status request is well
+/// under 200 bytes; anything longer takes the normal path.
+const PEEK_BYTES: usize = 2048;
+
+/// The most headers a request answered here may carry.
+const MAX_HEADERS: usize = 24;
+
+/// What [`try_answer`] did with a connection.
+pub(crate) enum Answer {
+    /// Answered (or its client is gone): nothing more to do.
+    Done,
+    /// The request is not all in the socket yet: nothing was consumed.
+    NotYet(UnixStream, ConnPermit),
+    /// Not for this path: serve it over HTTP, nothing was consumed.
+    Declined(UnixStream, ConnPermit),
+}
+
+/// A request that qualifies, as parsed from the peeked bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct OneShot<'a> {
+    pub(crate) topic: &'a str,
+    /// Bytes of the whole request (head and body).
+    pub(crate) len: usize,
+    pub(crate) body: &'a [u8],
+}
+
+/// How the bytes a socket holds parse.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Parsed<'a> {
+    /// One complete one-shot request.
+    OneShot(OneShot<'a>),
+    /// A head not complete yet (it may still qualify).
+    Partial,
+    /// Anything else (see the module docs).
+    Other,
+}
+
+/// Parse `bytes` (everything the socket holds) as one complete one-shot
+/// request.
+pub(crate) fn parse(bytes: &[u8]) -> Parsed<'_> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(bytes) {
+        Ok(httparse::Status::Complete(head)) => one_shot(&req, head, bytes),
+        Ok(httparse::Status::Partial) => Parsed::Partial,
+        Err(_) => Parsed::Other,
+    }
+}
+
+/// What a complete head (the first `head` of `bytes`) makes of `bytes`.
+fn one_shot<'a>(req: &httparse::Request<'_, 'a>, head: usize, bytes: &'a [u8]) -> Parsed<'a> {
+    let (Some("POST"), Some(1), Some(topic)) =
+        (req.method, req.version, req.path.and_then(wire::topic_of))
+    else {
+        return Parsed::Other;
+    };
+    let mut length: Option<usize> = None;
+    let mut close = false;
+    for h in req.headers.iter() {
+        let name = h.name;
+        let value = std::str::from_utf8(h.value).ok();
+        if name.eq_ignore_ascii_case("content-length") {
+            let v = value.map(str::trim).unwrap_or_default();
+            match v.parse() {
+                Ok(n) if length.is_none() && v.bytes().all(|b| b.is_ascii_digit()) => {
+                    length = Some(n)
+                }
+                _ => return Parsed::Other,
+            }
+        } else if name.eq_ignore_ascii_case("connection") {
+            let Some(v) = value else { return Parsed::Other };
+            close |= v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close"));
+        } else if name.eq_ignore_ascii_case("transfer-encoding")
+            || name.eq_ignore_ascii_case("expect")
+            || name.eq_ignore_ascii_case("upgrade")
+            || name.eq_ignore_ascii_case(wire::STREAMING_HEADER)
+        {
+            return Parsed::Other;
+        }
+    }
+    let Some(len) = head.checked_add(length.unwrap_or(0)) else {
+        return Parsed::Other;
+    };
+    if !close || len > PEEK_BYTES || len < bytes.len() {
+        Parsed::Other
+    } else if len > bytes.len() {
+        Parsed::Partial
+    } else {
+        Parsed::OneShot(OneShot {
+            topic,
+            len,
+            body: &bytes[head..],
+        })
+    }
+}
+
+/// What must hold of [`parse`] for any input (the fuzz target and the
+/// property tests): no panic, and a request taken is exactly the input,
+/// with a valid topic and the body at its end.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn check(input: &[u8]) {
+    if let Parsed::OneShot(one) = parse(input) {
+        assert_eq!(one.len, input.len(), "a one-shot request is all the input");
+        assert!(input.ends_with(one.body), "the body ends the input");
+        assert_eq!(
+            wire::topic_of(&wire::path_for(one.topic)),
+            Some(one.topic),
+            "a valid topic"
+        );
+    }
+}
+
+/// The HTTP path's bytes for a 200 reply with a JSON body to a
+/// `Connection: close` request.
+pub(crate) fn reply_bytes(body: &[u8], date: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 128);
+    out.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-type: ");
+    out.extend_from_slice(wire::JSON.as_bytes());
+    out.extend_from_slice(b"\r\nconnection: close\r\ncontent-length: ");
+    out.extend_from_slice(body.len().to_string().as_bytes());
+    out.extend_from_slice(b"\r\ndate: ");
+    out.extend_from_slice(date.as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
+    out.extend_from_slice(body);
+    out
+}
+
+/// Answer the request on a just-accepted (non-blocking) Unix connection
+/// if it is a one-shot read-only request with a published reply; else
+/// hand the connection back untouched.  `permit` and `live` keep the
+/// connection counted while the rest of a reply is still being written.
+pub(crate) fn try_answer(
+    stream: UnixStream,
+    uid: Option<u32>,
+    ctx: &Ctx,
+    permit: ConnPermit,
+    live: &mpsc::Sender<()>,
+) -> Answer {
+    let Some(snapshots) = ctx.snapshots() else {
+        return Answer::Declined(stream, permit);
+    };
+    let start = Instant::now();
+    let mut buf = [0u8; PEEK_BYTES];
+    let n = match rustix::net::recv(&stream, &mut buf[..], RecvFlags::PEEK) {
+        Ok((n, _)) if n > 0 => n,
+        Err(rustix::io::Errno::AGAIN) => return Answer::NotYet(stream, permit),
+        // EOF or an error: the HTTP path says what it says to those.
+        _ => return Answer::Declined(stream, permit),
+    };
+    let one = match parse(&buf[..n]) {
+        Parsed::OneShot(one) => one,
+        Parsed::Partial => return Answer::NotYet(stream, permit),
+        Parsed::Other => return Answer::Declined(stream, permit),
+    };
+    let (role, _) = ctx.unix_role(uid);
+    if one.body.len() > ctx.limits().request_bytes(&role) || wire::payload_of(one.body).is_err() {
+        return Answer::Declined(stream, permit);
+    }
+    let Some((topic, payload)) = snapshots.answer_for(one.topic, &role, false) else {
+        return Answer::Declined(stream, permit);
+    };
+    let body = wire::payload_body(&payload);
+    if body.is_empty() || body.len() > ctx.limits().outbound_bytes(&role) {
+        return Answer::Declined(stream, permit);
+    }
+    // From here on the request is ours: take it out of the socket.
+    let len = one.len;
+    let mut taken = 0;
+    while taken < len {
+        match rustix::net::recv(&stream, &mut buf[taken..len], RecvFlags::empty()) {
+            Ok((0, _)) | Err(_) => return Answer::Done,
+            Ok((k, _)) => taken += k,
+        }
+    }
+    let out = reply_bytes(
+        body.as_bytes(),
+        &httpdate::fmt_http_date(std::time::SystemTime::now()),
+    );
+    let sent = match rustix::net::send(&stream, &out, SendFlags::NOSIGNAL) {
+        Ok(k) => k,
+        Err(rustix::io::Errno::AGAIN) => 0,
+        Err(_) => return Answer::Done,
+    };
+    snapshots.answered(topic, start.elapsed());
+    tracing::debug!(topic, "answered at accept");
+    if sent < out.len() {
+        finish_later(
+            stream,
+            out,
+            sent,
+            ctx.limits().request_timeout,
+            permit,
+            live.clone(),
+        );
+    }
+    Answer::Done
+}
+
+/// Write the rest of a reply the socket could not take at once, within
+/// `timeout`, then close.
+fn finish_later(
+    stream: UnixStream,
+    out: Vec<u8>,
+    sent: usize,
+    timeout: Duration,
+    permit: ConnPermit,
+    live: mpsc::Sender<()>,
+) {
+    tokio::spawn(async move {
+        let _hold = (permit, live);
+        let Ok(mut s) = tokio::net::UnixStream::from_std(stream) else {
+            return;
+        };
+        let r = tokio::time::timeout(timeout, s.write_all(&out[sent..])).await;
+        if !matches!(r, Ok(Ok(()))) {
+            tracing::debug!("a reply answered at accept was not taken within {timeout:?}");
+        }
+    });
+}
+
+/// Accept one connection of a non-blocking Unix listener, itself
+/// non-blocking and close-on-exec.
+pub(crate) fn accept(listener: &std::os::unix::net::UnixListener) -> io::Result<UnixStream> {
+    use rustix::net::SocketFlags;
+    let fd = rustix::net::accept_with(listener, SocketFlags::NONBLOCK | SocketFlags::CLOEXEC)?;
+    Ok(UnixStream::from(fd))
+}
+
+/// The uid of the peer of a Unix connection.
+pub(crate) fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
+    Ok(rustix::net::sockopt::socket_peercred(stream)?.uid.as_raw())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATUS: &[u8] =
+        b"POST /v1/resource.status HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{}";
+
+    fn one_shot(bytes: &[u8]) -> OneShot<'_> {
+        match parse(bytes) {
+            Parsed::OneShot(one) => one,
+            other => panic!("{other:?}: {:?}", String::from_utf8_lossy(bytes)),
+        }
+    }
+
+    #[test]
+    fn a_complete_one_shot_post_qualifies() {
+        let one = one_shot(STATUS);
+        assert_eq!(one.topic, "resource.status");
+        assert_eq!(one.len, STATUS.len());
+        assert_eq!(one.body, b"{}");
+        let no_body =
+            b"POST /v1/resource.sched-status HTTP/1.1\r\nConnection: keep-alive, Close\r\n\r\n";
+        let one = one_shot(no_body);
+        assert_eq!((one.topic, one.body), ("resource.sched-status", &b""[..]));
+    }
+
+    #[test]
+    fn a_request_still_arriving_may_qualify_later() {
+        let text = std::str::from_utf8(STATUS).unwrap();
+        for cut in [1, 20, text.len() - 3, text.len() - 1] {
+            assert_eq!(parse(&STATUS[..cut]), Parsed::Partial, "{:?}", &text[..cut]);
+        }
+    }
+
+    #[test]
+    fn anything_else_is_declined() {
+        let text = std::str::from_utf8(STATUS).unwrap();
+        let long = format!("{text}{}", " ".repeat(PEEK_BYTES));
+        let declined = [
+            // more bytes after the request; a request longer than a peek
+            &format!("{text}POST"),
+            &long.replacen(
+                "content-length: 2",
+                &format!("content-length: {}", PEEK_BYTES + 2),
+                1,
+            ),
+            // not a one-shot POST to an RPC path
+            &text.replace("POST", "GET"),
+            &text.replace("HTTP/1.1", "HTTP/1.0"),
+            &text.replace("/v1/resource.status", "/v1/resource.status?x=1"),
+            &text.replace("/v1/", "/metrics/"),
+            &text.replace("connection: close", "connection: keep-alive"),
+            &text.replace("connection: close\r\n", ""),
+            // what only the HTTP path handles
+            &text.replace("host:", "transfer-encoding: chunked\r\nhost:"),
+            &text.replace("host:", "expect: 100-continue\r\nhost:"),
+            &text.replace("host:", "upgrade: roster-agent/1\r\nhost:"),
+            &text.replace("host:", "x-roster-streaming: 0\r\nhost:"),
+            &text.replace(
+                "content-length: 2",
+                "content-length: 2\r\ncontent-length: 2",
+            ),
+            &text.replace("content-length: 2", "content-length: +2"),
+            &text.replace(
+                "content-length: 2",
+                "content-length: 99999999999999999999999",
+            ),
+            "garbage\r\n\r\n",
+        ];
+        for d in declined {
+            assert_eq!(parse(d.as_bytes()), Parsed::Other, "{d:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Arbitrary bytes: no panic; a request taken is all of them.
+        #[test]
+        fn any_bytes_parse_without_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..600)) {
+            check(&bytes);
+        }
+
+        /// A well-formed one-shot request with any headers of ours around
+        /// it qualifies, whatever the case of the names; every proper
+        /// prefix of it is still arriving.
+        #[test]
+        fn well_formed_requests_qualify(
+            topic in "[a-z][a-z.-]{0,20}",
+            body in "[{}\\[\\]0-9a-z\" :,]{0,40}",
+            upper in proptest::bool::ANY,
+            extra in proptest::collection::vec("[a-w][a-z-]{0,10}: [ -~]{0,20}", 0..5),
+        ) {
+            for h in &extra {
+                let name = h.split(':').next().unwrap_or_default();
+                proptest::prop_assume!(!["content-length", "connection", "expect", "transfer-encoding", "upgrade"].contains(&name));
+            }
+            let conn = if upper { "Connection: Close" } else { "connection: close" };
+            let mut text = format!("POST /v1/{topic} HTTP/1.1\r\n{conn}\r\n");
+            for h in &extra {
+                text.push_str(h);
+                text.push_str("\r\n");
+            }
+            text.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+            let bytes = text.as_bytes();
+            let one = one_shot(bytes);
+            proptest::prop_assert_eq!(one.topic, topic.as_str());
+            proptest::prop_assert_eq!(one.body, body.as_bytes());
+            for cut in 0..bytes.len() {
+                proptest::prop_assert_eq!(parse(&bytes[..cut]), Parsed::Partial);
+            }
+        }
+    }
+
+    #[test]
+    fn reply_bytes_are_the_http_paths() {
+        let r = reply_bytes(b"{\"a\":1}", "Fri, 27 Nov 2026 15:06:58 GMT");
+        assert_eq!(
+            std::str::from_utf8(&r).unwrap(),
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\
+             content-length: 7\r\ndate: Fri, 27 Nov 2026 15:06:58 GMT\r\n\r\n{\"a\":1}"
+        );
+    }
+}
