@@ -18,8 +18,9 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# agent, store, roster call libc; transport and model only in tests/benches
-# (getuid, kill, a counting allocator).
+# agent, store, roster call libc; transport registers its Unix listeners
+# with tokio (AsyncFd::register); transport and model also in tests and
+# benches (getuid, kill, a counting allocator).
 UNSAFE_OK = {"agent", "store", "roster", "transport", "model"}
 SECTIONS = ("dependencies", "dev-dependencies", "build-dependencies")
 
