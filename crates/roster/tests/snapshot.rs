@@ -164,10 +164,7 @@ fn undated(resp: &str) -> String {
 }
 
 fn answered_at_accept(d: &common::Daemon) -> usize {
-    std::fs::read_to_string(&d.log)
-        .unwrap()
-        .matches("answered at accept")
-        .count()
+    d.log_text().matches("answered at accept").count()
 }
 
 #[test]
