@@ -492,13 +492,7 @@ async fn accept_loop(
                 };
                 let mut later = Vec::new();
                 for stream in burst {
-                    let uid = match crate::quick::peer_uid(&stream) {
-                        Ok(u) => Some(u),
-                        Err(e) => {
-                            tracing::warn!(%uri, "cannot read peer credentials: {}", io_text(&e));
-                            None
-                        }
-                    };
+                    let uid = peer_uid(&uri, &stream);
                     match gate.unix(&open, uid) {
                         Ok(permit) => {
                             if let Some(c) = unix.serve(stream, uid, permit, true) {
@@ -635,11 +629,11 @@ async fn accept(a: &Acceptor) -> io::Result<Accepted> {
 }
 
 /// The peer's uid (None, logged, if the credentials cannot be read).
-fn peer_uid(uri: &Uri, stream: &tokio::net::UnixStream) -> Option<u32> {
-    match stream.peer_cred() {
-        Ok(c) => Some(c.uid()),
+fn peer_uid(uri: &Uri, stream: impl std::os::fd::AsFd) -> Option<u32> {
+    match rustix::net::sockopt::socket_peercred(stream) {
+        Ok(c) => Some(c.uid.as_raw()),
         Err(e) => {
-            tracing::warn!(%uri, "cannot read peer credentials: {}", io_text(&e));
+            tracing::warn!(%uri, "cannot read peer credentials: {}", io_text(&io::Error::from(e)));
             None
         }
     }

@@ -200,7 +200,12 @@ pub(crate) fn try_answer(
     let Some((topic, payload)) = snapshots.answer_for(one.topic, &role, false) else {
         return Answer::Declined(stream, permit);
     };
-    let body = wire::payload_body(&payload);
+    // The published text itself (no copy), or the body the HTTP path
+    // would make of another payload.
+    let body = match &payload {
+        rpc::Payload::Json(s) if &**s != "null" => std::borrow::Cow::Borrowed(&**s),
+        p => std::borrow::Cow::Owned(wire::payload_body(p)),
+    };
     if body.is_empty() || body.len() > ctx.limits().outbound_bytes(&role) {
         return Answer::Declined(stream, permit);
     }
@@ -265,11 +270,6 @@ pub(crate) fn accept(listener: &std::os::unix::net::UnixListener) -> io::Result<
     use rustix::net::SocketFlags;
     let fd = rustix::net::accept_with(listener, SocketFlags::NONBLOCK | SocketFlags::CLOEXEC)?;
     Ok(UnixStream::from(fd))
-}
-
-/// The uid of the peer of a Unix connection.
-pub(crate) fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
-    Ok(rustix::net::sockopt::socket_peercred(stream)?.uid.as_raw())
 }
 
 #[cfg(test)]
