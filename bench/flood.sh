@@ -22,7 +22,11 @@
 # 2 cores with the daemon and the measured client); PROBE_NICE=N runs the
 # measured client at nice N (e.g. -10: how much of its tail is its own
 # wait for a CPU); SCHED_KEEPALIVE=1: each sched-status caller keeps one
-# connection (as a scheduler keeps its handle) instead of one per call
+# connection (as a scheduler keeps its handle) instead of one per call;
+# ISOLATE=1 starts the daemon, each load generator and the measured client
+# each in its own session (setsid), as separate programs are on a real
+# machine (a service, a scheduler, an admin's login), so the kernel's
+# autogroups share the CPUs between them instead of between threads
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-16384}
@@ -57,12 +61,13 @@ FLUX=$T/flux.sock
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 q() { "$R" resource --uri "$URI" status -s "$1" -no '{ranks}' 2>/dev/null | tr -d '\n'; }
 # p99 of 500 sequential status calls (the whole row is kept in probe.rows)
-p99() { nice -n "${PROBE_NICE:-0}" "$SB" rpc --uri "$URI" --topic resource.status --n 500 --warmup 20 | tee -a "$T/probe.rows" | awk -F'|' '{gsub(/ /,"",$5); print $5}'; }
+SS=(); [ "${ISOLATE:-0}" = 1 ] && SS=(setsid)
+p99() { "${SS[@]}" nice -n "${PROBE_NICE:-0}" "$SB" rpc --uri "$URI" --topic resource.status --n 500 --warmup 20 | tee -a "$T/probe.rows" | awk -F'|' '{gsub(/ /,"",$5); print $5}'; }
 
-"$R" serve --config "$T/roster.toml" --statedir "$T/state" --listen "$URI" --listen "flux://$FLUX" 2>"$T/serve.log" &
+"${SS[@]}" "$R" serve --config "$T/roster.toml" --statedir "$T/state" --listen "$URI" --listen "flux://$FLUX" 2>"$T/serve.log" &
 SRV=$!
 for _ in $(seq 200); do "$R" resource --uri "$URI" status >/dev/null 2>&1 && break; sleep 0.05; done
-G=(nice -n "${GEN_NICE:-0}")
+G=("${SS[@]}" nice -n "${GEN_NICE:-0}")
 "${G[@]}" "$R" agent --uri "$URI" --simulate "sim[0-$LAST]" --cores 0-3 --heartbeat 2 2>"$T/sim.log" &
 PIDS+=($!)
 for _ in $(seq 600); do [ "$(q online)" = "0-$LAST" ] && break; sleep 0.1; done
