@@ -578,7 +578,8 @@ impl UnixConns<'_> {
 
     /// Answer a one-shot read at once, or serve the connection over
     /// HTTP; with `may_wait`, a connection whose request is not all in
-    /// yet is handed back for a second look.
+    /// yet is handed back for a second look, and without it, its task
+    /// waits a little for the request before it takes the HTTP path.
     fn serve(
         &self,
         stream: std::os::unix::net::UnixStream,
@@ -586,11 +587,12 @@ impl UnixConns<'_> {
         permit: ConnPermit,
         may_wait: bool,
     ) -> Option<(std::os::unix::net::UnixStream, Option<u32>, ConnPermit)> {
-        let (stream, permit) =
+        let (stream, permit, wait) =
             match crate::quick::try_answer(stream, uid, self.ctx, permit, self.live) {
                 crate::quick::Answer::Done => return None,
                 crate::quick::Answer::NotYet(s, p) if may_wait => return Some((s, uid, p)),
-                crate::quick::Answer::NotYet(s, p) | crate::quick::Answer::Declined(s, p) => (s, p),
+                crate::quick::Answer::NotYet(s, p) => (s, p, true),
+                crate::quick::Answer::Declined(s, p) => (s, p, false),
             };
         let stream = self.registered(stream)?;
         let (ctx, sd, live) = (
@@ -599,6 +601,14 @@ impl UnixConns<'_> {
             self.live.clone(),
         );
         tokio::spawn(async move {
+            // A request still arriving may yet be answered without HTTP.
+            let stream = match wait {
+                true => match crate::quick::answer_when_in(stream, uid, &ctx).await {
+                    Some(s) => s,
+                    None => return drop((permit, live)),
+                },
+                false => stream,
+            };
             serve_connection(stream, Peer::Unix { uid }, ctx, sd, live, Some(permit)).await;
         });
         None
