@@ -271,6 +271,14 @@ impl JournalFollower {
     pub fn resumes(&self) -> u64 {
         self.inner.resumes()
     }
+
+    /// See [`crate::JournalFollower::on_resume_wait`].
+    pub fn on_resume_wait(self, notice: impl Fn(&str) + Send + Sync + 'static) -> JournalFollower {
+        JournalFollower {
+            inner: self.inner.on_resume_wait(notice),
+            rt: self.rt,
+        }
+    }
 }
 
 impl Iterator for JournalFollower {

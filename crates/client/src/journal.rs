@@ -23,10 +23,15 @@ use crate::retry::{classify, Failure};
 use crate::{Client, ClientError, ReplyStream};
 use rpc::errno::EOVERFLOW;
 use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a follower tries to resume by default.
 pub const RESUME_WAIT: Duration = Duration::from_secs(30);
+
+/// The pause after the first failed attempt to resume (doubled up to
+/// 500 ms after each next one).
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
 
 /// A resuming journal reader (see the module documentation).
 #[derive(Debug)]
@@ -39,6 +44,18 @@ pub struct JournalFollower {
     wait: Duration,
     done: bool,
     resumes: u64,
+    notice: Option<Notice>,
+}
+
+/// What to call when a resume has to wait (see
+/// [`JournalFollower::on_resume_wait`]).
+#[derive(Clone)]
+struct Notice(Arc<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Notice")
+    }
 }
 
 /// Whether a stream error is a failover the reader should resume from.
@@ -63,6 +80,7 @@ impl JournalFollower {
             wait: RESUME_WAIT,
             done: false,
             resumes: 0,
+            notice: None,
         }
     }
 
@@ -79,6 +97,18 @@ impl JournalFollower {
     /// [`RESUME_WAIT`]).
     pub fn with_resume_wait(mut self, wait: Duration) -> JournalFollower {
         self.wait = wait;
+        self
+    }
+
+    /// Call `notice` with a one-line explanation when the stream ended
+    /// and the first attempt to resume it failed (the service is not back
+    /// at once): a command-line follower says so rather than going quiet
+    /// for up to the resume wait.  Once per interruption.
+    pub fn on_resume_wait(
+        mut self,
+        notice: impl Fn(&str) + Send + Sync + 'static,
+    ) -> JournalFollower {
+        self.notice = Some(Notice(Arc::new(notice)));
         self
     }
 
@@ -177,7 +207,7 @@ impl JournalFollower {
     ) -> Result<ReplyStream, ClientError> {
         let deadline = Instant::now() + self.wait;
         let client = self.client.starting_after(from);
-        let mut pause = Duration::from_millis(50);
+        let mut pause = FIRST_PAUSE;
         loop {
             let err = match client.stream("resource.journal", self.request()).await {
                 Ok(s) => return Ok(s),
@@ -187,6 +217,14 @@ impl JournalFollower {
                 // The service answered: e.g. ERANGE, the events after the
                 // position are gone.
                 return Err(err);
+            }
+            if pause == FIRST_PAUSE {
+                if let Some(Notice(notice)) = &self.notice {
+                    notice(&format!(
+                        "the journal stream ended ({ended}); trying to resume it for up to {} s",
+                        self.wait.as_secs_f64()
+                    ));
+                }
             }
             if Instant::now() + pause >= deadline {
                 return Err(ClientError::Lost(format!(

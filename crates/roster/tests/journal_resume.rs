@@ -147,6 +147,14 @@ fn eventlog_follow_survives_a_restart() {
         let _ = std::io::Read::read_to_string(&mut e, &mut err);
     }
     assert!(status.success(), "eventlog: {status:?} {err}");
+    // The daemon was not back at the first try: the wait was said, once.
+    assert_eq!(
+        err.matches("roster-resource: WARNING: the journal stream ended (")
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("trying to resume it for up to 30 s"), "{err}");
     let names: Vec<String> = seen
         .iter()
         .map(|l| serde_json::from_str::<Value>(l).expect("json line"))
@@ -169,5 +177,40 @@ fn eventlog_follow_survives_a_restart() {
             "drain:after"
         ],
         "{seen:#?}"
+    );
+}
+
+#[test]
+fn eventlog_follow_says_at_once_that_it_waits_for_a_stopped_service() {
+    let s = Scratch::new("journal-resume-said");
+    let mut d = start(&s, &fake_config(2, ""), &[]);
+    let mut cli = roster()
+        .args(["resource", "--uri", &d.uri, "eventlog", "-F"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn eventlog");
+    let mut out = BufReader::new(cli.stdout.take().expect("stdout")).lines();
+    // The backlog is printed: the follower is connected.
+    let first = out.next().expect("a line").expect("line");
+    assert!(first.contains("restart"), "{first}");
+    let (tx, rx) = mpsc::channel();
+    let err = cli.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    assert!(d.stop().success());
+    // Said within seconds, not after the 30 s of trying.
+    let line = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a warning on stderr while resuming");
+    let _ = cli.kill();
+    let _ = cli.wait();
+    assert!(
+        line.starts_with("roster-resource: WARNING: the journal stream ended (")
+            && line.ends_with("trying to resume it for up to 30 s"),
+        "{line}"
     );
 }

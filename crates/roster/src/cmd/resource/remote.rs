@@ -76,7 +76,21 @@ impl Service for Remote {
     /// failover of the service is invisible (no event twice, none missed).
     fn journal(&mut self) -> Result<Box<dyn ReplyStream>, SvcError> {
         let f = self.client()?.follow_journal().map_err(svc_error)?;
+        // Said at once rather than after the resume wait.
+        let f = f.on_resume_wait(|m| warn_unlocked(&format!("roster-resource: WARNING: {m}\n")));
         Ok(Box::new(Stream::Direct(Box::new(f))))
+    }
+}
+
+/// Write `text` to stderr from any thread: the command holds the stderr
+/// lock while it waits for the stream this is called under (from a
+/// reader thread), so the text goes to a duplicate of fd 2 (stderr is
+/// unbuffered: nothing is reordered).
+fn warn_unlocked(text: &str) {
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    if let Ok(fd) = std::io::stderr().as_fd().try_clone_to_owned() {
+        let _ = std::fs::File::from(fd).write_all(text.as_bytes());
     }
 }
 
