@@ -29,10 +29,6 @@ use std::time::{Duration, Instant};
 /// How long a follower tries to resume by default.
 pub const RESUME_WAIT: Duration = Duration::from_secs(30);
 
-/// The pause after the first failed attempt to resume (doubled up to
-/// 500 ms after each next one).
-const FIRST_PAUSE: Duration = Duration::from_millis(50);
-
 /// A resuming journal reader (see the module documentation).
 #[derive(Debug)]
 pub struct JournalFollower {
@@ -207,7 +203,9 @@ impl JournalFollower {
     ) -> Result<ReplyStream, ClientError> {
         let deadline = Instant::now() + self.wait;
         let client = self.client.starting_after(from);
-        let mut pause = FIRST_PAUSE;
+        let mut pause = Duration::from_millis(50);
+        // The wait is said once, after the first attempt failed.
+        let mut said = false;
         loop {
             let err = match client.stream("resource.journal", self.request()).await {
                 Ok(s) => return Ok(s),
@@ -218,7 +216,8 @@ impl JournalFollower {
                 // position are gone.
                 return Err(err);
             }
-            if pause == FIRST_PAUSE {
+            if !said {
+                said = true;
                 if let Some(Notice(notice)) = &self.notice {
                     notice(&format!(
                         "the journal stream ended ({ended}); trying to resume it for up to {} s",

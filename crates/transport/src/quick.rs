@@ -312,18 +312,12 @@ pub(crate) async fn answer_when_in(
         });
         match seen {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(_) | Ok(Look::Declined) => return Some(stream),
-            Ok(Look::NotYet) | Ok(Look::Gone) => return None,
+            Err(_) | Ok(Look::Declined) | Ok(Look::NotYet) => return Some(stream),
+            Ok(Look::Gone) => return None,
             Ok(Look::Answered(out, sent)) => {
+                let mut stream = stream;
                 if sent < out.len() {
-                    let mut stream = stream;
-                    let timeout = ctx.limits().request_timeout;
-                    let r = tokio::time::timeout(timeout, stream.write_all(&out[sent..])).await;
-                    if !matches!(r, Ok(Ok(()))) {
-                        tracing::debug!(
-                            "a reply answered after a wait was not taken within {timeout:?}"
-                        );
-                    }
+                    write_rest(&mut stream, &out[sent..], ctx.limits().request_timeout).await;
                 }
                 return None;
             }
@@ -347,11 +341,17 @@ fn finish_later(
         let Ok(mut s) = tokio::net::UnixStream::from_std(stream) else {
             return;
         };
-        let r = tokio::time::timeout(timeout, s.write_all(&out[sent..])).await;
-        if !matches!(r, Ok(Ok(()))) {
-            tracing::debug!("a reply answered at accept was not taken within {timeout:?}");
-        }
+        write_rest(&mut s, &out[sent..], timeout).await;
     });
+}
+
+/// Write `rest`, the part of an answer the socket could not take at
+/// once, within `timeout` (logged if it is not taken).
+async fn write_rest(stream: &mut tokio::net::UnixStream, rest: &[u8], timeout: Duration) {
+    let r = tokio::time::timeout(timeout, stream.write_all(rest)).await;
+    if !matches!(r, Ok(Ok(()))) {
+        tracing::debug!("a reply answered without HTTP was not taken within {timeout:?}");
+    }
 }
 
 /// Accept one connection of a non-blocking Unix listener, itself
