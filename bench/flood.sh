@@ -26,7 +26,10 @@
 # ISOLATE=1 starts the daemon, each load generator and the measured client
 # each in its own session (setsid), as separate programs are on a real
 # machine (a service, a scheduler, an admin's login), so the kernel's
-# autogroups share the CPUs between them instead of between threads
+# autogroups share the CPUs between them instead of between threads;
+# PROBE_PACE=MS: the measured client starts a call every MS ms (a client
+# that polls) instead of back to back, so its calls land at random points
+# of the load rather than just after its last reply
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-16384}
@@ -62,7 +65,7 @@ rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 q() { "$R" resource --uri "$URI" status -s "$1" -no '{ranks}' 2>/dev/null | tr -d '\n'; }
 # p99 of 500 sequential status calls (the whole row is kept in probe.rows)
 SS=(); [ "${ISOLATE:-0}" = 1 ] && SS=(setsid)
-p99() { "${SS[@]}" nice -n "${PROBE_NICE:-0}" "$SB" rpc --uri "$URI" --topic resource.status --n 500 --warmup 20 | tee -a "$T/probe.rows" | awk -F'|' '{gsub(/ /,"",$5); print $5}'; }
+p99() { "${SS[@]}" nice -n "${PROBE_NICE:-0}" "$SB" rpc --uri "$URI" --topic resource.status --n 500 --warmup 20 --pace "${PROBE_PACE:-0}" | tee -a "$T/probe.rows" | awk -F'|' '{gsub(/ /,"",$5); print $5}'; }
 
 "${SS[@]}" "$R" serve --config "$T/roster.toml" --statedir "$T/state" --listen "$URI" --listen "flux://$FLUX" 2>"$T/serve.log" &
 SRV=$!

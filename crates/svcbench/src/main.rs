@@ -8,11 +8,12 @@
 //!
 //! Sub-commands (options are `--key value`):
 //!
-//! * `rpc --uri U --topic T [--payload JSON] [--n 300] [--warmup 20] [--label L] [--slow MS]`:
+//! * `rpc --uri U --topic T [--payload JSON] [--n 300] [--warmup 20] [--label L] [--slow MS] [--pace MS]`:
 //!   sequential round trips, each on a fresh connection (as every client
 //!   call is).  Error replies count as round trips (an unknown topic is the
 //!   no-op baseline).  `--slow MS` also prints when each call over MS
-//!   ms started (stderr).
+//!   ms started (stderr).  `--pace MS` starts a call every MS ms (a
+//!   client that polls) instead of back to back.
 //! * `warm --uri U [--topic resource.status] [--n 1000] [--warmup 50]
 //!   [--ca FILE] [--token-file FILE] [--label L]`: sequential round trips
 //!   on one connection kept open (HTTP keep-alive; for `tls://` no
@@ -184,6 +185,9 @@ fn cmd_rpc(o: &Opts) -> Result<()> {
     // --slow MS: also print (stderr) when each call over MS ms started.
     let slow = o.map.get("slow").map(|v| v.parse::<f64>()).transpose();
     let slow = slow.map_err(|_| BenchError::Usage("--slow: milliseconds".into()))?;
+    // --pace MS: start a call every MS ms (a client that polls, rather
+    // than one that calls back to back); 0: back to back.
+    let pace = o.num("pace", 0)?;
     let rt = runtime(1)?;
     let samples = rt.block_on(async {
         for _ in 0..warmup {
@@ -191,7 +195,12 @@ fn cmd_rpc(o: &Opts) -> Result<()> {
         }
         let mut v = Vec::with_capacity(n);
         let start = Instant::now();
+        let mut next = tokio::time::Instant::now();
         for _ in 0..n {
+            if pace > 0 {
+                tokio::time::sleep_until(next).await;
+                next = next_start(next, tokio::time::Instant::now(), pace);
+            }
             let t = Instant::now();
             call(&c, &topic, &payload, allow_err).await?;
             let took = t.elapsed();
@@ -208,6 +217,17 @@ fn cmd_rpc(o: &Opts) -> Result<()> {
     })?;
     row(&label, samples, "sequential, one connection per call");
     Ok(())
+}
+
+/// When a paced caller starts its next call: `pace` ms after this one was
+/// due, or after now if it started late (a late call does not make the
+/// next ones come back to back).
+fn next_start(
+    due: tokio::time::Instant,
+    now: tokio::time::Instant,
+    pace: usize,
+) -> tokio::time::Instant {
+    due.max(now) + Duration::from_millis(pace as u64)
 }
 
 fn cmd_warm(o: &Opts) -> Result<()> {
@@ -694,5 +714,21 @@ fn main() -> ExitCode {
                 _ => 1,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_paced_caller_does_not_catch_up_after_a_late_call() {
+        let t0 = tokio::time::Instant::now();
+        let ms = Duration::from_millis;
+        // on time: the next call is one pace after this one was due
+        assert_eq!(next_start(t0, t0, 10), t0 + ms(10));
+        assert_eq!(next_start(t0 + ms(10), t0 + ms(3), 10), t0 + ms(20));
+        // late by 25 ms: one pace after now, not at once
+        assert_eq!(next_start(t0 + ms(10), t0 + ms(35), 10), t0 + ms(45));
     }
 }
