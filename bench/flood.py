@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Hostile and unlucky clients for bench/flood.sh (stdlib only).
 
-  flood.py guest-flood FLUX_SOCKET SECONDS
+  flood.py guest-flood FLUX_SOCKET SECONDS [START_AT]
       Flux local connector: pipeline resource.status requests and never
       read a reply; when the daemon drops the connection, connect again.
       Prints the number of requests written and connections dropped.
-  flood.py stalled-journal UNIX_SOCKET SECONDS
+  flood.py stalled-journal UNIX_SOCKET SECONDS [START_AT]
       HTTP: open a resource.journal stream, read nothing, hold it.
+  START_AT (seconds since the epoch): wait until then before the load
+  starts, so that the interpreter's own start-up is not part of it.
 """
 import socket
 import struct
@@ -85,4 +87,9 @@ def stalled_journal(path, seconds):
 
 if __name__ == "__main__":
     cmd, path, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    {"guest-flood": guest_flood, "stalled-journal": stalled_journal}[cmd](path, secs)
+    run = {"guest-flood": guest_flood, "stalled-journal": stalled_journal}[cmd]
+    if len(sys.argv) > 4:
+        # START_AT (seconds since the epoch): the interpreter starts now,
+        # the load at that moment (with the other loads).
+        time.sleep(max(0.0, float(sys.argv[4]) - time.time()))
+    run(path, secs)

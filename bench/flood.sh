@@ -10,6 +10,11 @@
 #     listener without reading a reply, reconnecting whenever dropped;
 #   * a well-behaved client timing `resource.status` (svcbench rpc, 500
 #     sequential calls every ~20 s).
+# The Python loads (journal, guest) are started 2 s before the flood and
+# wait for its start, so that their interpreters' start-up on these 2
+# cores is not counted as the flood; every load and the measured client
+# then start at one moment (PRESTART=0: start them all at the flood's
+# start, as before).
 # Baseline: the same daemon and agents for BASE seconds (default 60)
 # before the flood, with the well-behaved client only.
 # Reports: daemon RSS (baseline mean / flood peak / end), status p99,
@@ -93,21 +98,25 @@ echo "baseline: RSS mean $BASE_MEAN MB, max $BASE_MAX MB; resource.status p99 $B
 
 echo "flood for $DUR s"
 JP= GP= CP=
+SA=(); START_AT=$(date +%s)
+if [ "${PRESTART:-1}" = 1 ]; then START_AT=$(( $(date +%s) + 2 )); SA=("$START_AT"); fi
+until_start() { while [ "$(date +%s)" -lt "$START_AT" ]; do sleep 0.02; done; }
 : >"$T/journal.out"; : >"$T/guest.out"; : >"$T/sched.out"
 if [ "${JOURNAL:-1}" = 1 ]; then
-  "${G[@]}" python3 bench/flood.py stalled-journal "$T/roster.sock" "$DUR" >"$T/journal.out" 2>&1 &
+  "${G[@]}" python3 bench/flood.py stalled-journal "$T/roster.sock" "$DUR" "${SA[@]}" >"$T/journal.out" 2>&1 &
   PIDS+=($!); JP=$!
 fi
 if [ "${GUEST:-1}" = 1 ]; then
-  "${G[@]}" setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 bench/flood.py guest-flood "$FLUX" "$DUR" >"$T/guest.out" 2>&1 &
+  "${G[@]}" setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 bench/flood.py guest-flood "$FLUX" "$DUR" "${SA[@]}" >"$T/guest.out" 2>&1 &
   PIDS+=($!); GP=$!
 fi
 if [ "${SCHED:-1}" = 1 ]; then
-  ( end=$(( $(date +%s) + DUR )); while [ "$(date +%s)" -lt "$end" ]; do
+  ( until_start; end=$(( $(date +%s) + DUR )); while [ "$(date +%s)" -lt "$end" ]; do
       "${G[@]}" "$SB" concurrent --uri "$URI" --topic resource.sched-status --clients 100 --rounds 20 --keepalive "${SCHED_KEEPALIVE:-0}" >>"$T/sched.out" 2>&1 || echo "sched-status round failed" >>"$T/sched.out"
     done ) &
   PIDS+=($!); CP=$!
 fi
+until_start
 sample "$DUR" "$T/rss-flood" &
 SP=$!
 P99S=()
