@@ -91,5 +91,9 @@ if __name__ == "__main__":
     if len(sys.argv) > 4:
         # START_AT (seconds since the epoch): the interpreter starts now,
         # the load at that moment (with the other loads).
-        time.sleep(max(0.0, float(sys.argv[4]) - time.time()))
+        try:
+            start_at = float(sys.argv[4])
+        except ValueError:
+            sys.exit(f"flood.py: START_AT: not seconds since the epoch: {sys.argv[4]!r}")
+        time.sleep(max(0.0, start_at - time.time()))
     run(path, secs)

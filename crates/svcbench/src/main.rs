@@ -188,6 +188,11 @@ fn cmd_rpc(o: &Opts) -> Result<()> {
     // --pace MS: start a call every MS ms (a client that polls, rather
     // than one that calls back to back); 0: back to back.
     let pace = o.num("pace", 0)?;
+    if pace > MAX_PACE_MS {
+        return Err(BenchError::Usage(format!(
+            "--pace: at most {MAX_PACE_MS} ms, not {pace}"
+        )));
+    }
     let rt = runtime(1)?;
     let samples = rt.block_on(async {
         for _ in 0..warmup {
@@ -218,6 +223,9 @@ fn cmd_rpc(o: &Opts) -> Result<()> {
     row(&label, samples, "sequential, one connection per call");
     Ok(())
 }
+
+/// The longest `--pace` (a minute between calls).
+const MAX_PACE_MS: usize = 60_000;
 
 /// When a paced caller starts its next call: `pace` ms after this one was
 /// due, or after now if it started late (a late call does not make the
