@@ -3,6 +3,7 @@
 use eventlog::Event;
 use roster_core::errno::*;
 use roster_core::*;
+use rpc::catalog::Shape;
 use rpc::{ReplyTo, Request, Role};
 use serde_json::{json, Value};
 
@@ -899,7 +900,11 @@ fn replay_by_checkpoint_position_not_by_timestamp() {
 #[test]
 fn streaming_flag_on_a_one_reply_topic_is_one_eproto() {
     let mut h = start();
-    for t in TOPICS.iter().filter(|t| t.streaming == Streaming::One) {
+    for t in TOPICS
+        .iter()
+        .map(|t| t.info)
+        .filter(|t| t.shape == Shape::One)
+    {
         let (to, out) = h.req(t.name, json!({"targets": "0"}), Role::Owner, true);
         let replies = replies_to(&out, to);
         assert_eq!(replies.len(), 1, "{}: {out:?}", t.name);
@@ -1084,5 +1089,47 @@ fn status_text_leaves_scheduling_out() {
     assert!(
         !t.contains("scheduling") && t.contains(r#""zzz":[1,2.5,"x"]"#),
         "{t}"
+    );
+}
+
+#[test]
+fn broker_attributes_and_config_come_from_the_service() {
+    let mut h = start();
+    let mut ask = |payload: Value| {
+        let (to, out) = h.req("attr.get", payload, Role::Guest, false);
+        replies_to(&out, to).remove(0)
+    };
+    let attr = |name: &str| json!({ "name": name });
+    assert_eq!(
+        ask(attr("rank")).unwrap(),
+        json!({"value": "0", "flags": 0})
+    );
+    assert_eq!(ask(attr("instance-level")).unwrap()["value"], "0");
+    let version = ask(attr("version")).unwrap();
+    assert!(version["value"]
+        .as_str()
+        .unwrap()
+        .starts_with("0.88.0-roster-"));
+    assert_eq!(ask(attr("hostlist")).unwrap()["value"], "fake[0-3]");
+    assert_eq!(ask(attr("size")).unwrap()["value"], "4");
+    // Not an attribute of a top-level instance: bare ENOENT.
+    let e = ask(attr("parent-uri")).unwrap_err();
+    assert_eq!((e.errnum, e.errstr), (ENOENT, None));
+    // No name: flux-core's bare protocol error.
+    assert_eq!(err(ask(json!({}))), (EPROTO, "Protocol error".into()));
+    assert_eq!(
+        err(ask(json!({"name": 3}))),
+        (EPROTO, "Protocol error".into())
+    );
+    let (to, out) = h.req("config.get", Value::Null, Role::Guest, false);
+    assert_eq!(replies_to(&out, to).remove(0).unwrap(), json!({}));
+    // Another service's topic that Roster lacks: the broker's ENOSYS.
+    let (to, out) = h.req("job-manager.stats-get", Value::Null, Role::Owner, false);
+    assert_eq!(
+        err(replies_to(&out, to).remove(0)),
+        (
+            ENOSYS,
+            "No service matching job-manager.stats-get is registered".into()
+        )
     );
 }
