@@ -4,7 +4,9 @@
 The catalogue is crates/rpc/src/catalog.rs (`Topic::new("name", ...)`).
 Every other non-test Rust source under crates/ must name a topic through
 it (`rpc::catalog::Drain::TOPIC`, a typed call), never as a string
-literal.  Comments and docs may name topics; tests may too (files under
+literal that is a topic name (`"resource.drain"`, `"/v1/resource.drain"`).
+Prose that mentions a topic (an error text, a help line) is not a topic
+string; comments and docs may name topics; tests may too (files under
 tests/ or benches/, files named tests.rs or *_tests.rs, and the
 `#[cfg(test)]` module that ends a file).
 
@@ -79,7 +81,7 @@ def non_test_part(path, src):
 def main():
     names = catalogue_names()
     pat = re.compile(
-        r"(?<![A-Za-z0-9_.-])(" + "|".join(re.escape(t) for t in sorted(names, key=len, reverse=True)) + r")(?![A-Za-z0-9_-])"
+        r"^(?:/v1/)?(" + "|".join(re.escape(t) for t in sorted(names, key=len, reverse=True)) + r")$"
     )
     bad = []
     crates = os.path.join(ROOT, "crates")
@@ -95,7 +97,7 @@ def main():
             if src is None:
                 continue
             for line, lit in string_literals(src):
-                for m in pat.finditer(lit):
+                for m in pat.finditer(lit.strip()):
                     bad.append(f"{rel}:{line}: topic \"{m.group(1)}\" written outside the catalogue (use rpc::catalog)")
     if "--list" in sys.argv:
         print("\n".join(names))

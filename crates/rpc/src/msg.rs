@@ -79,24 +79,25 @@ fn kind(v: &Value) -> &'static str {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Empty {}
 
-/// `resource.drain` and `resource.undrain`.
+/// `resource.drain` and `resource.undrain` (keys in flux's order:
+/// targets, mode, reason).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DrainRequest {
     /// An idset or a hostlist.
     pub targets: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
     /// `overwrite`, `update` (drain) or unset; undrain: `force` or unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl DrainRequest {
     pub fn new(targets: &str, reason: Option<&str>, mode: Option<&str>) -> DrainRequest {
         DrainRequest {
             targets: targets.to_string(),
-            reason: reason.map(str::to_string),
             mode: mode.map(str::to_string),
+            reason: reason.map(str::to_string),
         }
     }
 }
@@ -580,7 +581,7 @@ mod tests {
         );
         assert_eq!(
             text(encode(&DrainRequest::new("x", Some("why"), Some("update")))),
-            r#"{"targets":"x","reason":"why","mode":"update"}"#
+            r#"{"targets":"x","mode":"update","reason":"why"}"#
         );
         let reload = ReloadRequest {
             path: "/a".into(),
