@@ -31,6 +31,9 @@ pub struct Rset {
     pub(crate) expiration: f64,
     pub(crate) nslots: i32,
     pub(crate) scheduling: Option<Value>,
+    /// RFC 20 `attributes`, kept verbatim from the parsed R but never
+    /// encoded (flux-core's R tools drop it): [`Rset::attributes`].
+    pub(crate) attributes: Option<Value>,
 }
 
 /// Per-rank view of a node, for inspection and tests.
@@ -192,6 +195,13 @@ impl Rset {
     /// The opaque top-level `scheduling` value, kept verbatim.
     pub fn scheduling(&self) -> Option<&Value> {
         self.scheduling.as_ref()
+    }
+
+    /// The RFC 20 `attributes` of the R this set was parsed from,
+    /// verbatim.  [`Rset::to_json`] does not write it (as flux-core's
+    /// `rlist_to_R`); a service that stores a loaded R keeps it from here.
+    pub fn attributes(&self) -> Option<&Value> {
+        self.attributes.as_ref()
     }
 
     /// Replace the `scheduling` value.
