@@ -337,15 +337,27 @@ fn edges(v: &Value) -> Vec<(String, String)> {
 fn fluxion_jgf_is_read_and_written_back() {
     let compact: Value =
         serde_json::from_str(&std::fs::read_to_string(data("fluke.jgf.json")).unwrap()).unwrap();
+    let mut outs = Vec::new();
     for f in ["fluke.verbose.jgf.json", "fluke.jgf.json"] {
         let o = run(&["-L", &data(f), "-F", "jgf", "copy"], "");
         assert_eq!(o.code, 0, "{f}: {}", o.stderr);
         let out: Value = serde_json::from_str(o.stdout.trim_end()).unwrap();
-        // Vertices exactly as Fluxion writes them (defaults left out);
-        // edges are a set.
-        assert_eq!(out["graph"]["nodes"], compact["graph"]["nodes"], "{f}");
+        // Every RFC 20 key written (Fluxion's compact input leaves the
+        // defaults out), with the values the input gave; edges are a set.
+        model::jgf::check_rfc20(&out).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let nodes = out["graph"]["nodes"].as_array().unwrap();
+        let given = compact["graph"]["nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), given.len(), "{f}");
+        for (n, g) in nodes.iter().zip(given) {
+            assert_eq!(n["id"], g["id"], "{f}");
+            for (k, v) in g["metadata"].as_object().unwrap() {
+                assert_eq!(&n["metadata"][k], v, "{f}: {k} of {}", g["id"]);
+            }
+        }
         assert_eq!(edges(&out), edges(&compact), "{f}");
+        outs.push(out);
     }
+    assert_eq!(outs[0], outs[1]);
     let fluke = data("fluke.jgf.json");
     let o = run(
         &["-L", &fluke, "--json"],

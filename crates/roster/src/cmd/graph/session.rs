@@ -669,7 +669,7 @@ impl Session {
             reply.set(key, Value::Null);
             return;
         }
-        let jgf = || g.to_jgf(JgfStyle::Fluxion);
+        let jgf = || g.to_jgf(JgfStyle::Scheduling);
         let r_of = |r: Option<Rset>| -> Result<Rset, String> {
             match r {
                 Some(r) => Ok(r),
