@@ -119,7 +119,9 @@ impl Graph {
     /// be valid if and only if it contains the version key and either or
     /// both the execution and scheduling keys", so with `use_scheduling`
     /// an R of `version` and `scheduling` alone loads; an `execution`
-    /// beside a `scheduling` is still checked.
+    /// beside a `scheduling` is still checked, and the graph's execution
+    /// targets whose rank it does not list (excluded by the service, which
+    /// keeps the whole JGF) are down: never allocatable.
     pub fn from_r_value(v: &Value, use_scheduling: bool) -> Result<Graph, ModelError> {
         let r_err = |e: rset::RError| ModelError::R(e.to_string());
         let jgf = v
@@ -134,7 +136,10 @@ impl Graph {
             return Graph::from_rset(&Rset::from_json(v).map_err(r_err)?);
         };
         if v.get("execution").is_some() {
-            Rset::from_json(v).map_err(r_err)?;
+            let r = Rset::from_json(v).map_err(r_err)?;
+            let mut g = Graph::from_jgf(jgf)?;
+            g.down_outside(&r.ranks())?;
+            return Ok(g);
         } else {
             match v.get("version") {
                 Some(n) if n.as_i64() == Some(1) => {}
@@ -143,6 +148,17 @@ impl Graph {
             }
         }
         Graph::from_jgf(jgf)
+    }
+
+    /// Set down every execution target (see [`Graph::target_roots`]) whose
+    /// rank is not in `ranks`.
+    pub fn down_outside(&mut self, ranks: &IdSet) -> Result<(), ModelError> {
+        for (rank, v) in self.target_roots() {
+            if u32::try_from(rank).map_or(true, |r| !ranks.contains(r)) {
+                self.set_state(v, crate::State::Down)?;
+            }
+        }
+        Ok(())
     }
 
     /// The pool standing for each execution target: the highest pool of
@@ -375,6 +391,32 @@ mod tests {
     fn invalid_r_is_reported() {
         let e = Graph::from_r_str(r#"{"version":2}"#, true).unwrap_err();
         assert!(matches!(e, ModelError::R(_)), "{e}");
+    }
+
+    /// A rank the scheduling JGF has and R_lite does not (excluded) is
+    /// down: not allocatable (issue 26, item 7).
+    #[test]
+    fn ranks_outside_r_lite_are_down_in_a_scheduling_graph() {
+        let full = Graph::from_r_str(EXAMPLE1, true).unwrap();
+        let all = full.target_roots();
+        assert!(all.len() >= 2);
+        let (&kept, _) = all.iter().next().unwrap();
+        let mut r: Value = serde_json::from_str(EXAMPLE1).unwrap();
+        r["scheduling"] = full.to_jgf(JgfStyle::Scheduling);
+        let host = full.name_of(all[&kept].0).into_owned();
+        r["execution"]["R_lite"][0]["rank"] = json!(kept.to_string());
+        r["execution"]["R_lite"].as_array_mut().unwrap().truncate(1);
+        r["execution"]["nodelist"] = json!([host]);
+        let g = Graph::from_r_value(&r, true).unwrap();
+        for (rank, v) in g.target_roots() {
+            let want = if rank == kept {
+                crate::State::Up
+            } else {
+                crate::State::Down
+            };
+            assert_eq!(g.get(v).unwrap().state(), want, "rank {rank}");
+        }
+        assert_eq!(g.aggregate_all().get("node"), Some(&1));
     }
 
     /// R_lite children are only `core` and `gpu` (issue 26, item 7).

@@ -155,6 +155,11 @@ fn reads_power_subsystem() {
         .map(|e| (e.source.0, e.target.0, e.subsystem))
         .collect();
     assert_eq!(edges, vec![(4, 2, "power"), (2, 3, "power")]);
+    // the whole-graph aggregate is the containment root's: no power panel
+    let root = g.containment_root().unwrap();
+    assert_eq!(g.path(root).unwrap(), "/power0");
+    assert_eq!(g.aggregate_all(), g.aggregate(root).unwrap());
+    assert_eq!(g.aggregate_all().get("powerpanel"), None);
     let v = g.to_jgf(JgfStyle::Scheduling);
     check_rfc20(&v).unwrap();
     assert_eq!(

@@ -912,7 +912,7 @@ impl Session {
             None => (
                 self.g.aggregate_all(),
                 self.g
-                    .root()
+                    .containment_root()
                     .and_then(|v| self.g.path(v))
                     .unwrap_or_else(|| "/".into()),
             ),
