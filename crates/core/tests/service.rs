@@ -540,7 +540,10 @@ fn truncate_summary_then_kept_events_replay_to_the_current_state() {
             let hi = lo + next(4 - u64::from(lo)) as u32;
             let targets = format!("{lo}-{hi}");
             let _ = if next(3) == 0 {
-                h.rpc("resource.undrain", json!({"targets": targets, "mode": "force"}))
+                h.rpc(
+                    "resource.undrain",
+                    json!({"targets": targets, "mode": "force"}),
+                )
             } else {
                 let mode = ["update", "overwrite", "force-overwrite"][next(3) as usize];
                 let reason = format!("r{round}.{i}");
@@ -859,6 +862,31 @@ fn shutdown_ends_streams() {
     let mut out = Vec::new();
     h.svc.handle(3000.0, Input::Shutdown, &mut out);
     assert_eq!(replies_to(&out, jto), vec![Err(RpcError::bare(ENODATA))]);
+}
+
+/// RFC 20: expiration MUST be greater than starttime; an update that
+/// would break it is refused (the stored R would not load again).
+#[test]
+fn expiration_update_keeps_expiration_after_starttime() {
+    let text = r#"{"version":1,"execution":{"R_lite":[{"rank":"0-3","children":{"core":"0-3"}}],"nodelist":["fake[0-3]"],"starttime":2000.0,"expiration":0.0}}"#;
+    let (mut h, _) = start_with(Init {
+        now: 999.0,
+        inventory: Some(Inventory::from_json_text(text, Method::Configuration).unwrap()),
+        ..Default::default()
+    });
+    for bad in [1500.0, 2000.0] {
+        let (errno, msg) = err(h.rpc("resource.expiration-update", json!({"expiration": bad})));
+        assert_eq!(errno, EINVAL);
+        assert_eq!(
+            msg,
+            format!("expiration={bad} is not after starttime=2000: RFC 20: \"If starttime is also set, expiration MUST be greater than starttime.\"")
+        );
+    }
+    h.rpc("resource.expiration-update", json!({"expiration": 2000.5}))
+        .unwrap();
+    // 0 unsets it
+    h.rpc("resource.expiration-update", json!({"expiration": 0.0}))
+        .unwrap();
 }
 
 #[test]

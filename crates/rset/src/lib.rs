@@ -72,6 +72,7 @@ pub mod json;
 
 pub use constraint::{Constraint, HostMatch};
 pub use error::{HostsError, RError, RerankError};
+pub use parse::EXPIRATION_RULE;
 pub use rset::{NodeInfo, Rset};
 pub use summary::RSummary;
 pub use verify::{verify, Verification, VerifyConfig, VerifyMode};

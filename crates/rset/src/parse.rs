@@ -86,7 +86,7 @@ pub(crate) fn parse_children(
 
 /// RFC 20's sentence on `expiration` (checked when both times are set,
 /// i.e. positive: flux-core writes 0 for an unset time).
-pub(crate) const EXPIRATION_RULE: &str =
+pub const EXPIRATION_RULE: &str =
     "If starttime is also set, expiration MUST be greater than starttime.";
 
 impl Rset {
