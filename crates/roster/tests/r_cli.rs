@@ -97,6 +97,10 @@ fn fails_on_invalid_r() {
             "nodelist has 1 hosts but R has 2 nodes",
         ),
         (
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0-3"}}, {"rank": "0", "children": {"core": "2-5"}}]}}"#,
+            "rank 0: core ids 2-3 given twice",
+        ),
+        (
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], "nodelist": ["a["]}}"#,
             "execution.nodelist: invalid hostlist 'a[': unmatched bracket",
         ),

@@ -38,12 +38,14 @@ pub enum RError {
         value: String,
     },
     /// The same ids given twice for one rank (flux: EEXIST, no text).
-    #[error("rank {rank}: {name} ids overlap ids already present")]
+    #[error("rank {rank}: {name} ids {ids} given twice")]
     Overlap {
         /// The rank.
         rank: u32,
         /// The child type.
         name: String,
+        /// The ids given twice.
+        ids: String,
     },
     /// `nodelist` is not a valid list of hostlists or has the wrong number
     /// of hosts (flux reports no text).

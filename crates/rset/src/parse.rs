@@ -249,6 +249,7 @@ impl Rset {
             template.add_child(name, ids).map_err(|o| RError::Overlap {
                 rank: first,
                 name: o.name,
+                ids: o.ids,
             })?;
         }
         for rank in ranks.iter() {

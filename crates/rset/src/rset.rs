@@ -230,6 +230,7 @@ impl Rset {
             found.merge(&n).map_err(|o| RError::Overlap {
                 rank: n.rank,
                 name: o.name,
+                ids: o.ids,
             })?;
             self.avail += n.core_count() as i64;
             Ok(())
@@ -262,7 +263,11 @@ impl Rset {
         })?;
         let mut n = Node::new(hostname.map(Arc::from), rank);
         n.add_child(core_name(), &Arc::new(ids))
-            .map_err(|o| RError::Overlap { rank, name: o.name })?;
+            .map_err(|o| RError::Overlap {
+                rank,
+                name: o.name,
+                ids: o.ids,
+            })?;
         self.add_node(n)
     }
 
@@ -279,7 +284,11 @@ impl Rset {
             .get_mut(rank)
             .ok_or_else(|| RError::msg(format!("rank {rank} not found")))?;
         n.add_child(&Name::new(name), &Arc::new(set))
-            .map_err(|o| RError::Overlap { rank, name: o.name })
+            .map_err(|o| RError::Overlap {
+                rank,
+                name: o.name,
+                ids: o.ids,
+            })
     }
 
     /// Add a node with given cores and gpus (both may be empty).  Used for
@@ -293,9 +302,17 @@ impl Rset {
     ) -> Result<(), RError> {
         let mut n = Node::new(hostname.map(Arc::from), rank);
         n.add_child(core_name(), &Arc::new(cores.clone()))
-            .map_err(|o| RError::Overlap { rank, name: o.name })?;
+            .map_err(|o| RError::Overlap {
+                rank,
+                name: o.name,
+                ids: o.ids,
+            })?;
         n.add_child(gpu_name(), &Arc::new(gpus.clone()))
-            .map_err(|o| RError::Overlap { rank, name: o.name })?;
+            .map_err(|o| RError::Overlap {
+                rank,
+                name: o.name,
+                ids: o.ids,
+            })?;
         let mut single = Rset::new();
         single.add_node(n)?;
         self.append(&single)

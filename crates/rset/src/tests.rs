@@ -517,7 +517,7 @@ fn parse_errors() {
         parse_err(
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}, {"rank": "0", "children": {"core": "0"}}]}}"#
         ),
-        "rank 0: core ids overlap ids already present"
+        "rank 0: core ids 0 given twice"
     );
     assert_eq!(
         parse_err(
