@@ -497,6 +497,7 @@ proptest! {
     #[test]
     fn full_round_trip_is_identity(g in arb_graph()) {
         let s = g.to_jgf_string(JgfStyle::Full);
+        prop_assert_eq!(check_rfc20(&serde_json::from_str(&s).unwrap()), Ok(()));
         let h = Graph::from_jgf_str(&s).unwrap();
         h.check_invariants().unwrap();
         prop_assert_eq!(h.to_jgf_string(JgfStyle::Full), s);
@@ -504,8 +505,9 @@ proptest! {
     }
 
     #[test]
-    fn fluxion_round_trip_is_identity(g in arb_graph()) {
+    fn scheduling_round_trip_is_identity(g in arb_graph()) {
         let s = g.to_jgf_string(JgfStyle::Scheduling);
+        prop_assert_eq!(check_rfc20(&serde_json::from_str(&s).unwrap()), Ok(()));
         let h = Graph::from_jgf_str(&s).unwrap();
         prop_assert_eq!(h.to_jgf_string(JgfStyle::Scheduling), s);
         prop_assert_eq!(h.len(), g.len());
