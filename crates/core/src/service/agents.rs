@@ -239,8 +239,9 @@ impl Service {
     }
 
     /// Verify an agent's R; on a mismatch drain its rank with the
-    /// verification message as reason (a persisted `drain` event without
-    /// `overwrite`, like flux-core's self-drain).  Excluded ranks and
+    /// verification message as reason (a persisted `drain` event with
+    /// `overwrite` 1, which RFC 44 requires and flux-core's self-drain
+    /// leaves out).  Excluded ranks and
     /// ranks already drained for the same reason are left alone.
     /// Returns the reason when the rank is drained for it.
     pub(super) fn verify_agent(
@@ -272,6 +273,7 @@ impl Service {
             ("idset", idset_str(&ids)),
             ("nodelist", Value::String(self.state.nodelist_of(&ids))),
             ("reason", Value::String(v.message.clone())),
+            ("overwrite", Value::from(1)), // RFC 44: REQUIRED; as applied above
         ]);
         self.post(now, "drain", c, true, out);
         Some(v.message)

@@ -101,6 +101,17 @@ impl Service {
         let Some(inv) = self.state.inventory.as_mut() else {
             return Err(RpcError::new(ENOENT, "resource set is not known yet"));
         };
+        // An R the service could not load again is never stored.
+        let start = inv.rset.starttime();
+        if exp > 0.0 && start > 0.0 && exp <= start {
+            return Err(RpcError::new(
+                EINVAL,
+                format!(
+                    "expiration={exp} is not after starttime={start}: RFC 20: \"{}\"",
+                    rset::EXPIRATION_RULE
+                ),
+            ));
+        }
         inv.rset.set_expiration(exp);
         if let Some(ex) = inv.json.get_mut("execution").and_then(Value::as_object_mut) {
             ex.insert("expiration".into(), json!(exp));
