@@ -129,6 +129,8 @@ pub fn limits_of(l: &config::ServeLimits) -> transport::Limits {
     transport::Limits {
         max_connections: n(l.max_connections),
         max_connections_per_peer: n(l.max_connections_per_peer),
+        max_unauthenticated_per_peer: n(l.max_unauthenticated_per_peer),
+        auth_timeout: secs(l.auth_timeout),
         max_inflight: n(l.max_inflight),
         max_outbound_bytes: n(l.max_outbound_bytes),
         max_guest_outbound_bytes: n(l.max_guest_outbound_bytes),

@@ -13,11 +13,17 @@ use rpc::errno::{EIO, ENOSYS, EOVERFLOW, EPERM, EPROTO, ETIMEDOUT};
 use rpc::{wire, Payload, Reply, Role, RpcError};
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
+
+/// The most bytes of a request head (request line and headers) read
+/// before the role is known; beyond, hyper answers `431` and closes.
+/// (hyper's read buffer; it cannot be under 8 KiB.)
+pub(crate) const MAX_HEAD_BYTES: usize = 32 << 10;
 
 /// What every connection of a `run` shares.
 pub(crate) struct Ctx {
@@ -123,8 +129,21 @@ pub(crate) enum Peer {
 /// stream (see [`crate::upgrade`]), by that session's task.
 pub(crate) struct ConnHold {
     _live: mpsc::Sender<()>,
-    _permit: Option<ConnPermit>,
+    permit: Option<ConnPermit>,
     pub(crate) shutdown: watch::Receiver<bool>,
+    /// A request head arrived (the first-request deadline is met).
+    seen: AtomicBool,
+}
+
+impl ConnHold {
+    /// The caller proved a role: it no longer counts as unauthenticated.
+    fn authenticated(&self, role: &Role) {
+        if *role != Role::Guest {
+            if let Some(p) = &self.permit {
+                p.authenticated();
+            }
+        }
+    }
 }
 
 pub(crate) async fn serve_connection<S>(
@@ -140,33 +159,60 @@ pub(crate) async fn serve_connection<S>(
     // hyper starts this timer as soon as it waits for a head: it bounds
     // both a slow head and a keep-alive connection idle between requests.
     let head_timeout = ctx.limits.request_timeout;
+    let auth_timeout = ctx.limits.auth_timeout;
+    // An unauthenticated connection must send its first request head by
+    // then (`auth-timeout` from its accept).
+    let mut deadline = permit.as_ref().and_then(|p| p.auth_deadline(&ctx.limits));
     let hold = Arc::new(ConnHold {
         _live: live,
-        _permit: permit,
+        permit,
         shutdown: shutdown.clone(),
+        seen: AtomicBool::new(false),
     });
+    let watch = Arc::clone(&hold);
     let svc = hyper::service::service_fn(move |req| {
         let ctx = Arc::clone(&ctx);
         let peer = peer.clone();
         let hold = Arc::clone(&hold);
+        hold.seen.store(true, Ordering::Release);
         async move { Ok::<_, Infallible>(handle(req, peer, &ctx, hold).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(head_timeout)
+        .max_buf_size(MAX_HEAD_BYTES)
         .serve_connection(TokioIo::new(stream), svc)
         .with_upgrades();
     tokio::pin!(conn);
-    let result = tokio::select! {
-        r = conn.as_mut() => r,
-        _ = shutdown_signalled(&mut shutdown) => {
-            conn.as_mut().graceful_shutdown();
-            match tokio::time::timeout(SHUTDOWN_GRACE, conn.as_mut()).await {
-                Ok(r) => r,
-                Err(_) => {
-                    tracing::debug!("dropping a connection still busy at shutdown");
-                    Ok(())
+    let result = loop {
+        let late = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = conn.as_mut() => break r,
+            _ = late => {
+                deadline = None;
+                let unauth = watch.permit.as_ref().is_some_and(|p| p.is_unauthenticated());
+                if unauth && !watch.seen.load(Ordering::Acquire) {
+                    tracing::debug!(
+                        "closing a connection that sent no request within {}s (auth-timeout)",
+                        auth_timeout.as_secs_f64()
+                    );
+                    break Ok(());
                 }
+            }
+            _ = shutdown_signalled(&mut shutdown) => {
+                conn.as_mut().graceful_shutdown();
+                break match tokio::time::timeout(SHUTDOWN_GRACE, conn.as_mut()).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        tracing::debug!("dropping a connection still busy at shutdown");
+                        Ok(())
+                    }
+                };
             }
         }
     };
@@ -433,13 +479,14 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + std::fmt::Display,
 {
-    if let Some(resp) = web_route(&req, &peer, ctx).await {
+    if let Some(resp) = web_route(&req, &peer, ctx, &hold).await {
         return resp;
     }
     let (role, userid) = match caller(&req, &peer, ctx, false) {
         Ok(c) => c,
         Err(why) => return ctx.unauthenticated(&req, &why),
     };
+    hold.authenticated(&role);
     let path = req.uri().path();
     let Some(topic) = wire::topic_of(path).map(str::to_string) else {
         return error_response(
@@ -465,22 +512,39 @@ where
             .insert(ALLOW, HeaderValue::from_static("POST"));
         return resp;
     }
+    // A role that may not use the topic at all is refused before a byte
+    // of the body is read (the core's own refusal, word for word).
+    if let Some(need) = ctx.access.and_then(|f| (f.0)(&topic)) {
+        if !role.grants(need) {
+            return rpc_error_response(&role.refusal(&topic, need));
+        }
+    }
     let declared = req
         .headers()
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    // Checked before a byte of the body is read (guests: a small limit).
-    let limit = ctx.limits.request_bytes(&role);
+    // Checked before a byte of the body is read, by role and topic
+    // (`Content-Length` here, `Limited` while reading a chunked body).
+    let limit = ctx.limits.body_bytes(&topic, &role);
     if declared.is_some_and(|n| n > limit as u64) {
         return too_large(limit);
     }
-    if topic == wire::SESSION_TOPIC && crate::upgrade::wants_raw_session(&req) {
+    if topic == wire::SESSION_TOPIC {
+        if !crate::upgrade::wants_raw_session(&req) {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &RpcError::new(
+                    EPROTO,
+                    format!(
+                        "an agent session needs the headers `Connection: upgrade` and `Upgrade: {}`",
+                        wire::SESSION_UPGRADE
+                    ),
+                ),
+            );
+        }
         return crate::upgrade::upgraded_session(req, role, userid, &ctx.tx, &ctx.limits, hold)
             .await;
-    }
-    if topic == wire::SESSION_TOPIC {
-        return session(req.into_body(), role, userid, ctx).await;
     }
     let streaming = wants_streaming(&req);
     let timeout = ctx.limits.request_timeout;
@@ -562,7 +626,12 @@ async fn dispatch(
 /// A `GET` outside the RPC namespace, answered by the installed web
 /// handler (no credentials needed: missing ones make a guest, see
 /// [`crate::web`]).
-async fn web_route<B>(req: &Request<B>, peer: &Peer, ctx: &Ctx) -> Option<Response<ReplyBody>> {
+async fn web_route<B>(
+    req: &Request<B>,
+    peer: &Peer,
+    ctx: &Ctx,
+    hold: &ConnHold,
+) -> Option<Response<ReplyBody>> {
     let web = ctx.web.as_ref()?;
     if req.method() != Method::GET || req.uri().path().starts_with(wire::PATH_PREFIX) {
         return None;
@@ -571,6 +640,7 @@ async fn web_route<B>(req: &Request<B>, peer: &Peer, ctx: &Ctx) -> Option<Respon
         Ok(c) => c,
         Err(why) => return Some(unauthorized(format!("authentication required: {why}"))),
     };
+    hold.authenticated(&caller);
     let r = match web.get(req.uri().path(), &caller)? {
         crate::web::WebRoute::Page(r) => r,
         crate::web::WebRoute::Rpc {
@@ -588,212 +658,6 @@ async fn web_route<B>(req: &Request<B>, peer: &Peer, ctx: &Ctx) -> Option<Respon
     resp.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(r.content_type));
     Some(resp)
-}
-
-/// NDJSON lines accumulated from body frames.
-#[derive(Default)]
-struct Lines {
-    buf: Vec<u8>,
-    /// Bytes of `buf` already searched for a newline.
-    scanned: usize,
-}
-
-impl Lines {
-    fn push(&mut self, data: &[u8]) {
-        self.buf.extend_from_slice(data);
-    }
-
-    /// The next complete line (without its newline), if any.
-    fn next_line(&mut self) -> Option<Vec<u8>> {
-        let pos = self.buf[self.scanned..].iter().position(|&b| b == b'\n');
-        match pos {
-            Some(i) => {
-                let end = self.scanned + i;
-                let mut line: Vec<u8> = self.buf.drain(..=end).collect();
-                line.pop();
-                self.scanned = 0;
-                Some(line)
-            }
-            None => {
-                self.scanned = self.buf.len();
-                None
-            }
-        }
-    }
-
-    /// The unterminated rest (at the end of the body).
-    fn rest(&mut self) -> Vec<u8> {
-        self.scanned = 0;
-        std::mem::take(&mut self.buf)
-    }
-
-    fn pending(&self) -> usize {
-        self.buf.len()
-    }
-}
-
-pub(crate) fn session_line_too_long(limit: usize) -> RpcError {
-    RpcError::new(
-        EOVERFLOW,
-        format!("session line exceeds the limit of {limit} bytes"),
-    )
-}
-
-/// Read the next frame of a session body into `lines`: `None` at the end
-/// of the body, the error's text if reading failed.
-async fn read_frame<B>(body: &mut Pin<Box<B>>, lines: &mut Lines) -> Option<Result<(), String>>
-where
-    B: Body<Data = Bytes>,
-    B::Error: std::fmt::Display,
-{
-    match body.as_mut().frame().await? {
-        Ok(frame) => {
-            if let Ok(data) = frame.into_data() {
-                lines.push(&data);
-            }
-            Some(Ok(()))
-        }
-        Err(e) => Some(Err(e.to_string())),
-    }
-}
-
-/// The streaming request an agent session's hello becomes (matchtag 1;
-/// the session's later lines are numbered from 2), for both session forms.
-pub(crate) fn session_hello(
-    conn: rpc::ConnId,
-    payload: serde_json::Value,
-    role: &Role,
-    userid: Option<u32>,
-) -> rpc::Request {
-    rpc::Request {
-        conn,
-        matchtag: 1,
-        topic: wire::SESSION_TOPIC.to_string(),
-        payload,
-        streaming: true,
-        role: role.clone(),
-        userid,
-    }
-}
-
-/// An agent session ([`wire::SESSION_TOPIC`]): the first NDJSON line of
-/// the (chunked, still open) request body is the payload of a streaming
-/// request; each later line becomes a [`wire::SESSION_LINE_TOPIC`] request
-/// on the same connection id, so everything an agent says is bound to the
-/// connection that said hello.  When the body ends (the agent leaves) or
-/// fails (the agent is gone), the reply stream is ended here, which drops
-/// the response and sends the connection's `Disconnect`.
-async fn session<B>(body: B, role: Role, userid: Option<u32>, ctx: &Ctx) -> Response<ReplyBody>
-where
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: std::fmt::Display,
-{
-    let mut body = Box::pin(body);
-    let mut lines = Lines::default();
-    let limit = ctx.limits.request_bytes(&role);
-    let timeout = ctx.limits.request_timeout;
-    let deadline = tokio::time::Instant::now() + timeout;
-    let first = loop {
-        if let Some(line) = lines.next_line() {
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            break line;
-        }
-        if lines.pending() > limit {
-            return too_large(limit);
-        }
-        let Ok(frame) = tokio::time::timeout_at(deadline, read_frame(&mut body, &mut lines)).await
-        else {
-            return too_slow(timeout);
-        };
-        match frame {
-            Some(Ok(())) => {}
-            Some(Err(e)) => {
-                tracing::debug!("error reading a session hello: {e}");
-                return error_response(
-                    StatusCode::BAD_REQUEST,
-                    &RpcError::new(EPROTO, format!("error reading request body: {e}")),
-                );
-            }
-            None => break lines.rest(),
-        }
-    };
-    let payload = match wire::payload_of(&first) {
-        Ok(v) => v,
-        Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
-    };
-    let conn = next_conn_id();
-    let queue = OutQueue::new(ctx.limits.outbound_bytes(&role));
-    let (replies, rx) = ReplySender::new(Arc::clone(&queue), true);
-    let request = session_hello(conn, payload, &role, userid);
-    tracing::debug!(conn, ?role, "agent session");
-    let end = replies.clone();
-    if let Err(e) = ctx.tx.request_in_order(request, replies) {
-        return rpc_error_response(&e.error());
-    }
-    let tx = ctx.tx.clone();
-    tokio::spawn(async move {
-        // Replies to session lines go nowhere.
-        let discard = crate::limits::discard();
-        let mut matchtag: u32 = 2;
-        let reason = 'read: loop {
-            while let Some(line) = lines.next_line() {
-                if end.is_ended() {
-                    // The hello was refused (or the session ended).
-                    return;
-                }
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                let payload = match wire::payload_of(&line) {
-                    Ok(v) => v,
-                    Err(e) => break 'read e,
-                };
-                let req = rpc::Request {
-                    conn,
-                    matchtag,
-                    topic: wire::SESSION_LINE_TOPIC.to_string(),
-                    payload,
-                    streaming: false,
-                    role: role.clone(),
-                    userid,
-                };
-                matchtag = matchtag.checked_add(1).unwrap_or(2);
-                // An admitted session's lines are never refused at the
-                // loop queue's bound: a lost heartbeat would mark the node.
-                if tx.request_anyway(req, discard.clone()).is_err() {
-                    break 'read RpcError::new(EIO, "the service is not running");
-                }
-            }
-            if lines.pending() > limit {
-                break session_line_too_long(limit);
-            }
-            let frame = tokio::select! {
-                biased;
-                // The session's reply stream is over (e.g. the hello was
-                // refused): stop turning the body into requests.
-                _ = end.closed() => return,
-                f = read_frame(&mut body, &mut lines) => f,
-            };
-            match frame {
-                Some(Ok(())) => {}
-                Some(Err(e)) => {
-                    tracing::debug!(conn, "agent session read error: {e}");
-                    break RpcError::new(rpc::errno::ECONNRESET, "the agent went away");
-                }
-                None => break RpcError::new(rpc::errno::ENODATA, "the agent ended its session"),
-            }
-        };
-        // Ends the response if the service has not already; a closed
-        // stream means the response is over already.
-        let _ = end.send(Err(reason));
-    });
-    let guard = DisconnectGuard {
-        conn,
-        tx: ctx.tx.clone(),
-    };
-    ndjson_stream(rx, queue, guard)
 }
 
 /// A response whose body is the request's replies as NDJSON lines, as

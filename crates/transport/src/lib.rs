@@ -34,6 +34,7 @@
 //! ```
 
 mod bind;
+mod catalog;
 mod flux;
 mod http;
 mod limits;
