@@ -319,3 +319,63 @@ fn a_long_head_on_unix_is_answered() {
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(text.contains("\"online\""), "{text}");
 }
+
+fn get(path: &str, host: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n")
+}
+
+/// The web view follows the RPC policy on TLS: an anonymous client reads
+/// it only with `public-read = true` (the probes stay open to anyone);
+/// a `Host` that does not name the listener is refused (421).
+#[test]
+fn web_reads_follow_the_rpc_policy_and_check_the_host() {
+    let site = TlsSite::new("ingress-web", "");
+    let lo = Ipv4Addr::LOCALHOST;
+    for path in ["/api/status", "/"] {
+        let (status, text) = exchange(
+            &mut site.tls_from(lo, None),
+            sock,
+            &get(path, "localhost"),
+            b"",
+        );
+        assert_eq!(status, 401, "{path}: {text}");
+        assert!(text.contains("public-read = true"), "{text}");
+    }
+    let (status, text) = exchange(
+        &mut site.tls_from(lo, None),
+        sock,
+        &get("/metrics", "localhost"),
+        b"",
+    );
+    assert_eq!(status, 200, "{text}");
+    let (status, text) = exchange(
+        &mut site.tls_from(lo, Some("alice")),
+        sock,
+        &get("/api/status", "localhost:1"),
+        b"",
+    );
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("\"online\""), "{text}");
+    let (status, text) = exchange(
+        &mut site.tls_from(lo, Some("alice")),
+        sock,
+        &get("/api/status", "rebound.example"),
+        b"",
+    );
+    assert_eq!(status, 421, "{text}");
+    assert!(
+        text.contains("Host 'rebound.example' does not name this listener"),
+        "{text}"
+    );
+    drop(site);
+
+    let open = TlsSite::new("ingress-web-public", "public-read = true\n");
+    let (status, text) = exchange(
+        &mut open.tls_from(lo, None),
+        sock,
+        &get("/api/status", "127.0.0.1"),
+        b"",
+    );
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("\"online\""), "{text}");
+}

@@ -119,6 +119,8 @@ pub struct Plan {
     pub limits: transport::Limits,
     /// `[serve]` `backend`: the state directory or etcd.
     pub backend: config::Backend,
+    /// `[serve]` `public-read`.
+    pub public_read: bool,
 }
 
 /// The listeners' limits from `[serve]`.
@@ -209,6 +211,7 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         parent_r: opts.parent_r.clone().or(serve.parent_r),
         limits: limits_of(&serve.limits),
         backend: serve.backend.clone(),
+        public_read: serve.public_read,
     })
 }
 
@@ -607,6 +610,7 @@ pub(crate) fn listen_options(plan: &Plan) -> transport::ListenOptions {
         role_tokens: plan.role_tokens.clone(),
         tls: plan.tls.clone(),
         access: Some(transport::TopicAccess(topic_access)),
+        public_read: plan.public_read,
         ..Default::default()
     }
 }

@@ -533,7 +533,10 @@ async fn accept_loop(
                 let (ctx, sd, live) = (Arc::clone(&ctx), shutdown.clone(), live.clone());
                 let Acceptor::Tcp(_, _, Some(tls)) = &acceptor else {
                     tokio::spawn(async move {
-                        serve_connection(stream, Peer::Tcp, ctx, sd, live, Some(permit)).await;
+                        let peer = Peer::Tcp {
+                            local: stream.local_addr().ok(),
+                        };
+                        serve_connection(stream, peer, ctx, sd, live, Some(permit)).await;
                     });
                     continue;
                 };
@@ -546,7 +549,7 @@ async fn accept_loop(
                     if let Some((stream, peer)) =
                         crate::tls::accept(acc, roles, stream, addr, deadline).await
                     {
-                        if matches!(&peer, Peer::Tls(Some(c)) if c.role.is_some()) {
+                        if matches!(&peer, Peer::Tls { cert: Some(c), .. } if c.role.is_some()) {
                             permit.authenticated();
                         }
                         serve_connection(stream, peer, ctx, sd, live, Some(permit)).await;

@@ -70,6 +70,7 @@ fn drive(input: &[u8], flux: bool, guest: bool) {
             role_tokens: Vec::new(),
             tls: None,
             access: None,
+            public_read: false,
         };
         let uid = if guest { 2000 } else { 1000 };
         let looptx = LoopTx::new(tx, opts.limits.max_queued_requests, None);

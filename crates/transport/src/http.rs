@@ -6,12 +6,13 @@ use crate::{next_conn_id, ListenOptions, SHUTDOWN_GRACE};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Body, Frame, SizeHint};
-use hyper::header::{HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HOST, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rpc::errno::{EIO, ENOSYS, EOVERFLOW, EPERM, EPROTO, ETIMEDOUT};
 use rpc::{wire, Payload, Reply, Role, RpcError};
 use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -34,6 +35,8 @@ pub(crate) struct Ctx {
     web: Option<Arc<dyn crate::web::WebHandler>>,
     limits: Limits,
     access: Option<crate::TopicAccess>,
+    /// `[serve] public-read`: anonymous TLS clients may use the web view.
+    public_read: bool,
 }
 
 impl Ctx {
@@ -58,6 +61,7 @@ impl Ctx {
             tokens,
             limits: opts.limits.clone(),
             access: opts.access,
+            public_read: opts.public_read,
         }
     }
 
@@ -116,11 +120,81 @@ impl Ctx {
 pub(crate) enum Peer {
     /// Unix socket; `uid` from the peer credentials (None if unreadable).
     Unix { uid: Option<u32> },
-    /// Plain TCP (loopback only): the bearer token decides.
-    Tcp,
+    /// Plain TCP (loopback only): the bearer token decides.  `local`:
+    /// the address the client reached (the Host check of browser routes).
+    Tcp { local: Option<SocketAddr> },
     /// TLS: the client certificate (if it presented one) or else the
-    /// bearer token decides.
-    Tls(Option<Arc<crate::tls::CertPeer>>),
+    /// bearer token decides; `sni` is the server name the client asked
+    /// for in its handshake.
+    Tls {
+        cert: Option<Arc<crate::tls::CertPeer>>,
+        sni: Option<Arc<str>>,
+        local: Option<SocketAddr>,
+    },
+}
+
+impl Peer {
+    /// Does the request's `Host` name this listener?  Browser routes
+    /// refuse it otherwise (a page of another site whose name was made to
+    /// resolve to this address, DNS rebinding).  Accepted: the address the
+    /// client connected to, `localhost` on loopback, this machine's host
+    /// name (short or qualified) and, on TLS, the server name of the
+    /// handshake; a request without `Host` (not a browser's) and Unix
+    /// sockets (no browser reaches them) are not checked.
+    fn host_allowed<B>(&self, req: &Request<B>) -> Result<(), String> {
+        let (local, sni) = match self {
+            Peer::Unix { .. } => return Ok(()),
+            Peer::Tcp { local } => (*local, None),
+            Peer::Tls { sni, local, .. } => (*local, sni.as_deref()),
+        };
+        let Some(host) = req.headers().get(HOST) else {
+            return Ok(());
+        };
+        let text = String::from_utf8_lossy(host.as_bytes()).into_owned();
+        let name = host_name(&text);
+        let ok = match name.parse::<IpAddr>() {
+            Ok(ip) => local.is_some_and(|l| l.ip() == ip),
+            Err(_) => {
+                (name.eq_ignore_ascii_case("localhost")
+                    && local.is_some_and(|l| l.ip().is_loopback()))
+                    || sni.is_some_and(|s| s.eq_ignore_ascii_case(name))
+                    || this_host_is(name)
+            }
+        };
+        match ok {
+            true => Ok(()),
+            false => Err(format!(
+                "Host '{text}' does not name this listener (a defence against DNS rebinding): \
+                 use its address, localhost, this machine's name or the name of its certificate"
+            )),
+        }
+    }
+}
+
+/// The host part of a `Host` header value (`name`, `name:port`,
+/// `[v6]:port`, `v4:port`).
+fn host_name(value: &str) -> &str {
+    let v = value.trim();
+    if let Some(rest) = v.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    match v.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => v,
+    }
+}
+
+/// Is `name` this machine's host name, short or qualified?
+fn this_host_is(name: &str) -> bool {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let me = HOST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_ascii_lowercase())
+            .unwrap_or_default()
+    });
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    let short = |n: &str| n.split('.').next().unwrap_or_default().to_string();
+    !me.is_empty() && (name == *me || short(&name) == short(me) && name.contains('.'))
 }
 
 /// What keeps a connection counted (its place under the connection caps,
@@ -394,15 +468,20 @@ fn caller<B>(
     let anonymous = guest_if_none && req.headers().get(wire::AUTH_HEADER).is_none();
     match peer {
         Peer::Unix { uid } => Ok(ctx.unix_role(*uid)),
-        Peer::Tcp => match ctx.token_role(req) {
+        Peer::Tcp { .. } => match ctx.token_role(req) {
             Some(role) => Ok((role, None)),
             None if anonymous => Ok((Role::Guest, None)),
             None => Err("missing or wrong bearer token".into()),
         },
-        Peer::Tls(cert) => match (cert.as_deref(), ctx.token_role(req)) {
+        Peer::Tls { cert, .. } => match (cert.as_deref(), ctx.token_role(req)) {
             (Some(crate::tls::CertPeer { role: Some(r), .. }), _) => Ok((r.clone(), None)),
             (_, Some(role)) => Ok((role, None)),
-            (_, None) if anonymous => Ok((Role::Guest, None)),
+            // The web routes' data is the RPC's: an anonymous network
+            // client reads it only where the site said so.
+            (_, None) if anonymous && ctx.public_read => Ok((Role::Guest, None)),
+            (_, None) if anonymous => Err("present a client certificate or a bearer token \
+                 (anonymous reads of the web view need `public-read = true` in [serve])"
+                .into()),
             (Some(c), None) => Err(format!(
                 "the certificate of {} maps to no role (see [serve.auth]) \
                  and no valid bearer token was given",
@@ -479,6 +558,26 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + std::fmt::Display,
 {
+    // hyper bounds what it buffers of a head (MAX_HEAD_BYTES and one
+    // read more); this is the exact bound, whatever the reads were.
+    let head_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len())
+        + req
+            .headers()
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 4)
+            .sum::<usize>();
+    if head_len > MAX_HEAD_BYTES {
+        let mut resp = error_response(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            &RpcError::new(
+                EOVERFLOW,
+                format!("request head exceeds the limit of {MAX_HEAD_BYTES} bytes"),
+            ),
+        );
+        resp.headers_mut()
+            .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        return resp;
+    }
     if let Some(resp) = web_route(&req, &peer, ctx, &hold).await {
         return resp;
     }
@@ -636,12 +735,26 @@ async fn web_route<B>(
     if req.method() != Method::GET || req.uri().path().starts_with(wire::PATH_PREFIX) {
         return None;
     }
+    let path = req.uri().path();
+    // Probes are for monitoring tools, anyone's; every other route is a
+    // browser's: it must name this listener, and its data is the RPC's.
+    let browser = !crate::web::PROBES.contains(&path);
+    if browser {
+        if let Err(why) = peer.host_allowed(req) {
+            return Some(error_response(
+                StatusCode::MISDIRECTED_REQUEST,
+                &RpcError::new(EPERM, why),
+            ));
+        }
+    }
+    let anonymous = req.headers().get(wire::AUTH_HEADER).is_none();
     let (caller, userid) = match caller(req, peer, ctx, true) {
         Ok(c) => c,
+        Err(_) if anonymous && !browser => (Role::Guest, None),
         Err(why) => return Some(unauthorized(format!("authentication required: {why}"))),
     };
     hold.authenticated(&caller);
-    let r = match web.get(req.uri().path(), &caller)? {
+    let r = match web.get(path, &caller)? {
         crate::web::WebRoute::Page(r) => r,
         crate::web::WebRoute::Rpc {
             topic,
@@ -699,6 +812,43 @@ mod tests {
         assert!(!authorized(&req("Basic tok"), b"tok"));
         assert!(!authorized(&req("tok"), b"tok"));
         assert!(!authorized(&Request::new(()), b"tok"));
+    }
+
+    #[test]
+    fn host_header_must_name_the_listener() {
+        let req = |h: &str| Request::builder().header("host", h).body(()).unwrap();
+        let tcp = Peer::Tcp {
+            local: Some("127.0.0.1:8051".parse().unwrap()),
+        };
+        assert!(tcp.host_allowed(&req("127.0.0.1:8051")).is_ok());
+        assert!(tcp.host_allowed(&req("localhost:8051")).is_ok());
+        assert!(tcp.host_allowed(&req("LocalHost")).is_ok());
+        assert!(tcp.host_allowed(&Request::new(())).is_ok(), "not a browser");
+        let e = tcp.host_allowed(&req("evil.example:8051")).unwrap_err();
+        assert!(
+            e.contains("'evil.example:8051'") && e.contains("DNS rebinding"),
+            "{e}"
+        );
+        assert!(tcp.host_allowed(&req("127.0.0.2:8051")).is_err());
+        let tls = Peer::Tls {
+            cert: None,
+            sni: Some("head.example".into()),
+            local: Some("10.0.0.1:8050".parse().unwrap()),
+        };
+        assert!(tls.host_allowed(&req("head.example:8050")).is_ok());
+        assert!(tls.host_allowed(&req("HEAD.example")).is_ok());
+        assert!(tls.host_allowed(&req("10.0.0.1")).is_ok());
+        assert!(
+            tls.host_allowed(&req("localhost:8050")).is_err(),
+            "not on loopback"
+        );
+        assert!(tls.host_allowed(&req("[::1]:8050")).is_err());
+        let unix = Peer::Unix { uid: None };
+        assert!(unix.host_allowed(&req("anything")).is_ok());
+        assert_eq!(host_name("[::1]:80"), "::1");
+        assert_eq!(host_name("a.b:80"), "a.b");
+        assert_eq!(host_name("a.b"), "a.b");
+        assert_eq!(host_name("10.0.0.1:8050"), "10.0.0.1");
     }
 
     #[test]

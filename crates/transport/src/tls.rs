@@ -99,5 +99,12 @@ pub(crate) async fn accept(
                 role: None,
             },
         });
-    Some((stream, Peer::Tls(cert.map(Arc::new))))
+    let sni = stream.get_ref().1.server_name().map(Arc::from);
+    let local = stream.get_ref().0.local_addr().ok();
+    let peer = Peer::Tls {
+        cert: cert.map(Arc::new),
+        sni,
+        local,
+    };
+    Some((stream, peer))
 }
