@@ -16,7 +16,9 @@
 //! The [`wire`] module fixes how this maps onto HTTP/1.1 + NDJSON, and
 //! [`uri`] the `unix://` / `tcp://` / `tls://` / `flux://` address forms.
 
+pub mod catalog;
 pub mod errno;
+pub mod msg;
 pub mod relay;
 pub mod uri;
 pub mod wire;
