@@ -425,13 +425,36 @@ impl Gate {
     }
 }
 
+/// Log a refused connection, at most once a second (a flood of them
+/// would otherwise flood the log), saying how many went unlogged.
+fn log_refusal(uri: &Uri, why: CapReached) {
+    static LAST: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    static QUIET: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = std::time::Instant::now();
+    {
+        let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+            QUIET.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
+        *last = Some(now);
+    }
+    let text = why.error().errstr.unwrap_or_default();
+    match QUIET.swap(0, std::sync::atomic::Ordering::Relaxed) {
+        0 => tracing::warn!(%uri, "refusing a connection: {text}"),
+        n => {
+            tracing::warn!(%uri, "refusing a connection: {text} ({n} more refused since the last report)")
+        }
+    }
+}
+
 /// Answer a connection refused at a cap, then close it (without waiting
 /// long on a peer that does not read).
 fn refuse<S>(mut stream: S, answer: Vec<u8>, uri: &Uri, why: CapReached)
 where
     S: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    tracing::warn!(%uri, "refusing a connection: {}", why.error().errstr.unwrap_or_default());
+    log_refusal(uri, why);
     tokio::spawn(async move {
         let _ = tokio::time::timeout(Duration::from_secs(1), async {
             let _ = stream.write_all(&answer).await;

@@ -613,9 +613,9 @@ where
     }
     // A role that may not use the topic at all is refused before a byte
     // of the body is read (the core's own refusal, word for word).
-    if let Some(need) = ctx.access.and_then(|f| (f.0)(&topic)) {
-        if !role.grants(need) {
-            return rpc_error_response(&role.refusal(&topic, need));
+    if let Some(t) = rpc::catalog::lookup(&topic) {
+        if !role.grants(t.need) {
+            return rpc_error_response(&role.refusal(&topic, t.need));
         }
     }
     let declared = req

@@ -34,7 +34,6 @@
 //! ```
 
 mod bind;
-mod catalog;
 mod flux;
 mod http;
 mod limits;

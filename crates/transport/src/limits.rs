@@ -106,10 +106,10 @@ impl Limits {
     }
 
     /// The largest body `role` may send on `topic`: the topic catalogue's
-    /// bound ([`crate::catalog::max_body`]) within the configured ones;
+    /// bound ([`rpc::catalog::max_body`]) within the configured ones;
     /// checked before a byte of the body is read.
     pub(crate) fn body_bytes(&self, topic: &str, role: &rpc::Role) -> usize {
-        crate::catalog::max_body(topic, role).min(self.request_bytes(role))
+        rpc::catalog::max_body(topic, role).min(self.request_bytes(role))
     }
 }
 

@@ -451,15 +451,25 @@ async fn rejected_before_the_service() {
         .unwrap()
         .starts_with("request body is not JSON"));
 
-    // Too large, declared up front: answered without reading the body.
-    let head = format!(
-        "POST /v1/test.echo HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n",
-        wire_max() + 1
-    );
-    let out = raw(&server.unix(), head.as_bytes()).await;
-    assert!(out.starts_with("HTTP/1.1 413"), "{out}");
-    assert!(out.contains("x-roster-errnum: 75\r\n"), "{out}");
-    assert!(out.contains("exceeds the limit of 16777216 bytes"), "{out}");
+    // Too large, declared up front: answered without reading the body
+    // (the owner's limit on a topic that allows it, the catalogue's small
+    // limit on one it does not know).
+    for (topic, limit) in [
+        ("resource.drain", wire_max()),
+        ("test.echo", rpc::catalog::SMALL_BODY),
+    ] {
+        let head = format!(
+            "POST /v1/{topic} HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n",
+            limit + 1
+        );
+        let out = raw(&server.unix(), head.as_bytes()).await;
+        assert!(out.starts_with("HTTP/1.1 413"), "{out}");
+        assert!(out.contains("x-roster-errnum: 75\r\n"), "{out}");
+        assert!(
+            out.contains(&format!("exceeds the limit of {limit} bytes")),
+            "{out}"
+        );
+    }
     fake.no_request();
     server.stop().await;
 }
