@@ -1025,15 +1025,6 @@ fn load_json_file(path: &str) -> Result<Value, (String, i32)> {
     rset::json::loads(&bytes).map_err(|e| (e.text, e.line))
 }
 
-fn rerror_text(e: &rset::RError) -> String {
-    let t = e.flux_text();
-    if t.is_empty() {
-        e.to_string()
-    } else {
-        t
-    }
-}
-
 impl ResourceConfig {
     /// The file (or origin name) that set `key` of `[resource]`, e.g.
     /// `exclude`, for messages about its value; `None` if it is not set.
@@ -1074,7 +1065,7 @@ impl ResourceConfig {
         // as R by the inventory.
         let (r_json, origin_r) = if let Some(conf) = &self.config {
             let rl = Rset::from_config(conf).map_err(|e| {
-                ConfigError::new(origin_config, ErrorKind::ConfigArray(rerror_text(&e)))
+                ConfigError::new(origin_config, ErrorKind::ConfigArray(e.to_string()))
             })?;
             (Some(rl.to_json()), origin_config)
         } else if let Some(path) = &self.path {
@@ -1116,7 +1107,7 @@ impl ResourceConfig {
             }
         };
         let rl = Rset::from_json(&r_json)
-            .map_err(|e| ConfigError::new(origin_r, ErrorKind::ParseR(rerror_text(&e))))?;
+            .map_err(|e| ConfigError::new(origin_r, ErrorKind::ParseR(e.to_string())))?;
         Ok(Some(rl))
     }
 }

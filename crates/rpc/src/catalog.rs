@@ -69,8 +69,11 @@ pub struct Topic {
     pub max_body: usize,
     pub server: Server,
     /// A flux-core topic: malformed requests get flux-core's answer
-    /// (EPROTO "Protocol error"); Roster's own topics name what was wrong.
+    /// (EPROTO "Protocol error"); Roster's own topics name what was wrong,
+    /// after [`Topic::what`].
     pub flux: bool,
+    /// What a request is called in error messages (`agent hello`).
+    pub what: &'static str,
 }
 
 impl Topic {
@@ -84,6 +87,7 @@ impl Topic {
             max_body: SMALL_BODY,
             server: Server::Service,
             flux: true,
+            what: name,
         }
     }
 
@@ -103,8 +107,9 @@ impl Topic {
         self
     }
 
-    const fn roster(mut self) -> Topic {
+    const fn roster(mut self, what: &'static str) -> Topic {
         self.flux = false;
+        self.what = what;
         self
     }
 
@@ -213,15 +218,15 @@ topics! {
     Release = Topic::new("resource.release", Scheduler, One).body(CONFIGURED)
         => msg::TargetsOfGroup, msg::Empty;
     /// `resource.group-set {group, targets}` (Roster's: set a group).
-    GroupSet = Topic::new("resource.group-set", Scheduler, One).body(CONFIGURED).roster()
+    GroupSet = Topic::new("resource.group-set", Scheduler, One).body(CONFIGURED).roster("group-set")
         => msg::TargetsOfGroup, msg::Empty;
     /// `resource.agent {hostname, R?, rank?, relay?}`: the hello of an
     /// agent (or relay) session; the welcome and later answers stream.
-    AgentHello = Topic::new("resource.agent", Agent, Stream).body(1 << 20).roster()
+    AgentHello = Topic::new("resource.agent", Agent, Stream).body(1 << 20).roster("agent hello")
         => msg::AgentHello, msg::AgentAnswer;
     /// A later line of an agent session: a heartbeat (`{}`), or a relay's
     /// batch (`msg::RelayLine`).  One-way: nothing answers it.
-    SessionLine = Topic::new("resource.agent-heartbeat", Agent, One).body(1 << 20).roster()
+    SessionLine = Topic::new("resource.agent-heartbeat", Agent, One).body(1 << 20).roster("relay line")
         => msg::RelayLine, msg::Empty;
     /// `attr.get {name}`: broker attributes flux's tools ask for
     /// (answered by the Flux listener from the service's R).
@@ -255,6 +260,18 @@ pub fn max_body(topic: &str, role: &Role) -> usize {
         Some(t) => t.max_body_for(role),
         None => SMALL_BODY,
     }
+}
+
+/// The service's namespace: a Flux instance with the resource module
+/// loaded routes every `resource.*` request to it (an unknown method is
+/// the module's ENOSYS, not the broker's).
+pub const SERVICE_NAMESPACE: &str = "resource.";
+
+/// Whether the service is where `topic` goes: its namespace, or a topic
+/// of another namespace the catalogue says the service answers.
+pub fn served(topic: &str) -> bool {
+    topic.starts_with(SERVICE_NAMESPACE)
+        || lookup(topic).is_some_and(|t| t.server == Server::Service)
 }
 
 /// Topics a standby answers itself.

@@ -27,6 +27,10 @@ pub use errno::RpcError;
 use serde_json::Value;
 use std::sync::Arc;
 
+/// The flux-core version whose wire behaviour Roster follows (reported,
+/// with Roster's own version appended, as the `version` attribute).
+pub const FLUX_VERSION: &str = "0.88.0";
+
 /// Who is asking: the one role a connection's credentials carry.
 ///
 /// Unix-socket peers are [`Role::Owner`] (the service's own uid or root)

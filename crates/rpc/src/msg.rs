@@ -53,6 +53,12 @@ pub fn decode<T: DeserializeOwned>(payload: &Value) -> Result<T, DecodeError> {
     })
 }
 
+/// Decode a reply payload (`null`, no payload, reads as `{}`), naming
+/// the topic when it does not have the catalogue's shape.
+pub fn decode_reply<T: DeserializeOwned>(topic: &str, payload: &Value) -> Result<T, String> {
+    decode(payload).map_err(|e| format!("unexpected {topic} reply: {e}"))
+}
+
 /// A payload as the value sent on the wire.
 pub fn encode<T: Serialize>(payload: &T) -> Value {
     serde_json::to_value(payload).unwrap_or(Value::Null)
@@ -73,16 +79,27 @@ fn kind(v: &Value) -> &'static str {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Empty {}
 
-/// `resource.drain` and `resource.undrain`.
+/// `resource.drain` and `resource.undrain` (keys in flux's order:
+/// targets, mode, reason).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DrainRequest {
     /// An idset or a hostlist.
     pub targets: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
     /// `overwrite`, `update` (drain) or unset; undrain: `force` or unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl DrainRequest {
+    pub fn new(targets: &str, reason: Option<&str>, mode: Option<&str>) -> DrainRequest {
+        DrainRequest {
+            targets: targets.to_string(),
+            mode: mode.map(str::to_string),
+            reason: reason.map(str::to_string),
+        }
+    }
 }
 
 /// `resource.journal`: flux's request is `{}`; Roster's readers that
@@ -212,18 +229,80 @@ pub struct TargetsOfGroup {
     pub targets: String,
 }
 
-/// `resource.status`.
+impl TargetsOfGroup {
+    pub fn new(group: &str, targets: &str) -> TargetsOfGroup {
+        TargetsOfGroup {
+            group: group.to_string(),
+            targets: targets.to_string(),
+        }
+    }
+}
+
+/// `resource.status`: `{R, drain, online, offline, exclude, torpid}`.
+/// Idsets are kept as the strings the service sent (`""` when empty).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatusResponse {
-    /// R without `scheduling`.
-    #[serde(rename = "R")]
+    /// The instance R without `scheduling` (`null` if the service has
+    /// none).
+    #[serde(rename = "R", default)]
     pub r: Value,
-    /// Drained targets: idset → `{timestamp, reason}`.
-    pub drain: serde_json::Map<String, Value>,
+    /// Drain groups keyed by idset, in the service's order.
+    #[serde(default, with = "drain_map")]
+    pub drain: Vec<(String, DrainEntry)>,
+    #[serde(default)]
     pub online: String,
+    #[serde(default)]
     pub offline: String,
+    #[serde(default)]
     pub exclude: String,
+    #[serde(default)]
     pub torpid: String,
+}
+
+/// One drain group of `resource.status`: the ranks of an idset key share
+/// this timestamp and reason.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DrainEntry {
+    pub timestamp: f64,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// A JSON object read as its (key, value) pairs in order.
+mod drain_map {
+    use super::*;
+    use serde::ser::SerializeMap;
+
+    pub fn serialize<S: Serializer>(v: &[(String, DrainEntry)], s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(v.len()))?;
+        for (k, e) in v {
+            m.serialize_entry(k, e)?;
+        }
+        m.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<(String, DrainEntry)>, D::Error> {
+        struct Pairs;
+        impl<'de> serde::de::Visitor<'de> for Pairs {
+            type Value = Vec<(String, DrainEntry)>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of drain groups")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut v = Vec::with_capacity(a.size_hint().unwrap_or(0));
+                while let Some(pair) = a.next_entry()? {
+                    v.push(pair);
+                }
+                Ok(v)
+            }
+        }
+        d.deserialize_map(Pairs)
+    }
 }
 
 /// `resource.sched-status`: R documents, as flux-core's.
@@ -297,8 +376,9 @@ pub struct AgentAnswer {
         skip_serializing_if = "Option::is_none"
     )]
     pub offline_timeout: Option<f64>,
+    /// A relay's welcome: the tree and its subtree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subtree: Option<Subtree>,
+    pub relay: Option<RelayWelcome>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_idset")]
     pub accepted: Option<IdSet>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -309,11 +389,13 @@ pub struct AgentAnswer {
     pub drained: Option<Vec<RanksDrained>>,
 }
 
-/// A relay's subtree in its welcome.
+/// A relay's welcome: the tree's fan-out, the ranks of its subtree that
+/// R knows, and their hosts.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Subtree {
+pub struct RelayWelcome {
+    pub fanout: u32,
     #[serde(with = "idset_str")]
-    pub ranks: IdSet,
+    pub subtree: IdSet,
     pub hosts: String,
 }
 
@@ -374,6 +456,33 @@ where
     Option::<T>::deserialize(d).map(Some)
 }
 
+/// Reads an RFC 22 idset string (`null` too, when `nullable`).
+struct IdSetVisitor {
+    nullable: bool,
+}
+
+impl<'de> serde::de::Visitor<'de> for IdSetVisitor {
+    type Value = Option<IdSet>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an idset string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Option<IdSet>, E> {
+        IdSet::parse(s)
+            .map(Some)
+            .map_err(|e| E::custom(format!("invalid idset '{s}': {e}")))
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Option<IdSet>, E> {
+        if self.nullable {
+            Ok(None)
+        } else {
+            Err(E::invalid_type(serde::de::Unexpected::Unit, &self))
+        }
+    }
+}
+
 /// An idset written as its RFC 22 string.
 pub mod idset_str {
     use super::*;
@@ -383,8 +492,8 @@ pub mod idset_str {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<IdSet, D::Error> {
-        let s = String::deserialize(d)?;
-        IdSet::parse(&s).map_err(|e| D::Error::custom(format!("invalid idset '{s}': {e}")))
+        d.deserialize_any(IdSetVisitor { nullable: false })
+            .map(Option::unwrap_or_default)
     }
 }
 
@@ -400,12 +509,7 @@ pub mod opt_idset {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<IdSet>, D::Error> {
-        match Option::<String>::deserialize(d)? {
-            None => Ok(None),
-            Some(s) => IdSet::parse(&s)
-                .map(Some)
-                .map_err(|e| D::Error::custom(format!("invalid idset '{s}': {e}"))),
-        }
+        d.deserialize_any(IdSetVisitor { nullable: true })
     }
 }
 
@@ -438,6 +542,13 @@ mod tests {
         let e = decode::<RelayLine>(&json!({"hello": [{"ranks": "3-"}]})).unwrap_err();
         assert_eq!(e.path, "hello[0].ranks");
         assert!(e.message.starts_with("invalid idset '3-'"), "{e}");
+        let e = decode::<RelayLine>(&json!({"lively": 5})).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "lively: invalid type: integer `5`, expected an idset string"
+        );
+        let ok = decode::<RelayLine>(&json!({"lively": null, "gone": "1-2"})).unwrap();
+        assert_eq!((ok.lively, ok.gone.map(|g| g.len())), (None, Some(2)));
     }
 
     #[test]
@@ -459,6 +570,66 @@ mod tests {
             position: Some(None),
         };
         assert_eq!(encode(&back), json!({"position": null}));
+    }
+
+    #[test]
+    fn request_shapes_on_the_wire() {
+        let text = |v: Value| v.to_string();
+        assert_eq!(
+            text(encode(&DrainRequest::new("0-1", None, None))),
+            r#"{"targets":"0-1"}"#
+        );
+        assert_eq!(
+            text(encode(&DrainRequest::new("x", Some("why"), Some("update")))),
+            r#"{"targets":"x","mode":"update","reason":"why"}"#
+        );
+        let reload = ReloadRequest {
+            path: "/a".into(),
+            xml: true,
+            force: false,
+        };
+        assert_eq!(
+            text(encode(&reload)),
+            r#"{"path":"/a","xml":true,"force":false}"#
+        );
+        assert_eq!(text(encode(&AcquireRequest::default())), "{}");
+        let g = AcquireRequest {
+            group: Some("g".into()),
+        };
+        assert_eq!(text(encode(&g)), r#"{"group":"g"}"#);
+        assert_eq!(
+            text(encode(&TargetsOfGroup::new("g", "0-1"))),
+            r#"{"group":"g","targets":"0-1"}"#
+        );
+        let e = ExpirationRequest { expiration: 1234.0 };
+        assert_eq!(text(encode(&e)), r#"{"expiration":1234.0}"#);
+        assert_eq!(text(encode(&Empty {})), "{}");
+    }
+
+    #[test]
+    fn status_keeps_the_drain_order() {
+        let v = json!({
+            "R": {"version": 1},
+            "drain": {"0,3": {"timestamp": 1234.0, "reason": "test"}, "1": {"timestamp": 2345.0, "reason": ""}},
+            "online": "0-3", "offline": "", "exclude": "", "torpid": "2"
+        });
+        let s: StatusResponse = decode_reply("resource.status", &v).unwrap();
+        assert_eq!(s.drain.len(), 2);
+        assert_eq!(s.drain[0].0, "0,3");
+        assert_eq!(s.drain[0].1.reason, "test");
+        assert_eq!(s.drain[1].1.timestamp, 2345.0);
+        assert_eq!((s.online.as_str(), s.torpid.as_str()), ("0-3", "2"));
+        assert_eq!(s.r, json!({"version": 1}));
+        assert_eq!(encode(&s), v);
+        let e = decode_reply::<StatusResponse>(
+            "resource.status",
+            &json!({"drain": {"0": {"reason": "x"}}}),
+        );
+        assert_eq!(
+            e.unwrap_err(),
+            "unexpected resource.status reply: drain.0: missing field `timestamp`"
+        );
+        assert!(decode_reply::<StatusResponse>("resource.status", &json!("x")).is_err());
     }
 
     #[test]

@@ -255,13 +255,10 @@ fn tls_listen(
     }))
 }
 
-/// What a topic needs, from the service's topic table (the listeners name
-/// it when they refuse a client with no role).
+/// What a topic needs, from the catalogue (the listeners name it when
+/// they refuse a client with no role).
 fn topic_access(topic: &str) -> Option<rpc::Need> {
-    roster_core::TOPICS
-        .iter()
-        .find(|t| t.name == topic)
-        .map(|t| t.access)
+    rpc::catalog::lookup(topic).map(|t| t.need)
 }
 
 fn read_token(path: &Path) -> Result<String, ServeError> {
