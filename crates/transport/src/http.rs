@@ -184,7 +184,9 @@ fn host_name(value: &str) -> &str {
     }
 }
 
-/// Is `name` this machine's host name, short or qualified?
+/// Is `name` this machine's host name (as the kernel has it, or its
+/// first label)?  A name that merely starts with it is not (`head.evil.example`
+/// is another site's).
 fn this_host_is(name: &str) -> bool {
     static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let me = HOST.get_or_init(|| {
@@ -193,8 +195,8 @@ fn this_host_is(name: &str) -> bool {
             .unwrap_or_default()
     });
     let name = name.trim_end_matches('.').to_ascii_lowercase();
-    let short = |n: &str| n.split('.').next().unwrap_or_default().to_string();
-    !me.is_empty() && (name == *me || short(&name) == short(me) && name.contains('.'))
+    let short = me.split('.').next().unwrap_or_default();
+    !me.is_empty() && (name == *me || name == short)
 }
 
 /// What keeps a connection counted (its place under the connection caps,
@@ -843,6 +845,11 @@ mod tests {
             "not on loopback"
         );
         assert!(tls.host_allowed(&req("[::1]:8050")).is_err());
+        let me = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        let me = me.trim();
+        assert!(tcp.host_allowed(&req(&format!("{me}:8051"))).is_ok());
+        let rebound = format!("{me}.evil.example");
+        assert!(tcp.host_allowed(&req(&rebound)).is_err(), "{rebound}");
         let unix = Peer::Unix { uid: None };
         assert!(unix.host_allowed(&req("anything")).is_ok());
         assert_eq!(host_name("[::1]:80"), "::1");

@@ -1,8 +1,9 @@
 //! The same limit cases over every listener kind (`unix://`, `tcp://`,
-//! `tls://`, `flux://`), in one table: the connection cap, an oversized
-//! header, an oversized body, a request that does not finish arriving,
-//! a connection that stays silent.  (A relay's child listeners are these
-//! same `Listeners`.)
+//! `tls://`, `flux://`), in one table: the connection cap, the cap on
+//! unauthenticated connections of one address (and leaving it by
+//! authenticating), an oversized header, an oversized body, a request
+//! that does not finish arriving, a connection that stays silent.  (A
+//! relay's child listeners are these same `Listeners`.)
 
 use rpc::uri::Uri;
 use std::sync::mpsc as smpsc;
@@ -205,6 +206,8 @@ enum Seen {
     Handshake(u8),
     /// The connection was closed without an answer.
     Closed,
+    /// A Flux connection was accepted (handshake byte 0).
+    Admitted,
 }
 
 /// Read what comes until EOF (at most `within`): the HTTP status, or
@@ -245,6 +248,12 @@ fn limits() -> Limits {
 enum Case {
     /// A third connection to a listener holding `max-connections` (2).
     ConnectionCap,
+    /// A second connection while one that has not authenticated is held
+    /// (`max-unauthenticated-per-peer` = 1; Unix peers are known by uid).
+    UnauthenticatedCap,
+    /// The same after the first one authenticated with a request: it no
+    /// longer counts as unauthenticated.
+    AuthenticatedLeavesTheCap,
     /// A 40 KiB request head (a Flux message declaring 40 KiB).
     OversizedHeader,
     /// A body (message) over `max-request-bytes`.
@@ -263,6 +272,10 @@ fn expected(case: Case, kind: Kind) -> Seen {
         (Case::ConnectionCap, Unix | Tcp) => Seen::Status(503),
         (Case::ConnectionCap, Tls) => Seen::Closed,
         (Case::ConnectionCap, Flux) => Seen::Handshake(rpc::errno::EAGAIN as u8),
+        (Case::UnauthenticatedCap, Tcp) => Seen::Status(503),
+        (Case::UnauthenticatedCap, Tls) => Seen::Closed,
+        (Case::UnauthenticatedCap | Case::AuthenticatedLeavesTheCap, Flux) => Seen::Admitted,
+        (Case::UnauthenticatedCap | Case::AuthenticatedLeavesTheCap, _) => Seen::Status(200),
         (Case::OversizedHeader, Flux) => Seen::Closed,
         (Case::OversizedHeader, _) => Seen::Status(431),
         (Case::OversizedBody, Flux) => Seen::Closed,
@@ -270,6 +283,18 @@ fn expected(case: Case, kind: Kind) -> Seen {
         (Case::SlowRequest, Flux) => Seen::Closed,
         (Case::SlowRequest, _) => Seen::Status(408),
         (Case::Silent, _) => Seen::Closed,
+    }
+}
+
+/// What an HTTP refusal's text names.
+fn named(case: Case) -> &'static str {
+    match case {
+        Case::ConnectionCap => "(max-connections)",
+        Case::UnauthenticatedCap => "(max-unauthenticated-per-peer)",
+        Case::OversizedHeader => "request head exceeds the limit of 32768 bytes",
+        Case::OversizedBody => "request body exceeds the limit of 4096 bytes",
+        Case::SlowRequest => "(request-timeout)",
+        Case::AuthenticatedLeavesTheCap | Case::Silent => "",
     }
 }
 
@@ -299,6 +324,37 @@ async fn run(case: Case, server: &Server) -> (Seen, String) {
                         let _ = s.write_all(b"{}").await;
                     }
                     outcome(&mut s, within).await.expect("refused and closed")
+                }
+            }
+        }
+        Case::UnauthenticatedCap | Case::AuthenticatedLeavesTheCap => {
+            let mut first = server.connect().await.expect("admitted");
+            if matches!(case, Case::AuthenticatedLeavesTheCap) && http {
+                let head = server.head("t.x", "content-length: 2\r\n");
+                first
+                    .write_all(format!("{head}\r\n{{}}").as_bytes())
+                    .await
+                    .unwrap();
+                let mut got = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !got.ends_with(b"{}") {
+                    let n = tokio::time::timeout(within, first.read(&mut buf))
+                        .await
+                        .expect("an answer")
+                        .unwrap();
+                    assert!(n > 0, "{}", String::from_utf8_lossy(&got));
+                    got.extend_from_slice(&buf[..n]);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            match server.connect().await {
+                Err(0) => (Seen::Closed, String::new()),
+                Err(b) => (Seen::Handshake(b), String::new()),
+                Ok(_) if !http => (Seen::Admitted, String::new()),
+                Ok(mut s) => {
+                    let head = server.head("t.x", "content-length: 2\r\nconnection: close\r\n");
+                    let _ = s.write_all(format!("{head}\r\n{{}}").as_bytes()).await;
+                    outcome(&mut s, within).await.expect("answered and closed")
                 }
             }
         }
@@ -350,6 +406,8 @@ async fn the_same_limits_on_every_listener_kind() {
     let pki = Pki::new();
     let cases = [
         Case::ConnectionCap,
+        Case::UnauthenticatedCap,
+        Case::AuthenticatedLeavesTheCap,
         Case::OversizedHeader,
         Case::OversizedBody,
         Case::SlowRequest,
@@ -358,11 +416,20 @@ async fn the_same_limits_on_every_listener_kind() {
     let mut failures = Vec::new();
     for case in cases {
         for kind in KINDS {
-            let server = start(kind, &pki, limits());
+            let limits = match case {
+                Case::UnauthenticatedCap | Case::AuthenticatedLeavesTheCap => Limits {
+                    max_connections: 8,
+                    max_unauthenticated_per_peer: 1,
+                    ..limits()
+                },
+                _ => limits(),
+            };
+            let server = start(kind, &pki, limits);
             let t = Instant::now();
             let (seen, text) = run(case, &server).await;
             let want = expected(case, kind);
-            if seen != want {
+            let refused = matches!(seen, Seen::Status(c) if c != 200);
+            if seen != want || (refused && !text.contains(named(case))) {
                 failures.push(format!(
                     "{case:?} on {kind:?}: {seen:?}, wanted {want:?}: {text}"
                 ));
