@@ -125,6 +125,12 @@ fn site(name: &str) -> Site {
 }
 
 fn site_with(name: &str, resource: &str) -> Site {
+    site_crl(name, resource, false)
+}
+
+/// With `crl`: bob's certificate is revoked before the start and the
+/// service reads `pki/ca.crl` (`[serve] tls-crl`).
+fn site_crl(name: &str, resource: &str, crl: bool) -> Site {
     let s = Scratch::new(name);
     let pki = s.path("pki");
     let pki = pki.to_str().unwrap();
@@ -134,12 +140,19 @@ fn site_with(name: &str, resource: &str) -> Site {
     ca(&["issue", pki, "sched", "--role", "scheduler"]);
     ca(&["issue", pki, "alice", "--role", "admin"]);
     ca(&["issue", pki, "bob", "--role", "user"]);
+    let crl_line = if crl {
+        let out = ca(&["revoke", pki, "bob"]);
+        assert!(out.contains("bob (serial "), "{out}");
+        format!("tls-crl = \"{pki}/ca.crl\"\n")
+    } else {
+        String::new()
+    };
     let port = free_port();
     let tls_uri = format!("tls://localhost:{port}");
     let listen = format!("tls://127.0.0.1:{port}");
     let cfg = format!(
         "[resource]\n{resource}torpid-max = \"2s\"\n[[resource.config]]\nhosts = \"fake[0-2]\"\ncores = \"0-3\"\n\
-         [serve]\ntls-cert = \"{pki}/localhost.pem\"\ntls-key = \"{pki}/localhost.key\"\ntls-client-ca = \"{pki}/ca.pem\"\n"
+         [serve]\ntls-cert = \"{pki}/localhost.pem\"\ntls-key = \"{pki}/localhost.key\"\ntls-client-ca = \"{pki}/ca.pem\"\n{crl_line}"
     );
     let d = start(&s, &cfg, &["--listen", &listen]);
     Site { s, d, tls_uri }
@@ -162,6 +175,65 @@ fn agents_join_with_their_own_certificate_only() {
     // fake1's own agent still joins.
     let _a1 = site.agent("fake1", "fake1");
     site.wait_online("0-1");
+}
+
+/// `roster serve ca revoke` and `[serve] tls-crl`: a revoked certificate
+/// is refused at the handshake; one revoked while the service runs is
+/// refused once SIGHUP made it re-read the list, without a restart.
+#[test]
+fn revoked_certificates_are_refused_after_sighup() {
+    let site = site_crl("tls-crl", "noverify = true\n", true);
+    let handshake_failures = || site.d.log_text().matches("TLS handshake failed").count();
+    // bob was revoked before the start.
+    let e = site
+        .client("bob")
+        .rpc("resource.status", json!({}))
+        .unwrap_err();
+    assert!(!e.to_string().contains("requires"), "{e}");
+    assert_eq!(handshake_failures(), 1, "{}", site.d.log_text());
+    assert!(
+        site.d.log_text().contains("Revoked"),
+        "{}",
+        site.d.log_text()
+    );
+    // fake1's agent joins; its key is then reported stolen.
+    let mut a1 = site.agent("fake1", "fake1");
+    site.wait_online("1");
+    let out = ca(&["revoke", &site.pki(""), "fake1"]);
+    assert!(out.contains("2 certificate(s) listed"), "{out}");
+    // Not re-read yet: a new connection with it still gets through the
+    // handshake (and its role's refusal).
+    let e = site
+        .client("fake1")
+        .rpc("resource.drain", json!({"targets": "0"}))
+        .unwrap_err();
+    assert!(e.to_string().contains("requires the admin role"), "{e}");
+    let pid = site.d.child.as_ref().unwrap().id() as i32;
+    signal(pid, libc::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !site.d.log_text().contains("SIGHUP: re-read") {
+        assert!(Instant::now() < deadline, "{}", site.d.log_text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = handshake_failures();
+    let e = site
+        .client("fake1")
+        .rpc("resource.drain", json!({"targets": "0"}))
+        .unwrap_err();
+    assert!(!e.to_string().contains("requires"), "{e}");
+    assert_eq!(handshake_failures(), before + 1, "{}", site.d.log_text());
+    // The agent's next connection is refused too: kill it, it stays
+    // offline, while fake0 (not revoked) still joins.
+    drop(a1.child.take().map(|mut c| {
+        let _ = c.kill();
+        c.wait()
+    }));
+    site.wait_online("");
+    let _a1 = site.agent("fake1", "fake1");
+    let _a0 = site.agent("fake0", "fake0");
+    site.wait_online("0");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(site.online(), "0");
 }
 
 #[test]

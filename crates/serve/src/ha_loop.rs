@@ -170,7 +170,8 @@ pub(crate) fn run(
         .map_err(ServeError::Runtime)?;
     control.set_waker(tx.clone());
     let sig_control = Arc::clone(&control);
-    runtime.spawn(async move { crate::watch_signals(sig_control).await });
+    let crl = plan.crl.clone();
+    runtime.spawn(async move { crate::watch_signals(sig_control, crl).await });
     let net_control = Arc::clone(&control);
     let net = runtime.spawn(async move {
         let r = listeners.run(tx, stop_rx).await;

@@ -47,6 +47,7 @@ pub fn eight_node_shell(dir: &Path) -> Shell {
         limits: transport::Limits::default(),
         role_tokens: Vec::new(),
         tls: None,
+        crl: None,
         backend: config::Backend::Local,
     };
     serve::prepare(&plan).expect("start").0
