@@ -43,8 +43,8 @@ impl Service {
         };
         // An agent authenticated by its certificate speaks for its own
         // host only.
-        if let Role::Agent(own) = &req.role {
-            if **own != *host {
+        if let Some(own) = req.role.agent_host() {
+            if *own != *host {
                 let msg =
                     format!("agent hello: the certificate of {own} may not speak for host {host}");
                 out.push(Output::Log {
@@ -121,6 +121,7 @@ impl Service {
         };
         let to = req.reply_to();
         if relay {
+            relay::may_relay(&req.role, out)?;
             return self.relay_hello(now, rank, host, to, actual, out);
         }
         self.monitor.hello(self.mono, rank, to);
@@ -347,6 +348,7 @@ impl Service {
             return;
         }
         self.liveness_posted = mono;
+        self.liveness_via = self.relays_via(&[&up, &down, &torpid, &lively]);
         if !up.is_empty() || !down.is_empty() {
             let mut new = self.state.online.union(&up);
             new.subtract(&down);
@@ -359,6 +361,7 @@ impl Service {
             new.subtract(&lively);
             self.set_torpid(now, new, out);
         }
+        self.liveness_via.clear();
     }
 
     /// Shutdown: end every agent stream (agents reconnect to the next

@@ -30,6 +30,17 @@ fn relay_errors(errors: &[(IdSet, RpcError)]) -> Value {
     )
 }
 
+/// Only a relay credential (or the owner) may open a relay session: an
+/// agent's certificate speaks for its own host, never for a subtree.
+pub(super) fn may_relay(role: &Role, out: &mut Vec<Output>) -> Result<(), RpcError> {
+    rpc::relay::may_relay(role).inspect_err(|e| {
+        out.push(Output::Log {
+            level: Level::Warn,
+            msg: format!("refused a relay: {}", e.message()),
+        })
+    })
+}
+
 fn bad_line(msg: impl Into<String>) -> RpcError {
     RpcError::new(EPROTO, format!("relay line: {}", msg.into()))
 }
@@ -357,6 +368,26 @@ impl Service {
                 Self::reply(out, e.stream, Ok(json!({ ENDED: ended }).into()));
             }
         }
+    }
+
+    /// Which relay (by hostname) spoke for which of the ranks in `sets`.
+    pub(super) fn relays_via(&mut self, sets: &[&IdSet]) -> Vec<(String, IdSet)> {
+        let mut changed = IdSet::new();
+        for s in sets {
+            changed.add(s);
+        }
+        self.relays
+            .take_via(&changed)
+            .into_iter()
+            .map(|(rank, ids)| {
+                let host = self
+                    .state
+                    .hosts
+                    .get(&rank)
+                    .map_or_else(|| format!("rank {rank}"), |h| h.to_string());
+                (host, ids)
+            })
+            .collect()
     }
 
     /// The liveness transitions of direct agents and relays together.  A
