@@ -137,7 +137,7 @@ fn site_crl(name: &str, resource: &str, crl: bool) -> Site {
     ca(&["init", pki]);
     let out = ca(&["issue", pki, "localhost,fake[0-2]", "--san", "127.0.0.1"]);
     assert_eq!(out.lines().count(), 4, "{out}");
-    ca(&["issue", pki, "sched", "--role", "scheduler"]);
+    ca(&["issue", pki, "sched,sched2", "--role", "scheduler"]);
     ca(&["issue", pki, "alice", "--role", "admin"]);
     ca(&["issue", pki, "bob", "--role", "user"]);
     let crl_line = if crl {
@@ -505,6 +505,41 @@ fn every_resource_command_reaches_a_tls_service_with_flags() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Stream controls act on the caller's own streams: another scheduler's
+/// `acquire-mute` leaves the first scheduler's acquire stream flowing
+/// (the cancels, by matchtag on the caller's connection: core tests).
+#[test]
+fn another_schedulers_mute_leaves_the_stream_flowing() {
+    let site = site("tls-mute");
+    let _a0 = site.agent("fake0", "fake0");
+    site.wait_online("0");
+    let mut acq = site
+        .cli(Some("sched"), &["acquire"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = acq.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(first.contains("\"resources\""), "{first}");
+    site.cli_ok(Some("sched2"), &["acquire-mute"]);
+    site.cli_ok(Some("alice"), &["drain", "0", "fan"]);
+    let update = rx.recv_timeout(Duration::from_secs(10));
+    let _ = acq.kill();
+    let _ = acq.wait();
+    let update = update.expect("the acquire stream still flows after sched2's mute");
+    assert!(update.contains("\"down\""), "{update}");
 }
 
 #[test]

@@ -25,9 +25,13 @@ impl Service {
         Ok(None)
     }
 
-    /// `resource.acquire-mute`: silence every acquire (for shutdown).
-    pub(super) fn acquire_mute(&mut self, _: f64, _: &Request, _: &mut Vec<Output>) -> Handled {
-        self.acquire.mute();
+    /// `resource.acquire-mute`: silence the caller's acquires (for
+    /// shutdown); the owner's silences every acquire.
+    pub(super) fn acquire_mute(&mut self, _: f64, req: &Request, _: &mut Vec<Output>) -> Handled {
+        match req.role {
+            Role::Owner => self.acquire.mute(),
+            _ => self.acquire.mute_conn(req.conn),
+        }
         Ok(Some(Value::Null.into()))
     }
 
