@@ -181,3 +181,60 @@ fn ca_issue_keeps_the_ca_and_existing_certificates() {
     assert_eq!(code, 1);
     assert!(err.contains("no certificate issued to 'node7'"), "{err}");
 }
+
+/// `resource.reload` reads only regular files under the reload directory
+/// (`[serve] reload-dir`, default the configuration's directory here):
+/// a FIFO is refused at once and `status` keeps answering.
+#[test]
+fn reload_reads_only_regular_files_under_its_directory() {
+    use std::time::{Duration, Instant};
+    let s = Scratch::new("safe-reload");
+    let rdir = s.path("r");
+    std::fs::create_dir(&rdir).unwrap();
+    let cfg = format!(
+        "{}[serve]\nreload-dir = \"{}\"\n",
+        fake_config(4, ""),
+        rdir.display()
+    );
+    let d = start(&s, &cfg, &["--monitor-force-up"]);
+    let fifo = rdir.join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let t = Instant::now();
+    let (code, err) = d.fails(&["reload", fifo.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!("{}: not a regular file", fifo.display())),
+        "{err}"
+    );
+    let t2 = Instant::now();
+    d.rpc("resource.status", serde_json::json!({})).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert!(t2.elapsed() < Duration::from_secs(1));
+    // outside the directory, a device, a link: refused
+    let outside = s.write("R.json", "{}");
+    let (_, err) = d.fails(&["reload", outside.to_str().unwrap()]);
+    assert!(err.contains("not under the reload directory"), "{err}");
+    let (_, err) = d.fails(&["reload", "/dev/zero"]);
+    assert!(err.contains("not under the reload directory"), "{err}");
+    let r2 = rdir.join("r2.json");
+    std::fs::write(
+        &r2,
+        r#"{"version":1,"execution":{"R_lite":[{"rank":"0-1","children":{"core":"0-7"}}],"nodelist":["new[0-1]"],"starttime":0.0,"expiration":0.0}}"#,
+    )
+    .unwrap();
+    let link = rdir.join("link.json");
+    std::os::unix::fs::symlink(&r2, &link).unwrap();
+    // (the CLI resolves links itself, as flux's does: the request here
+    // names the link)
+    let p = serde_json::json!({"path": link.to_str().unwrap(), "xml": false, "force": false});
+    let e = d.rpc("resource.reload", p).unwrap_err().to_string();
+    assert!(e.contains("a symbolic link"), "{e}");
+    // the file itself is read (off the service loop) and applied
+    d.ok(&["reload", r2.to_str().unwrap()]);
+    let out = d.ok(&["list", "-s", "all", "-no", "{nnodes} {nodelist}"]);
+    assert_eq!(out.trim(), "2 new[0-1]");
+}

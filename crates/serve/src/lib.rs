@@ -25,6 +25,7 @@ pub mod lanes;
 pub mod metrics;
 pub mod modes;
 pub mod notify;
+pub mod reload;
 pub mod service_loop;
 
 use std::path::{Path, PathBuf};
@@ -120,6 +121,8 @@ pub struct Plan {
     /// The verifier of client certificates with `[serve] tls-crl`: its
     /// revocation list is re-read on SIGHUP.
     pub crl: Option<Arc<tls::ClientVerifier>>,
+    /// Where `resource.reload` may read ([`reload::reload_dir`]).
+    pub reload_dir: Option<PathBuf>,
     pub monitor_force_up: bool,
     pub parent_r: Option<PathBuf>,
     /// The listeners' limits (`[serve]` `max-*`, `*-timeout`).
@@ -218,7 +221,9 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         serve.tls_crl.clone(),
         &serve.auth,
     )?;
+    let reload_dir = reload::reload_dir(config.as_ref(), opts.config.as_deref());
     Ok(Plan {
+        reload_dir,
         config,
         config_path: opts.config.clone(),
         statedir,
@@ -454,6 +459,11 @@ impl Control {
             *w = None;
         }
     }
+    /// A sender on the service loop's input channel (for work done off
+    /// the loop, e.g. a reload's read, to wake it when done).
+    pub fn waker(&self) -> Option<std::sync::mpsc::Sender<transport::Incoming>> {
+        self.waker.lock().ok().and_then(|w| w.clone())
+    }
     fn wake(&self) {
         if let Ok(w) = self.waker.lock() {
             if let Some(tx) = w.as_ref() {
@@ -548,6 +558,7 @@ pub fn prepare_on(
     // drain state even after a crash (history truncation may have removed
     // the older events it summarises).
     let mut shell = service_loop::Shell::new(core, dir, plan.config_path.clone());
+    shell.set_reload_dir(plan.reload_dir.clone());
     shell.set_replayed(replayed);
     shell.persist(&out)?;
     Ok((shell, out))

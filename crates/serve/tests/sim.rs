@@ -173,6 +173,7 @@ impl Harness {
             role_tokens: Vec::new(),
             tls: None,
             crl: None,
+            reload_dir: rfiles[0].parent().map(PathBuf::from),
         };
         Harness {
             disk: SimDisk::new(),
