@@ -128,10 +128,21 @@ fn write_file(path: &Path, data: &[u8], mode: u32, exclusive: bool) -> Result<()
     std::fs::rename(&tmp, path).map_err(io(path))
 }
 
+/// Create `dir` if missing, mode 0700 whatever the umask (it will hold
+/// keys); an existing directory is left as it is.
+fn private_dir(dir: &Path) -> Result<(), CaError> {
+    use std::os::unix::fs::PermissionsExt;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))
+}
+
 /// Make a CA in `dir` (created if missing): `ca.pem`, `ca.key`.  Refuses
 /// to overwrite an existing one.
 pub fn init(dir: &Path, common_name: &str, days: u32) -> Result<PathBuf, CaError> {
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    private_dir(dir)?;
     let cert_path = dir.join(CA_CERT);
     let key_path = dir.join(CA_KEY);
     for p in [&cert_path, &key_path] {
@@ -265,7 +276,7 @@ pub fn issue_opts(
     }
     check_names(ca_dir, out_dir, names, force)?;
     let (ca, ca_key) = load_ca(ca_dir)?;
-    std::fs::create_dir_all(out_dir).map_err(io(out_dir))?;
+    private_dir(out_dir)?;
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         let mut sans: Vec<String> = vec![name.clone()];
@@ -413,6 +424,10 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+        let fresh = dir.path().join("new/pki");
+        init(&fresh, "Site CA", 10).unwrap();
+        let dmode = std::fs::metadata(&fresh).unwrap().permissions().mode();
+        assert_eq!(dmode & 0o777, 0o700);
         let issued = issue(
             dir.path(),
             &dir.path().join("out"),
