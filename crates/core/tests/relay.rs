@@ -296,6 +296,15 @@ fn verification_drains_are_answered_per_group() {
     assert_eq!(d[0]["reason"], "rank 3 (sim3) missing resources: core[2-3]");
     assert_eq!(d[1]["ranks"], "4");
     assert_eq!(h.svc.drained().encode(), "3-4");
+    // the drain events name the relay that reported the resources
+    let drains: Vec<Value> = h
+        .svc
+        .journal()
+        .events()
+        .filter(|e| e.name == "drain")
+        .map(|e| e.get("relays").cloned().unwrap_or(Value::Null))
+        .collect();
+    assert_eq!(drains, vec![json!({"sim0": "3"}), json!({"sim0": "4"})]);
     // Extra cores are allowed by default.
     let a = h.line(r0, json!({"hello": [{"ranks": "5", "cores": "0-7"}]}));
     assert_eq!(a, vec![Ok(json!({"accepted": "5"}))]);

@@ -274,11 +274,15 @@ impl Service {
         }
         let ids = IdSet::from_range(rank, rank);
         self.state.drain.apply_drain(&ids, now, Some(&v.message), 1);
-        let c = ctx(vec![
+        let mut c = ctx(vec![
             ("idset", idset_str(&ids)),
             ("nodelist", Value::String(self.state.nodelist_of(&ids))),
             ("reason", Value::String(v.message.clone())),
         ]);
+        if let Some(relay) = &self.verify_via {
+            // Roster's own key: the relay that reported these resources.
+            c.insert("relays".into(), json!({ relay.as_str(): idset_str(&ids) }));
+        }
         self.post(now, "drain", c, true, out);
         Some(v.message)
     }

@@ -271,7 +271,14 @@ impl Service {
         self.relays.join(self.mono, conn, &ok);
         answer.accepted.add(&ok);
         if let Some(cores) = cores {
+            self.verify_via = Some(
+                self.state
+                    .hosts
+                    .get(&own)
+                    .map_or_else(|| format!("rank {own}"), |h| h.to_string()),
+            );
             self.relay_verify(now, &ok, &cores, &gpus, answer, out);
+            self.verify_via = None;
         }
         Ok(())
     }
