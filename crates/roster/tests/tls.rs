@@ -542,6 +542,117 @@ fn another_schedulers_mute_leaves_the_stream_flowing() {
     assert!(update.contains("\"down\""), "{update}");
 }
 
+/// `openssl` with these arguments, in `dir`, which must succeed.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let o = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl (Debian package openssl)");
+    assert!(
+        o.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Certificates the site's CA (path length 0) never meant to allow,
+/// made with openssl: an `OU=owner` certificate minted by a CA
+/// certificate the site CA signed, and an admin certificate whose key
+/// usage is keyEncipherment only.  Both are refused at the handshake.
+#[test]
+fn a_sub_ca_owner_and_a_key_encipherment_admin_are_refused() {
+    let site = site("tls-policy");
+    let pki = site.s.path("pki");
+    std::fs::write(
+        pki.join("ext.cnf"),
+        "[sub]\nbasicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,digitalSignature\n\
+         [owner]\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n\
+         extendedKeyUsage=clientAuth\nsubjectAltName=DNS:mallory\n\
+         [kenc]\nbasicConstraints=CA:FALSE\nkeyUsage=critical,keyEncipherment\n\
+         extendedKeyUsage=clientAuth\nsubjectAltName=DNS:kenc\n",
+    )
+    .unwrap();
+    let key = |name: &str| {
+        openssl(
+            &pki,
+            &[
+                "ecparam",
+                "-name",
+                "prime256v1",
+                "-genkey",
+                "-noout",
+                "-out",
+                &format!("{name}.key"),
+            ],
+        );
+    };
+    let sign = |name: &str, subj: &str, ca: &str, ext: &str| {
+        key(name);
+        openssl(
+            &pki,
+            &[
+                "req",
+                "-new",
+                "-key",
+                &format!("{name}.key"),
+                "-subj",
+                subj,
+                "-out",
+                &format!("{name}.csr"),
+            ],
+        );
+        openssl(
+            &pki,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                &format!("{ca}.pem"),
+                "-CAkey",
+                &format!("{ca}.key"),
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                "ext.cnf",
+                "-extensions",
+                ext,
+                "-out",
+                &format!("{name}.pem"),
+            ],
+        );
+    };
+    sign("sub", "/CN=sub", "ca", "sub");
+    sign("mallory", "/CN=mallory/OU=owner", "sub", "owner");
+    // the chain: mallory's certificate, then the sub-CA's
+    let chain = [
+        std::fs::read_to_string(pki.join("mallory.pem")).unwrap(),
+        std::fs::read_to_string(pki.join("sub.pem")).unwrap(),
+    ]
+    .concat();
+    std::fs::write(pki.join("mallory.pem"), chain).unwrap();
+    sign("kenc", "/CN=kenc/OU=admin", "ca", "kenc");
+    for (who, why) in [
+        ("mallory", "the CA's path length allows 0"),
+        ("kenc", "does not include digitalSignature"),
+    ] {
+        let e = site
+            .client(who)
+            .rpc("resource.drain", json!({"targets": "0", "reason": "x"}))
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("requires"), "{who}: {e}");
+        let log = site.d.log_text();
+        assert!(log.contains(why), "{who}: {log}");
+    }
+    assert!(site.d.rpc("resource.status", json!({})).unwrap()["drain"]
+        .as_object()
+        .is_none_or(|d| d.is_empty()));
+}
+
 #[test]
 fn resource_tls_flag_errors_are_precise() {
     let site = site("tls-cli-errors");
