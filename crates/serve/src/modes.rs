@@ -56,18 +56,18 @@ pub fn private(what: &'static str, path: &Path) -> Result<(), ModeError> {
 /// The configuration: a file, or a directory and the `*.toml` files in it
 /// (conf.d).
 pub fn config(path: &Path) -> Result<(), ModeError> {
-    not_writable_by_others("configuration", path)?;
-    if path.is_dir() {
-        not_writable_by_others("configuration directory", path)?;
-        if let Ok(rd) = std::fs::read_dir(path) {
-            let mut files: Vec<PathBuf> = rd
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-                .collect();
-            files.sort();
-            for f in files {
-                not_writable_by_others("configuration file", &f)?;
-            }
+    if !path.is_dir() {
+        return not_writable_by_others("configuration", path);
+    }
+    not_writable_by_others("configuration directory", path)?;
+    if let Ok(rd) = std::fs::read_dir(path) {
+        let mut files: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        for f in files {
+            not_writable_by_others("configuration file", &f)?;
         }
     }
     Ok(())
@@ -113,7 +113,8 @@ mod tests {
         assert_eq!(e.what, "configuration file");
         chmod(&f, 0o644);
         chmod(d.path(), 0o777);
-        assert_eq!(config(d.path()).unwrap_err().mode, 0o777);
+        let e = config(d.path()).unwrap_err();
+        assert_eq!((e.what, e.mode), ("configuration directory", 0o777));
         chmod(d.path(), 0o700);
         // missing: someone else's error
         not_writable_by_others("state directory", &d.path().join("none")).unwrap();
