@@ -601,6 +601,66 @@ fn an_agent_certificate_may_not_relay() {
     );
 }
 
+/// A relay's tls:// listener checks its children's certificates against
+/// `--crl` (a revoked node key cannot join through a relay either), and
+/// re-reads the list on SIGHUP.
+#[test]
+fn a_relay_refuses_revoked_children_after_sighup() {
+    let s = Scratch::new("relay-crl");
+    let pki = s.path("pki").display().to_string();
+    ca(&["init", &pki]);
+    ca(&["issue", &pki, "localhost,fake[1-6]", "--san", "127.0.0.1"]);
+    ca(&[
+        "issue",
+        &pki,
+        "fake0",
+        "--role",
+        "relay",
+        "--san",
+        "127.0.0.1",
+    ]);
+    ca(&["revoke", &pki, "fake1"]);
+    let port = free_port();
+    let cfg = format!(
+        "[serve]\ntls-cert = \"{pki}/localhost.pem\"\ntls-key = \"{pki}/localhost.key\"\n\
+         tls-client-ca = \"{pki}/ca.pem\"\n[[resource.config]]\nhosts = \"fake[0-6]\"\ncores = \"0-3\"\n"
+    );
+    let d = start(&s, &cfg, &["--listen", &format!("tls://127.0.0.1:{port}")]);
+    let relay0 = format!("tls://127.0.0.1:{}", free_port());
+    let node = |name: &str, uri: &str, extra: &[&str]| {
+        let mut a: Vec<String> = vec!["--uri".into(), uri.into()];
+        a.extend(tls_args(&s, name));
+        a.extend(
+            ["--hostname", name, "--cores", "0-3", "--heartbeat", "0.2"]
+                .iter()
+                .chain(extra.iter())
+                .map(|x| x.to_string()),
+        );
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        spawn(&s, name, &a)
+    };
+    let crl = format!("{pki}/ca.crl");
+    let r0 = node(
+        "fake0",
+        &format!("tls://localhost:{port}"),
+        &["--relay", "--listen", &relay0, "--crl", &crl],
+    );
+    wait_log(&r0, "fake0 joined as rank 0", 15.0);
+    let _l1 = node("fake1", &relay0, &[]);
+    let _l2 = node("fake2", &relay0, &[]);
+    wait_status(&d, "online", "0,2", 15.0);
+    wait_log(&r0, "TLS handshake failed", 5.0);
+    // fake3's key is revoked while the relay runs: SIGHUP
+    ca(&["revoke", &pki, "fake3"]);
+    r0.signal(libc::SIGHUP);
+    wait_log(&r0, "SIGHUP: re-read", 5.0);
+    let _l3 = node("fake3", &relay0, &[]);
+    let _l4 = node("fake4", &relay0, &[]);
+    wait_status(&d, "online", "0,2,4", 15.0);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(status(&d)["online"], "0,2,4");
+}
+
 #[test]
 fn relay_follows_a_server_list_whose_first_is_dead() {
     let s = Scratch::new("relay-list");
