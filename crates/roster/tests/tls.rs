@@ -184,13 +184,22 @@ fn agents_join_with_their_own_certificate_only() {
 fn revoked_certificates_are_refused_after_sighup() {
     let site = site_crl("tls-crl", "noverify = true\n", true);
     let handshake_failures = || site.d.log_text().matches("TLS handshake failed").count();
+    // the client may see the refusal before the service logs it
+    let wait_failures = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while handshake_failures() < n {
+            assert!(Instant::now() < deadline, "{}", site.d.log_text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(handshake_failures(), n, "{}", site.d.log_text());
+    };
     // bob was revoked before the start.
     let e = site
         .client("bob")
         .rpc("resource.status", json!({}))
         .unwrap_err();
     assert!(!e.to_string().contains("requires"), "{e}");
-    assert_eq!(handshake_failures(), 1, "{}", site.d.log_text());
+    wait_failures(1);
     assert!(
         site.d.log_text().contains("Revoked"),
         "{}",
@@ -221,7 +230,7 @@ fn revoked_certificates_are_refused_after_sighup() {
         .rpc("resource.drain", json!({"targets": "0"}))
         .unwrap_err();
     assert!(!e.to_string().contains("requires"), "{e}");
-    assert_eq!(handshake_failures(), before + 1, "{}", site.d.log_text());
+    wait_failures(before + 1);
     // The agent's next connection is refused too: kill it, it stays
     // offline, while fake0 (not revoked) still joins.
     drop(a1.child.take().map(|mut c| {
@@ -645,8 +654,12 @@ fn a_sub_ca_owner_and_a_key_encipherment_admin_are_refused() {
             .unwrap_err()
             .to_string();
         assert!(!e.contains("requires"), "{who}: {e}");
-        let log = site.d.log_text();
-        assert!(log.contains(why), "{who}: {log}");
+        // the client may see the refusal before the service logs it
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !site.d.log_text().contains(why) {
+            assert!(Instant::now() < deadline, "{who}: {}", site.d.log_text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
     assert!(site.d.rpc("resource.status", json!({})).unwrap()["drain"]
         .as_object()
