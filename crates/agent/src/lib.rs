@@ -2,8 +2,9 @@
 //!
 //! An agent discovers what its node has ([`topo`]: physical cores and
 //! GPUs), opens an agent session with the resource service (see
-//! [`session`]: `POST /v1/resource.agent`, whose chunked request body
-//! stays open) and says hello with its hostname and its local R.  The
+//! [`session`]: `POST /v1/resource.agent` with `Upgrade: roster-agent/1`,
+//! then a plain NDJSON stream) and says hello with its hostname and its
+//! local R.  The
 //! service maps the hostname to a rank through R's nodelist, answers with
 //! a welcome (`{rank, heartbeat, ...}`), marks the rank online, and
 //! verifies the R.  The agent then sends a heartbeat line every period;

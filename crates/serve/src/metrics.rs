@@ -9,6 +9,7 @@
 //! (journal followers, acquire holders, agent sessions) are read at
 //! scrape time.
 
+use rpc::catalog::{self as cat, Call};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -348,9 +349,9 @@ impl Metrics {
 
 /// The `topic` labels of the stream gauges (bounded cardinality).
 const STREAM_LABELS: [&str; 4] = [
-    "resource.journal",
-    "resource.acquire",
-    rpc::wire::SESSION_TOPIC,
+    cat::Journal::TOPIC,
+    cat::Acquire::TOPIC,
+    cat::AgentHello::TOPIC,
     "other",
 ];
 
@@ -478,7 +479,7 @@ impl WebHandler for Web {
             },
             "/api/status" => {
                 return Some(WebRoute::Rpc {
-                    topic: "resource.status",
+                    topic: cat::Status::TOPIC,
                     streaming: false,
                     role: rpc::Role::Guest,
                 })
@@ -487,7 +488,7 @@ impl WebHandler for Web {
             // caller's role when that is less (a guest is refused).
             "/api/journal" => {
                 return Some(WebRoute::Rpc {
-                    topic: "resource.journal",
+                    topic: cat::Journal::TOPIC,
                     streaming: true,
                     role: rpc::Role::User,
                 })

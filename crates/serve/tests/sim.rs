@@ -174,6 +174,7 @@ impl Harness {
             tls: None,
             crl: None,
             reload_dir: rfiles[0].parent().map(PathBuf::from),
+            public_read: false,
         };
         Harness {
             disk: SimDisk::new(),

@@ -50,6 +50,7 @@ pub fn eight_node_shell(dir: &Path) -> Shell {
         crl: None,
         reload_dir: None,
         backend: config::Backend::Local,
+        public_read: false,
     };
     serve::prepare(&plan).expect("start").0
 }
