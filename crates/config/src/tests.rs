@@ -476,10 +476,13 @@ listen = ["tls://0.0.0.0:8050"]
 tls-cert = "/etc/roster/head.pem"
 tls-key = "/etc/roster/head.key"
 tls-client-ca = "/etc/roster/ca.pem"
+tls-crl = "/etc/roster/ca.crl"
+reload-dir = "/etc/roster/r"
 
 [serve.auth]
 admin = ["alice", "*.ops.example"]
 agent = "node[0-127]"
+relay = "node[0-3]"
 roles-from-ou = false
 user-token-file = "/etc/roster/user.token"
 "#,
@@ -496,6 +499,8 @@ user-token-file = "/etc/roster/user.token"
     assert_eq!(s.tls_cert, Some(PathBuf::from("/etc/roster/head.pem")));
     assert_eq!(s.tls_key, Some(PathBuf::from("/etc/roster/head.key")));
     assert_eq!(s.tls_client_ca, Some(PathBuf::from("/etc/roster/ca.pem")));
+    assert_eq!(s.tls_crl, Some(PathBuf::from("/etc/roster/ca.crl")));
+    assert_eq!(s.reload_dir, Some(PathBuf::from("/etc/roster/r")));
     let pairs: Vec<(&str, &str)> = s
         .auth
         .patterns
@@ -507,7 +512,8 @@ user-token-file = "/etc/roster/user.token"
         vec![
             ("admin", "alice"),
             ("admin", "*.ops.example"),
-            ("agent", "node[0-127]")
+            ("agent", "node[0-127]"),
+            ("relay", "node[0-3]")
         ]
     );
     assert!(!s.auth.roles_from_ou);

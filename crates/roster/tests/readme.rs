@@ -397,8 +397,14 @@ impl Script {
             ""
         };
         let text = if first.starts_with("roster serve ca issue") {
-            // the service is reached at 127.0.0.1 here, not at `head`
-            format!("{text} --san 127.0.0.1")
+            // the service is reached at 127.0.0.1 here, not at `head`;
+            // the glue may have issued these names already
+            let force = if text.contains("--force") {
+                ""
+            } else {
+                " --force"
+            };
+            format!("{text} --san 127.0.0.1{force}")
         } else if first.contains("roster resource acquire") {
             // "Ctrl-C ends it": still running after 2 s is success
             // and it printed the first response
@@ -942,6 +948,11 @@ fn relays(all: &[Block]) -> Result<Record, String> {
     let mut sc = Script::new("Scaling out", &s);
     sc.cluster(Some("node[0-255]"), true);
     sc.cluster_serve();
+    // as the section says in prose: the relays' certificates carry the
+    // relay role
+    sc.glue(
+        "roster serve ca issue $T/etc/roster/pki 'node[0-1]' --role relay --san 127.0.0.1 --force >/dev/null",
+    );
     sc.glue("cd $T/etc/roster/pki");
     for b in section(all, "Scaling out") {
         for c in commands(b) {

@@ -170,7 +170,8 @@ pub(crate) fn run(
         .map_err(ServeError::Runtime)?;
     control.set_waker(tx.clone());
     let sig_control = Arc::clone(&control);
-    runtime.spawn(async move { crate::watch_signals(sig_control).await });
+    let crl = plan.crl.clone();
+    runtime.spawn(async move { crate::watch_signals(sig_control, crl).await });
     let net_control = Arc::clone(&control);
     let net = runtime.spawn(async move {
         let r = listeners.run(tx, stop_rx).await;
@@ -426,6 +427,7 @@ fn leader(
         since_checkpoint,
     };
     let mut shell = Shell::with_backing(core, Backing::Etcd(backing), plan.config_path.clone());
+    shell.set_reload_dir(plan.reload_dir.clone());
     shell.set_metrics(Arc::clone(metrics));
     shell.persist(&out)?;
     shell.deliver(out);

@@ -92,6 +92,11 @@ struct Args {
     /// token); repeatable.
     #[arg(long, value_name = "URI", requires = "relay")]
     listen: Vec<String>,
+    /// (relay) Refuse children whose certificates this revocation list
+    /// (PEM CRL, `roster serve ca revoke`) names, on a tls:// --listen;
+    /// re-read on SIGHUP.
+    #[arg(long, value_name = "FILE", requires = "relay")]
+    crl: Option<PathBuf>,
     /// (simulator) Run the first N hosts as relays, the others as
     /// virtual leaves below them.
     #[arg(long, value_name = "N", requires = "simulate", default_value_t = 0)]
@@ -129,7 +134,8 @@ fn seconds(what: &str, s: f64) -> Result<Duration, String> {
 fn relay_tls(
     uri: &rpc::uri::Uri,
     files: &client::TlsFiles,
-) -> Result<agent::relay::TlsListen, String> {
+    crl: Option<&std::path::Path>,
+) -> Result<(agent::relay::TlsListen, std::sync::Arc<tls::ClientVerifier>), String> {
     let (Some(cert), Some(key), Some(ca)) = (&files.cert, &files.key, &files.ca) else {
         return Err(format!(
             "--listen {uri}: a relay's TLS listener presents this node's certificate \
@@ -137,13 +143,35 @@ fn relay_tls(
              children's against the CA (--ca or $ROSTER_CA)"
         ));
     };
-    let config =
-        tls::server_config(cert, key, Some(ca)).map_err(|e| format!("--listen {uri}: {e}"))?;
-    Ok(agent::relay::TlsListen {
-        config,
-        client_auth: true,
-        roles: tls::RoleMap::default(),
-    })
+    let verifier = tls::ClientVerifier::new(ca, crl).map_err(|e| format!("--listen {uri}: {e}"))?;
+    let config = tls::server_config_with(cert, key, Some(std::sync::Arc::clone(&verifier)))
+        .map_err(|e| format!("--listen {uri}: {e}"))?;
+    Ok((
+        agent::relay::TlsListen {
+            config,
+            client_auth: true,
+            roles: tls::RoleMap::default(),
+        },
+        verifier,
+    ))
+}
+
+/// SIGHUP: the relay reads its revocation list again (the previous one
+/// stays in force if the file cannot be read).
+async fn reload_crl_on_sighup(v: std::sync::Arc<tls::ClientVerifier>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hup.recv().await.is_some() {
+        let path = v.crl().map(|p| p.display().to_string()).unwrap_or_default();
+        match v.reload() {
+            Ok(n) => eprintln!("roster agent: SIGHUP: re-read {path} ({n} revocation list(s))"),
+            Err(e) => {
+                eprintln!("roster agent: SIGHUP: {e}: the previous revocation list stays in force")
+            }
+        }
+    }
 }
 
 /// The command line, for `roster completions` and `roster manpage`.
@@ -342,7 +370,16 @@ fn run(args: Args) -> Result<ExitCode, String> {
             .iter()
             .find(|u| matches!(u, rpc::uri::Uri::Tls { .. }))
         {
-            Some(u) => Some(relay_tls(u, &listen_tls_files)?),
+            Some(u) => {
+                let (t, verifier) = relay_tls(u, &listen_tls_files, args.crl.as_deref())?;
+                if args.crl.is_some() {
+                    runtime.spawn(reload_crl_on_sighup(verifier));
+                }
+                Some(t)
+            }
+            None if args.crl.is_some() => {
+                return Err("--crl applies to a tls:// --listen, and there is none".into())
+            }
             None => None,
         };
         let rcfg = agent::relay::RelayConfig {
