@@ -51,30 +51,6 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Is `tool` on PATH?  Missing: skip loudly, or fail under `CI=true`.
-fn have(tool: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{tool} is not installed (Debian package `prometheus`) and CI=true");
-        }
-        eprintln!("!!! SKIPPING: {tool} not installed (apt-get install prometheus)");
-    }
-    found
-}
-
 fn daemon_with_tcp(s: &Scratch, nodes: u32) -> (Daemon, String) {
     let token = s.write("token", "s3cret\n");
     std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
@@ -208,7 +184,7 @@ impl Drop for Killed {
 
 #[test]
 fn prometheus_scrapes_the_drained_count_and_promtool_is_clean() {
-    if !have("prometheus") || !have("promtool") {
+    if !need("prometheus", "prometheus") || !need("promtool", "prometheus") {
         return;
     }
     let s = Scratch::new("prometheus");

@@ -352,11 +352,6 @@ fn scale_131072_nodes_through_relays() {
     eprintln!("all offline after {t:?}");
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 /// `roster serve ca ...`, which must succeed.
 fn ca(args: &[&str]) {
     let o = roster()

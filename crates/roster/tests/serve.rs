@@ -773,3 +773,95 @@ fn config_typo_gets_did_you_mean_with_file_and_line() {
         "{err}"
     );
 }
+
+/// `roster serve --check` and `roster serve` on the same configuration:
+/// both must refuse it, with the same message (containing `want`), and
+/// exit 1; nothing is started.
+fn refused_by_check_and_serve(name: &str, serve_toml: &str, want: &str) {
+    let s = Scratch::new(name);
+    let token = s.write("token", "s3cret\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let serve_toml = serve_toml.replace("TOKEN", token.to_str().unwrap());
+    let cfg = s.write(
+        "roster.toml",
+        &(fake_config(2, "") + "[serve]\n" + &serve_toml),
+    );
+    let run = |check: bool| {
+        let mut c = roster();
+        c.arg("serve").arg("--statedir").arg(s.statedir());
+        c.arg("--config").arg(&cfg);
+        if check {
+            c.arg("--check");
+        }
+        let o = c.output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (check_code, check_err) = run(true);
+    assert_eq!(check_code, Some(1), "--check passed: {check_err}");
+    assert!(check_err.contains(want), "{check_err}");
+    let (serve_code, serve_err) = run(false);
+    assert_eq!(serve_code, Some(1), "{serve_err}");
+    let last = |t: &str| t.lines().last().unwrap_or("").to_string();
+    assert_eq!(last(&serve_err), last(&check_err));
+    // refused before the state directory was touched
+    assert!(!s.statedir().join("resource.eventlog").exists());
+}
+
+#[test]
+fn check_refuses_tls_without_a_certificate() {
+    refused_by_check_and_serve(
+        "check-tls-cert",
+        "listen = [\"tls://127.0.0.1:8050\"]\ntoken-file = \"TOKEN\"\n",
+        "a TLS listener needs a certificate and key (tls-cert, tls-key)",
+    );
+}
+
+#[test]
+fn check_refuses_tls_without_client_authentication() {
+    let s = Scratch::new("check-tls-pki");
+    let pki = s.path("pki");
+    let pki = pki.to_str().unwrap();
+    for args in [vec!["init", pki], vec!["issue", pki, "localhost"]] {
+        let o = roster().args(["serve", "ca"]).args(&args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    refused_by_check_and_serve(
+        "check-tls-auth",
+        &format!(
+            "listen = [\"tls://127.0.0.1:8050\"]\ntls-cert = \"{pki}/localhost.pem\"\n\
+             tls-key = \"{pki}/localhost.key\"\n"
+        ),
+        "TLS clients could not authenticate",
+    );
+}
+
+#[test]
+fn check_refuses_tcp_without_a_token() {
+    refused_by_check_and_serve(
+        "check-tcp-token",
+        "listen = [\"tcp://127.0.0.1:8051\"]\n",
+        "TCP listener requires a token file",
+    );
+}
+
+#[test]
+fn check_refuses_plain_tcp_off_loopback() {
+    refused_by_check_and_serve(
+        "check-tcp-any",
+        "listen = [\"tcp://0.0.0.0:8051\"]\ntoken-file = \"TOKEN\"\n",
+        "plain TCP is only allowed on loopback addresses",
+    );
+}
+
+#[cfg(not(feature = "etcd"))]
+#[test]
+fn check_refuses_the_etcd_backend_of_a_build_without_it() {
+    refused_by_check_and_serve(
+        "check-etcd",
+        "backend = \"etcd\"\netcd-endpoints = [\"http://127.0.0.1:2379\"]\n",
+        "this roster was built without the etcd backend",
+    );
+}

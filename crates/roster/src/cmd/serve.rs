@@ -31,7 +31,8 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     statedir: Option<PathBuf>,
     /// Listen on URI: unix:///PATH, tls://HOST:PORT, tcp://HOST:PORT
-    /// (loopback only) or flux:///PATH (repeatable).
+    /// (loopback only) or flux:///PATH (repeatable).  Added to the
+    /// configuration's `listen`, never instead of it.
     #[arg(long, value_name = "URI", value_parser = parse_uri)]
     listen: Vec<Uri>,
     /// Consider every target online from the start.
