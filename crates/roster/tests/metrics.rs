@@ -52,13 +52,17 @@ fn dechunk(mut s: &str) -> String {
 }
 
 fn daemon_with_tcp(s: &Scratch, nodes: u32) -> (Daemon, String) {
+    daemon_with_tcp_config(s, &fake_config(nodes, ""))
+}
+
+fn daemon_with_tcp_config(s: &Scratch, config: &str) -> (Daemon, String) {
     let token = s.write("token", "s3cret\n");
     std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let addr = format!("127.0.0.1:{}", free_port());
     let tcp = format!("tcp://{addr}");
     let d = start(
         s,
-        &fake_config(nodes, ""),
+        config,
         &["--listen", &tcp, "--token-file", token.to_str().unwrap()],
     );
     (d, addr)
@@ -131,6 +135,58 @@ fn wait_for(addr: &str, key: &str, want: i64) -> String {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// `roster_nodes{state}`: every node in exactly one state, so they sum
+/// to the size; the flux status probe (`job-manager.stats-get`, sent by
+/// `status` and `list`) is not an error.
+#[test]
+fn node_states_are_disjoint_and_the_status_probe_is_no_error() {
+    let s = Scratch::new("metrics-states");
+    let (d, addr) = daemon_with_tcp_config(
+        &s,
+        &fake_config(7, "exclude = \"5\"\ntorpid-max = \"1s\"\n"),
+    );
+    // fake[0-3] online, fake3 stalls (torpid); fake4, 5 and 6 never come
+    let _sim = Killed(
+        roster()
+            .args(["agent", "--uri", &d.uri, "--simulate", "fake[0-3]"])
+            .args(["--cores", "0-3", "--heartbeat", "0.2"])
+            .args(["--stall", "3", "--stall-after", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    d.ok(&["drain", "1,4", "fan"]);
+    wait_for(&addr, "roster_nodes{state=\"torpid\"} ", 1);
+    let text = wait_for(&addr, "roster_nodes{state=\"up\"} ", 2);
+    let want = [
+        ("up", 2),
+        ("torpid", 1),
+        ("offline", 1),
+        ("drained", 2),
+        ("excluded", 1),
+    ];
+    for (state, n) in want {
+        assert_eq!(gauge(&text, state), Some(n), "{state}:\n{text}");
+    }
+    let states = text
+        .lines()
+        .filter(|l| l.starts_with("roster_nodes{"))
+        .count();
+    assert_eq!(states, want.len(), "{text}");
+    assert!(text.contains("roster_nodes_size 7"), "{text}");
+    d.ok(&["status"]);
+    d.ok(&["list"]);
+    let (_, text) = http_get(&addr, "/metrics");
+    for probe in ["job-manager.stats-get", "config.get"] {
+        let line = format!("roster_rpc_requests_total{{topic=\"{probe}\",outcome=\"ok\"}} 1");
+        assert!(text.contains(&line), "{line}:\n{text}");
+    }
+    assert!(!text.contains("topic=\"unknown\""), "{text}");
+    assert!(text.contains("roster_ha_leader 1"), "{text}");
+    assert!(text.contains("roster_build_info{version=\""), "{text}");
 }
 
 #[test]

@@ -681,6 +681,7 @@ pub fn run(
     let (mut shell, out) = prepare(&plan)?;
     shell.deliver(out);
     let metrics = shell.metrics();
+    metrics.set_limits(&plan.limits);
     metrics.refresh(shell.core(), std::time::Instant::now(), true);
     // status and sched-status are answered by the listeners from what
     // the loop publishes (they do not queue behind the loop).
