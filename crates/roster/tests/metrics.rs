@@ -309,3 +309,111 @@ fn prometheus_scrapes_the_drained_count_and_promtool_is_clean() {
         std::thread::sleep(Duration::from_millis(250));
     }
 }
+
+const CONTRIB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib");
+
+/// `contrib/prometheus/roster-rules.yml` is valid and its unit tests
+/// (`roster-rules.test.yml`: each alert fires when it should, and not
+/// before) pass.
+#[test]
+fn alert_rules_pass_promtool_check_and_test() {
+    if !need("promtool", "prometheus") {
+        return;
+    }
+    let dir = format!("{CONTRIB}/prometheus");
+    for args in [
+        ["check", "rules", "roster-rules.yml"],
+        ["test", "rules", "roster-rules.test.yml"],
+    ] {
+        let o = Command::new("promtool")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+/// The `roster_*` names in `text` (metric names: letters, digits, `_`).
+fn roster_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("roster_") {
+        let boundary =
+            !matches!(rest[..i].chars().last(), Some(c) if c.is_ascii_alphanumeric() || c == '_');
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .unwrap_or(tail.len());
+        if boundary {
+            names.insert(tail[..end].to_string());
+        }
+        rest = &tail[end..];
+    }
+    names
+}
+
+#[derive(serde::Deserialize)]
+struct Dashboard {
+    panels: Vec<Panel>,
+}
+
+#[derive(serde::Deserialize)]
+struct Panel {
+    title: String,
+    targets: Vec<Target>,
+}
+
+#[derive(serde::Deserialize)]
+struct Target {
+    expr: String,
+}
+
+/// Every metric the Grafana dashboard and the alert rules use is in a
+/// real scrape of `/metrics` (after a drain, so the RPC and eventlog
+/// series exist).
+#[test]
+fn dashboard_and_rules_use_only_real_metrics() {
+    let s = Scratch::new("metrics-names");
+    let (d, addr) = daemon_with_tcp(&s, 4);
+    d.ok(&["drain", "1", "fan"]);
+    let (_, scrape) = http_get(&addr, "/metrics");
+    let real: std::collections::BTreeSet<String> = scrape
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_string)
+        .collect();
+    let text = std::fs::read_to_string(format!("{CONTRIB}/grafana/roster.json")).unwrap();
+    let dash: Dashboard = serde_json::from_str(&text).expect("roster.json is a dashboard");
+    let exprs: Vec<&str> = dash
+        .panels
+        .iter()
+        .flat_map(|p| p.targets.iter().map(|t| t.expr.as_str()))
+        .collect();
+    assert!(
+        dash.panels.iter().all(|p| !p.targets.is_empty()),
+        "a panel without a query"
+    );
+    let used = roster_names(&exprs.join("\n"));
+    assert!(used.len() >= 15, "{used:?}");
+    let missing: Vec<_> = used.iter().filter(|n| !real.contains(*n)).collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard uses {missing:?}, not in a scrape:\n{scrape}\npanels: {:?}",
+        dash.panels.iter().map(|p| &p.title).collect::<Vec<_>>()
+    );
+    let rules = std::fs::read_to_string(format!("{CONTRIB}/prometheus/roster-rules.yml")).unwrap();
+    let used = roster_names(&rules);
+    assert!(used.len() >= 8, "{used:?}");
+    let missing: Vec<_> = used.iter().filter(|n| !real.contains(*n)).collect();
+    assert!(
+        missing.is_empty(),
+        "the rules use {missing:?}, not in a scrape:\n{scrape}"
+    );
+}

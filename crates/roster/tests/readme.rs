@@ -845,6 +845,8 @@ fn monitoring(all: &[Block]) -> Result<Record, String> {
     let mut sc = Script::new("Monitoring", &s);
     sc.cluster(None, true);
     sc.cluster_serve();
+    // the README runs from a checkout (contrib/prometheus)
+    sc.glue(&format!("ln -s {REPO}/contrib contrib"));
     for b in section(all, "Monitoring") {
         if b.kind == Kind::File {
             sc.file(b, "etc/prometheus/prometheus.yml", |t| t);
