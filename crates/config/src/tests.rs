@@ -808,7 +808,7 @@ fn inventory_from_path_and_scheduling() {
 
     assert_eq!(
         inventory_err("[resource]\npath = \"/noexist\"\n"),
-        "test.toml: /noexist: unable to open /noexist: No such file or directory on line -1"
+        "test.toml: /noexist: unable to open /noexist: No such file or directory"
     );
     let v42 = data("R-version42.json");
     assert_eq!(
@@ -834,7 +834,7 @@ fn inventory_from_path_and_scheduling() {
     ));
     assert_eq!(
         e,
-        "test.toml: error loading resource.scheduling: unable to open /noexist: No such file or directory on line -1"
+        "test.toml: error loading resource.scheduling: unable to open /noexist: No such file or directory"
     );
     // Malformed R JSON.
     let e = inventory_err(&format!("[resource]\npath = \"{bad}\"\n"));

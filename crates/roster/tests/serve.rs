@@ -865,3 +865,93 @@ fn check_refuses_the_etcd_backend_of_a_build_without_it() {
         "this roster was built without the etcd backend",
     );
 }
+
+/// A restart right after the old daemon logged "stopped" finds the state
+/// directory free, although the old process still gives its connections
+/// their shutdown grace (here a TLS connection that never starts its
+/// handshake keeps it up to 3 s).
+#[test]
+fn restart_right_after_stopped_finds_the_statedir_free() {
+    let s = Scratch::new("restart-at-once");
+    let pki = s.path("pki");
+    let pki = pki.to_str().unwrap();
+    for args in [vec!["init", pki], vec!["issue", pki, "localhost"]] {
+        let o = roster().args(["serve", "ca"]).args(&args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let port = free_port();
+    let cfg = fake_config(2, "")
+        + &format!(
+            "[serve]\ntls-cert = \"{pki}/localhost.pem\"\ntls-key = \"{pki}/localhost.key\"\n\
+             tls-client-ca = \"{pki}/ca.pem\"\n"
+        );
+    let mut d = start(&s, &cfg, &["--listen", &format!("tls://127.0.0.1:{port}")]);
+    let idle = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut old = d.child.take().unwrap();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(old.id() as i32, libc::SIGTERM) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !d.log_text().contains("stopped; drain checkpoint written") {
+        assert!(std::time::Instant::now() < deadline, "{}", d.log_text());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // at once, on another socket (the old one may still be there)
+    let sock = s.path("second.sock");
+    let log = s.path("second.log");
+    let mut second = roster()
+        .arg("serve")
+        .arg("--statedir")
+        .arg(s.statedir())
+        .arg("--listen")
+        .arg(format!("unix://{}", sock.display()))
+        .arg("--config")
+        .arg(s.path("roster.toml"))
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let uri = rpc::uri::Uri::parse(&format!("unix://{}", sock.display())).unwrap();
+    let c = client::blocking::Client::new(uri);
+    while c.rpc("resource.status", json!({})).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline && second.try_wait().unwrap().is_none(),
+            "the restart failed:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = second.kill();
+    let _ = second.wait();
+    drop(idle);
+    assert!(old.wait().unwrap().success());
+}
+
+/// A `path` that cannot be opened is reported at the line that sets it
+/// (not jansson's "line -1"), by --check and by serve.
+#[test]
+fn a_missing_path_names_its_line() {
+    let s = Scratch::new("missing-path");
+    let cfg = s.write(
+        "roster.toml",
+        "# the cluster\n[resource]\npath = \"/nonexistent/R.json\"\n",
+    );
+    for check in [true, false] {
+        let mut c = roster();
+        c.arg("serve").arg("--statedir").arg(s.statedir());
+        c.arg("--config").arg(&cfg);
+        if check {
+            c.arg("--check");
+        }
+        let o = c.output().unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            err.lines().last().unwrap_or(""),
+            format!(
+                "roster serve: {}:3: /nonexistent/R.json: unable to open /nonexistent/R.json: No such file or directory",
+                cfg.display()
+            ),
+            "{err}"
+        );
+    }
+}

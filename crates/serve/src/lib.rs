@@ -748,6 +748,10 @@ pub fn run(
     notifier.send("STOPPING=1");
     // Stop accepting; in-flight streams have had their final replies.
     let _ = stop_tx.send(true);
+    // The state is final: release the state directory (its lock) now, not
+    // after the connections' shutdown grace, so that a restart right
+    // after "stopped" finds it free.
+    drop(shell);
     if let Err(e) = runtime.block_on(net).unwrap_or(Ok(())) {
         tracing::warn!("listeners: {e}");
     }

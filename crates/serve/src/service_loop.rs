@@ -363,7 +363,7 @@ impl Shell {
                 drop(slot);
                 tracing::debug!(
                     topic = %req.topic,
-                    uid = ?req.userid,
+                    uid = req.userid,
                     role = ?req.role,
                     conn = req.conn,
                     "request"
