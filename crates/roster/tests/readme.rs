@@ -1336,3 +1336,32 @@ fn every_readme_command_runs() {
         total.ran.len()
     );
 }
+
+/// The quick start makes a token file: its configuration uses it (a
+/// token nobody reads is a step for nothing).
+#[test]
+fn the_quick_starts_token_is_used_by_its_configuration() {
+    let qs = blocks(README)
+        .into_iter()
+        .find(|b| b.section == "Quick start")
+        .expect("a Quick start block");
+    let cmds = commands(&qs);
+    let toml = cmds
+        .iter()
+        .find(|c| c.text.starts_with("cat > cluster.toml <<'TOML'"))
+        .expect("the quick start writes cluster.toml");
+    let made: Vec<&str> = cmds
+        .iter()
+        .filter_map(|c| c.text.split("> ").nth(1))
+        .filter_map(|rest| rest.split(')').next())
+        .filter(|p| p.ends_with("token"))
+        .collect();
+    assert!(!made.is_empty(), "the quick start makes no token any more");
+    for path in made {
+        assert!(
+            toml.text.contains(&format!("token-file = \"{path}\"")),
+            "the quick start makes {path} but cluster.toml does not use it:\n{}",
+            toml.text
+        );
+    }
+}
