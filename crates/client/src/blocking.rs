@@ -95,11 +95,34 @@ impl Client {
         self.block(self.inner.rpc(topic, payload))
     }
 
+    fn block_stream(
+        &self,
+        f: impl std::future::Future<Output = Result<crate::ReplyStream, ClientError>>,
+    ) -> Result<ReplyStream, ClientError> {
+        let rt = self.runtime()?;
+        let inner = rt.block_on(f)?;
+        Ok(ReplyStream { inner, rt })
+    }
+
     /// See [`crate::Client::stream`].
     pub fn stream(&self, topic: &str, payload: Value) -> Result<ReplyStream, ClientError> {
-        let rt = self.runtime()?;
-        let inner = rt.block_on(self.inner.stream(topic, payload))?;
-        Ok(ReplyStream { inner, rt })
+        self.block_stream(self.inner.stream(topic, payload))
+    }
+
+    /// See [`crate::Client::call`].
+    pub fn call<C: rpc::catalog::Call>(
+        &self,
+        req: &C::Request,
+    ) -> Result<C::Response, ClientError> {
+        self.block(self.inner.call::<C>(req))
+    }
+
+    /// See [`crate::Client::open`].
+    pub fn open<C: rpc::catalog::Call>(
+        &self,
+        req: &C::Request,
+    ) -> Result<ReplyStream, ClientError> {
+        self.block_stream(self.inner.open::<C>(req))
     }
 
     /// See [`crate::Client::status`].
@@ -161,12 +184,12 @@ impl Client {
 
     /// See [`crate::Client::journal`].
     pub fn journal(&self) -> Result<ReplyStream, ClientError> {
-        self.stream("resource.journal", serde_json::json!({}))
+        self.block_stream(self.inner.journal())
     }
 
     /// See [`crate::Client::acquire`].
     pub fn acquire(&self, group: Option<&str>) -> Result<ReplyStream, ClientError> {
-        self.stream("resource.acquire", crate::payload::group(group))
+        self.block_stream(self.inner.acquire(group))
     }
 
     /// See [`crate::Client::acquisition`].
@@ -263,7 +286,7 @@ pub struct JournalFollower {
 
 impl JournalFollower {
     /// See [`crate::JournalFollower::position`].
-    pub fn position(&self) -> Option<&Value> {
+    pub fn position(&self) -> Option<&rpc::msg::JournalPosition> {
         self.inner.position()
     }
 

@@ -6,7 +6,9 @@
 //! * The first response (v1 `{resources, up}` or the groups variant's
 //!   first `grow`) builds the graph from R, using its JGF `scheduling` key
 //!   when present.  Each execution target is the highest pool of its rank
-//!   (the `node`).
+//!   (the `node`).  A target of the JGF that R_lite does not list (the
+//!   service drops excluded ranks from R_lite and keeps the whole JGF, as
+//!   flux-core does) is down and never brought up.
 //! * `up`/`online` set a target's state to `up`; `down`/`offline` (which
 //!   cover drained and excluded targets as well as crashed ones) set it to
 //!   `down`.  A down pool and everything below it leave Available,
@@ -223,8 +225,10 @@ impl Follower {
 
     fn set_states(&mut self, t: &IdSet, st: State, out: &mut Applied) {
         for r in t.iter() {
-            // A shrunk target held by jobs stays down.
-            if st == State::Up && self.shrinking.contains(r) {
+            // A shrunk target held by jobs stays down, and so does one
+            // the acquire does not grant (a rank of the `scheduling` JGF
+            // that R_lite leaves out: excluded).
+            if st == State::Up && (self.shrinking.contains(r) || !self.view.all().contains(r)) {
                 continue;
             }
             let Some(&v) = self.targets.get(&i64::from(r)) else {

@@ -21,8 +21,10 @@
 
 use crate::retry::{classify, Failure};
 use crate::{Client, ClientError, ReplyStream};
+use rpc::catalog::{Call, Journal};
 use rpc::errno::EOVERFLOW;
-use serde_json::{json, Value};
+use rpc::msg::{JournalPosition, JournalRequest};
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,7 +35,7 @@ pub const RESUME_WAIT: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub struct JournalFollower {
     client: Client,
-    position: Option<Value>,
+    position: Option<JournalPosition>,
     stream: Option<ReplyStream>,
     /// The backlog's end (the sentinel) was handed out.
     synced: bool,
@@ -82,7 +84,7 @@ impl JournalFollower {
 
     /// A reader resuming after `position` (one [`JournalFollower::position`]
     /// returned, e.g. saved by a previous process).
-    pub fn from_position(client: Client, position: Value) -> JournalFollower {
+    pub fn from_position(client: Client, position: JournalPosition) -> JournalFollower {
         JournalFollower {
             position: Some(position),
             ..JournalFollower::new(client)
@@ -111,17 +113,14 @@ impl JournalFollower {
     /// Open the stream now, so that an error (no service, no permission)
     /// comes here rather than from the first [`JournalFollower::next`].
     pub async fn open(mut self) -> Result<JournalFollower, ClientError> {
-        let s = self
-            .client
-            .stream("resource.journal", self.request())
-            .await?;
+        let s = self.client.open::<Journal>(&self.request()).await?;
         self.stream = Some(s);
         Ok(self)
     }
 
     /// The position of the last response handed out (`None` before the
     /// first one, or when the service gives no positions).
-    pub fn position(&self) -> Option<&Value> {
+    pub fn position(&self) -> Option<&JournalPosition> {
         self.position.as_ref()
     }
 
@@ -130,8 +129,11 @@ impl JournalFollower {
         self.resumes
     }
 
-    fn request(&self) -> Value {
-        json!({ "position": self.position.clone().unwrap_or(Value::Null) })
+    /// Positions from the start, or after the last one handed out.
+    fn request(&self) -> JournalRequest {
+        JournalRequest {
+            position: Some(self.position),
+        }
     }
 
     /// The next response; `None` once the stream ended normally.
@@ -143,7 +145,7 @@ impl JournalFollower {
             }
             let stream = match self.stream.as_mut() {
                 Some(s) => s,
-                None => match self.client.stream("resource.journal", self.request()).await {
+                None => match self.client.open::<Journal>(&self.request()).await {
                     Ok(s) => self.stream.insert(s),
                     Err(e) => {
                         self.done = true;
@@ -154,7 +156,14 @@ impl JournalFollower {
             match stream.next().await {
                 Some(Ok(mut v)) => {
                     if let Some(p) = v.as_object_mut().and_then(|m| m.remove("position")) {
-                        self.position = Some(p);
+                        match serde_json::from_value(p) {
+                            Ok(p) => self.position = Some(p),
+                            Err(e) => {
+                                self.done = true;
+                                let what = format!("unexpected {} position: {e}", Journal::TOPIC);
+                                return Some(Err(ClientError::Protocol(what)));
+                            }
+                        }
                     }
                     let sentinel = v
                         .get("events")
@@ -207,7 +216,7 @@ impl JournalFollower {
         // The wait is said once, after the first attempt failed.
         let mut said = false;
         loop {
-            let err = match client.stream("resource.journal", self.request()).await {
+            let err = match client.open::<Journal>(&self.request()).await {
                 Ok(s) => return Ok(s),
                 Err(e) => e,
             };

@@ -28,13 +28,14 @@ mod conn;
 pub mod follower;
 pub mod journal;
 pub mod retry;
-mod status;
 
 pub use conn::Connection;
 use conn::Exchange;
+use rpc::catalog::{self as cat, Call};
+use rpc::msg;
 use rpc::uri::{Uri, UriError};
 use rpc::RpcError;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,7 +43,7 @@ use std::sync::Arc;
 pub use acquire::{AcquireStream, Acquisition, Response as AcquireResponse};
 pub use follower::{Applied, FollowError, Follower};
 pub use journal::JournalFollower;
-pub use status::{DrainEntry, Status};
+pub use rpc::msg::{DrainEntry, StatusResponse as Status};
 
 /// Environment variable naming the token file for `tcp://` services.
 pub const TOKEN_FILE_ENV: &str = "ROSTER_TOKEN_FILE";
@@ -469,7 +470,8 @@ impl Client {
     }
 
     /// One request, one reply.  `Value::Null` means no payload, both in
-    /// the request and in the returned reply.
+    /// the request and in the returned reply.  For the catalogue's topics,
+    /// [`Client::call`] is the typed form.
     pub async fn rpc(&self, topic: &str, payload: Value) -> Result<Value, ClientError> {
         let payload = &payload;
         self.failover(retry::is_read_only(topic), |uri| async move {
@@ -489,7 +491,8 @@ impl Client {
 
     /// A streaming request.  An error the service answers before the
     /// stream starts (authentication, bad topic...) is returned here;
-    /// afterwards see [`ReplyStream::next`].
+    /// afterwards see [`ReplyStream::next`].  For the catalogue's topics,
+    /// [`Client::open`] is the typed form.
     pub async fn stream(&self, topic: &str, payload: Value) -> Result<ReplyStream, ClientError> {
         let payload = &payload;
         self.failover(retry::is_read_only(topic), |uri| async move {
@@ -509,15 +512,27 @@ impl Client {
         .await
     }
 
-    /// `resource.status`: `{R, drain, online, offline, exclude, torpid}`
-    /// (see [`Status`] for a typed view).
+    /// One typed request of the catalogue ([`rpc::catalog`]), one typed
+    /// reply: `client.call::<Drain>(&DrainRequest { .. })`.
+    pub async fn call<C: Call>(&self, req: &C::Request) -> Result<C::Response, ClientError> {
+        let reply = self.rpc(C::TOPIC, msg::encode(req)).await?;
+        msg::decode_reply(C::TOPIC, &reply).map_err(ClientError::Protocol)
+    }
+
+    /// A typed streaming request of the catalogue (each response is a
+    /// `C::Response`; see [`rpc::msg::decode_reply`]).
+    pub async fn open<C: Call>(&self, req: &C::Request) -> Result<ReplyStream, ClientError> {
+        self.stream(C::TOPIC, msg::encode(req)).await
+    }
+
+    /// `resource.status` (`call::<Status>` for the typed [`Status`]).
     pub async fn status(&self) -> Result<Value, ClientError> {
-        self.rpc("resource.status", Value::Null).await
+        self.rpc(cat::Status::TOPIC, Value::Null).await
     }
 
     /// `resource.sched-status`: `{all, down, allocated}`, each an R.
     pub async fn sched_status(&self) -> Result<Value, ClientError> {
-        self.rpc("resource.sched-status", Value::Null).await
+        self.rpc(cat::SchedStatus::TOPIC, Value::Null).await
     }
 
     /// `resource.drain {targets, reason?, mode?}`; `mode` is `update`,
@@ -528,9 +543,8 @@ impl Client {
         reason: Option<&str>,
         mode: Option<&str>,
     ) -> Result<(), ClientError> {
-        self.rpc("resource.drain", payload::targets(targets, reason, mode))
-            .await
-            .map(drop)
+        let req = msg::DrainRequest::new(targets, reason, mode);
+        self.call::<cat::Drain>(&req).await.map(drop)
     }
 
     /// `resource.undrain {targets, reason?, mode?}`.
@@ -540,9 +554,8 @@ impl Client {
         reason: Option<&str>,
         mode: Option<&str>,
     ) -> Result<(), ClientError> {
-        self.rpc("resource.undrain", payload::targets(targets, reason, mode))
-            .await
-            .map(drop)
+        let req = msg::DrainRequest::new(targets, reason, mode);
+        self.call::<cat::Undrain>(&req).await.map(drop)
     }
 
     /// `resource.reload {path, xml, force}`.  `path` is sent as given
@@ -553,33 +566,27 @@ impl Client {
         xml: bool,
         force: bool,
     ) -> Result<(), ClientError> {
-        self.rpc(
-            "resource.reload",
-            payload::reload(path.as_ref(), xml, force),
-        )
-        .await
-        .map(drop)
+        let path = path.as_ref().to_string_lossy().into_owned();
+        let req = msg::ReloadRequest { path, xml, force };
+        self.call::<cat::Reload>(&req).await.map(drop)
     }
 
     /// `resource.expiration-update {expiration}`.
     pub async fn expiration_update(&self, expiration: f64) -> Result<(), ClientError> {
-        self.rpc(
-            "resource.expiration-update",
-            payload::expiration(expiration),
-        )
-        .await
-        .map(drop)
+        let req = msg::ExpirationRequest { expiration };
+        self.call::<cat::ExpirationUpdate>(&req).await.map(drop)
     }
 
     /// `resource.get`: `{R, method}`.
     pub async fn get(&self) -> Result<Value, ClientError> {
-        self.rpc("resource.get", Value::Null).await
+        self.rpc(cat::Get::TOPIC, Value::Null).await
     }
 
     /// `resource.journal` (payload `{}`): `{events:[...], R?}` updates,
     /// the backlog, then the `{events:[]}` sentinel, then live events.
     pub async fn journal(&self) -> Result<ReplyStream, ClientError> {
-        self.stream("resource.journal", json!({})).await
+        self.open::<cat::Journal>(&msg::JournalRequest::default())
+            .await
     }
 
     /// `resource.journal` read by a [`JournalFollower`]: resumed from its
@@ -591,17 +598,16 @@ impl Client {
     /// `resource.acquire`: payload `{}`, or `{"group": G}` for a resource
     /// group (RFC 28 groups draft).
     pub async fn acquire(&self, group: Option<&str>) -> Result<ReplyStream, ClientError> {
-        self.stream("resource.acquire", payload::group(group)).await
+        let req = msg::AcquireRequest {
+            group: group.map(str::to_string),
+        };
+        self.open::<cat::Acquire>(&req).await
     }
 
     /// `resource.release {group, targets}` (RFC 28 groups draft).
     pub async fn release(&self, group: &str, targets: &str) -> Result<(), ClientError> {
-        self.rpc(
-            "resource.release",
-            json!({"group": group, "targets": targets}),
-        )
-        .await
-        .map(drop)
+        let req = msg::TargetsOfGroup::new(group, targets);
+        self.call::<cat::Release>(&req).await.map(drop)
     }
 
     /// `resource.group-set {group, targets}` (Roster): resource group
@@ -609,36 +615,38 @@ impl Client {
     /// the group), which leave any other named group.  Holders losing
     /// targets get a `shrink`, gainers a `grow` once they are released.
     pub async fn group_set(&self, group: &str, targets: &str) -> Result<(), ClientError> {
-        self.rpc("resource.group-set", payload::group_set(group, targets))
-            .await
-            .map(drop)
+        let req = msg::TargetsOfGroup::new(group, targets);
+        self.call::<cat::GroupSet>(&req).await.map(drop)
     }
 
     /// `resource.monitor-force-up {ranks}`.
     pub async fn monitor_force_up(&self, ranks: &str) -> Result<(), ClientError> {
-        self.rpc("resource.monitor-force-up", json!({ "ranks": ranks }))
-            .await
-            .map(drop)
+        let req = msg::ForceRequest {
+            ranks: Some(ranks.to_string()),
+        };
+        self.call::<cat::ForceUp>(&req).await.map(drop)
     }
 
     /// `resource.monitor-force-down {ranks}`.
     pub async fn monitor_force_down(&self, ranks: &str) -> Result<(), ClientError> {
-        self.rpc("resource.monitor-force-down", json!({ "ranks": ranks }))
-            .await
-            .map(drop)
+        let req = msg::ForceRequest {
+            ranks: Some(ranks.to_string()),
+        };
+        self.call::<cat::ForceDown>(&req).await.map(drop)
     }
 
     /// `resource.monitor-waitup {up}`: answers once exactly `up` ranks are
     /// online.
     pub async fn monitor_waitup(&self, up: i64) -> Result<(), ClientError> {
-        self.rpc("resource.monitor-waitup", json!({ "up": up }))
-            .await
-            .map(drop)
+        let req = msg::WaitupRequest { up };
+        self.call::<cat::Waitup>(&req).await.map(drop)
     }
 
     /// `resource.acquire-mute` (payload `{}`).
     pub async fn acquire_mute(&self) -> Result<(), ClientError> {
-        self.rpc("resource.acquire-mute", json!({})).await.map(drop)
+        self.call::<cat::AcquireMute>(&msg::Empty {})
+            .await
+            .map(drop)
     }
 }
 
@@ -667,71 +675,9 @@ impl ReplyStream {
     }
 }
 
-/// Request payloads (shared with [`blocking`]).
-pub(crate) mod payload {
-    use super::*;
-
-    pub fn targets(targets: &str, reason: Option<&str>, mode: Option<&str>) -> Value {
-        let mut m = Map::new();
-        m.insert("targets".into(), Value::from(targets));
-        if let Some(r) = reason {
-            m.insert("reason".into(), Value::from(r));
-        }
-        if let Some(mode) = mode {
-            m.insert("mode".into(), Value::from(mode));
-        }
-        Value::Object(m)
-    }
-
-    pub fn reload(path: &Path, xml: bool, force: bool) -> Value {
-        json!({"path": path.to_string_lossy(), "xml": xml, "force": force})
-    }
-
-    pub fn expiration(expiration: f64) -> Value {
-        json!({ "expiration": expiration })
-    }
-
-    pub fn group_set(group: &str, targets: &str) -> Value {
-        json!({"group": group, "targets": targets})
-    }
-
-    pub fn group(group: Option<&str>) -> Value {
-        match group {
-            Some(g) => json!({ "group": g }),
-            None => json!({}),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn payload_shapes() {
-        assert_eq!(
-            payload::targets("0-1", None, None).to_string(),
-            r#"{"targets":"0-1"}"#
-        );
-        assert_eq!(
-            payload::targets("x", Some("why"), Some("update")).to_string(),
-            r#"{"targets":"x","reason":"why","mode":"update"}"#
-        );
-        assert_eq!(
-            payload::reload(Path::new("/a"), true, false).to_string(),
-            r#"{"path":"/a","xml":true,"force":false}"#
-        );
-        assert_eq!(payload::group(None).to_string(), "{}");
-        assert_eq!(payload::group(Some("g")).to_string(), r#"{"group":"g"}"#);
-        assert_eq!(
-            payload::group_set("g", "0-1").to_string(),
-            r#"{"group":"g","targets":"0-1"}"#
-        );
-        assert_eq!(
-            payload::expiration(1234.0).to_string(),
-            r#"{"expiration":1234.0}"#
-        );
-    }
 
     #[test]
     fn error_texts_and_errnums() {

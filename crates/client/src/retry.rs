@@ -22,19 +22,10 @@ use crate::ClientError;
 use rpc::uri::Uri;
 use std::io::ErrorKind;
 
-/// Topics that change nothing in the service: safe to send twice.
+/// Topics that change nothing in the service, safe to send twice: the
+/// catalogue's `read_only` ([`rpc::catalog::Topic::read_only`]).
 pub fn is_read_only(topic: &str) -> bool {
-    matches!(
-        topic,
-        "resource.status"
-            | "resource.sched-status"
-            | "resource.get"
-            | "resource.journal"
-            | "resource.monitor-waitup"
-            | "resource.topo-get"
-            | "attr.get"
-            | "config.get"
-    )
+    rpc::catalog::lookup(topic).is_some_and(|t| t.read_only)
 }
 
 /// How a call failed, as far as retrying is concerned.

@@ -25,6 +25,6 @@ pub mod service;
 
 pub use acquire::{AcquireInfo, GroupError, DEFAULT_GROUP};
 pub use service::{
-    Access, Init, Input, Inventory, Level, Method, Now, Output, Service, Settings, StartError,
-    Streaming, Topic, TOPICS,
+    Init, Input, Inventory, Level, Method, Now, Output, Service, Settings, StartError, Topic,
+    TOPICS,
 };

@@ -424,7 +424,7 @@ fn verification_drains_with_the_upstream_reason() {
     let ctx = drains[0].context.clone().unwrap();
     assert_eq!(
         serde_json::to_value(&ctx).unwrap(),
-        json!({"idset": "2", "nodelist": "fake2", "reason": "rank 2 (fake2) missing resources: core[2-3]"})
+        json!({"idset": "2", "nodelist": "fake2", "reason": "rank 2 (fake2) missing resources: core[2-3]", "overwrite": 1})
     );
     assert_eq!(h.svc.drained().encode(), "2");
     h.tick();

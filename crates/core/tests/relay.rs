@@ -300,7 +300,7 @@ fn a_malformed_line_ends_the_relay_session() {
     let r = h.line(r0, json!({"lively": 5}));
     assert_eq!(
         r.last().unwrap().as_ref().unwrap_err().message(),
-        "relay line: lively must be an idset string"
+        "relay line: lively: invalid type: integer `5`, expected an idset string"
     );
     h.advance(0.0);
     assert_eq!(h.online(), "");
@@ -308,20 +308,26 @@ fn a_malformed_line_ends_the_relay_session() {
     let (_, e) = h.hello(json!({"hostname": "sim1", "relay": "yes"}));
     assert_eq!(
         e.unwrap_err().message(),
-        "agent hello: relay must be a boolean"
+        "agent hello: relay: invalid type: string \"yes\", expected a boolean"
     );
     // Other malformed lines.
     for (bad, text) in [
-        (json!([1]), "relay line: a line must be a JSON object"),
+        (
+            json!([1]),
+            "relay line: the payload must be a JSON object, not an array",
+        ),
         (
             json!({"hello": {}}),
-            "relay line: hello must be an array of groups",
+            "relay line: hello: invalid type: map, expected a sequence",
         ),
         (
             json!({"hello": [{}]}),
-            "relay line: a hello group needs ranks",
+            "relay line: hello[0]: missing field `ranks`",
         ),
-        (json!({"gone": "x"}), "relay line: gone: "),
+        (
+            json!({"gone": "x"}),
+            "relay line: gone: invalid idset 'x': ",
+        ),
     ] {
         let (r, _) = h.relay("sim0");
         let got = h.line(r, bad);
@@ -370,6 +376,6 @@ fn the_relays_torpid_idset_marks_ranks_torpid_and_lively() {
     let r = h.line(r0, json!({"torpid": 3}));
     assert_eq!(
         r.last().unwrap().as_ref().unwrap_err().message(),
-        "relay line: torpid must be an idset string"
+        "relay line: torpid: invalid type: integer `3`, expected an idset string"
     );
 }

@@ -3,6 +3,7 @@
 use eventlog::Event;
 use roster_core::errno::*;
 use roster_core::*;
+use rpc::catalog::Shape;
 use rpc::{ReplyTo, Request, Role};
 use serde_json::{json, Value};
 
@@ -496,6 +497,106 @@ fn truncation_invariant() {
     }
 }
 
+/// The RFC 44 truncate decision (README, "Journal"): the summary holds
+/// the state when it is made (the REQUIRED keys are "currently"
+/// available, torpid, drained), stamped with the last dropped event's time.
+/// Events kept after it may repeat part of that state; a reader applying
+/// the summary and then every kept event ends in the service's state,
+/// because each event sets its targets' state (checked here on random
+/// drain/undrain sequences).
+#[test]
+fn truncate_summary_then_kept_events_replay_to_the_current_state() {
+    use std::collections::BTreeMap;
+    type Drains = BTreeMap<u32, (f64, String)>;
+    fn expand(obj: &Value) -> Drains {
+        let mut m = Drains::new();
+        for (ids, v) in obj.as_object().unwrap() {
+            for r in idset::IdSet::parse(ids).unwrap().iter() {
+                let reason = v["reason"].as_str().unwrap().to_string();
+                m.insert(r, (v["timestamp"].as_f64().unwrap(), reason));
+            }
+        }
+        m
+    }
+    let mut seed = 0x2026_1128_u64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for round in 0..20 {
+        let (mut h, _) = start_with(Init {
+            now: 5.0,
+            inventory: Some(r4()),
+            settings: Settings {
+                journal_max: 6,
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        for i in 0..40 {
+            h.now += 1.0;
+            let lo = next(4) as u32;
+            let hi = lo + next(4 - u64::from(lo)) as u32;
+            let targets = format!("{lo}-{hi}");
+            let _ = if next(3) == 0 {
+                h.rpc(
+                    "resource.undrain",
+                    json!({"targets": targets, "mode": "force"}),
+                )
+            } else {
+                let mode = ["update", "overwrite", "force-overwrite"][next(3) as usize];
+                let reason = format!("r{round}.{i}");
+                h.rpc(
+                    "resource.drain",
+                    json!({"targets": targets, "mode": mode, "reason": reason}),
+                )
+            };
+        }
+        let events: Vec<Event> = h.svc.journal().events().cloned().collect();
+        let (first, kept) = events.split_first().unwrap();
+        assert_eq!(first.name, "truncate", "round {round}");
+        let status = h.rpc("resource.status", Value::Null).unwrap();
+        let now = expand(&status["drain"]);
+        // the summary is the current drain state
+        let mut state = expand(first.get("drain").unwrap());
+        assert_eq!(state, now, "round {round}: summary");
+        assert_eq!(first.get("online"), Some(&status["online"]));
+        assert_eq!(first.get("torpid"), Some(&status["torpid"]));
+        // it carries the time of the last event it replaced: before the kept ones
+        assert!(first.timestamp < kept[0].timestamp, "round {round}");
+        for e in kept {
+            let ids = idset::IdSet::parse(e.get("idset").unwrap().as_str().unwrap()).unwrap();
+            match e.name.as_str() {
+                "undrain" => ids.iter().for_each(|r| {
+                    state.remove(&r);
+                }),
+                "drain" => {
+                    let ow = e.get("overwrite").and_then(Value::as_u64).unwrap();
+                    let reason = e.get("reason").unwrap().as_str().unwrap().to_string();
+                    for r in ids.iter() {
+                        match state.get_mut(&r) {
+                            Some(_) if ow == 0 => {}
+                            Some(d) => {
+                                d.1.clone_from(&reason);
+                                if ow == 2 {
+                                    d.0 = e.timestamp;
+                                }
+                            }
+                            None => {
+                                state.insert(r, (e.timestamp, reason.clone()));
+                            }
+                        }
+                    }
+                }
+                other => panic!("unexpected {other}"),
+            }
+        }
+        assert_eq!(state, now, "round {round}: replayed");
+    }
+}
+
 fn ev(ts: f64, name: &str, c: Value) -> Event {
     Event::with_context(ts, name, c).unwrap()
 }
@@ -764,6 +865,31 @@ fn shutdown_ends_streams() {
     assert_eq!(replies_to(&out, jto), vec![Err(RpcError::bare(ENODATA))]);
 }
 
+/// RFC 20: expiration MUST be greater than starttime; an update that
+/// would break it is refused (the stored R would not load again).
+#[test]
+fn expiration_update_keeps_expiration_after_starttime() {
+    let text = r#"{"version":1,"execution":{"R_lite":[{"rank":"0-3","children":{"core":"0-3"}}],"nodelist":["fake[0-3]"],"starttime":2000.0,"expiration":0.0}}"#;
+    let (mut h, _) = start_with(Init {
+        now: 999.0,
+        inventory: Some(Inventory::from_json_text(text, Method::Configuration).unwrap()),
+        ..Default::default()
+    });
+    for bad in [1500.0, 2000.0] {
+        let (errno, msg) = err(h.rpc("resource.expiration-update", json!({"expiration": bad})));
+        assert_eq!(errno, EINVAL);
+        assert_eq!(
+            msg,
+            format!("expiration={bad} is not after starttime=2000: RFC 20: \"If starttime is also set, expiration MUST be greater than starttime.\"")
+        );
+    }
+    h.rpc("resource.expiration-update", json!({"expiration": 2000.5}))
+        .unwrap();
+    // 0 unsets it
+    h.rpc("resource.expiration-update", json!({"expiration": 0.0}))
+        .unwrap();
+}
+
 #[test]
 fn expiration_update_and_get() {
     let mut h = start();
@@ -899,7 +1025,11 @@ fn replay_by_checkpoint_position_not_by_timestamp() {
 #[test]
 fn streaming_flag_on_a_one_reply_topic_is_one_eproto() {
     let mut h = start();
-    for t in TOPICS.iter().filter(|t| t.streaming == Streaming::One) {
+    for t in TOPICS
+        .iter()
+        .map(|t| t.info)
+        .filter(|t| t.shape == Shape::One)
+    {
         let (to, out) = h.req(t.name, json!({"targets": "0"}), Role::Owner, true);
         let replies = replies_to(&out, to);
         assert_eq!(replies.len(), 1, "{}: {out:?}", t.name);
@@ -1084,5 +1214,47 @@ fn status_text_leaves_scheduling_out() {
     assert!(
         !t.contains("scheduling") && t.contains(r#""zzz":[1,2.5,"x"]"#),
         "{t}"
+    );
+}
+
+#[test]
+fn broker_attributes_and_config_come_from_the_service() {
+    let mut h = start();
+    let mut ask = |payload: Value| {
+        let (to, out) = h.req("attr.get", payload, Role::Guest, false);
+        replies_to(&out, to).remove(0)
+    };
+    let attr = |name: &str| json!({ "name": name });
+    assert_eq!(
+        ask(attr("rank")).unwrap(),
+        json!({"value": "0", "flags": 0})
+    );
+    assert_eq!(ask(attr("instance-level")).unwrap()["value"], "0");
+    let version = ask(attr("version")).unwrap();
+    assert!(version["value"]
+        .as_str()
+        .unwrap()
+        .starts_with("0.88.0-roster-"));
+    assert_eq!(ask(attr("hostlist")).unwrap()["value"], "fake[0-3]");
+    assert_eq!(ask(attr("size")).unwrap()["value"], "4");
+    // Not an attribute of a top-level instance: bare ENOENT.
+    let e = ask(attr("parent-uri")).unwrap_err();
+    assert_eq!((e.errnum, e.errstr), (ENOENT, None));
+    // No name: flux-core's bare protocol error.
+    assert_eq!(err(ask(json!({}))), (EPROTO, "Protocol error".into()));
+    assert_eq!(
+        err(ask(json!({"name": 3}))),
+        (EPROTO, "Protocol error".into())
+    );
+    let (to, out) = h.req("config.get", Value::Null, Role::Guest, false);
+    assert_eq!(replies_to(&out, to).remove(0).unwrap(), json!({}));
+    // Another service's topic that Roster lacks: the broker's ENOSYS.
+    let (to, out) = h.req("job-manager.stats-get", Value::Null, Role::Owner, false);
+    assert_eq!(
+        err(replies_to(&out, to).remove(0)),
+        (
+            ENOSYS,
+            "No service matching job-manager.stats-get is registered".into()
+        )
     );
 }

@@ -21,7 +21,11 @@
 //!   to 1,023 bytes, as flux-core does;
 //! * **encoding**: consecutive numeric ranges with the same prefix share one
 //!   bracket list, a bracket is written only when the group holds more than
-//!   one host, hosts from a suffixed bracket are never recompressed;
+//!   one host, hosts from a suffixed bracket are never recompressed; a group
+//!   of more than 10,240 ranges is written as several brackets of at most
+//!   10,240 ranges each (`n[0,2,...],n[...]`), so that the decoder (and
+//!   flux-core's, whose limit it is) reads every encoded list back, where
+//!   flux-core writes one bracket it cannot decode itself;
 //! * **appending** merges a range into the tail when the prefix is equal, the
 //!   numbers are consecutive and the zero paddings are compatible
 //!   (`foo9,foo10` → `foo[9-10]`, `n8,n09` → `n[8,09]`);
@@ -98,20 +102,48 @@ pub const MAX_BARE_TOKEN_BYTES: usize = 1023;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostlistError {
     /// A `[` without a later `]`, or a `]` in a token without `[`.
-    #[error("invalid hostlist '{token}': unmatched bracket")]
+    #[error("invalid hostlist '{}': unmatched bracket", Short(token))]
     UnmatchedBracket { token: String },
     /// A bracket element that is not `N` or `N-M` with `N <= M`.
-    #[error("invalid hostlist '{token}': invalid range '{range}'")]
+    #[error(
+        "invalid hostlist '{}': invalid range '{}'",
+        Short(token),
+        Short(range)
+    )]
     InvalidRange { token: String, range: String },
     /// A bracket element holding more than [`MAX_RANGE_HOSTS`] hosts.
-    #[error("invalid hostlist '{token}': range '{range}' holds more than 1048576 hosts")]
+    #[error(
+        "invalid hostlist '{}': range '{}' holds more than 1048576 hosts",
+        Short(token),
+        Short(range)
+    )]
     RangeTooLarge { token: String, range: String },
     /// More than [`MAX_RANGES_PER_BRACKET`] ranges in one bracket.
-    #[error("invalid hostlist '{token}': more than 10240 ranges in one bracket")]
+    #[error(
+        "invalid hostlist '{}': more than 10240 ranges in one bracket",
+        Short(token)
+    )]
     TooManyRanges { token: String },
     /// A hostname (for find/delete) containing `,`, `[`, `]`, space or tab.
-    #[error("invalid hostname '{0}': it contains ',', '[', ']', a space or a tab")]
+    #[error("invalid hostname '{}': it contains ',', '[', ']', a space or a tab", Short(.0))]
     InvalidHostname(String),
+}
+
+/// A token as an error message shows it: whole up to 64 bytes, else its
+/// first 48 bytes and its length (a bad hostlist may be megabytes long).
+struct Short<'a>(&'a str);
+
+impl fmt::Display for Short<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.len() <= 64 {
+            return f.write_str(self.0);
+        }
+        let mut end = 48;
+        while !self.0.is_char_boundary(end) {
+            end -= 1;
+        }
+        write!(f, "{}...({} bytes)", &self.0[..end], self.0.len())
+    }
 }
 
 impl HostlistError {
@@ -319,6 +351,9 @@ impl Hostlist {
     }
 
     /// Encode in flux-core's canonical form (`hostlist_encode()`); `""` when empty.
+    /// A group of more than [`MAX_RANGES_PER_BRACKET`] ranges is split into
+    /// brackets of at most that many, so [`Hostlist::decode`] accepts every
+    /// encoded list (flux-core writes one bracket its own decoder refuses).
     pub fn encode(&self) -> String {
         let mut out = Vec::with_capacity(self.entries.len().saturating_mul(8));
         self.encode_into(&mut out);
@@ -405,6 +440,7 @@ impl Hostlist {
                     if bracket {
                         emit(Piece::Char(b'['));
                     }
+                    let mut in_bracket = 0usize;
                     loop {
                         if let Some(Entry::Range { lo, hi, width, .. }) = entries.get(i) {
                             emit(Piece::Num(*lo, *width));
@@ -414,10 +450,18 @@ impl Hostlist {
                             }
                         }
                         i += 1;
+                        in_bracket += 1;
                         if !same_group(entries.get(i)) {
                             break;
                         }
-                        if bracket {
+                        if in_bracket == MAX_RANGES_PER_BRACKET {
+                            // A full bracket: start another one, so that
+                            // the decoder (flux-core's too) reads it back.
+                            emit(Piece::Str("],"));
+                            emit(Piece::Str(prefix));
+                            emit(Piece::Char(b'['));
+                            in_bracket = 0;
+                        } else if bracket {
                             emit(Piece::Char(b','));
                         }
                     }

@@ -129,6 +129,14 @@ fn range_limits() {
         Hostlist::decode(&bad),
         Err(HostlistError::TooManyRanges { .. })
     ));
+    // The error names the rule and a bounded piece of the token.
+    let msg = Hostlist::decode(&bad).unwrap_err().to_string();
+    assert!(msg.len() < 200, "{msg}");
+    assert!(
+        msg.contains("more than 10240 ranges in one bracket"),
+        "{msg}"
+    );
+    assert!(msg.starts_with("invalid hostlist 'x[1,1,1,"), "{msg}");
     // Checked arithmetic: a 2^64-host range is "too large" (flux-core wraps).
     assert!(Hostlist::decode("foo[0-18446744073709551615]")
         .err()
@@ -992,4 +1000,37 @@ fn huge_inputs_stay_compact() {
     assert_eq!(h.len(), 1 << 20);
     assert_eq!(h.find("x1048575y"), Some(1048575));
     assert!(h.encoded_len() > 8_000_000);
+}
+
+/// A group of more ranges than one bracket may hold is encoded as several
+/// brackets, each within the decoder's limit, and decodes to the same list.
+#[test]
+fn encode_splits_brackets_at_the_decoder_limit() {
+    for n in [10_239usize, 10_240, 10_241, 20_480, 25_000] {
+        let mut h = Hostlist::new();
+        for i in 0..n as u64 {
+            h.append(&hl(&format!("n{}", 2 * i)));
+        }
+        let text = h.encode();
+        let brackets = text.matches('[').count();
+        assert_eq!(brackets, n.div_ceil(10_240), "{n}");
+        for part in text.split("],") {
+            assert!(part.matches(',').count() < 10_240, "{n}");
+        }
+        let back = Hostlist::decode(&text).unwrap_or_else(|e| panic!("{n}: {e}"));
+        assert_eq!(back.len(), n);
+        assert_eq!(back, h);
+        assert_eq!(back.encode(), text);
+        assert_eq!(h.encoded_len(), text.len());
+    }
+    // exactly 10,240 ranges: one bracket; 10,241: the last range alone
+    let mut h = Hostlist::new();
+    for i in 0..10_241u64 {
+        h.append(&hl(&format!("n{}", 2 * i)));
+    }
+    assert!(
+        h.encode().ends_with("],n[20480]"),
+        "{}",
+        &h.encode()[h.encode().len() - 30..]
+    );
 }

@@ -1028,10 +1028,12 @@ impl Graph {
         Ok(out)
     }
 
-    /// Aggregate over every root of the graph.
+    /// Aggregate over every root of the containment hierarchy (vertices
+    /// only in another subsystem, such as a power panel, are not
+    /// resources of the hierarchy and are not counted).
     pub fn aggregate_all(&self) -> BTreeMap<String, u64> {
         let mut out = BTreeMap::new();
-        for &r in &self.roots {
+        for &r in self.containment_roots() {
             for (t, n) in self.contrib(r) {
                 if n > 0 {
                     *out.entry(self.syms.resolve(t).to_string()).or_insert(0) += n;

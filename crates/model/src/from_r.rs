@@ -11,7 +11,8 @@
 //! instead (unless told otherwise), as Fluxion does.
 //!
 //! Graph → R collects, for every `node` pool with a rank, the ids of the
-//! leaf pools below it by type, its name as hostname and its properties
+//! `core` and `gpu` leaf pools below it (RFC 20 names no other children;
+//! memory and the like stay in the graph), its name as hostname and its properties
 //! (`name=value` when the value is not empty, as Fluxion's R writer does),
 //! and lets the `rset` crate encode it the way flux-core does.
 
@@ -22,6 +23,9 @@ use idset::IdSet;
 use rset::Rset;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
+
+/// RFC 20's sentence on which keys make an R.
+const R_VALID: &str = "It SHALL be valid if and only if it contains the version key and either or both the execution and scheduling keys.";
 
 /// Fluxion's hostname split: (basename, id).  No trailing digits gives id
 /// -1; an all-digit name keeps the whole name as basename.
@@ -106,29 +110,55 @@ impl Graph {
     /// a `scheduling` key holding a JGF graph is loaded instead of
     /// `execution` (Fluxion's behaviour unless forced to rv1exec).
     pub fn from_r_str(s: &str, use_scheduling: bool) -> Result<Graph, ModelError> {
-        let r = Rset::from_json_str(s).map_err(|e| ModelError::R(e.to_string()))?;
-        if use_scheduling {
-            if let Some(sched) = r.scheduling() {
-                if sched.get("graph").is_some() {
-                    return Graph::from_jgf(sched);
-                }
-            }
-        }
-        Graph::from_rset(&r)
+        let v = rset::json::loads(s.as_bytes()).map_err(|e| ModelError::R(e.text))?;
+        Graph::from_r_value(&v, use_scheduling)
     }
 
     /// [`Graph::from_r_str`] for an R already parsed as JSON (e.g. the
-    /// `resources` of a `resource.acquire` response).
+    /// `resources` of a `resource.acquire` response).  RFC 20: an R "SHALL
+    /// be valid if and only if it contains the version key and either or
+    /// both the execution and scheduling keys", so with `use_scheduling`
+    /// an R of `version` and `scheduling` alone loads; an `execution`
+    /// beside a `scheduling` is still checked, and the graph's execution
+    /// targets whose rank it does not list (excluded by the service, which
+    /// keeps the whole JGF) are down: never allocatable.
     pub fn from_r_value(v: &Value, use_scheduling: bool) -> Result<Graph, ModelError> {
-        if use_scheduling {
-            if let Some(sched) = v.get("scheduling") {
-                if sched.get("graph").is_some() {
-                    return Graph::from_jgf(sched);
-                }
+        let r_err = |e: rset::RError| ModelError::R(e.to_string());
+        let jgf = v
+            .get("scheduling")
+            .filter(|s| use_scheduling && s.get("graph").is_some());
+        let Some(jgf) = jgf else {
+            if use_scheduling && v.is_object() && v.get("execution").is_none() {
+                return Err(ModelError::R(format!(
+                    "no execution and no scheduling graph: RFC 20: \"{R_VALID}\""
+                )));
+            }
+            return Graph::from_rset(&Rset::from_json(v).map_err(r_err)?);
+        };
+        if v.get("execution").is_some() {
+            let r = Rset::from_json(v).map_err(r_err)?;
+            let mut g = Graph::from_jgf(jgf)?;
+            g.down_outside(&r.ranks())?;
+            return Ok(g);
+        } else {
+            match v.get("version") {
+                Some(n) if n.as_i64() == Some(1) => {}
+                Some(n) => return Err(ModelError::R(format!("invalid version={n}"))),
+                None => return Err(ModelError::R("Object item not found: version".into())),
             }
         }
-        let r = Rset::from_json(v).map_err(|e| ModelError::R(e.to_string()))?;
-        Graph::from_rset(&r)
+        Graph::from_jgf(jgf)
+    }
+
+    /// Set down every execution target (see [`Graph::target_roots`]) whose
+    /// rank is not in `ranks`.
+    pub fn down_outside(&mut self, ranks: &IdSet) -> Result<(), ModelError> {
+        for (rank, v) in self.target_roots() {
+            if u32::try_from(rank).map_or(true, |r| !ranks.contains(r)) {
+                self.set_state(v, crate::State::Down)?;
+            }
+        }
+        Ok(())
     }
 
     /// The pool standing for each execution target: the highest pool of
@@ -226,11 +256,14 @@ impl Graph {
                 if d == v.0 || dx.first != NONE {
                     return;
                 }
+                // RFC 20: children hold `core` and `gpu` (other keys are
+                // reserved), as Fluxion's R writer keeps them.
+                let ty = g.syms.resolve(dx.ty);
+                if !matches!(ty, "core" | "gpu") {
+                    return;
+                }
                 if let Ok(id) = u32::try_from(dx.id) {
-                    children
-                        .entry(g.syms.resolve(dx.ty).to_string())
-                        .or_default()
-                        .push(id);
+                    children.entry(ty.to_string()).or_default().push(id);
                 }
             });
             let mut cm = Map::new();
@@ -360,10 +393,92 @@ mod tests {
         assert!(matches!(e, ModelError::R(_)), "{e}");
     }
 
+    /// A rank the scheduling JGF has and R_lite does not (excluded) is
+    /// down: not allocatable (issue 26, item 7).
+    #[test]
+    fn ranks_outside_r_lite_are_down_in_a_scheduling_graph() {
+        let full = Graph::from_r_str(EXAMPLE1, true).unwrap();
+        let all = full.target_roots();
+        assert!(all.len() >= 2);
+        let (&kept, _) = all.iter().next().unwrap();
+        let mut r: Value = serde_json::from_str(EXAMPLE1).unwrap();
+        r["scheduling"] = full.to_jgf(JgfStyle::Scheduling);
+        let host = full.name_of(all[&kept].0).into_owned();
+        r["execution"]["R_lite"][0]["rank"] = json!(kept.to_string());
+        r["execution"]["R_lite"].as_array_mut().unwrap().truncate(1);
+        r["execution"]["nodelist"] = json!([host]);
+        let g = Graph::from_r_value(&r, true).unwrap();
+        for (rank, v) in g.target_roots() {
+            let want = if rank == kept {
+                crate::State::Up
+            } else {
+                crate::State::Down
+            };
+            assert_eq!(g.get(v).unwrap().state(), want, "rank {rank}");
+        }
+        assert_eq!(g.aggregate_all().get("node"), Some(&1));
+    }
+
+    /// R_lite children are only `core` and `gpu` (issue 26, item 7).
+    #[test]
+    fn r_children_are_core_and_gpu_only() {
+        let jgf = r#"{"graph":{"nodes":[
+          {"id":"0","metadata":{"type":"cluster","id":0,"paths":{"containment":"/cluster0"}}},
+          {"id":"1","metadata":{"type":"node","basename":"n","id":3,"rank":0,"paths":{"containment":"/cluster0/n3"}}},
+          {"id":"2","metadata":{"type":"core","id":5,"rank":0,"paths":{"containment":"/cluster0/n3/core5"}}},
+          {"id":"3","metadata":{"type":"gpu","id":1,"rank":0,"paths":{"containment":"/cluster0/n3/gpu1"}}},
+          {"id":"4","metadata":{"type":"memory","id":0,"rank":0,"size":16,"paths":{"containment":"/cluster0/n3/memory0"}}},
+          {"id":"5","metadata":{"type":"ssd","id":2,"rank":0,"paths":{"containment":"/cluster0/n3/ssd2"}}}
+        ],"edges":[{"source":"0","target":"1"},{"source":"1","target":"2"},{"source":"1","target":"3"},
+                   {"source":"1","target":"4"},{"source":"1","target":"5"}]}}"#;
+        let g = Graph::from_jgf_str(jgf).unwrap();
+        let r = g.to_r(None).unwrap();
+        assert_eq!(
+            r["execution"]["R_lite"],
+            json!([{"rank": "0", "children": {"core": "5", "gpu": "1"}}])
+        );
+    }
+
+    /// RFC 20: version and scheduling alone make a valid R (issue 26, 1).
+    #[test]
+    fn scheduling_alone_is_a_valid_r() {
+        let g = Graph::from_r_str(EXAMPLE1, true).unwrap();
+        let jgf = g.to_jgf(JgfStyle::Scheduling);
+        let only = json!({"version": 1, "scheduling": jgf}).to_string();
+        let h = Graph::from_r_str(&only, true).unwrap();
+        assert_eq!(
+            h.to_jgf_string(JgfStyle::Scheduling),
+            g.to_jgf_string(JgfStyle::Scheduling)
+        );
+        // rv1exec needs execution (flux's text names the key)
+        let e = Graph::from_r_str(&only, false).unwrap_err().to_string();
+        assert_eq!(e, "R: Object item not found: execution");
+        // neither key: the rule is named
+        let e = Graph::from_r_str(r#"{"version":1}"#, true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no execution and no scheduling graph") && e.contains("RFC 20"),
+            "{e}"
+        );
+        let e = Graph::from_r_str(
+            &json!({"version": 2, "scheduling": {"graph": {}}}).to_string(),
+            true,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(e, "R: invalid version=2");
+        // a bad execution beside a scheduling graph is still refused
+        let bad = json!({"version": 1, "scheduling": g.to_jgf(JgfStyle::Scheduling),
+                         "execution": {"R_lite": {}}});
+        let e = Graph::from_r_value(&bad, true).unwrap_err().to_string();
+        assert!(e.contains("execution.R_lite"), "{e}");
+    }
+
     #[test]
     fn scheduling_key_is_used_when_present() {
         let g = Graph::from_r_str(EXAMPLE1, true).unwrap();
-        let jgf = g.to_jgf(JgfStyle::Fluxion);
+        let jgf = g.to_jgf(JgfStyle::Scheduling);
         let mut r: Value = serde_json::from_str(EXAMPLE1).unwrap();
         // Tag one vertex so we can tell which source was used.
         let mut jgf2 = jgf.clone();
@@ -377,8 +492,8 @@ mod tests {
         let n = b.get(b.lookup("/cluster0/node186").unwrap()).unwrap();
         assert_eq!(n.property("from-jgf"), None);
         assert_eq!(
-            b.to_jgf_string(JgfStyle::Fluxion),
-            g.to_jgf_string(JgfStyle::Fluxion)
+            b.to_jgf_string(JgfStyle::Scheduling),
+            g.to_jgf_string(JgfStyle::Scheduling)
         );
         assert_eq!(a.len(), b.len());
     }

@@ -481,6 +481,23 @@ impl Graph {
         self.roots.iter().map(|&r| VertexId(r))
     }
 
+    /// The roots that belong to the containment hierarchy.
+    pub(crate) fn containment_roots(&self) -> impl Iterator<Item = &u32> + '_ {
+        self.roots
+            .iter()
+            .filter(|&&r| self.v[r as usize].flags & flag::NO_CONTAINMENT == 0)
+    }
+
+    /// The root of the containment hierarchy when there is exactly one
+    /// (what an aggregate of the whole graph reports as its path).
+    pub fn containment_root(&self) -> Option<VertexId> {
+        let mut it = self.containment_roots();
+        match (it.next(), it.next()) {
+            (Some(&r), None) => Some(VertexId(r)),
+            _ => None,
+        }
+    }
+
     /// The first root, if any.
     pub fn root(&self) -> Option<VertexId> {
         self.roots.first().map(|&r| VertexId(r))

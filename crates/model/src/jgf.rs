@@ -1,26 +1,29 @@
 //! JSON Graph Format (RFC 20 `scheduling`, RFC 40) for the resource graph.
 //!
 //! # Writing
-//! * [`JgfStyle::Full`] — lossless serialization (RFC 4 Serialize): every
-//!   RFC 4 key on every vertex (`type`, `uuid`, `basename`, `name`, `id`,
-//!   `properties`, `size`, `unit`) plus `uniq_id`, `rank`, `exclusive`,
-//!   `paths`, `status`/`state`, and when present `tags`, `staged`,
-//!   `allocations`, `reservations` and (informational, recomputed on load)
-//!   `shared`/`reserved_shared`.  Edges carry `subsystem` and
-//!   `relationship`.  Job windows other than the default ("now, until
-//!   freed") and a non-default hierarchy name go in `graph.metadata`.
-//!   Fluxion reads this form (it ignores keys it does not know).
-//! * [`JgfStyle::Fluxion`] — the compact form Fluxion writes today: vertex
-//!   `id` = uniq id, keys left out when default (`basename` = type, `name` =
-//!   basename + id, empty `unit`/`properties`, `size` 1, `exclusive` false),
-//!   containment edges without metadata, other edges with only `subsystem`.
+//! Every vertex carries the RFC 20 keys (`type`, `uuid`, `basename`,
+//! `name`, `id`, `properties`, `size`, `unit`) and `uniq_id`, `rank`,
+//! `exclusive` and `paths` (what Fluxion's reader takes); every edge
+//! carries `metadata.subsystem` and `metadata.relationship`.
+//! * [`JgfStyle::Full`] — lossless serialization (RFC 4 Serialize): the
+//!   resources and their scheduling state: `status`/`state`, and when
+//!   present `tags`, `staged`, `allocations`, `reservations` and
+//!   (informational, recomputed on load) `shared`/`reserved_shared`.  Job
+//!   windows other than the default ("now, until freed") and a
+//!   non-default hierarchy name go in `graph.metadata`.  Fluxion reads
+//!   this form (it ignores keys it does not know).
+//! * [`JgfStyle::Scheduling`] — the resources alone, for an R's
+//!   `scheduling` key: no scheduling state.  (Fluxion's own writer leaves
+//!   defaulted keys and containment edge metadata out; RFC 20 requires
+//!   them, so Roster writes them.)
 //!
 //! # Reading ([`Graph::from_jgf`])
 //! Accepts both forms and Fluxion's older verbose form, applying Fluxion's
 //! reader defaults: `uniq_id` from the metadata or else from the vertex
 //! `id` string; `id` from `uniq_id`, or for a `node` with a name ending in
 //! digits, those digits; `basename` = type; `name` = basename + id; `size`
-//! 1; `unit` ""; `exclusive` false; edge `subsystem` = containment.  Edge
+//! 1; `unit` ""; `exclusive` false; edge `subsystem` = containment, edge
+//! `relationship` = `contains` (`supplies_to` in the power subsystem).  Edge
 //! metadata of the 2022 form `{"name": {"containment": "contains"}}` is
 //! understood; containment edges with relationship `in` (the reverse
 //! direction) are ignored.  Unknown vertex keys are kept and written back.
@@ -33,11 +36,68 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+/// RFC 20's check of a JGF document (`{"graph": {"nodes", "edges"}}`):
+/// every vertex has an `id` and `metadata` with the RFC 20 keys (plus
+/// `rank`, `paths` and `exclusive`, which Fluxion reads), every edge
+/// `source`, `target` and `metadata` with `subsystem` and `relationship`.
+/// The error names the first vertex or edge and the key it lacks.
+pub fn check_rfc20(v: &Value) -> Result<(), String> {
+    const VERTEX: &[&str] = &[
+        "type",
+        "uuid",
+        "basename",
+        "name",
+        "id",
+        "properties",
+        "size",
+        "unit",
+        "rank",
+        "paths",
+        "exclusive",
+    ];
+    let graph = v.get("graph").ok_or("no graph key")?;
+    let nodes = graph.get("nodes").and_then(Value::as_array);
+    let edges = graph.get("edges").and_then(Value::as_array);
+    let (Some(nodes), Some(edges)) = (nodes, edges) else {
+        return Err("graph.nodes and graph.edges must be arrays".into());
+    };
+    for (n, vx) in nodes.iter().enumerate() {
+        if !vx.get("id").is_some_and(Value::is_string) {
+            return Err(format!("vertex {n}: no string id"));
+        }
+        let meta = vx
+            .get("metadata")
+            .ok_or(format!("vertex {n}: no metadata"))?;
+        if let Some(k) = VERTEX.iter().find(|k| meta.get(**k).is_none()) {
+            return Err(format!("vertex {n} ({}): no metadata.{k}", vx["id"]));
+        }
+    }
+    for (n, e) in edges.iter().enumerate() {
+        for k in ["source", "target"] {
+            if !e.get(k).is_some_and(Value::is_string) {
+                return Err(format!("edge {n}: no string {k}"));
+            }
+        }
+        for k in ["subsystem", "relationship"] {
+            if !e
+                .get("metadata")
+                .and_then(|m| m.get(k))
+                .is_some_and(Value::is_string)
+            {
+                return Err(format!("edge {n}: no metadata.{k}"));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Which JGF dialect to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JgfStyle {
+    /// Resources and scheduling state (allocations, reservations, states).
     Full,
-    Fluxion,
+    /// Resources only, as an R's `scheduling` carries them.
+    Scheduling,
 }
 
 /// Keys the reader understands (anything else is kept verbatim).
@@ -157,13 +217,11 @@ impl Graph {
                     let mut e = Obj::new(o);
                     e.str("source", &self.vid(i));
                     e.str("target", &self.vid(c.0));
-                    if style == JgfStyle::Full {
-                        let m = e.key("metadata");
-                        let mut mo = Obj::new(m);
-                        mo.str("subsystem", hier);
-                        mo.str("relationship", "contains");
-                        mo.end();
-                    }
+                    let m = e.key("metadata");
+                    let mut mo = Obj::new(m);
+                    mo.str("subsystem", hier);
+                    mo.str("relationship", "contains");
+                    mo.end();
                     e.end();
                 }
             }
@@ -181,9 +239,7 @@ impl Graph {
                 let m = e.key("metadata");
                 let mut mo = Obj::new(m);
                 mo.str("subsystem", self.syms.resolve(ed.subsystem));
-                if style == JgfStyle::Full {
-                    mo.str("relationship", self.syms.resolve(ed.relationship));
-                }
+                mo.str("relationship", self.syms.resolve(ed.relationship));
                 mo.end();
                 e.end();
             }
@@ -256,43 +312,27 @@ impl Graph {
         let name = self.name_of(i);
         let unit = self.syms.resolve(x.unit);
         let full = style == JgfStyle::Full;
+        // RFC 20's vertex keys, always (Fluxion reads `uniq_id` when the
+        // vertex id is not a number, and `rank`, `exclusive`, `paths`).
         o.str("type", ty);
-        if full {
-            o.str("uuid", &self.view(i).uuid());
-        }
-        if full || basename != ty {
-            o.str("basename", basename);
-        }
-        // Fluxion's reader rebuilds the name as basename + id, even for -1.
-        if full || name != format!("{basename}{}", x.id) {
-            o.str("name", &name);
-        }
+        o.str("uuid", &self.view(i).uuid());
+        o.str("basename", basename);
+        o.str("name", &name);
         o.int("id", x.id);
-        if full {
-            o.int("uniq_id", x.uniq);
-        }
+        o.int("uniq_id", x.uniq);
         o.int("rank", x.rank);
-        let props = self.props.get(&i).filter(|l| !l.is_empty());
-        if full || props.is_some() {
+        {
             let po = o.key("properties");
             let mut p = Obj::new(po);
-            for (k, v) in props.into_iter().flatten() {
+            for (k, v) in self.props.get(&i).into_iter().flatten() {
                 p.str(self.syms.resolve(*k), v);
             }
             p.end();
         }
-        if full || !unit.is_empty() {
-            o.str("unit", unit);
-        }
+        o.str("unit", unit);
         let xmark = x.flags & flag::XMARK != 0;
-        if full {
-            o.raw("exclusive", if xmark { "true" } else { "false" });
-        } else if xmark {
-            o.raw("exclusive", "true");
-        }
-        if full || x.size != 1 {
-            o.int("size", x.size);
-        }
+        o.raw("exclusive", if xmark { "true" } else { "false" });
+        o.int("size", x.size);
         {
             let po = o.key("paths");
             let mut p = Obj::new(po);
@@ -771,11 +811,14 @@ fn trailing_digits(s: &str) -> Option<i64> {
 }
 
 fn edge_meta(m: Option<&Value>, hier: &str) -> Result<(String, String), String> {
+    // An edge without a relationship (Fluxion's compact form): RFC 20
+    // wants one, so the subsystem's usual one is assumed (`supplies_to`
+    // for power, as Fluxion's power graphs name it; `contains` otherwise).
     let default_rel = |sub: &str| {
-        if sub == hier {
-            "contains".to_string()
+        if sub == "power" && sub != hier {
+            "supplies_to".to_string()
         } else {
-            String::new()
+            "contains".to_string()
         }
     };
     let Some(m) = m else {

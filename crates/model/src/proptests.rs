@@ -407,6 +407,8 @@ proptest! {
             }
         }
         let text = g.to_jgf_string(crate::jgf::JgfStyle::Full);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        prop_assert_eq!(crate::jgf::check_rfc20(&v), Ok(()));
         let h = Graph::from_jgf_str(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
         h.check_invariants().map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(h.to_jgf_string(crate::jgf::JgfStyle::Full), text);

@@ -131,8 +131,14 @@ fn key<'a>(v: &'a Value, k: &str) -> PyResult<&'a Value> {
 pub(crate) fn resource_set(v: Option<&Value>) -> PyResult<Rset> {
     match r_object(v)? {
         None => Ok(Rset::new()),
-        Some(v) => Rset::from_json(&v).map_err(|_| PyError::value("Rlist: invalid argument")),
+        Some(v) => Rset::from_json(&v).map_err(rlist_error),
     }
+}
+
+/// flux's `Rlist: invalid argument`, followed by what was wrong (flux
+/// says no more).
+fn rlist_error(e: rset::RError) -> PyError {
+    PyError::Value(format!("Rlist: invalid argument: {e}"))
 }
 
 /// The ranks and hostnames of `ResourceSet(arg)` (see [`resource_set`]),
@@ -140,7 +146,7 @@ pub(crate) fn resource_set(v: Option<&Value>) -> PyResult<Rset> {
 pub(crate) fn resource_summary(v: Option<&Value>) -> PyResult<RSummary> {
     match r_object(v)? {
         None => Ok(RSummary::of(&Rset::new())),
-        Some(v) => RSummary::from_json(&v).map_err(|_| PyError::value("Rlist: invalid argument")),
+        Some(v) => RSummary::from_json(&v).map_err(rlist_error),
     }
 }
 
@@ -1787,6 +1793,27 @@ mod tests {
             lazy.finish();
             assert_eq!(lazy.hostlist.encode(), eager.encode(), "round {round}");
             assert_eq!(lazy.nnodes(), eager.len());
+        }
+    }
+}
+
+#[cfg(test)]
+mod rlist_error_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// flux's text, then the reason (flux stops after its text).
+    #[test]
+    fn a_bad_r_says_what_was_wrong() {
+        let bad = json!({"version": 1, "execution": {"R_lite": [{"rank": "x", "children": {}}]}});
+        for e in [
+            resource_set(Some(&bad)).map(|_| ()).unwrap_err(),
+            resource_summary(Some(&bad)).map(|_| ()).unwrap_err(),
+        ] {
+            assert_eq!(
+                e,
+                PyError::Value("Rlist: invalid argument: invalid R_lite rank idset 'x'".into())
+            );
         }
     }
 }

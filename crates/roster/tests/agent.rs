@@ -241,7 +241,7 @@ fn verification_mismatch_drains_with_the_upstream_reason() {
     assert_eq!(drains.len(), 1);
     assert_eq!(
         drains[0]["context"],
-        json!({"idset": "0", "nodelist": "fake0", "reason": "rank 0 (fake0) missing resources: core[2-3]"})
+        json!({"idset": "0", "nodelist": "fake0", "reason": "rank 0 (fake0) missing resources: core[2-3]", "overwrite": 1})
     );
     assert!(d
         .log_text()

@@ -337,15 +337,27 @@ fn edges(v: &Value) -> Vec<(String, String)> {
 fn fluxion_jgf_is_read_and_written_back() {
     let compact: Value =
         serde_json::from_str(&std::fs::read_to_string(data("fluke.jgf.json")).unwrap()).unwrap();
+    let mut outs = Vec::new();
     for f in ["fluke.verbose.jgf.json", "fluke.jgf.json"] {
         let o = run(&["-L", &data(f), "-F", "jgf", "copy"], "");
         assert_eq!(o.code, 0, "{f}: {}", o.stderr);
         let out: Value = serde_json::from_str(o.stdout.trim_end()).unwrap();
-        // Vertices exactly as Fluxion writes them (defaults left out);
-        // edges are a set.
-        assert_eq!(out["graph"]["nodes"], compact["graph"]["nodes"], "{f}");
+        // Every RFC 20 key written (Fluxion's compact input leaves the
+        // defaults out), with the values the input gave; edges are a set.
+        model::jgf::check_rfc20(&out).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let nodes = out["graph"]["nodes"].as_array().unwrap();
+        let given = compact["graph"]["nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), given.len(), "{f}");
+        for (n, g) in nodes.iter().zip(given) {
+            assert_eq!(n["id"], g["id"], "{f}");
+            for (k, v) in g["metadata"].as_object().unwrap() {
+                assert_eq!(&n["metadata"][k], v, "{f}: {k} of {}", g["id"]);
+            }
+        }
         assert_eq!(edges(&out), edges(&compact), "{f}");
+        outs.push(out);
     }
+    assert_eq!(outs[0], outs[1]);
     let fluke = data("fluke.jgf.json");
     let o = run(
         &["-L", &fluke, "--json"],
@@ -540,4 +552,123 @@ fn stat_counts() {
     assert_eq!(stat[2], "INFO: Num. of Jobs Matched: 1");
     assert!(stat[3].starts_with("INFO: Min. Match Time: "));
     assert_eq!(stat.len(), 6);
+}
+
+/// Run `roster graph -L FILE --json -F rv1` on a script, one JSON value
+/// per command.
+fn json_lines(file: &str, lines: &[&str]) -> Vec<Value> {
+    let o = run(&["-L", &data(file), "--json", "-F", "rv1"], &script(lines));
+    assert_eq!(o.code, 0, "{file}: {}", o.stderr);
+    o.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The allocation R's `scheduling` JGF carries every RFC 20 key, and
+/// `roster graph` reads that R back to the same JGF.
+fn scheduling_round_trips(r: &Value) {
+    let jgf = &r["scheduling"];
+    model::jgf::check_rfc20(jgf).unwrap();
+    let dir = std::env::temp_dir().join(format!("roster-gcli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("r-{}.json", r["execution"]["nodelist"][0]));
+    std::fs::write(&path, r.to_string()).unwrap();
+    let o = run(&["-L", path.to_str().unwrap(), "-F", "jgf", "copy"], "");
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let back: Value = serde_json::from_str(o.stdout.trim_end()).unwrap();
+    assert_eq!(back["graph"]["nodes"], jgf["graph"]["nodes"]);
+    assert_eq!(edges(&back), edges(jgf));
+}
+
+/// Fluxion's power-subsystem shape (our own fixture): the default
+/// aggregate counts what its root /power0 contains, not the vertices only
+/// in the power subsystem (issue 26, item 7).
+#[test]
+fn power_subsystem_graph() {
+    let v = json_lines(
+        "power.jgf.json",
+        &[
+            "aggregate",
+            "aggregate /power0",
+            "match allocate @node1.yaml",
+            "duplicate",
+        ],
+    );
+    let want = json!({"cluster": 1, "rack": 1, "pdu": 1, "node": 2, "core": 4});
+    assert_eq!(
+        (&v[0]["path"], &v[0]["aggregate"]),
+        (&json!("/power0"), &want)
+    );
+    assert_eq!(v[1]["aggregate"], want);
+    let r = &v[2]["R"];
+    assert_eq!(
+        r["execution"]["R_lite"][0]["children"],
+        json!({"core": "0"})
+    );
+    scheduling_round_trips(r);
+    // the full form (save, duplicate, --follow snapshots) too, power edges included
+    let full = &v[3]["jgf"];
+    model::jgf::check_rfc20(full).unwrap();
+    let power: Vec<&Value> = full["graph"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["metadata"]["subsystem"] == "power")
+        .collect();
+    assert_eq!(power.len(), 5);
+    assert!(power
+        .iter()
+        .all(|e| e["metadata"]["relationship"] == "supplies_to"));
+}
+
+/// A rabbit (near-node storage) chassis in Fluxion's shape: SSDs and
+/// memory stay in the graph and out of R_lite (RFC 20 names core and
+/// gpu); an elastic attach of a new rank's node is written back in full.
+#[test]
+fn rabbit_graph_and_elastic_attach() {
+    let v = json_lines(
+        "rabbit.jgf.json",
+        &[
+            "aggregate",
+            "match allocate @slot-core2-gpu1.json",
+            "attach @elastic-rc12.jgf.json /cluster0/chassis0",
+            "aggregate",
+            "match allocate @node1.yaml",
+            "duplicate",
+        ],
+    );
+    assert_eq!(
+        v[0]["aggregate"],
+        json!({"chassis": 1, "cluster": 1, "core": 4, "gpu": 1, "memory": 128, "node": 2,
+               "rabbit": 1, "socket": 2, "ssd": 1024})
+    );
+    let r = &v[1]["R"];
+    assert_eq!(
+        r["execution"]["R_lite"],
+        json!([{"rank": "1", "children": {"core": "0-1", "gpu": "0"}}])
+    );
+    assert_eq!(r["execution"]["nodelist"], json!(["rc11"]));
+    scheduling_round_trips(r);
+    assert_eq!(v[2]["added"], 3);
+    // rc12 attached (2 cores), rc11's 2 cores and GPU allocated
+    assert_eq!(v[3]["aggregate"]["node"], 3, "{}", v[3]);
+    assert_eq!(v[3]["aggregate"]["core"], 4, "{}", v[3]);
+    assert_eq!(v[3]["aggregate"].get("gpu"), None, "{}", v[3]);
+    let r = &v[4]["R"];
+    assert_eq!(r["execution"]["nodelist"], json!(["rc10"]));
+    let full = &v[5]["jgf"];
+    model::jgf::check_rfc20(full).unwrap();
+    let rc12 = full["graph"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["metadata"]["name"] == "rc12")
+        .expect("attached node written");
+    assert_eq!(rc12["metadata"]["rank"], 2);
+    assert_eq!(
+        rc12["metadata"]["paths"],
+        json!({"containment": "/cluster0/chassis0/rc12"})
+    );
 }

@@ -269,3 +269,48 @@ fn groups_two_followers_hand_a_target_over_with_release() {
     assert!(p["error"].as_str().unwrap().contains("fake1"), "{p}");
     assert_eq!(login.aggregate()["node"], 1);
 }
+
+/// The service drops an excluded rank from R_lite and keeps the whole
+/// `scheduling` JGF: the follower's graph has that node down, with no
+/// node online nothing is allocated, and once all are up the excluded
+/// node is still never given out (issue 26, item 7).
+#[test]
+fn excluded_rank_of_a_scheduling_r_is_never_allocated() {
+    let s = Scratch::new("follow-excluded");
+    let plain = json!({"version": 1, "execution": {
+        "R_lite": [{"rank": "0-2", "children": {"core": "0-3"}}],
+        "nodelist": ["fake[0-2]"], "starttime": 0.0, "expiration": 0.0}});
+    let jgf = model::Graph::from_r_value(&plain, false)
+        .unwrap()
+        .to_jgf(model::jgf::JgfStyle::Scheduling);
+    let mut r = plain.clone();
+    r["scheduling"] = jgf;
+    let rpath = s.write("R.json", &r.to_string());
+    let cfg = format!(
+        "[resource]\nnoverify = true\nexclude = \"2\"\npath = \"{}\"\n{TIMERS}",
+        rpath.display()
+    );
+    let d = start(&s, &cfg, &[]);
+    let js = node_jobspec(&s);
+    let mut f = Follow::start(&d, &[]);
+    let e = f.event("acquire");
+    assert_eq!(e["built"], true, "{e}");
+    // nothing online: no match, the excluded node included
+    assert_eq!(f.cmd("get-status /cluster0/fake2")["status"], "down");
+    assert_eq!(f.cmd(&format!("match allocate {js}"))["status"], "NOMATCH");
+    let agents: Vec<Agent> = (0..3)
+        .map(|i| Agent::start(&d, &format!("fake{i}")))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while f.aggregate()["node"] != 2 {
+        assert!(Instant::now() < deadline, "fake0 and fake1 never came up");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    for want in ["fake0", "fake1"] {
+        let m = f.cmd(&format!("match allocate {js}"));
+        assert_eq!(m["R"]["execution"]["nodelist"], json!([want]), "{m}");
+    }
+    assert_eq!(f.cmd(&format!("match allocate {js}"))["status"], "NOMATCH");
+    assert_eq!(f.cmd("get-status /cluster0/fake2")["status"], "down");
+    drop(agents);
+}

@@ -656,3 +656,27 @@ fn offline_tools_end_quietly_on_a_closed_pipe() {
         assert_eq!(err, "", "{args:?}");
     }
 }
+
+/// `--exclude` by index rebuilds the list from its hosts; when one of them
+/// does not decode on its own (`n1]`), flux-hostlist catches the
+/// ValueError and prints the list unaltered (issue 26, item 8).
+#[test]
+fn exclude_by_index_keeps_a_list_whose_hosts_do_not_decode_alone() {
+    assert_eq!(
+        ok(&[
+            "--exclude=5-7",
+            "r12u182,login,login",
+            "cn[62-63,68-69,71-72,75-78],n[1-2]]"
+        ]),
+        "r12u182,login,login,cn[62-63,68-69,71-72,75-78],n1],n2]"
+    );
+    // without such a host, the indices are excluded
+    assert_eq!(
+        ok(&[
+            "--exclude=5-7",
+            "r12u182,login,login",
+            "cn[62-63,68-69,71-72,75-78]"
+        ]),
+        "r12u182,login,login,cn[62-63,72,75-78]"
+    );
+}

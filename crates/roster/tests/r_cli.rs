@@ -82,22 +82,91 @@ fn fails_on_invalid_r() {
         o.stderr,
         "roster R: Failed to decode R on stdin: invalid version=2\n"
     );
-    // Errors flux reports without text.
-    let o = run(
-        &["decode"],
-        r#"{"version": 1, "execution": {"R_lite": [{"rank": "x", "children": {}}]}}"#,
-    );
+    // Errors flux reports without text: Roster names the key and value.
+    for (r, why) in [
+        (
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "x", "children": {}}]}}"#,
+            "invalid R_lite rank idset 'x'",
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "x-y"}}]}}"#,
+            r#"rank 0: invalid core idset "x-y""#,
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0"}}], "nodelist": ["a"]}}"#,
+            "nodelist has 1 hosts but R has 2 nodes",
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0-3"}}, {"rank": "0", "children": {"core": "2-5"}}]}}"#,
+            "rank 0: core ids 2-3 given twice",
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], "nodelist": ["a["]}}"#,
+            "execution.nodelist: invalid hostlist 'a[': unmatched bracket",
+        ),
+    ] {
+        let o = run(&["decode"], r);
+        assert_eq!(
+            (o.code, o.stderr),
+            (1, format!("roster R: Failed to decode R on stdin: {why}\n"))
+        );
+    }
+}
+
+/// RFC 20's MUSTs that flux-core does not check are refused with the
+/// key, the value and the RFC's sentence (issue 26, items 2 and 3).
+#[test]
+fn rfc20_musts_are_enforced() {
+    let cases = [
+        (
+            r#"{"version": 1, "execution": {"R_lite": {}}}"#,
+            r#"R execution.R_lite={}: RFC 20: "R_lite is a strict list of dictionaries""#,
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [], "starttime": 20, "expiration": 10}}"#,
+            r#"R execution.expiration=10: RFC 20: "If starttime is also set, expiration MUST be greater than starttime.""#,
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [], "starttime": 20, "expiration": 20}}"#,
+            r#"R execution.expiration=20: RFC 20: "If starttime is also set, expiration MUST be greater than starttime.""#,
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], "properties": {"x!y": "0"}}}"#,
+            r#"invalid character '!' in property "x!y""#,
+        ),
+    ];
+    for (r, why) in cases {
+        for cmd in ["decode", "remap"] {
+            let o = run(&[cmd], r);
+            assert_eq!(
+                (o.code, o.stderr),
+                (1, format!("roster R: Failed to decode R on stdin: {why}\n")),
+                "{cmd} {r}"
+            );
+        }
+    }
+    // `R set-property` refuses the name too
+    let o = run(&["set-property", "x!y:0"], &encode(&[]));
     assert_eq!(
         (o.code, o.stderr.as_str()),
-        (1, "roster R: Failed to decode R on stdin: \n")
+        (
+            1,
+            "roster R: failed to assign properties: invalid character '!' in property \"x!y\"\n"
+        )
     );
+    // an empty R_lite array and unset (0) times are fine
+    let r = ok(
+        &["decode"],
+        r#"{"version": 1, "execution": {"R_lite": [], "starttime": 0, "expiration": 0}}"#,
+    );
+    assert!(r.contains(r#""R_lite": []"#), "{r}");
 }
 
 #[test]
 fn empty_r_lite() {
     let r = ok(
         &["decode"],
-        r#"{"version": 1, "execution": {"R_lite": {}}}"#,
+        r#"{"version": 1, "execution": {"R_lite": []}}"#,
     );
     assert_eq!(
         r,
@@ -701,10 +770,10 @@ fn usage_and_help() {
 /// `0.10000000000000001`.
 #[test]
 fn reals_shortest_like_the_eventlog() {
-    let r = r#"{"version":1,"execution":{"R_lite":[{"rank":"3","children":{"core":"0"}}],"starttime":0.1,"expiration":1e-5,"nodelist":["a"]}}"#;
+    let r = r#"{"version":1,"execution":{"R_lite":[{"rank":"3","children":{"core":"0"}}],"starttime":1e-5,"expiration":0.1,"nodelist":["a"]}}"#;
     let out = ok(&["remap"], r);
     assert!(
-        out.contains(r#""starttime": 0.1, "expiration": 1e-5"#),
+        out.contains(r#""starttime": 1e-5, "expiration": 0.1"#),
         "{out}"
     );
 }

@@ -824,10 +824,8 @@ fn check_refuses_tls_without_client_authentication() {
     let s = Scratch::new("check-tls-pki");
     let pki = s.path("pki");
     let pki = pki.to_str().unwrap();
-    for args in [vec!["init", pki], vec!["issue", pki, "localhost"]] {
-        let o = roster().args(["serve", "ca"]).args(&args).output().unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
+    ca(&["init", pki]);
+    ca(&["issue", pki, "localhost"]);
     refused_by_check_and_serve(
         "check-tls-auth",
         &format!(
@@ -875,10 +873,8 @@ fn restart_right_after_stopped_finds_the_statedir_free() {
     let s = Scratch::new("restart-at-once");
     let pki = s.path("pki");
     let pki = pki.to_str().unwrap();
-    for args in [vec!["init", pki], vec!["issue", pki, "localhost"]] {
-        let o = roster().args(["serve", "ca"]).args(&args).output().unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
+    ca(&["init", pki]);
+    ca(&["issue", pki, "localhost"]);
     let port = free_port();
     let cfg = fake_config(2, "")
         + &format!(

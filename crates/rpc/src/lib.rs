@@ -16,7 +16,9 @@
 //! The [`wire`] module fixes how this maps onto HTTP/1.1 + NDJSON, and
 //! [`uri`] the `unix://` / `tcp://` / `tls://` / `flux://` address forms.
 
+pub mod catalog;
 pub mod errno;
+pub mod msg;
 pub mod relay;
 pub mod uri;
 pub mod wire;
@@ -24,6 +26,10 @@ pub mod wire;
 pub use errno::RpcError;
 use serde_json::Value;
 use std::sync::Arc;
+
+/// The flux-core version whose wire behaviour Roster follows (reported,
+/// with Roster's own version appended, as the `version` attribute).
+pub const FLUX_VERSION: &str = "0.88.0";
 
 /// Who is asking: the one role a connection's credentials carry.
 ///

@@ -45,9 +45,9 @@ pub const MAX_REQUEST_BODY: usize = 16 << 20;
 /// every later line is delivered as a [`SESSION_LINE_TOPIC`] request on the
 /// same connection (matchtags 2, 3, ...), whose replies are discarded.
 /// The session ends when the body ends or the connection drops.
-pub const SESSION_TOPIC: &str = "resource.agent";
+pub const SESSION_TOPIC: &str = <crate::catalog::AgentHello as crate::catalog::Call>::TOPIC;
 /// The topic of the later lines of a session (heartbeats).
-pub const SESSION_LINE_TOPIC: &str = "resource.agent-heartbeat";
+pub const SESSION_LINE_TOPIC: &str = <crate::catalog::SessionLine as crate::catalog::Call>::TOPIC;
 /// The `Upgrade` protocol of an agent session that leaves HTTP once its
 /// hello is accepted: the request (`Connection: upgrade`, `Upgrade:` this)
 /// carries the hello as a complete body; a refused hello is an HTTP error

@@ -1,14 +1,15 @@
 //! Error type.
 
 use crate::{MAX_ITEMS, MAX_NODES};
+use serde_json::Value;
 
 /// Why an R could not be parsed, built or transformed.
 ///
-/// `Display` gives a message naming the offending input.  Where flux-core
-/// reports a specific text, `Display` is exactly that text;
-/// [`RError::flux_text`] returns what flux-core would put in its error
-/// buffer (which for a few failures is empty), and [`RError::line`] the
-/// line number jansson would attach (-1 for none).
+/// `Display` gives a message naming the offending key and value.  Where
+/// flux-core reports a specific text, `Display` is exactly that text; where
+/// flux-core reports none (an empty error buffer), `Display` still says
+/// what was wrong (a deliberate difference, docs/compatibility.md).
+/// [`RError::line`] is the line number jansson would attach (-1 for none).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RError {
     /// A JSON syntax error, or a structural (jansson unpack) error such as
@@ -37,12 +38,14 @@ pub enum RError {
         value: String,
     },
     /// The same ids given twice for one rank (flux: EEXIST, no text).
-    #[error("rank {rank}: {name} ids overlap ids already present")]
+    #[error("rank {rank}: {name} ids {ids} given twice")]
     Overlap {
         /// The rank.
         rank: u32,
         /// The child type.
         name: String,
+        /// The ids given twice.
+        ids: String,
     },
     /// `nodelist` is not a valid list of hostlists or has the wrong number
     /// of hosts (flux reports no text).
@@ -56,6 +59,17 @@ pub enum RError {
     /// flux-core's text.
     #[error("{0}")]
     Msg(String),
+    /// An R that breaks a MUST of RFC 20 which flux-core does not check:
+    /// the key, the offending value and the RFC's sentence.
+    #[error("R {key}={value}: RFC 20: \"{rule}\"")]
+    Rfc20 {
+        /// The offending key (`execution.expiration`).
+        key: &'static str,
+        /// The offending value as JSON (cut to a readable length).
+        value: String,
+        /// The sentence of RFC 20 it breaks.
+        rule: &'static str,
+    },
     /// More nodes than this implementation accepts.
     #[error("R describes more than {MAX_NODES} nodes")]
     TooManyNodes,
@@ -65,21 +79,6 @@ pub enum RError {
 }
 
 impl RError {
-    /// The text flux-core would report for this failure (possibly empty).
-    pub fn flux_text(&self) -> String {
-        match self {
-            RError::Json { text, .. } => text.clone(),
-            RError::Version(v) => format!("invalid version={v}"),
-            RError::Msg(m) => m.clone(),
-            RError::TooManyNodes | RError::TooLarge => self.to_string(),
-            RError::Ranks(_)
-            | RError::Child { .. }
-            | RError::Overlap { .. }
-            | RError::Nodelist(_)
-            | RError::EmptyNode(_) => String::new(),
-        }
-    }
-
     /// The line number jansson would report with the text (-1 for none).
     pub fn line(&self) -> i32 {
         match self {
@@ -92,12 +91,35 @@ impl RError {
         RError::Msg(crate::json::truncate_text(s.into()))
     }
 
+    pub(crate) fn rfc20(key: &'static str, value: &Value, rule: &'static str) -> RError {
+        RError::Rfc20 {
+            key,
+            value: short(crate::json::dumps_compact(value)),
+            rule,
+        }
+    }
+
     pub(crate) fn unpack(s: impl Into<String>) -> RError {
         RError::Json {
             text: crate::json::truncate_text(s.into()),
             line: 1,
         }
     }
+}
+
+/// A value as an error message shows it: whole up to 64 bytes, else its
+/// first 48 bytes and its length (an idset or hostlist may be megabytes).
+pub(crate) fn short(mut s: String) -> String {
+    if s.len() > 64 {
+        let mut end = 48;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        let n = s.len();
+        s.truncate(end);
+        s.push_str(&format!("...({n} bytes)"));
+    }
+    s
 }
 
 /// Why [`crate::Rset::rerank`] failed.

@@ -29,6 +29,11 @@
 //!
 //! * Inputs beyond [`MAX_NODES`] / [`MAX_ITEMS`] are refused (flux-core
 //!   tries to allocate them).
+//! * RFC 20's MUSTs that flux-core does not check are enforced: `R_lite`
+//!   must be an array, `expiration` must be greater than `starttime` when
+//!   both are set, property names must not contain `!`
+//!   ([`RError::Rfc20`] names the key, the value and the sentence); every
+//!   error says what was wrong where flux-core's error buffer is empty.
 //! * A `properties` constraint meeting a node with neither a hostname nor
 //!   the property does not match (flux-core dereferences a NULL hostname).
 //! * Hash-table side effects of read-only operations (lookups done while
@@ -67,6 +72,7 @@ pub mod json;
 
 pub use constraint::{Constraint, HostMatch};
 pub use error::{HostsError, RError, RerankError};
+pub use parse::EXPIRATION_RULE;
 pub use rset::{NodeInfo, Rset};
 pub use summary::RSummary;
 pub use verify::{verify, Verification, VerifyConfig, VerifyMode};
@@ -82,6 +88,7 @@ pub const MAX_NODES: usize = 1 << 20;
 /// handful per node.
 pub const MAX_ITEMS: u64 = 1 << 23;
 
-/// Characters not allowed in property names (RFC 20; flux-core also
-/// allows `!`, which RFC 20 forbids).
-pub(crate) const PROPERTY_INVALID: &str = "^&'\"`|()";
+/// Characters not allowed in property names (RFC 20: "MUST NOT contain
+/// the following illegal characters: ! & ' \" ^ ` | ( )"; flux-core
+/// allows `!`, Roster follows the RFC).
+pub(crate) const PROPERTY_INVALID: &str = "!^&'\"`|()";

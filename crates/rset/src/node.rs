@@ -69,6 +69,8 @@ pub(crate) const IGNORE_GPU: u8 = 2;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Overlap {
     pub name: String,
+    /// The ids given twice (an idset string).
+    pub ids: String,
 }
 
 /// A resource node.  Children are idsets keyed by type name; `core` is
@@ -195,6 +197,7 @@ impl Node {
                 }
                 None => Err(Overlap {
                     name: name.as_str().to_string(),
+                    ids: cur.intersection(ids).encode(),
                 }),
             }
         } else {

@@ -75,7 +75,7 @@ pub(crate) fn parse_children(
                 return Err(RError::Child {
                     rank,
                     name: key.clone(),
-                    value: json::dumps(val),
+                    value: crate::error::short(json::dumps(val)),
                 });
             };
             out.push((Name::new(key), Arc::new(ids)));
@@ -84,16 +84,24 @@ pub(crate) fn parse_children(
     Ok(out)
 }
 
+/// RFC 20's sentence on `expiration` (checked when both times are set,
+/// i.e. positive: flux-core writes 0 for an unset time).
+pub const EXPIRATION_RULE: &str =
+    "If starttime is also set, expiration MUST be greater than starttime.";
+
 impl Rset {
     /// Parse an R object (`rlist_from_json`), with flux-core's validation
     /// and error texts.
     ///
     /// Required: `version` (an integer equal to 1) and `execution.R_lite`
-    /// (an array; anything else, e.g. `{}`, is taken as empty).  Optional:
+    /// (an array: RFC 20's "strict list"; flux-core takes anything else,
+    /// e.g. `{}`, as empty).  Optional:
     /// `scheduling` (kept verbatim), `execution.nodelist` (array of
     /// hostlists, concatenated; the host count must equal the node count;
     /// hosts go to nodes in ascending rank order), `execution.properties`,
-    /// `nslots` (kept if > 0), `starttime` and `expiration` (kept if > 0).
+    /// `nslots` (kept if > 0), `starttime` and `expiration` (kept if > 0;
+    /// when both are, `expiration` must be greater, as RFC 20 says and
+    /// flux-core does not check).
     /// A rank listed in several entries merges their children; overlapping
     /// ids fail.
     ///
@@ -132,8 +140,23 @@ impl Rset {
         if version != 1 {
             return Err(RError::Version(version));
         }
+        if !r_lite.is_array() {
+            return Err(RError::rfc20(
+                "execution.R_lite",
+                r_lite,
+                "R_lite is a strict list of dictionaries",
+            ));
+        }
+        if starttime > 0.0 && expiration > 0.0 && expiration <= starttime {
+            return Err(RError::rfc20(
+                "execution.expiration",
+                exec.get("expiration").unwrap_or(&Value::Null),
+                EXPIRATION_RULE,
+            ));
+        }
         let mut rl = Rset::new();
         rl.scheduling = scheduling.cloned();
+        rl.attributes = top.get("attributes").cloned();
         if nslots > 0 {
             rl.nslots = nslots;
         }
@@ -200,7 +223,8 @@ impl Rset {
         let m = expect_object(entry)?;
         let ranks = expect_str(required(m, "rank")?)?;
         let children = required(m, "children")?;
-        let ranks = IdSet::parse(ranks).map_err(|_| RError::Ranks(ranks.to_string()))?;
+        let ranks = IdSet::parse(ranks)
+            .map_err(|_| RError::Ranks(crate::error::short(ranks.to_string())))?;
         if ranks.is_empty() {
             return Ok(());
         }
@@ -225,6 +249,7 @@ impl Rset {
             template.add_child(name, ids).map_err(|o| RError::Overlap {
                 rank: first,
                 name: o.name,
+                ids: o.ids,
             })?;
         }
         for rank in ranks.iter() {
@@ -241,9 +266,8 @@ impl Rset {
             for item in items {
                 // Non-string entries are skipped, as hostlist_append (NULL).
                 if let Value::String(s) = item {
-                    let part = Hostlist::decode(s).map_err(|_| {
-                        RError::Nodelist(format!("invalid hostlist '{s}' in nodelist"))
-                    })?;
+                    let part = Hostlist::decode(s)
+                        .map_err(|e| RError::Nodelist(format!("execution.nodelist: {e}")))?;
                     if hl.len() + part.len() > self.nodes.len() {
                         return Err(RError::Nodelist(format!(
                             "nodelist has more hosts than R has nodes ({})",

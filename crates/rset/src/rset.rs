@@ -31,6 +31,9 @@ pub struct Rset {
     pub(crate) expiration: f64,
     pub(crate) nslots: i32,
     pub(crate) scheduling: Option<Value>,
+    /// RFC 20 `attributes`, kept verbatim from the parsed R but never
+    /// encoded (flux-core's R tools drop it): [`Rset::attributes`].
+    pub(crate) attributes: Option<Value>,
 }
 
 /// Per-rank view of a node, for inspection and tests.
@@ -194,6 +197,13 @@ impl Rset {
         self.scheduling.as_ref()
     }
 
+    /// The RFC 20 `attributes` of the R this set was parsed from,
+    /// verbatim.  [`Rset::to_json`] does not write it (as flux-core's
+    /// `rlist_to_R`); a service that stores a loaded R keeps it from here.
+    pub fn attributes(&self) -> Option<&Value> {
+        self.attributes.as_ref()
+    }
+
     /// Replace the `scheduling` value.
     pub fn set_scheduling(&mut self, v: Option<Value>) {
         self.scheduling = v;
@@ -220,6 +230,7 @@ impl Rset {
             found.merge(&n).map_err(|o| RError::Overlap {
                 rank: n.rank,
                 name: o.name,
+                ids: o.ids,
             })?;
             self.avail += n.core_count() as i64;
             Ok(())
@@ -252,7 +263,11 @@ impl Rset {
         })?;
         let mut n = Node::new(hostname.map(Arc::from), rank);
         n.add_child(core_name(), &Arc::new(ids))
-            .map_err(|o| RError::Overlap { rank, name: o.name })?;
+            .map_err(|o| RError::Overlap {
+                rank,
+                name: o.name,
+                ids: o.ids,
+            })?;
         self.add_node(n)
     }
 
@@ -269,7 +284,11 @@ impl Rset {
             .get_mut(rank)
             .ok_or_else(|| RError::msg(format!("rank {rank} not found")))?;
         n.add_child(&Name::new(name), &Arc::new(set))
-            .map_err(|o| RError::Overlap { rank, name: o.name })
+            .map_err(|o| RError::Overlap {
+                rank,
+                name: o.name,
+                ids: o.ids,
+            })
     }
 
     /// Add a node with given cores and gpus (both may be empty).  Used for
@@ -283,9 +302,17 @@ impl Rset {
     ) -> Result<(), RError> {
         let mut n = Node::new(hostname.map(Arc::from), rank);
         n.add_child(core_name(), &Arc::new(cores.clone()))
-            .map_err(|o| RError::Overlap { rank, name: o.name })?;
+            .map_err(|o| RError::Overlap {
+                rank,
+                name: o.name,
+                ids: o.ids,
+            })?;
         n.add_child(gpu_name(), &Arc::new(gpus.clone()))
-            .map_err(|o| RError::Overlap { rank, name: o.name })?;
+            .map_err(|o| RError::Overlap {
+                rank,
+                name: o.name,
+                ids: o.ids,
+            })?;
         let mut single = Rset::new();
         single.add_node(n)?;
         self.append(&single)

@@ -79,6 +79,13 @@ fn summarize(v: &Value) -> Option<RSummary> {
             return None;
         }
     }
+    // RFC 20's rules the parser checks (R_lite an array, expiration after
+    // starttime): left to it, for its error.
+    let time = |k| exec.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    let (start, end) = (time("starttime"), time("expiration"));
+    if !r_lite.is_array() || (start > 0.0 && end > 0.0 && end <= start) {
+        return None;
+    }
     let mut ranks = IdSet::new();
     let mut items = 0u64;
     if let Value::Array(entries) = r_lite {

@@ -46,7 +46,7 @@ fn ids(s: &str) -> IdSet {
 fn parse_err(s: &str) -> String {
     Rset::from_json_str(s)
         .err()
-        .map(|e| e.flux_text())
+        .map(|e| e.to_string())
         .unwrap_or_else(|| "<ok>".into())
 }
 
@@ -502,34 +502,34 @@ fn parse_errors() {
         parse_err(r#"{"version": 1, "execution": {"R_lite": [{"rank": "0"}]}}"#),
         "Object item not found: children"
     );
-    // Failures flux-core reports without text.
+    // Failures flux-core reports without text: ours names the key and value.
     assert_eq!(
         parse_err(r#"{"version": 1, "execution": {"R_lite": [{"rank": "x", "children": {}}]}}"#),
-        ""
+        "invalid R_lite rank idset 'x'"
     );
     assert_eq!(
         parse_err(
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": 1}}]}}"#
         ),
-        ""
+        "rank 0: invalid core idset 1"
     );
     assert_eq!(
         parse_err(
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}, {"rank": "0", "children": {"core": "0"}}]}}"#
         ),
-        ""
+        "rank 0: core ids 0 given twice"
     );
     assert_eq!(
         parse_err(
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0"}}], "nodelist": ["a"]}}"#
         ),
-        ""
+        "nodelist has 1 hosts but R has 2 nodes"
     );
     assert_eq!(
         parse_err(
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], "nodelist": ["a["]}}"#
         ),
-        ""
+        "execution.nodelist: invalid hostlist 'a[': unmatched bracket"
     );
     // Version is truncated to int as flux does.
     assert_eq!(
@@ -538,11 +538,60 @@ fn parse_errors() {
     );
     // JSON errors.
     assert_eq!(parse_err(""), "'[' or '{' expected near end of file");
-    // Accepted shapes.
+    // RFC 20 MUSTs flux-core does not check.
     assert_eq!(
         parse_err(r#"{"version": 1, "execution": {"R_lite": {}}}"#),
+        r#"R execution.R_lite={}: RFC 20: "R_lite is a strict list of dictionaries""#
+    );
+    let rule = "\"If starttime is also set, expiration MUST be greater than starttime.\"";
+    assert_eq!(
+        parse_err(
+            r#"{"version": 1, "execution": {"R_lite": [], "starttime": 10, "expiration": 5}}"#
+        ),
+        format!("R execution.expiration=5: RFC 20: {rule}")
+    );
+    assert_eq!(
+        parse_err(
+            r#"{"version": 1, "execution": {"R_lite": [], "starttime": 10.5, "expiration": 10.5}}"#
+        ),
+        format!("R execution.expiration=10.5: RFC 20: {rule}")
+    );
+    assert_eq!(
+        parse_err(
+            r#"{"version": 1, "execution": {"R_lite": [], "starttime": 10, "expiration": 10.25}}"#
+        ),
         "<ok>"
     );
+    // unset times (absent or 0, as flux-core writes them) are not compared
+    assert_eq!(
+        parse_err(
+            r#"{"version": 1, "execution": {"R_lite": [], "starttime": 10, "expiration": 0}}"#
+        ),
+        "<ok>"
+    );
+    assert_eq!(
+        parse_err(
+            r#"{"version": 1, "execution": {"R_lite": [], "starttime": 0, "expiration": 0}}"#
+        ),
+        "<ok>"
+    );
+    assert_eq!(
+        parse_err(
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], "properties": {"x!y": "0"}}}"#
+        ),
+        r#"invalid character '!' in property "x!y""#
+    );
+    // A huge bad value is shown cut, with its length.
+    let long = format!(
+        r#"{{"version": 1, "execution": {{"R_lite": [{{"rank": "0", "children": {{"core": "{}x"}}}}]}}}}"#,
+        "0,".repeat(1000)
+    );
+    let e = parse_err(&long);
+    assert!(
+        e.starts_with("rank 0: invalid core idset \"0,0,") && e.ends_with("(2003 bytes)"),
+        "{e}"
+    );
+    // Accepted shapes.
     assert_eq!(
         parse_err(
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "", "children": {"core": "x"}}]}}"#
@@ -733,4 +782,19 @@ fn grouping_lookups_can_reorder_children() {
     let mut again = Rset::new();
     assert!(again.append(&r1).is_ok());
     assert!(again.encode().contains(r#"{"gpu": "0", "core": "0"}"#));
+}
+
+/// `attributes` is kept verbatim by the parser for a service to store,
+/// and never encoded (flux-core's R tools drop it); derived sets lose it.
+#[test]
+fn attributes_are_kept_but_not_encoded() {
+    let text = r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}]},
+                   "attributes": {"system": {"scheduler": {"x": [1, {"y": null}]}}}}"#;
+    let r = Rset::from_json_str(text).unwrap();
+    assert_eq!(
+        r.attributes(),
+        Some(&serde_json::json!({"system": {"scheduler": {"x": [1, {"y": null}]}}}))
+    );
+    assert!(r.to_json().get("attributes").is_none());
+    assert_eq!(r.union(&Rset::new()).unwrap().attributes(), None);
 }

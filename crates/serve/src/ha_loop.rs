@@ -468,12 +468,9 @@ fn shell_events(shell: &Shell) -> usize {
     shell.core().journal().len()
 }
 
-/// Topics a standby answers itself.
+/// Topics a standby answers itself (the catalogue's `standby`).
 fn read_only(topic: &str) -> bool {
-    matches!(
-        topic,
-        "resource.status" | "resource.sched-status" | "resource.get"
-    )
+    rpc::catalog::lookup(topic).is_some_and(|t| t.standby)
 }
 
 /// Serve as a standby until elected (`Some`) or stopped (`None`).

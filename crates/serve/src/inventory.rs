@@ -71,7 +71,7 @@ pub fn load_reload_r(path: &str, xml: bool) -> Result<Rset, RpcError> {
         .map_err(|e| RpcError::new(ENOENT, format!("{path}: {}", io_text(&e))))?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| RpcError::new(EPROTO, format!("{path}:{} {e}", e.line())))?;
-    Rset::from_json(&v).map_err(|e| RpcError::new(EPROTO, format!("{path}: {}", e.flux_text())))
+    Rset::from_json(&v).map_err(|e| RpcError::new(EPROTO, format!("{path}: {e}")))
 }
 
 fn load_xml_dir(dir: &Path) -> Result<Rset, RpcError> {

@@ -9,6 +9,7 @@
 //! (journal followers, acquire holders, agent sessions) are read at
 //! scrape time.
 
+use rpc::catalog::{self as cat, Call};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -36,11 +37,10 @@ pub const STATES: [&str; 5] = ["up", "torpid", "offline", "drained", "excluded"]
 
 /// Topics the `flux resource` clients (and Roster's) ask as probes,
 /// whose ENOSYS answer is the expected one: the job manager's
-/// housekeeping ranks (`status`, `list`), the broker's configuration
-/// (`list`, for queues) and attributes (`eventlog`), which this service
-/// does not have.  Counted under their own topic with the `ok` outcome,
-/// not as errors of `unknown`.
-pub const EXPECTED_ENOSYS: [&str; 3] = ["job-manager.stats-get", "config.get", "attr.get"];
+/// housekeeping ranks (`status`), which this service does not have.
+/// Counted under their own topic with the `ok` outcome, not as errors of
+/// `unknown`.
+pub const EXPECTED_ENOSYS: [&str; 1] = ["job-manager.stats-get"];
 
 /// The `topic` and `outcome` labels of a request's last reply: `ok`, or
 /// `error` with unknown topics under one `unknown` label (bounded
@@ -156,7 +156,7 @@ impl Metrics {
         let rpcs = Family::<RpcLabel, Counter>::default();
         registry.register(
             "roster_rpc_requests",
-            "RPC requests answered, by topic and outcome (ok or error; unknown topics as \"unknown\"; the ENOSYS answer to the flux clients' probes job-manager.stats-get, config.get and attr.get is ok)",
+            "RPC requests answered, by topic and outcome (ok or error; unknown topics as \"unknown\"; the ENOSYS answer to the flux clients' probe job-manager.stats-get is ok)",
             rpcs.clone(),
         );
         let rpc_seconds: HistogramFamily<TopicLabel> =
@@ -460,9 +460,9 @@ impl Metrics {
 
 /// The `topic` labels of the stream gauges (bounded cardinality).
 const STREAM_LABELS: [&str; 4] = [
-    "resource.journal",
-    "resource.acquire",
-    rpc::wire::SESSION_TOPIC,
+    cat::Journal::TOPIC,
+    cat::Acquire::TOPIC,
+    cat::AgentHello::TOPIC,
     "other",
 ];
 
@@ -602,7 +602,7 @@ impl WebHandler for Web {
             },
             "/api/status" => {
                 return Some(WebRoute::Rpc {
-                    topic: "resource.status",
+                    topic: cat::Status::TOPIC,
                     streaming: false,
                     role: rpc::Role::Guest,
                 })
@@ -611,7 +611,7 @@ impl WebHandler for Web {
             // caller's role when that is less (a guest is refused).
             "/api/journal" => {
                 return Some(WebRoute::Rpc {
-                    topic: "resource.journal",
+                    topic: cat::Journal::TOPIC,
                     streaming: true,
                     role: rpc::Role::User,
                 })

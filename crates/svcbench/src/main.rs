@@ -43,6 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use client::{Client, ClientError};
+use rpc::catalog::Call;
 use rpc::uri::Uri;
 use serde_json::{json, Map, Value};
 
@@ -246,7 +247,7 @@ fn cmd_warm(o: &Opts) -> Result<()> {
     let token = o.map.get("token-file").map(Path::new);
     let c = Client::from_env_tls(Some(o.str("uri")?), token, tls_files)
         .map_err(|e| BenchError::Usage(e.to_string()))?;
-    let topic = o.str_or("topic", "resource.status").to_string();
+    let topic = o.str_or("topic", rpc::catalog::Status::TOPIC).to_string();
     let payload = payload_of(o)?;
     let n = o.num("n", 1000)?;
     let warmup = o.num("warmup", 50)?;

@@ -7,11 +7,13 @@
 //!   OWNER|LOCAL, anyone else USER|LOCAL; the server writes one byte, `0`
 //!   (accepted), or an errno when the credentials cannot be read;
 //! * then messages flow both ways, framed by [`fluxmsg`];
-//! * `resource.*` requests go to the service as [`rpc::Request`]s of this
-//!   connection's [`rpc::ConnId`] with the client's matchtag; `attr.get`
-//!   and `config.get` are answered here; `*.disconnect` is ignored (EOF is
-//!   the disconnect); every other topic gets ENOSYS "No service matching
-//!   X is registered", as a broker without that service answers;
+//! * requests on the catalogue's service topics ([`rpc::catalog`]:
+//!   `resource.*`, `attr.get`, `config.get`) go to the service as
+//!   [`rpc::Request`]s of this connection's [`rpc::ConnId`] with the
+//!   client's matchtag; `attr.get local-uri`, a fact of this listener, is
+//!   answered here; `*.disconnect` is ignored (EOF is the disconnect);
+//!   every other topic gets ENOSYS "No service matching X is registered",
+//!   as a broker without that service answers;
 //! * responses carry the request's topic, matchtag and route stack (ROUTE
 //!   set; clients send an empty stack), the connection's userid and
 //!   rolemask, STREAMING if the request had it, errnum in aux1, and JSON
@@ -20,15 +22,15 @@
 //!   the service gets one [`Incoming::Disconnect`].
 
 use crate::bind::shutdown_signalled;
-use crate::limits::{reply_cost, Handed, Limits, LoopTx, OutQueue, ReplySender};
+use crate::limits::{reply_cost, Limits, LoopTx, OutQueue, ReplySender};
 use crate::{io_text, next_conn_id, ListenOptions, SHUTDOWN_GRACE};
 use fluxmsg::{flag, role, Message, MsgType, NODEID_ANY};
-use rpc::errno::{EAGAIN, EHOSTUNREACH, EIO, ENOENT, ENOSYS, EOVERFLOW, EPERM, EPROTO};
+use rpc::catalog::{self, Call};
+use rpc::errno::{EAGAIN, EHOSTUNREACH, EIO, ENOSYS, EOVERFLOW, EPERM, EPROTO};
 use rpc::{wire, Reply, Role, RpcError};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::io::{
     AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter,
     WriteHalf,
@@ -38,13 +40,6 @@ use tokio::task::JoinSet;
 
 /// Largest message accepted from a client (whatever `max-request-bytes`).
 pub(crate) const MAX_MESSAGE: u32 = fluxmsg::DEFAULT_MAX_MESSAGE;
-
-/// The flux-core version Roster's wire behaviour follows (reported as
-/// the `version` attribute, with Roster's own version appended).
-const FLUX_VERSION: &str = "0.88.0";
-
-/// How long `attr.get hostlist|size` waits for the service.
-const ATTR_QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What every Flux connection of a `run` shares.
 pub(crate) struct FluxCtx {
@@ -439,8 +434,13 @@ impl Conn {
         } else if topic.ends_with(".disconnect") {
             // Clients never send these; EOF is the disconnect.
             None
-        } else if topic == "config.get" {
-            local(Ok(json!({}).into()))
+        } else if let Some(uri) = self.local_uri_asked(&msg) {
+            // The one broker attribute that is a fact of this listener.
+            let reply = rpc::msg::AttrGetResponse {
+                value: uri,
+                flags: 0,
+            };
+            local(Ok(rpc::msg::encode(&reply).into()))
         } else if respond && self.inflight.load(Ordering::Acquire) >= self.ctx.limits.max_inflight {
             local(Err(RpcError::new(
                 EAGAIN,
@@ -449,15 +449,7 @@ impl Conn {
                     self.ctx.limits.max_inflight
                 ),
             )))
-        } else if topic == "attr.get" {
-            match attr_name(&msg) {
-                Err(e) => local(Err(e)),
-                Ok(name) => {
-                    self.attr_get(name, head, respond);
-                    None
-                }
-            }
-        } else if topic.starts_with("resource.") {
+        } else if catalog::served(topic) {
             match request_payload(&msg) {
                 Err(e) => local(Err(e)),
                 Ok(payload) => {
@@ -529,59 +521,15 @@ impl Conn {
         });
     }
 
-    /// `attr.get`: the broker attributes flux's clients ask for.
-    fn attr_get(&mut self, name: String, head: ReplyHead, respond: bool) {
-        let fixed = match name.as_str() {
-            "rank" | "instance-level" => Some(Ok("0".to_string())),
-            "version" => Some(Ok(format!(
-                "{FLUX_VERSION}-roster-{}",
-                env!("CARGO_PKG_VERSION")
-            ))),
-            "local-uri" => Some(Ok(self.local_uri.to_string())),
-            "hostlist" | "size" => None,
-            // parent-uri, jobid, ... do not exist at the top level.
-            _ => Some(Err(RpcError::bare(ENOENT))),
-        };
-        let send = move |out: &mpsc::UnboundedSender<Out>,
-                         queue: &OutQueue,
-                         r: Result<String, RpcError>| {
-            if respond {
-                let reply = r.map(|v| json!({"value": v, "flags": 0}).into());
-                push_to(out, queue, head.encode(&reply));
-            }
-        };
-        if let Some(r) = fixed {
-            send(&self.out, &self.queue, r);
-            return;
+    /// The listener's own address, when `msg` is `attr.get local-uri`.
+    fn local_uri_asked(&self, msg: &Message) -> Option<String> {
+        if msg.topic.as_deref() != Some(catalog::AttrGet::TOPIC) {
+            return None;
         }
-        // hostlist and size come from the service's R.
-        let ctx = Arc::clone(&self.ctx);
-        let role = self.cred.role.clone();
-        let out = self.out.clone();
-        let queue = Arc::clone(&self.queue);
-        let inflight = InFlight::new(&self.inflight);
-        self.tasks.spawn(async move {
-            let _inflight = inflight;
-            let r = hosts_of_service(&ctx, role).await.map(|hosts| {
-                if name == "size" {
-                    hosts.len().to_string()
-                } else {
-                    hosts.encode()
-                }
-            });
-            send(&out, &queue, r);
-        });
+        let payload = request_payload(msg).ok()?;
+        let req: rpc::msg::AttrGetRequest = rpc::msg::decode(&payload).ok()?;
+        (req.name == "local-uri").then(|| self.local_uri.to_string())
     }
-}
-
-/// The `name` of an `attr.get` request.
-fn attr_name(msg: &Message) -> Result<String, RpcError> {
-    let payload = request_payload(msg)?;
-    payload
-        .get("name")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .ok_or_else(|| RpcError::new(EPROTO, "attr.get: expected a string \"name\""))
 }
 
 /// A request payload: none, or NUL-terminated JSON.
@@ -591,42 +539,4 @@ fn request_payload(msg: &Message) -> Result<Value, RpcError> {
         Ok(Some(s)) => wire::payload_of(s.as_bytes()),
         Err(e) => Err(RpcError::new(EPROTO, e.to_string())),
     }
-}
-
-/// Ask the service for `resource.status` on a private connection and
-/// read the instance's hosts from its R (`execution.nodelist`).
-async fn hosts_of_service(ctx: &FluxCtx, role: Role) -> Result<hostlist::Hostlist, RpcError> {
-    let conn = next_conn_id();
-    let (replies, mut rx) = ReplySender::new(OutQueue::new(usize::MAX), false);
-    let req = rpc::Request {
-        conn,
-        matchtag: 1,
-        topic: "resource.status".into(),
-        payload: Value::Null,
-        streaming: false,
-        role,
-        userid: None,
-    };
-    let handed = ctx.tx.request(req, replies).map_err(|e| e.error())?;
-    let reply = tokio::time::timeout(ATTR_QUERY_TIMEOUT, rx.recv()).await;
-    if handed == Handed::Queued {
-        ctx.tx.disconnect(conn);
-    }
-    let status = match reply {
-        Ok(Some(r)) => r?.into_value(),
-        Ok(None) => {
-            return Err(RpcError::new(
-                EIO,
-                "service ended the request without a reply",
-            ))
-        }
-        Err(_) => return Err(RpcError::new(EIO, "the service did not answer in time")),
-    };
-    let nodelist: Vec<&str> = status
-        .pointer("/R/execution/nodelist")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    hostlist::Hostlist::decode(&nodelist.join(","))
-        .map_err(|e| RpcError::new(EPROTO, format!("resource.status: bad nodelist: {e}")))
 }

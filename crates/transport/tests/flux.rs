@@ -686,38 +686,22 @@ async fn error_replies_and_local_topics() {
     assert_eq!(m.errnum(), 113);
     server.seen_nothing();
 
-    // config.get: an (empty) config, so `flux resource list|R` print no
-    // warning.
+    // config.get and attr.get are the service's (the catalogue says so):
+    // forwarded like resource.* (what the service answers is tested in
+    // the core and with the real daemon).
     let m = c.rpc("config.get", None, 8).await;
-    assert_eq!(m.errnum(), 0);
-    assert_eq!(m.json(), json!({}));
-
-    // attr.get, as `flux getattr` and the Python bindings ask.
+    assert_eq!(m.errnum(), ENOSYS as u32);
+    let _ = server.seen_request("config.get");
     let attr = |name: &str| format!(r#"{{"name": "{name}"}}"#);
-    let m = c.rpc("attr.get", Some(&attr("rank")), 9).await;
-    assert_eq!(m.json(), json!({"value": "0", "flags": 0}));
+    let _ = c.rpc("attr.get", Some(&attr("rank")), 9).await;
+    let _ = server.seen_request("attr.get");
+    // local-uri is this listener's own address, answered here.
     let m = c.rpc("attr.get", Some(&attr("local-uri")), 10).await;
     assert_eq!(
-        m.json()["value"],
-        format!("local://{}", server.path.display())
+        m.json(),
+        json!({"value": format!("local://{}", server.path.display()), "flags": 0})
     );
-    let m = c.rpc("attr.get", Some(&attr("version")), 11).await;
-    assert!(m.json()["value"].as_str().unwrap().starts_with("0.88.0"));
-    // hostlist and size come from the service's R.
-    let m = c.rpc("attr.get", Some(&attr("hostlist")), 12).await;
-    assert_eq!(m.json(), json!({"value": "fake[0-3]", "flags": 0}));
-    let (iconn, _) = server.seen_request("resource.status");
-    assert_eq!(server.seen_disconnect(), iconn);
-    let m = c.rpc("attr.get", Some(&attr("size")), 13).await;
-    assert_eq!(m.json(), json!({"value": "4", "flags": 0}));
-    let _ = server.seen_request("resource.status");
-    let _ = server.seen_disconnect();
-    // Unknown attribute: ENOENT without text (flux prints strerror).
-    let m = c.rpc("attr.get", Some(&attr("parent-uri")), 14).await;
-    assert_eq!(m.errnum(), 2);
-    assert!(m.payload.is_none());
-    let m = c.rpc("attr.get", None, 15).await;
-    assert_eq!(m.errnum(), 71);
+    server.seen_nothing();
 
     // *.disconnect and other NORESPONSE requests get no response.
     c.send("resource.disconnect", None, F_NORESPONSE, 0).await;

@@ -165,3 +165,38 @@ fn scheduling_jgf_is_used_when_present() {
         Err(FollowError::Protocol(_))
     ));
 }
+
+/// The service drops an excluded rank from R_lite and keeps the whole
+/// `scheduling` JGF: that rank is down and never allocated, even when an
+/// update names it (issue 26, item 7).
+#[test]
+fn excluded_rank_of_a_scheduling_graph_is_never_allocated() {
+    let g = Graph::from_r_value(&r("0-2", "n[0-2]"), true).unwrap();
+    let mut rr = r("0-1", "n[0-1]");
+    rr["scheduling"] = g.to_jgf(model::jgf::JgfStyle::Scheduling);
+    let mut f = Follower::new(None);
+    f.apply(&json!({"resources": rr.clone(), "up": ""}))
+        .unwrap();
+    // nothing online: nothing to allocate
+    assert_eq!(f.graph_mut().match_allocate(&node_req(), 1).unwrap(), None);
+    f.apply(&json!({"up": "0-1"})).unwrap();
+    let n2 = f.graph().lookup("/cluster0/n2").unwrap();
+    assert_eq!(f.graph().get(n2).unwrap().state(), State::Down);
+    assert_eq!(nodes(&f), 2);
+    let all3 = Request::nodes(3, 1, 1, 0, true);
+    assert_eq!(f.graph_mut().match_allocate(&all3, 2).unwrap(), None);
+    for job in 3..5 {
+        let m = f
+            .graph_mut()
+            .match_allocate(&node_req(), job)
+            .unwrap()
+            .unwrap();
+        assert_ne!(f.graph().path(m.nodes[0]).unwrap(), "/cluster0/n2");
+    }
+    assert_eq!(f.graph_mut().match_allocate(&node_req(), 9).unwrap(), None);
+    // after a restart, the rebuilt graph fences it again
+    f.restart();
+    f.apply(&json!({"resources": rr, "up": "0-1"})).unwrap();
+    let n2 = f.graph().lookup("/cluster0/n2").unwrap();
+    assert_eq!(f.graph().get(n2).unwrap().state(), State::Down);
+}

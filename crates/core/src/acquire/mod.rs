@@ -61,7 +61,7 @@ use crate::errno::*;
 use crate::service::{Inventory, Output};
 use eventlog::Event;
 use idset::IdSet;
-use rpc::{ReplyTo, Request};
+use rpc::ReplyTo;
 use serde_json::{json, Map, Value};
 
 mod update;
@@ -329,14 +329,14 @@ impl Acquire {
     /// `{"group": G}`.  Responses are produced here (or once R is known).
     pub fn acquire(
         &mut self,
-        req: &Request,
+        to: ReplyTo,
+        group: Option<String>,
         t: &Truth,
         out: &mut Vec<Output>,
     ) -> Result<(), RpcError> {
-        let (group, v1) = match req.payload.get("group") {
+        let (group, v1) = match group {
             None => (DEFAULT_GROUP.to_string(), true),
-            Some(Value::String(g)) => (g.clone(), false),
-            Some(_) => return Err(RpcError::new(EPROTO, "Protocol error")),
+            Some(g) => (g, false),
         };
         if !self.known_group(&group) {
             return Err(RpcError::new(
@@ -348,7 +348,7 @@ impl Acquire {
             return Err(RpcError::bare(EBUSY));
         }
         self.holders.push(Holder {
-            to: req.reply_to(),
+            to,
             group,
             v1,
             started: false,

@@ -8,8 +8,15 @@ use crate::DEFAULT_GROUP;
 
 impl Service {
     /// `resource.acquire` (both RFC 28 variants).
-    pub(super) fn acquire_rpc(&mut self, _: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
-        self.acquire.acquire(req, &self.state.truth(), out)?;
+    pub(super) fn acquire_rpc(
+        &mut self,
+        _: f64,
+        req: &Request,
+        body: msg::AcquireRequest,
+        out: &mut Vec<Output>,
+    ) -> Handled {
+        self.acquire
+            .acquire(req.reply_to(), body.group, &self.state.truth(), out)?;
         Ok(None)
     }
 
@@ -18,25 +25,36 @@ impl Service {
         &mut self,
         _: f64,
         req: &Request,
+        body: msg::CancelRequest,
         out: &mut Vec<Output>,
     ) -> Handled {
-        let target = Self::cancel_target(req)?;
+        let target = Self::cancel_target(req, body);
         self.acquire.cancel(target, &self.state.truth(), out);
         Ok(None)
     }
 
     /// `resource.acquire-mute`: silence every acquire (for shutdown).
-    pub(super) fn acquire_mute(&mut self, _: f64, _: &Request, _: &mut Vec<Output>) -> Handled {
+    pub(super) fn acquire_mute(
+        &mut self,
+        _: f64,
+        _: &Request,
+        _: msg::Empty,
+        _: &mut Vec<Output>,
+    ) -> Handled {
         self.acquire.mute();
         Ok(Some(Value::Null.into()))
     }
 
     /// `resource.release {group, targets}` (groups variant).
-    pub(super) fn release_rpc(&mut self, _: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
-        let (to, p) = (req.reply_to(), &req.payload);
-        let group = Self::str_field(p, "group", true)?.unwrap_or_default();
-        let targets = Self::str_field(p, "targets", true)?.unwrap_or_default();
-        let ids = IdSet::parse(targets)
+    pub(super) fn release_rpc(
+        &mut self,
+        _: f64,
+        req: &Request,
+        body: msg::TargetsOfGroup,
+        out: &mut Vec<Output>,
+    ) -> Handled {
+        let (to, group) = (req.reply_to(), body.group.as_str());
+        let ids = IdSet::parse(&body.targets)
             .map_err(|e| RpcError::new(EINVAL, format!("invalid targets: {e}")))?;
         self.acquire
             .release(to, group, &ids, &self.state.truth(), out)?;
@@ -51,11 +69,11 @@ impl Service {
         &mut self,
         _: f64,
         req: &Request,
+        body: msg::TargetsOfGroup,
         out: &mut Vec<Output>,
     ) -> Handled {
-        let (to, p) = (req.reply_to(), &req.payload);
-        let group = Self::str_field(p, "group", true)?.unwrap_or_default();
-        let targets = Self::str_field(p, "targets", true)?.unwrap_or_default();
+        let to = req.reply_to();
+        let (group, targets) = (body.group.as_str(), body.targets.as_str());
         if group.is_empty() {
             return Err(RpcError::new(EINVAL, "a group name must not be empty"));
         }

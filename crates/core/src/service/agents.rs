@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::monitor::Changes;
-use relay::relay_drained;
+use relay::drained_answer;
 
 /// The largest agent R accepted (one node, so a few KiB at most).
 const MAX_AGENT_R_ITEMS: u64 = 1 << 20;
@@ -25,6 +25,7 @@ impl Service {
         &mut self,
         now: f64,
         req: &Request,
+        hello: msg::AgentHello,
         out: &mut Vec<Output>,
     ) -> Handled {
         if !req.streaming {
@@ -36,11 +37,10 @@ impl Service {
         if self.monitor.agent(req.conn).is_some() || self.relays.session(req.conn).is_some() {
             return Err(bad_hello("this connection has said hello already"));
         }
-        let p = &req.payload;
-        let host = match p.get("hostname") {
-            Some(Value::String(s)) if !s.is_empty() => s.as_str(),
-            _ => return Err(bad_hello("hostname (a non-empty string) is required")),
-        };
+        let host = hello.hostname.as_str();
+        if host.is_empty() {
+            return Err(bad_hello("hostname (a non-empty string) is required"));
+        }
         // An agent authenticated by its certificate speaks for its own
         // host only.
         if let Role::Agent(own) = &req.role {
@@ -66,15 +66,7 @@ impl Service {
                 format!("unknown host {host}: it is not in the nodelist of R"),
             ));
         };
-        let want = match p.get("rank") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(
-                v.as_u64()
-                    .and_then(|r| u32::try_from(r).ok())
-                    .ok_or_else(|| bad_hello("rank must be a non-negative integer"))?,
-            ),
-        };
-        let rank = match want {
+        let rank = match hello.rank {
             Some(r) => {
                 if !ranks.contains(&r) {
                     return Err(RpcError::new(
@@ -107,20 +99,15 @@ impl Service {
                 }
             },
         };
-        let actual = match p.get("R") {
+        let actual = match &hello.r {
             None | Some(Value::Null) => None,
             Some(r) => Some(Self::agent_r(r, host, rank)?),
         };
         if self.discovered.is_some() && actual.is_none() {
             return Err(bad_hello("R is required while resources are discovered"));
         }
-        let relay = match p.get(rpc::relay::RELAY) {
-            None | Some(Value::Null) | Some(Value::Bool(false)) => false,
-            Some(Value::Bool(true)) => true,
-            Some(_) => return Err(bad_hello("relay must be a boolean")),
-        };
         let to = req.reply_to();
-        if relay {
+        if hello.relay {
             return self.relay_hello(now, rank, host, to, actual, out);
         }
         self.monitor.hello(self.mono, rank, to);
@@ -128,29 +115,37 @@ impl Service {
             level: Level::Debug,
             msg: format!("agent for rank {rank} ({host}) joined"),
         });
-        Self::reply(
-            out,
-            to,
-            Ok(json!({
-                "rank": rank,
-                "hostname": host,
-                "size": self.state.size,
-                "heartbeat": self.monitor.heartbeat_period(),
-                "torpid-max": self.monitor.torpid_max(),
-                "offline-timeout": self.monitor.offline_timeout(),
-            })
-            .into()),
-        );
+        let welcome = self.welcome(rank, host, None);
+        Self::reply(out, to, Ok(msg::encode(&welcome).into()));
         if let Some(actual) = actual {
             if self.discovered.is_some() {
                 self.discovered_rank(now, rank, actual, out);
             } else if let Some(reason) = self.verify_agent(now, rank, &actual, out) {
                 // Tell the agent why its node is drained.
-                let drained = relay_drained(&[(IdSet::from_range(rank, rank), reason)]);
-                Self::reply(out, to, Ok(json!({ rpc::relay::DRAINED: drained }).into()));
+                let d = drained_answer(IdSet::from_range(rank, rank), reason);
+                Self::reply(out, to, Ok(d));
             }
         }
         Ok(None)
+    }
+
+    /// The first answer of an agent (or relay) session.
+    pub(super) fn welcome(
+        &self,
+        rank: u32,
+        host: &str,
+        relay: Option<msg::RelayWelcome>,
+    ) -> msg::AgentAnswer {
+        msg::AgentAnswer {
+            rank: Some(rank),
+            hostname: Some(host.to_string()),
+            size: Some(self.state.size),
+            heartbeat: Some(self.monitor.heartbeat_period()),
+            torpid_max: Some(self.monitor.torpid_max()),
+            offline_timeout: Some(self.monitor.offline_timeout()),
+            relay,
+            ..msg::AgentAnswer::default()
+        }
     }
 
     /// Whether a live agent or relay speaks for `rank`.
@@ -244,8 +239,9 @@ impl Service {
     }
 
     /// Verify an agent's R; on a mismatch drain its rank with the
-    /// verification message as reason (a persisted `drain` event without
-    /// `overwrite`, like flux-core's self-drain).  Excluded ranks and
+    /// verification message as reason (a persisted `drain` event with
+    /// `overwrite` 1, which RFC 44 requires and flux-core's self-drain
+    /// leaves out).  Excluded ranks and
     /// ranks already drained for the same reason are left alone.
     /// Returns the reason when the rank is drained for it.
     pub(super) fn verify_agent(
@@ -277,20 +273,24 @@ impl Service {
             ("idset", idset_str(&ids)),
             ("nodelist", Value::String(self.state.nodelist_of(&ids))),
             ("reason", Value::String(v.message.clone())),
+            ("overwrite", Value::from(1)), // RFC 44: REQUIRED; as applied above
         ]);
         self.post(now, "drain", c, true, out);
         Some(v.message)
     }
 
-    /// `resource.agent-heartbeat`: the agent of this connection is alive.
-    pub(super) fn agent_heartbeat(
+    /// A later line of an agent session (`resource.agent-heartbeat`):
+    /// the agent of this connection is alive; a relay's line carries its
+    /// children.
+    pub(super) fn session_line(
         &mut self,
         now: f64,
         req: &Request,
+        line: Result<msg::RelayLine, RpcError>,
         out: &mut Vec<Output>,
     ) -> Handled {
         if self.relays.session(req.conn).is_some() {
-            return self.relay_line(now, req, out);
+            return self.relay_line(now, req, line, out);
         }
         match self.monitor.heard(self.mono, req.conn) {
             Some(_) => Ok(Some(Value::Null.into())),

@@ -7,12 +7,17 @@ use crate::drain::{validate_targets, DrainMode};
 
 impl Service {
     /// `resource.drain {targets, reason?, mode?}`.
-    pub(super) fn drain_rpc(&mut self, now: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
-        let (to, p) = (req.reply_to(), &req.payload);
-        let targets = Self::str_field(p, "targets", true)?.unwrap_or_default();
-        let reason = Self::str_field(p, "reason", false)?;
-        let mode = DrainMode::parse_drain(Self::str_field(p, "mode", false)?)?;
-        let ids = self.state.decode_targets(targets)?;
+    pub(super) fn drain_rpc(
+        &mut self,
+        now: f64,
+        req: &Request,
+        body: msg::DrainRequest,
+        out: &mut Vec<Output>,
+    ) -> Handled {
+        let to = req.reply_to();
+        let reason = body.reason.as_deref();
+        let mode = DrainMode::parse_drain(body.mode.as_deref())?;
+        let ids = self.state.decode_targets(&body.targets)?;
         validate_targets(&ids, self.state.size)?;
         self.state
             .drain
@@ -44,12 +49,13 @@ impl Service {
         &mut self,
         now: f64,
         req: &Request,
+        body: msg::DrainRequest,
         out: &mut Vec<Output>,
     ) -> Handled {
-        let (to, p) = (req.reply_to(), &req.payload);
-        let targets = Self::str_field(p, "targets", true)?.unwrap_or_default();
-        let mode = DrainMode::parse_undrain(Self::str_field(p, "mode", false)?)?;
-        let reason = Self::str_field(p, "reason", false)?;
+        let to = req.reply_to();
+        let targets = body.targets.as_str();
+        let mode = DrainMode::parse_undrain(body.mode.as_deref())?;
+        let reason = body.reason.as_deref();
         let ids = self.state.decode_targets(targets)?;
         validate_targets(&ids, self.state.size)?;
         self.state.drain.undrain(&ids, mode)?;

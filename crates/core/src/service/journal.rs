@@ -11,11 +11,17 @@ impl Service {
     /// the `{events:[]}` sentinel, then live events.  With a `position`
     /// in the request (see [`super::position`]), only the entries after it,
     /// and every response carries its position.
-    pub(super) fn journal_rpc(&mut self, _: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
+    pub(super) fn journal_rpc(
+        &mut self,
+        _: f64,
+        req: &Request,
+        body: msg::JournalRequest,
+        out: &mut Vec<Output>,
+    ) -> Handled {
         if !req.streaming {
             return Err(RpcError::new(EPROTO, "journal requires streaming RPC flag"));
         }
-        let start = self.journal_start(&req.payload)?;
+        let start = self.journal_start(body.position)?;
         let to = req.reply_to();
         let pos = |place: Place| start.positions.then(|| self.position_text(place));
         // Each event is serialised once for the life of the journal
@@ -69,9 +75,10 @@ impl Service {
         &mut self,
         _: f64,
         req: &Request,
+        body: msg::CancelRequest,
         out: &mut Vec<Output>,
     ) -> Handled {
-        let target = Self::cancel_target(req)?;
+        let target = Self::cancel_target(req, body);
         if let Some(pos) = self.followers.iter().position(|f| f.to == target) {
             self.followers.remove(pos);
             Self::reply(out, target, Err(RpcError::bare(ENODATA)));

@@ -8,21 +8,33 @@ impl Service {
     /// `monitor-force-up {ranks?}` / `monitor-force-down {ranks}`: test
     /// hooks that change the online set.
     /// `resource.monitor-force-up {ranks?}`.
-    pub(super) fn force_up(&mut self, now: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
-        self.force(now, &req.payload, true, out)?;
+    pub(super) fn force_up(
+        &mut self,
+        now: f64,
+        _: &Request,
+        body: msg::ForceRequest,
+        out: &mut Vec<Output>,
+    ) -> Handled {
+        self.force(now, body.ranks.as_deref(), true, out)?;
         Ok(Some(Value::Null.into()))
     }
 
     /// `resource.monitor-force-down {ranks}`.
-    pub(super) fn force_down(&mut self, now: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
-        self.force(now, &req.payload, false, out)?;
+    pub(super) fn force_down(
+        &mut self,
+        now: f64,
+        _: &Request,
+        body: msg::ForceRequest,
+        out: &mut Vec<Output>,
+    ) -> Handled {
+        self.force(now, body.ranks.as_deref(), false, out)?;
         Ok(Some(Value::Null.into()))
     }
 
     fn force(
         &mut self,
         now: f64,
-        p: &Value,
+        ranks: Option<&str>,
         up: bool,
         out: &mut Vec<Output>,
     ) -> Result<(), RpcError> {
@@ -31,12 +43,10 @@ impl Service {
         } else {
             IdSet::new()
         };
-        let ranks = match p.get("ranks") {
+        let ranks = match ranks {
             None if up => all.clone(),
-            Some(Value::String(s)) => {
-                IdSet::parse(s).map_err(|e| RpcError::new(EINVAL, e.to_string()))?
-            }
-            _ => return Err(proto()),
+            Some(s) => IdSet::parse(s).map_err(|e| RpcError::new(EINVAL, e.to_string()))?,
+            None => return Err(proto()),
         };
         let ranks = ranks.intersection(&all);
         if up {
@@ -83,9 +93,14 @@ impl Service {
 
     /// `resource.monitor-waitup {up}`: answered once exactly `up`
     /// targets are online.
-    pub(super) fn waitup(&mut self, _: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
-        let (to, p) = (req.reply_to(), &req.payload);
-        let up = p.get("up").and_then(Value::as_i64).ok_or_else(proto)?;
+    pub(super) fn waitup(
+        &mut self,
+        _: f64,
+        req: &Request,
+        body: msg::WaitupRequest,
+        out: &mut Vec<Output>,
+    ) -> Handled {
+        let (to, up) = (req.reply_to(), body.up);
         if up < 0 || up > i64::from(self.state.size) {
             return Err(RpcError::new(EPROTO, "up value is out of range"));
         }

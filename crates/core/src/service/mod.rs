@@ -57,7 +57,8 @@ use crate::journal::{Journal, TruncateState};
 use crate::monitor::Monitor;
 use crate::relays::Relays;
 use idset::IdSet;
-use rpc::{ConnId, Payload, Reply, ReplyTo, Request, Role};
+use rpc::catalog::{self as cat, Call};
+use rpc::{msg, ConnId, Payload, Reply, ReplyTo, Request, Role};
 use rset::Rset;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -79,7 +80,7 @@ mod table;
 mod targets;
 mod types;
 
-pub use table::{Access, Streaming, Topic, TOPICS};
+pub use table::{Topic, TOPICS};
 pub use types::{Init, Input, Inventory, Level, Method, Now, Output, Settings, StartError};
 
 use position::{Follower, LogIndex};
@@ -183,28 +184,13 @@ impl Service {
         out.push(Output::Reply { to, reply });
     }
 
-    /// A string field of a request payload (EPROTO if it has another type,
-    /// or is missing and `required`).
-    fn str_field<'a>(p: &'a Value, key: &str, required: bool) -> Result<Option<&'a str>, RpcError> {
-        match p.get(key) {
-            None if !required => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            _ => Err(proto()),
-        }
-    }
-
-    /// The request a `*-cancel {matchtag}` request names.
-    fn cancel_target(req: &Request) -> Result<ReplyTo, RpcError> {
-        let tag = req
-            .payload
-            .get("matchtag")
-            .and_then(Value::as_u64)
-            .and_then(|t| u32::try_from(t).ok())
-            .ok_or_else(proto)?;
-        Ok(ReplyTo {
+    /// The request a `*-cancel {matchtag}` request names: one of the
+    /// caller's own connection.
+    fn cancel_target(req: &Request, body: msg::CancelRequest) -> ReplyTo {
+        ReplyTo {
             conn: req.conn,
-            matchtag: tag,
-        })
+            matchtag: body.matchtag,
+        }
     }
 
     fn set_inventory(&mut self, inv: Inventory) {
@@ -362,7 +348,7 @@ impl Service {
 
     /// The topics whose reply the service keeps serialised between state
     /// changes (see [`Service::ready_reply`]).
-    pub const READY_TOPICS: [&'static str; 2] = ["resource.status", "resource.sched-status"];
+    pub const READY_TOPICS: [&'static str; 2] = [cat::Status::TOPIC, cat::SchedStatus::TOPIC];
 
     /// The reply a request on `topic` (one of [`Service::READY_TOPICS`],
     /// no streaming flag, a role its row of [`TOPICS`] grants) gets now,
@@ -374,8 +360,8 @@ impl Service {
             return None;
         }
         match topic {
-            "resource.status" => self.status_cache.clone(),
-            "resource.sched-status" => self.sched_cache.clone(),
+            cat::Status::TOPIC => self.status_cache.clone(),
+            cat::SchedStatus::TOPIC => self.sched_cache.clone(),
             _ => None,
         }
     }

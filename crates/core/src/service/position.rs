@@ -143,22 +143,15 @@ struct Position {
     fp: u64,
 }
 
-fn hex(v: &Value) -> Option<u64> {
-    u64::from_str_radix(v.as_str()?, 16).ok()
-}
-
-fn parse(v: &Value) -> Result<Position, RpcError> {
-    let bad = || RpcError::new(EPROTO, "invalid journal position");
-    let o = v.as_object().ok_or_else(bad)?;
-    Ok(Position {
-        run: o.get("run").and_then(hex).ok_or_else(bad)?,
-        seq: o.get("seq").and_then(Value::as_u64).ok_or_else(bad)?,
-        log: o.get("log").and_then(Value::as_u64).ok_or_else(bad)?,
-        fp: match o.get("event") {
-            None | Some(Value::Null) => 0,
-            Some(e) => hex(e).ok_or_else(bad)?,
-        },
-    })
+impl From<msg::JournalPosition> for Position {
+    fn from(p: msg::JournalPosition) -> Position {
+        Position {
+            run: p.run.0,
+            seq: p.seq,
+            log: p.log,
+            fp: p.event.map_or(0, |e| e.0),
+        }
+    }
 }
 
 /// What a journal request asked for.
@@ -172,28 +165,34 @@ pub(super) struct Start {
 impl Service {
     /// A place as the `position` text of a response.
     pub(super) fn position_text(&self, place: Place) -> String {
-        format!(
-            "{{\"run\":\"{:016x}\",\"seq\":{},\"log\":{},\"event\":\"{:016x}\"}}",
-            self.run, place.seq, place.mark.log, place.mark.fp
-        )
+        let p = msg::JournalPosition {
+            run: msg::Hex64(self.run),
+            seq: place.seq,
+            log: place.mark.log,
+            event: Some(msg::Hex64(place.mark.fp)),
+        };
+        serde_json::to_string(&p).unwrap_or_default()
     }
 
     /// Decode a journal request's `position` (see the module docs).
-    pub(super) fn journal_start(&self, payload: &Value) -> Result<Start, RpcError> {
-        let pos = match payload.get("position") {
+    pub(super) fn journal_start(
+        &self,
+        position: Option<Option<msg::JournalPosition>>,
+    ) -> Result<Start, RpcError> {
+        let pos = match position {
             None => {
                 return Ok(Start {
                     positions: false,
                     after: 0,
                 })
             }
-            Some(Value::Null) => {
+            Some(None) => {
                 return Ok(Start {
                     positions: true,
                     after: 0,
                 })
             }
-            Some(v) => parse(v)?,
+            Some(Some(p)) => Position::from(p),
         };
         let after = if pos.run == self.run {
             if pos.seq > self.journal.last_seq() {

@@ -8,39 +8,21 @@
 
 use super::*;
 use crate::monitor::Changes;
-use rpc::relay::{ACCEPTED, DRAINED, ENDED, GONE, HELLO, LIVELY, REFUSED, TORPID};
 
-/// `[{"ranks", "reason"}]` for the `drained` answer.
-pub(super) fn relay_drained(drains: &[(IdSet, String)]) -> Value {
-    Value::Array(
-        drains
-            .iter()
-            .map(|(ids, reason)| json!({"ranks": ids.encode(), "reason": reason}))
-            .collect(),
-    )
+/// The `drained` answer: ranks drained by verification, and why.
+pub(super) fn drained_answer(ranks: IdSet, reason: String) -> Payload {
+    let a = msg::AgentAnswer {
+        drained: Some(vec![msg::RanksDrained { ranks, reason }]),
+        ..msg::AgentAnswer::default()
+    };
+    msg::encode(&a).into()
 }
 
-/// `[{"ranks", "errnum", "errstr"}]` for the `refused` and `ended` answers.
-fn relay_errors(errors: &[(IdSet, RpcError)]) -> Value {
-    Value::Array(
-        errors
-            .iter()
-            .map(|(ids, e)| json!({"ranks": ids.encode(), "errnum": e.errnum, "errstr": e.message()}))
-            .collect(),
-    )
-}
-
-fn bad_line(msg: impl Into<String>) -> RpcError {
-    RpcError::new(EPROTO, format!("relay line: {}", msg.into()))
-}
-
-fn idset_field(p: &Value, key: &str) -> Result<Option<IdSet>, RpcError> {
-    match p.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => IdSet::parse(s)
-            .map(Some)
-            .map_err(|e| bad_line(format!("{key}: {e}"))),
-        Some(_) => Err(bad_line(format!("{key} must be an idset string"))),
+fn ranks_error(ranks: IdSet, e: RpcError) -> msg::RanksError {
+    msg::RanksError {
+        ranks,
+        errnum: e.errnum,
+        errstr: e.message().to_string(),
     }
 }
 
@@ -48,8 +30,8 @@ fn idset_field(p: &Value, key: &str) -> Result<Option<IdSet>, RpcError> {
 #[derive(Default)]
 struct Answer {
     accepted: IdSet,
-    refused: Vec<(IdSet, RpcError)>,
-    drained: Vec<(IdSet, String)>,
+    refused: Vec<msg::RanksError>,
+    drained: Vec<msg::RanksDrained>,
 }
 
 impl Service {
@@ -87,27 +69,23 @@ impl Service {
                 subtree.len()
             ),
         });
-        let welcome = json!({
-            "rank": rank,
-            "hostname": host,
-            "size": self.state.size,
-            "heartbeat": self.monitor.heartbeat_period(),
-            "torpid-max": self.monitor.torpid_max(),
-            "offline-timeout": self.monitor.offline_timeout(),
-            "relay": {
-                "fanout": fanout,
-                "subtree": subtree.encode(),
-                "hosts": hosts,
-            },
-        });
+        let welcome = self.welcome(
+            rank,
+            host,
+            Some(msg::RelayWelcome {
+                fanout,
+                subtree: subtree.clone(),
+                hosts,
+            }),
+        );
         self.relays.hello(self.mono, rank, to, subtree);
-        Self::reply(out, to, Ok(welcome.into()));
+        Self::reply(out, to, Ok(msg::encode(&welcome).into()));
         if let Some(actual) = actual {
             if self.discovered.is_some() {
                 self.discovered_rank(now, rank, actual, out);
             } else if let Some(reason) = self.verify_agent(now, rank, &actual, out) {
-                let d = relay_drained(&[(IdSet::from_range(rank, rank), reason)]);
-                Self::reply(out, to, Ok(json!({ DRAINED: d }).into()));
+                let d = drained_answer(IdSet::from_range(rank, rank), reason);
+                Self::reply(out, to, Ok(d));
             }
         }
         Ok(None)
@@ -117,25 +95,27 @@ impl Service {
     /// then `torpid` (any of them; every line is also the relay's own heartbeat).  A
     /// malformed line ends the session (EPROTO): the relay reconnects and
     /// announces its children again.
-    pub(super) fn relay_line(&mut self, now: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
+    pub(super) fn relay_line(
+        &mut self,
+        now: f64,
+        req: &Request,
+        line: Result<msg::RelayLine, RpcError>,
+        out: &mut Vec<Output>,
+    ) -> Handled {
         let conn = req.conn;
         let Some(stream) = self.relays.session(conn).map(|s| s.stream) else {
             return Err(proto());
         };
-        match self.relay_line_inner(now, conn, &req.payload, out) {
+        match line.and_then(|line| self.relay_line_inner(now, conn, line, out)) {
             Ok(answer) => {
-                let mut a = Map::new();
-                if !answer.accepted.is_empty() {
-                    a.insert(ACCEPTED.into(), idset_str(&answer.accepted));
-                }
-                if !answer.refused.is_empty() {
-                    a.insert(REFUSED.into(), relay_errors(&answer.refused));
-                }
-                if !answer.drained.is_empty() {
-                    a.insert(DRAINED.into(), relay_drained(&answer.drained));
-                }
-                if !a.is_empty() {
-                    Self::reply(out, stream, Ok(Value::Object(a).into()));
+                let a = msg::AgentAnswer {
+                    accepted: Some(answer.accepted).filter(|a| !a.is_empty()),
+                    refused: Some(answer.refused).filter(|r| !r.is_empty()),
+                    drained: Some(answer.drained).filter(|d| !d.is_empty()),
+                    ..msg::AgentAnswer::default()
+                };
+                if a != msg::AgentAnswer::default() {
+                    Self::reply(out, stream, Ok(msg::encode(&a).into()));
                 }
                 Ok(Some(Value::Null.into()))
             }
@@ -156,20 +136,15 @@ impl Service {
         &mut self,
         now: f64,
         conn: ConnId,
-        p: &Value,
+        line: msg::RelayLine,
         out: &mut Vec<Output>,
     ) -> Result<Answer, RpcError> {
-        if !p.is_object() {
-            return Err(bad_line("a line must be a JSON object"));
-        }
-        let gone = idset_field(p, GONE)?;
-        let lively = idset_field(p, LIVELY)?;
-        let torpid = idset_field(p, TORPID)?;
-        let groups = match p.get(HELLO) {
-            None | Some(Value::Null) => &[][..],
-            Some(Value::Array(a)) => a.as_slice(),
-            Some(_) => return Err(bad_line("hello must be an array of groups")),
-        };
+        let msg::RelayLine {
+            gone,
+            hello,
+            lively,
+            torpid,
+        } = line;
         if let Some(g) = &gone {
             let lost = self.relays.gone(conn, g);
             if !lost.is_empty() {
@@ -180,7 +155,7 @@ impl Service {
             }
         }
         let mut answer = Answer::default();
-        for g in groups {
+        for g in hello.unwrap_or_default() {
             self.relay_group(now, conn, g, &mut answer, out)?;
         }
         self.relays
@@ -198,15 +173,12 @@ impl Service {
         &mut self,
         now: f64,
         conn: ConnId,
-        g: &Value,
+        g: msg::HelloGroup,
         answer: &mut Answer,
         out: &mut Vec<Output>,
     ) -> Result<(), RpcError> {
-        let Some(ranks) = idset_field(g, "ranks")? else {
-            return Err(bad_line("a hello group needs ranks"));
-        };
-        let cores = idset_field(g, "cores")?;
-        let gpus = idset_field(g, "gpus")?.unwrap_or_default();
+        let msg::HelloGroup { ranks, cores, gpus } = g;
+        let gpus = gpus.unwrap_or_default();
         let Some(s) = self.relays.session(conn) else {
             return Err(proto());
         };
@@ -215,13 +187,13 @@ impl Service {
         let mut ok = ranks.intersection(subtree);
         if !outside.is_empty() {
             let host = self.state.nodelist_of(&IdSet::from_range(own, own));
-            answer.refused.push((
-                outside.clone(),
-                RpcError::new(
-                    EPERM,
-                    format!("ranks {outside} are not in the subtree of the relay at rank {own} ({host})"),
+            let e = RpcError::new(
+                EPERM,
+                format!(
+                    "ranks {outside} are not in the subtree of the relay at rank {own} ({host})"
                 ),
-            ));
+            );
+            answer.refused.push(ranks_error(outside, e));
         }
         // Held by another relay, or by a direct agent.
         let mut taken = ok.intersection(self.relays.claimed());
@@ -236,22 +208,18 @@ impl Service {
         if !taken.is_empty() {
             ok.subtract(&taken);
             let hosts = self.state.nodelist_of(&taken);
-            answer.refused.push((
-                taken.clone(),
-                RpcError::new(
-                    EEXIST,
-                    format!("ranks {taken} ({hosts}) are already claimed by a live agent"),
-                ),
-            ));
+            let e = RpcError::new(
+                EEXIST,
+                format!("ranks {taken} ({hosts}) are already claimed by a live agent"),
+            );
+            answer.refused.push(ranks_error(taken, e));
         }
         if self.discovered.is_some() && cores.is_none() && !ok.is_empty() {
-            answer.refused.push((
-                ok.clone(),
-                RpcError::new(
-                    EPROTO,
-                    "agent hello: R is required while resources are discovered",
-                ),
-            ));
+            let e = RpcError::new(
+                EPROTO,
+                "agent hello: R is required while resources are discovered",
+            );
+            answer.refused.push(ranks_error(ok, e));
             return Ok(());
         }
         if ok.is_empty() {
@@ -319,11 +287,14 @@ impl Service {
         for r in slow {
             let Some(one) = single(self, r) else { continue };
             if let Some(reason) = self.verify_agent(now, r, &one, out) {
-                match answer.drained.iter_mut().find(|(_, m)| *m == reason) {
-                    Some((ids, _)) => {
-                        ids.insert(r);
+                match answer.drained.iter_mut().find(|d| d.reason == reason) {
+                    Some(d) => {
+                        d.ranks.insert(r);
                     }
-                    None => answer.drained.push((IdSet::from_range(r, r), reason)),
+                    None => answer.drained.push(msg::RanksDrained {
+                        ranks: IdSet::from_range(r, r),
+                        reason,
+                    }),
                 }
             }
         }
@@ -353,8 +324,11 @@ impl Service {
             if e.whole {
                 Self::reply(out, e.stream, Err(err));
             } else {
-                let ended = relay_errors(&[(e.ranks, err)]);
-                Self::reply(out, e.stream, Ok(json!({ ENDED: ended }).into()));
+                let a = msg::AgentAnswer {
+                    ended: Some(vec![ranks_error(e.ranks, err)]),
+                    ..msg::AgentAnswer::default()
+                };
+                Self::reply(out, e.stream, Ok(msg::encode(&a).into()));
             }
         }
     }

@@ -14,13 +14,15 @@ fn busy_reload() -> RpcError {
 impl Service {
     /// `resource.reload {path, xml, force}`: the shell loads R
     /// ([`Output::LoadR`]) and comes back with [`Input::Reloaded`].
-    pub(super) fn reload_rpc(&mut self, _: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
-        let (to, p) = (req.reply_to(), &req.payload);
-        let path = Self::str_field(p, "path", true)?
-            .unwrap_or_default()
-            .to_string();
-        let xml = p.get("xml").and_then(Value::as_bool).ok_or_else(proto)?;
-        let force = p.get("force").and_then(Value::as_bool).ok_or_else(proto)?;
+    pub(super) fn reload_rpc(
+        &mut self,
+        _: f64,
+        req: &Request,
+        body: msg::ReloadRequest,
+        out: &mut Vec<Output>,
+    ) -> Handled {
+        let to = req.reply_to();
+        let msg::ReloadRequest { path, xml, force } = body;
         if self.acquire.v1_held() {
             return Err(busy_reload());
         }
@@ -89,17 +91,27 @@ impl Service {
         &mut self,
         now: f64,
         req: &Request,
+        body: msg::ExpirationRequest,
         out: &mut Vec<Output>,
     ) -> Handled {
-        let (to, p) = (req.reply_to(), &req.payload);
-        let exp = p
-            .get("expiration")
-            .and_then(Value::as_f64)
+        let to = req.reply_to();
+        let exp = Some(body.expiration)
             .filter(|e| e.is_finite())
             .ok_or_else(proto)?;
         let Some(inv) = self.state.inventory.as_mut() else {
             return Err(RpcError::new(ENOENT, "resource set is not known yet"));
         };
+        // An R the service could not load again is never stored.
+        let start = inv.rset.starttime();
+        if exp > 0.0 && start > 0.0 && exp <= start {
+            return Err(RpcError::new(
+                EINVAL,
+                format!(
+                    "expiration={exp} is not after starttime={start}: RFC 20: \"{}\"",
+                    rset::EXPIRATION_RULE
+                ),
+            ));
+        }
         inv.rset.set_expiration(exp);
         if let Some(ex) = inv.json.get_mut("execution").and_then(Value::as_object_mut) {
             ex.insert("expiration".into(), json!(exp));

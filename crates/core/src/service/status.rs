@@ -8,7 +8,13 @@ impl Service {
     /// `resource.status`: serialised once per state change, every reply
     /// sharing the text (with scattered drains the drain object alone is
     /// hundreds of KB at 16,384 nodes).
-    pub(super) fn status_rpc(&mut self, _: f64, _: &Request, _: &mut Vec<Output>) -> Handled {
+    pub(super) fn status_rpc(
+        &mut self,
+        _: f64,
+        _: &Request,
+        _: msg::Empty,
+        _: &mut Vec<Output>,
+    ) -> Handled {
         if let Some(p) = &self.status_cache {
             return Ok(Some(p.clone()));
         }
@@ -69,12 +75,24 @@ impl Service {
     }
 
     /// `resource.sched-status` (a cached payload).
-    pub(super) fn sched_status_rpc(&mut self, _: f64, _: &Request, _: &mut Vec<Output>) -> Handled {
+    pub(super) fn sched_status_rpc(
+        &mut self,
+        _: f64,
+        _: &Request,
+        _: msg::Empty,
+        _: &mut Vec<Output>,
+    ) -> Handled {
         self.sched_status().map(Some)
     }
 
     /// `resource.get`: R and how it was obtained.
-    pub(super) fn get_rpc(&mut self, _: f64, _: &Request, _: &mut Vec<Output>) -> Handled {
+    pub(super) fn get_rpc(
+        &mut self,
+        _: f64,
+        _: &Request,
+        _: msg::Empty,
+        _: &mut Vec<Output>,
+    ) -> Handled {
         match &self.state.inventory {
             None => Err(RpcError::bare(ENOENT)),
             Some(inv) => Ok(Some(
@@ -138,5 +156,48 @@ impl Service {
         let p = Payload::serialised(&v);
         self.sched_cache = Some(p.clone());
         Ok(p)
+    }
+}
+
+impl Service {
+    /// `attr.get {name}`: the broker attributes flux's tools ask for, as
+    /// a single-rank Flux instance answers them.  `local-uri` is a fact
+    /// of the listener asked, which answers it itself.
+    pub(super) fn attr_get(
+        &mut self,
+        _: f64,
+        _: &Request,
+        body: msg::AttrGetRequest,
+        _: &mut Vec<Output>,
+    ) -> Handled {
+        let value = match body.name.as_str() {
+            "rank" | "instance-level" => "0".to_string(),
+            "version" => format!("{}-roster-{}", rpc::FLUX_VERSION, env!("CARGO_PKG_VERSION")),
+            "hostlist" | "size" if self.state.inventory.is_none() => {
+                return Err(RpcError::new(ENOENT, "resource set is not known yet"))
+            }
+            "hostlist" => self.state.nodelist_of(&self.state.all()),
+            "size" => {
+                let hosts = hostlist::Hostlist::decode(&self.state.nodelist_of(&self.state.all()))
+                    .map_or(0, |h| h.len());
+                hosts.to_string()
+            }
+            // parent-uri, jobid, ... do not exist at the top level.
+            _ => return Err(RpcError::bare(ENOENT)),
+        };
+        let reply = msg::AttrGetResponse { value, flags: 0 };
+        Ok(Some(msg::encode(&reply).into()))
+    }
+
+    /// `config.get`: the instance's configuration as flux's tools read
+    /// it (none of theirs applies: `{}`).
+    pub(super) fn config_get(
+        &mut self,
+        _: f64,
+        _: &Request,
+        _: msg::Empty,
+        _: &mut Vec<Output>,
+    ) -> Handled {
+        Ok(Some(msg::encode(&msg::Empty {}).into()))
     }
 }

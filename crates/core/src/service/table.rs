@@ -1,129 +1,101 @@
-//! The topic table: every `resource.*` topic the service answers, once,
-//! with the role it requires, whether it may stream, and its handler.
-//! [`Service::request`] checks a request against its row and calls the
-//! handler; nothing else lists topics.
+//! The service's half of the topic catalogue ([`rpc::catalog`]): a
+//! handler bound to each topic the service serves.  The catalogue holds
+//! every fact of a topic (role, one reply or a stream, body limit, typed
+//! payloads); [`Service::request`] checks a request against it, decodes
+//! the typed request and calls the handler.  Nothing else lists topics.
 
 use super::*;
+use rpc::catalog::{self as cat, Call, Shape};
 
-/// Who may use a topic: the least role it needs ([`rpc::Need`]; the
-/// owner may use every topic, an agent only its session).  Checks run in
-/// this order: unknown topic (ENOSYS), then the role (EPERM naming the
-/// missing role), then the streaming flag on a one-reply topic (EPROTO),
-/// then the handler.
-pub use rpc::Need as Access;
+/// A bound handler: decodes the topic's typed request, then runs.
+type Run = fn(&mut Service, f64, &Request, &mut Vec<Output>) -> Handled;
 
-/// How a topic answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Streaming {
-    /// Exactly one reply.  A request with the streaming flag is refused
-    /// with one EPROTO error (a streaming client would otherwise wait for
-    /// an end of stream that never comes).
-    One,
-    /// A stream of replies ended by one error.  Whether the flag is
-    /// required is the handler's decision (flux-core: the journal and the
-    /// agent hello refuse a request without it; acquire accepts it).
-    Stream,
-}
-
-/// A handler: the service, the time, the request, the outputs.
-pub type Handler = fn(&mut Service, f64, &Request, &mut Vec<Output>) -> Handled;
-
-/// One row of the topic table.
+/// One topic the service serves: its catalogue entry and its handler.
 #[derive(Clone, Copy)]
 pub struct Topic {
-    pub name: &'static str,
-    pub access: Access,
-    pub streaming: Streaming,
-    handler: Handler,
+    pub info: &'static cat::Topic,
+    run: Run,
 }
 
 impl std::fmt::Debug for Topic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Topic")
-            .field("name", &self.name)
-            .field("access", &self.access)
-            .field("streaming", &self.streaming)
+            .field("info", self.info)
             .finish_non_exhaustive()
     }
 }
 
-const fn row(name: &'static str, access: Access, streaming: Streaming, handler: Handler) -> Topic {
-    Topic {
-        name,
-        access,
-        streaming,
-        handler,
-    }
+/// The typed request of a call, or the error its malformed payload gets:
+/// flux-core's bare "Protocol error" on flux topics; on Roster's own, what
+/// the request is, the key and the reason.
+pub(super) fn decode<C: Call>(req: &Request) -> Result<C::Request, RpcError> {
+    rpc::msg::decode(&req.payload).map_err(|e| {
+        if C::INFO.flux {
+            proto()
+        } else {
+            RpcError::new(EPROTO, format!("{}: {e}", C::INFO.what))
+        }
+    })
 }
 
-use rpc::Need::{Admin, Agent, Read, Scheduler, User};
-use Streaming::{One, Stream};
+macro_rules! bind {
+    ($($call:ident => $handler:ident,)*) => {
+        /// Every topic the service serves, with its handler.
+        pub static TOPICS: &[Topic] = &[$(
+            Topic {
+                info: &<cat::$call as Call>::INFO,
+                run: |s, now, req, out| {
+                    let body = decode::<cat::$call>(req)?;
+                    Service::$handler(s, now, req, body, out)
+                },
+            },
+        )*];
+    };
+}
 
-/// Every topic the service answers.
-pub static TOPICS: &[Topic] = &[
-    row("resource.status", Read, One, Service::status_rpc),
-    row(
-        "resource.sched-status",
-        Read,
-        One,
-        Service::sched_status_rpc,
-    ),
-    row("resource.get", User, One, Service::get_rpc),
-    row("resource.drain", Admin, One, Service::drain_rpc),
-    row("resource.undrain", Admin, One, Service::undrain_rpc),
-    row("resource.journal", User, Stream, Service::journal_rpc),
-    row(
-        "resource.journal-cancel",
-        User,
-        One,
-        Service::journal_cancel,
-    ),
-    row("resource.reload", Admin, One, Service::reload_rpc),
-    row(
-        "resource.expiration-update",
-        Admin,
-        One,
-        Service::expiration_update,
-    ),
-    row("resource.monitor-force-up", Admin, One, Service::force_up),
-    row(
-        "resource.monitor-force-down",
-        Admin,
-        One,
-        Service::force_down,
-    ),
-    row("resource.monitor-waitup", User, One, Service::waitup),
-    row("resource.acquire", Scheduler, Stream, Service::acquire_rpc),
-    row(
-        "resource.acquire-cancel",
-        Scheduler,
-        One,
-        Service::acquire_cancel,
-    ),
-    row(
-        "resource.acquire-mute",
-        Scheduler,
-        One,
-        Service::acquire_mute,
-    ),
-    row("resource.release", Scheduler, One, Service::release_rpc),
-    row("resource.group-set", Scheduler, One, Service::group_set_rpc),
-    row("resource.agent", Agent, Stream, Service::agent_hello),
-    row(
-        "resource.agent-heartbeat",
-        Agent,
-        One,
-        Service::agent_heartbeat,
-    ),
-];
+bind! {
+    Status => status_rpc,
+    SchedStatus => sched_status_rpc,
+    Get => get_rpc,
+    Drain => drain_rpc,
+    Undrain => undrain_rpc,
+    Journal => journal_rpc,
+    JournalCancel => journal_cancel,
+    Reload => reload_rpc,
+    ExpirationUpdate => expiration_update,
+    ForceUp => force_up,
+    ForceDown => force_down,
+    Waitup => waitup,
+    Acquire => acquire_rpc,
+    AcquireCancel => acquire_cancel,
+    AcquireMute => acquire_mute,
+    Release => release_rpc,
+    GroupSet => group_set_rpc,
+    AgentHello => agent_hello,
+    AttrGet => attr_get,
+    ConfigGet => config_get,
+}
 
-/// The row of a topic.
+/// The session line is bound by hand: a relay's malformed line ends its
+/// session, so the handler sees the decoding error.
+static SESSION_LINE: Topic = Topic {
+    info: &<cat::SessionLine as Call>::INFO,
+    run: |s, now, req, out| {
+        let line = decode::<cat::SessionLine>(req);
+        s.session_line(now, req, line, out)
+    },
+};
+
+/// The topic's row, if the service serves it.
 pub fn topic(name: &str) -> Option<&'static Topic> {
-    TOPICS.iter().find(|t| t.name == name)
+    if name == cat::SessionLine::TOPIC {
+        return Some(&SESSION_LINE);
+    }
+    TOPICS.iter().find(|t| t.info.name == name)
 }
 
 impl Service {
-    /// Check a request against its row of [`TOPICS`] and run its handler.
+    /// Check a request against its catalogue entry and run its handler.
     pub(super) fn request(&mut self, now: f64, req: Request, out: &mut Vec<Output>) {
         let to = req.reply_to();
         let result = self.dispatch(now, &req, out);
@@ -134,6 +106,9 @@ impl Service {
         }
     }
 
+    /// Checks, in this order: unknown topic (ENOSYS), the role (EPERM
+    /// naming the missing role), the streaming flag on a one-reply topic
+    /// (EPROTO), the payload (EPROTO), then the handler.
     fn dispatch(&mut self, now: f64, req: &Request, out: &mut Vec<Output>) -> Handled {
         if self.stopped {
             return Err(RpcError::new(
@@ -142,19 +117,19 @@ impl Service {
             ));
         }
         let name = req.topic.as_str();
-        if !name.starts_with("resource.") {
-            return Err(RpcError::new(
-                ENOSYS,
-                format!("No service matching {name} is registered"),
-            ));
-        }
         let Some(t) = topic(name) else {
-            return Err(RpcError::new(ENOSYS, "unknown service method"));
+            // flux-core's answers: a method its resource module lacks, or
+            // no such service at all.
+            return Err(if name.starts_with(cat::SERVICE_NAMESPACE) {
+                RpcError::new(ENOSYS, "unknown service method")
+            } else {
+                RpcError::new(ENOSYS, format!("No service matching {name} is registered"))
+            });
         };
-        if !req.role.grants(t.access) {
-            return Err(req.role.refusal(name, t.access));
+        if !req.role.grants(t.info.need) {
+            return Err(req.role.refusal(name, t.info.need));
         }
-        if req.streaming && t.streaming == Streaming::One {
+        if req.streaming && t.info.shape == Shape::One {
             // One error ends the request (and the shell's route for it):
             // a streaming client would otherwise wait for an end of
             // stream that never comes.
@@ -163,40 +138,29 @@ impl Service {
                 format!("{name} does not accept the streaming RPC flag"),
             ));
         }
-        (t.handler)(self, now, req, out)
+        (t.run)(self, now, req, out)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rpc::catalog::Server;
 
     #[test]
-    fn topics_are_unique_and_in_the_resource_namespace() {
-        let mut names: Vec<&str> = TOPICS.iter().map(|t| t.name).collect();
-        assert!(names.iter().all(|n| n.starts_with("resource.")));
-        names.sort_unstable();
-        let n = names.len();
-        names.dedup();
-        assert_eq!(names.len(), n, "a topic is listed twice");
-        assert_eq!(topic("resource.drain").map(|t| t.access), Some(Admin));
-        assert_eq!(topic("resource.status").map(|t| t.access), Some(Read));
-        assert_eq!(topic("resource.agent").map(|t| t.access), Some(Agent));
-        assert!(topic("resource.nosuch").is_none());
-    }
-
-    #[test]
-    fn every_role_need_is_named() {
-        // The table names a need for every topic and the owner passes all.
-        for t in TOPICS {
-            assert!(Role::Owner.grants(t.access), "{}", t.name);
+    fn every_service_topic_of_the_catalogue_has_one_handler() {
+        for t in cat::TOPICS {
+            let row = topic(t.name);
+            match t.server {
+                Server::Service => {
+                    let row = row.unwrap_or_else(|| panic!("{} has no handler", t.name));
+                    assert_eq!(row.info, t);
+                }
+                Server::Absent => assert!(row.is_none(), "{}", t.name),
+            }
         }
-        assert!(Role::Guest.grants(Read));
-        assert!(!Role::Guest.grants(User));
-        assert!(!Role::Scheduler.grants(Admin));
-        assert!(Role::Admin.grants(User));
-        assert!(!Role::Agent("n1".into()).grants(Read));
-        assert!(Role::Agent("n1".into()).grants(Agent));
-        assert!(!Role::User.grants(Scheduler));
+        let served = cat::TOPICS.iter().filter(|t| t.server == Server::Service);
+        assert_eq!(TOPICS.len() + 1, served.count());
+        assert!(topic("resource.nosuch").is_none());
     }
 }

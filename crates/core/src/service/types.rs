@@ -45,9 +45,13 @@ pub struct Inventory {
 }
 
 impl Inventory {
-    /// Build from a parsed R; the JSON is its canonical encoding.
+    /// Build from a parsed R; the JSON is its canonical encoding, with
+    /// the parsed R's `attributes` kept verbatim (as flux-core keeps them).
     pub fn from_rset(rset: Rset, method: Method) -> Inventory {
-        let json = rset.to_json();
+        let mut json = rset.to_json();
+        if let (Some(a), Some(o)) = (rset.attributes(), json.as_object_mut()) {
+            o.insert("attributes".into(), a.clone());
+        }
         let ranks = rset.ranks();
         Inventory {
             rset,

@@ -42,10 +42,6 @@ const POWER: &str = r#"{"graph":{"nodes":[
 {"source":"2","target":"3","metadata":{"subsystem":"power"}}
 ]}}"#;
 
-fn compact(s: &str) -> String {
-    s.chars().filter(|c| *c != '\n').collect()
-}
-
 #[test]
 fn reads_fluxion_compact_form_with_defaults() {
     let g = Graph::from_jgf_str(FLUXION_COMPACT).unwrap();
@@ -82,10 +78,38 @@ fn reads_fluxion_compact_form_with_defaults() {
     );
 }
 
+/// Read in Fluxion's compact form, written with every RFC 20 key, read
+/// back to the same graph (issue 26, item 4).
 #[test]
-fn fluxion_compact_round_trip_is_byte_identical() {
+fn fluxion_compact_form_is_written_with_every_rfc20_key() {
+    let compact_in: Value = serde_json::from_str(FLUXION_COMPACT).unwrap();
+    assert!(check_rfc20(&compact_in).is_err());
     let g = Graph::from_jgf_str(FLUXION_COMPACT).unwrap();
-    assert_eq!(g.to_jgf_string(JgfStyle::Fluxion), compact(FLUXION_COMPACT));
+    for style in [JgfStyle::Scheduling, JgfStyle::Full] {
+        let v = g.to_jgf(style);
+        check_rfc20(&v).unwrap();
+        let h = Graph::from_jgf(&v).unwrap();
+        assert_eq!(h.to_jgf(style), v);
+    }
+    let v = g.to_jgf(JgfStyle::Scheduling);
+    assert_eq!(
+        v["graph"]["nodes"][1]["metadata"],
+        serde_json::json!({"type": "node", "uuid": "1", "basename": "fluke", "name": "fluke7",
+            "id": 7, "uniq_id": 1, "rank": 0, "properties": {"gpu-a100": ""}, "unit": "",
+            "exclusive": false, "size": 1, "paths": {"containment": "/cluster0/fluke7"}})
+    );
+    assert_eq!(
+        v["graph"]["edges"][0],
+        serde_json::json!({"source": "0", "target": "1",
+            "metadata": {"subsystem": "containment", "relationship": "contains"}})
+    );
+    // the graph read back is the one read from the compact form
+    let h = Graph::from_jgf(&v).unwrap();
+    assert_eq!(h.aggregate_all(), g.aggregate_all());
+    assert_eq!(
+        h.to_jgf_string(JgfStyle::Full),
+        g.to_jgf_string(JgfStyle::Full)
+    );
 }
 
 #[test]
@@ -103,10 +127,10 @@ fn reads_fluxion_verbose_form() {
     // `directed` on the graph is not vertex data; nothing else is kept.
     assert!(g.extra.is_empty());
     // Written compactly, it reads back to the same graph.
-    let h = Graph::from_jgf_str(&g.to_jgf_string(JgfStyle::Fluxion)).unwrap();
+    let h = Graph::from_jgf_str(&g.to_jgf_string(JgfStyle::Scheduling)).unwrap();
     assert_eq!(
-        h.to_jgf_string(JgfStyle::Fluxion),
-        g.to_jgf_string(JgfStyle::Fluxion)
+        h.to_jgf_string(JgfStyle::Scheduling),
+        g.to_jgf_string(JgfStyle::Scheduling)
     );
     // The compact form drops status (Fluxion never writes it); Full keeps it.
     let f = Graph::from_jgf_str(&g.to_jgf_string(JgfStyle::Full)).unwrap();
@@ -131,7 +155,18 @@ fn reads_power_subsystem() {
         .map(|e| (e.source.0, e.target.0, e.subsystem))
         .collect();
     assert_eq!(edges, vec![(4, 2, "power"), (2, 3, "power")]);
-    assert_eq!(g.to_jgf_string(JgfStyle::Fluxion), compact(POWER));
+    // the whole-graph aggregate is the containment root's: no power panel
+    let root = g.containment_root().unwrap();
+    assert_eq!(g.path(root).unwrap(), "/power0");
+    assert_eq!(g.aggregate_all(), g.aggregate(root).unwrap());
+    assert_eq!(g.aggregate_all().get("powerpanel"), None);
+    let v = g.to_jgf(JgfStyle::Scheduling);
+    check_rfc20(&v).unwrap();
+    assert_eq!(
+        v["graph"]["edges"][3]["metadata"],
+        serde_json::json!({"subsystem": "power", "relationship": "supplies_to"})
+    );
+    assert_eq!(Graph::from_jgf(&v).unwrap().to_jgf(JgfStyle::Scheduling), v);
     let full = g.to_jgf_string(JgfStyle::Full);
     let h = Graph::from_jgf_str(&full).unwrap();
     assert_eq!(h.to_jgf_string(JgfStyle::Full), full);
@@ -173,7 +208,7 @@ fn string_ids_and_unknown_keys_are_kept() {
     );
     let h = Graph::from_jgf_str(&full).unwrap();
     assert_eq!(h.to_jgf_string(JgfStyle::Full), full);
-    let flux = g.to_jgf_string(JgfStyle::Fluxion);
+    let flux = g.to_jgf_string(JgfStyle::Scheduling);
     assert!(
         flux.starts_with(r#"{"graph":{"nodes":[{"id":"root-a","#),
         "{flux}"
@@ -191,10 +226,14 @@ fn partial_graph_keeps_explicit_paths() {
     let g = Graph::from_jgf_str(s).unwrap();
     let c = g.lookup("/cluster0/node3/socket1/core9").unwrap();
     assert_eq!(g.path(c).unwrap(), "/cluster0/node3/socket1/core9");
+    let v = g.to_jgf(JgfStyle::Scheduling);
+    check_rfc20(&v).unwrap();
     assert_eq!(
-        g.to_jgf_string(JgfStyle::Fluxion),
-        compact(s).replace("  ", "").replace(' ', "")
+        v["graph"]["nodes"][1]["metadata"]["paths"],
+        serde_json::json!({"containment": "/cluster0/node3/socket1/core9"})
     );
+    let h = Graph::from_jgf(&v).unwrap();
+    assert_eq!(h.to_jgf(JgfStyle::Scheduling), v);
 }
 
 #[test]
@@ -381,15 +420,18 @@ fn custom_hierarchy_round_trips() {
 }
 
 #[test]
-fn fluxion_style_is_fluxion_readable_shape() {
+fn scheduling_style_is_fluxion_readable_shape() {
     let g = rich();
-    let v = g.to_jgf(JgfStyle::Fluxion);
+    let v = g.to_jgf(JgfStyle::Scheduling);
     let n0 = &v["graph"]["nodes"][0];
     assert_eq!(n0["id"], "0");
     assert_eq!(
         n0["metadata"],
-        serde_json::json!({"type":"cluster","id":0,"rank":-1,"paths":{"containment":"/cluster0"}})
+        serde_json::json!({"type":"cluster","uuid":"0","basename":"cluster","name":"cluster0",
+            "id":0,"uniq_id":0,"rank":-1,"properties":{},"unit":"","exclusive":false,"size":1,
+            "paths":{"containment":"/cluster0"}})
     );
+    check_rfc20(&v).unwrap();
     let mem = v["graph"]["nodes"]
         .as_array()
         .unwrap()
@@ -401,12 +443,15 @@ fn fluxion_style_is_fluxion_readable_shape() {
     assert_eq!(mem["metadata"]["name"], "memory");
     assert_eq!(mem["metadata"]["size"], 64);
     assert_eq!(mem["metadata"]["unit"], "GB");
-    assert!(v["graph"]["edges"][0].get("metadata").is_none());
+    assert_eq!(
+        v["graph"]["edges"][0]["metadata"]["relationship"],
+        "contains"
+    );
     // Reading it back gives the same pools (lossy only for RFC 4 extras).
     let h = Graph::from_jgf(&v).unwrap();
     assert_eq!(
-        h.to_jgf_string(JgfStyle::Fluxion),
-        g.to_jgf_string(JgfStyle::Fluxion)
+        h.to_jgf_string(JgfStyle::Scheduling),
+        g.to_jgf_string(JgfStyle::Scheduling)
     );
     let m = h.get(h.lookup("/cluster0/fluke1/memory").unwrap()).unwrap();
     assert_eq!((m.id(), m.name().as_ref()), (None, "memory"));
@@ -452,6 +497,7 @@ proptest! {
     #[test]
     fn full_round_trip_is_identity(g in arb_graph()) {
         let s = g.to_jgf_string(JgfStyle::Full);
+        prop_assert_eq!(check_rfc20(&serde_json::from_str(&s).unwrap()), Ok(()));
         let h = Graph::from_jgf_str(&s).unwrap();
         h.check_invariants().unwrap();
         prop_assert_eq!(h.to_jgf_string(JgfStyle::Full), s);
@@ -459,10 +505,11 @@ proptest! {
     }
 
     #[test]
-    fn fluxion_round_trip_is_identity(g in arb_graph()) {
-        let s = g.to_jgf_string(JgfStyle::Fluxion);
+    fn scheduling_round_trip_is_identity(g in arb_graph()) {
+        let s = g.to_jgf_string(JgfStyle::Scheduling);
+        prop_assert_eq!(check_rfc20(&serde_json::from_str(&s).unwrap()), Ok(()));
         let h = Graph::from_jgf_str(&s).unwrap();
-        prop_assert_eq!(h.to_jgf_string(JgfStyle::Fluxion), s);
+        prop_assert_eq!(h.to_jgf_string(JgfStyle::Scheduling), s);
         prop_assert_eq!(h.len(), g.len());
         for v in g.vertices() {
             let hv = h.lookup(&g.path(v).unwrap()).unwrap();

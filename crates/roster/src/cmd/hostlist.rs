@@ -674,11 +674,13 @@ fn run(args: &Args) -> PyResult<(String, u8)> {
                         keep.push(py_host(host)?);
                     }
                 }
+                // Hostlist(keep): a host that does not decode again (`n1]`)
+                // is a ValueError, which flux-hostlist catches and then
+                // passes the list along unaltered.
                 let mut nl = Hostlist::new();
-                for h in &keep {
-                    py_append_str(&mut nl, h)?;
+                if keep.iter().all(|h| py_append_str(&mut nl, h).is_ok()) {
+                    hl = nl;
                 }
-                hl = nl;
             }
         }
     }

@@ -202,7 +202,7 @@ fn load_all(stdin: &[u8]) -> Res<Vec<Rset>> {
         match loader.next_value() {
             Ok(v) => match Rset::from_json(&v) {
                 Ok(rl) => list.push(rl),
-                Err(e) => return die(format!("Failed to decode R on stdin: {}", e.flux_text())),
+                Err(e) => return die(format!("Failed to decode R on stdin: {e}")),
             },
             Err(e) => {
                 if list.is_empty() {
@@ -284,7 +284,7 @@ fn assign_props(rl: &mut Rset, specs: &[&str]) -> Res<()> {
         set_one_property(&mut o, &allranks, s);
     }
     if let Err(e) = rl.assign_properties(&Value::Object(o)) {
-        return die(format!("failed to assign properties: {}", e.flux_text()));
+        return die(format!("failed to assign properties: {e}"));
     }
     Ok(())
 }
@@ -440,7 +440,7 @@ fn cmd_decode(p: &Parsed, stdin: &[u8], out: &mut Vec<u8>) -> Res<()> {
             Ok(r) => discard(std::mem::replace(&mut rl, r)),
             Err(e) => {
                 return die_errno(
-                    format!("Invalid property constraint: {}", e.flux_text()),
+                    format!("Invalid property constraint: {e}"),
                     "Invalid argument",
                 )
             }
@@ -586,14 +586,14 @@ fn cmd_parse_config(args: &[String], out: &mut Vec<u8>) -> Res<()> {
     let mut rl = match config {
         Some(o) => match Rset::from_config(o) {
             Ok(r) => r,
-            Err(e) => return die(format!("Config file error: {}", e.flux_text())),
+            Err(e) => return die(format!("Config file error: {e}")),
         },
         None => {
             let Some(rpath) = rpath else {
                 return die("Config file error: resource.config or resource.path must be defined");
             };
             let parsed = load_json_file(rpath)
-                .and_then(|v| Rset::from_json(&v).map_err(|e| (e.flux_text(), e.line())));
+                .and_then(|v| Rset::from_json(&v).map_err(|e| (e.to_string(), e.line())));
             match parsed {
                 Ok(r) => r,
                 Err((text, -1)) => return die(format!("{rpath}: {text}")),

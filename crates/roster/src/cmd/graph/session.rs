@@ -669,7 +669,7 @@ impl Session {
             reply.set(key, Value::Null);
             return;
         }
-        let jgf = || g.to_jgf(JgfStyle::Fluxion);
+        let jgf = || g.to_jgf(JgfStyle::Scheduling);
         let r_of = |r: Option<Rset>| -> Result<Rset, String> {
             match r {
                 Some(r) => Ok(r),
@@ -912,7 +912,7 @@ impl Session {
             None => (
                 self.g.aggregate_all(),
                 self.g
-                    .root()
+                    .containment_root()
                     .and_then(|v| self.g.path(v))
                     .unwrap_or_else(|| "/".into()),
             ),

@@ -1,14 +1,15 @@
 //! Sub-commands that send one request (`drain TARGETS`, `undrain`,
 //! `reload`, `acquire-mute`, `release`) and Roster's `acquire` stream.
 
-use super::service::{Service, StreamItem, SvcError};
+use super::service::{call, open, Service, StreamItem, SvcError};
 use super::sys::realpath;
 use super::Ctx;
 use idset::IdSet;
 use pycompat::argparse::Namespace;
 use resource_views::Level;
+use rpc::catalog::{self as cat, Call};
 use rpc::errno::{EEXIST, EINVAL, ENODATA};
-use serde_json::{Map, Value};
+use rpc::msg;
 
 /// The `mode` of a drain or undrain request from `-u` / `-f` / `-ff`;
 /// `Err` when both were given.
@@ -30,20 +31,10 @@ fn mode(ns: &Namespace) -> Result<Option<&'static str>, &'static str> {
 }
 
 /// `{targets, mode?, reason?}`: no `reason` key when no words were given.
-fn payload(ns: &Namespace, mode: Option<&str>) -> Value {
-    let mut m = Map::new();
-    m.insert(
-        "targets".into(),
-        Value::from(ns.str("targets").unwrap_or("")),
-    );
-    if let Some(mode) = mode {
-        m.insert("mode".into(), Value::from(mode));
-    }
+fn payload(ns: &Namespace, mode: Option<&str>) -> msg::DrainRequest {
     let reason = ns.list("reason");
-    if !reason.is_empty() {
-        m.insert("reason".into(), Value::from(reason.join(" ")));
-    }
-    Value::Object(m)
+    let reason = (!reason.is_empty()).then(|| reason.join(" "));
+    msg::DrainRequest::new(ns.str("targets").unwrap_or(""), reason.as_deref(), mode)
 }
 
 /// `drain [-f|-ff|-u] TARGETS [REASON...]`.  Errors print as `[Errno N]
@@ -53,7 +44,7 @@ pub fn drain(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
         Ok(m) => m,
         Err(msg) => return ctx.fail(msg),
     };
-    match svc.rpc("resource.drain", payload(ns, mode)) {
+    match call::<cat::Drain>(svc, &payload(ns, mode)) {
         Ok(_) => 0,
         Err(e) => {
             ctx.log(Level::Error, &e.os_error_str());
@@ -82,15 +73,19 @@ fn targets_hint(ns: &Namespace, e: &SvcError, ctx: &mut Ctx<'_>, svc: &mut dyn S
     if err.errnum != EINVAL || (text != "idset is out of range" && bad_hosts.is_none()) {
         return;
     }
-    let Ok(status) = svc.rpc("resource.status", Value::Null) else {
+    let Ok(status) = call::<cat::Status>(svc, &msg::Empty {}) else {
         return;
     };
-    let rset = match status.get("R") {
-        Some(r) if !r.is_null() => match rset::Rset::from_json(r) {
+    let Ok(status) = msg::decode_reply::<msg::StatusResponse>(cat::Status::TOPIC, &status) else {
+        return;
+    };
+    let rset = if status.r.is_null() {
+        rset::Rset::new()
+    } else {
+        match rset::Rset::from_json(&status.r) {
             Ok(r) => r,
             Err(_) => return,
-        },
-        _ => rset::Rset::new(),
+        }
     };
     let ranks = rset.ranks();
     if ranks.is_empty() {
@@ -144,7 +139,7 @@ pub fn undrain(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 
         Ok(m) => m,
         Err(msg) => return ctx.fail(msg),
     };
-    match svc.rpc("resource.undrain", payload(ns, mode)) {
+    match call::<cat::Undrain>(svc, &payload(ns, mode)) {
         Ok(_) => 0,
         Err(e) => {
             let code = ctx.rpc_fail(&e);
@@ -156,12 +151,12 @@ pub fn undrain(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 
 
 /// `reload [-x] [-f] PATH`: sends the real path.
 pub fn reload(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
-    let path = realpath(ns.str("path").unwrap_or(""), &ctx.cwd);
-    let mut m = Map::new();
-    m.insert("path".into(), Value::from(path));
-    m.insert("xml".into(), Value::from(ns.flag("xml")));
-    m.insert("force".into(), Value::from(ns.flag("force")));
-    match svc.rpc("resource.reload", Value::Object(m)) {
+    let req = msg::ReloadRequest {
+        path: realpath(ns.str("path").unwrap_or(""), &ctx.cwd),
+        xml: ns.flag("xml"),
+        force: ns.flag("force"),
+    };
+    match call::<cat::Reload>(svc, &req) {
         Ok(_) => 0,
         Err(e) => ctx.rpc_fail(&e),
     }
@@ -169,7 +164,7 @@ pub fn reload(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
 
 /// `acquire-mute`.
 pub fn acquire_mute(ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
-    match svc.rpc("resource.acquire-mute", Value::Object(Map::new())) {
+    match call::<cat::AcquireMute>(svc, &msg::Empty {}) {
         Ok(_) => 0,
         Err(e) => ctx.rpc_fail(&e),
     }
@@ -177,13 +172,7 @@ pub fn acquire_mute(ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
 
 /// `release GROUP TARGETS`: prints nothing on success.
 pub fn release(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
-    let mut m = Map::new();
-    m.insert("group".into(), Value::from(ns.str("group").unwrap_or("")));
-    m.insert(
-        "targets".into(),
-        Value::from(ns.str("targets").unwrap_or("")),
-    );
-    match svc.rpc("resource.release", Value::Object(m)) {
+    match call::<cat::Release>(svc, &group_targets(ns)) {
         Ok(_) => 0,
         Err(e) => ctx.rpc_fail(&e),
     }
@@ -191,27 +180,26 @@ pub fn release(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 
 
 /// `group-set GROUP TARGETS`: `resource.group-set {group, targets}`.
 pub fn group_set(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
-    let mut m = Map::new();
-    m.insert("group".into(), Value::from(ns.str("group").unwrap_or("")));
-    m.insert(
-        "targets".into(),
-        Value::from(ns.str("targets").unwrap_or("")),
-    );
-    match svc.rpc("resource.group-set", Value::Object(m)) {
+    match call::<cat::GroupSet>(svc, &group_targets(ns)) {
         Ok(_) => 0,
         Err(e) => ctx.rpc_fail(&e),
     }
+}
+
+/// `GROUP TARGETS` of `release` and `group-set`.
+fn group_targets(ns: &Namespace) -> msg::TargetsOfGroup {
+    let arg = |name| ns.str(name).unwrap_or("");
+    msg::TargetsOfGroup::new(arg("group"), arg("targets"))
 }
 
 /// `acquire [-g GROUP]`: every response of `resource.acquire` as one line
 /// of compact JSON, flushed as it arrives, until the stream ends (exit 0
 /// on ENODATA) or the process is interrupted.
 pub fn acquire(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
-    let mut m = Map::new();
-    if let Some(g) = ns.str("group") {
-        m.insert("group".into(), Value::from(g));
-    }
-    let mut stream = match svc.stream("resource.acquire", Value::Object(m)) {
+    let req = msg::AcquireRequest {
+        group: ns.str("group").map(str::to_string),
+    };
+    let mut stream = match open::<cat::Acquire>(svc, &req) {
         Ok(s) => s,
         Err(e) => return ctx.rpc_fail(&e),
     };

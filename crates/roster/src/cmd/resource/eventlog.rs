@@ -11,13 +11,15 @@
 //! `nodelist` key for hosts, else `idset`/`ranks` mapped through the
 //! instance hostlist).
 
-use super::service::{ReplyStream, Service, StreamItem, SvcError};
+use super::service::{call, ReplyStream, Service, StreamItem, SvcError};
 use super::Ctx;
 use hostlist::Hostlist;
 use idset::IdSet;
 use pycompat::argparse::Namespace;
 use resource_views::EventLogFormatter;
+use rpc::catalog::{self as cat, Call};
 use rpc::errno::ENODATA;
+use rpc::msg;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -165,17 +167,19 @@ impl Include {
 /// The instance hostlist: the broker `hostlist` attribute when the service
 /// offers `attr.get`, else the nodelist of R from `resource.status`.
 fn instance_hostlist(svc: &mut dyn Service) -> Result<Hostlist, SvcError> {
-    if let Ok(v) = svc.rpc("attr.get", json!({"name": "hostlist"})) {
-        if let Some(s) = v.get("value").and_then(Value::as_str) {
-            if let Ok(h) = Hostlist::decode(s) {
-                return Ok(h);
-            }
+    let req = msg::AttrGetRequest {
+        name: "hostlist".into(),
+    };
+    if let Ok(v) = call::<cat::AttrGet>(svc, &req) {
+        let attr = msg::decode_reply::<msg::AttrGetResponse>(cat::AttrGet::TOPIC, &v);
+        if let Ok(Ok(h)) = attr.map(|a| Hostlist::decode(&a.value)) {
+            return Ok(h);
         }
     }
-    let st = svc.rpc("resource.status", Value::Null)?;
-    Ok(st
-        .get("R")
-        .and_then(|r| rset::Rset::from_json(r).ok())
+    let st = call::<cat::Status>(svc, &msg::Empty {})?;
+    let st = msg::decode_reply::<msg::StatusResponse>(cat::Status::TOPIC, &st).unwrap_or_default();
+    Ok(rset::Rset::from_json(&st.r)
+        .ok()
         .and_then(|r| r.nodelist())
         .unwrap_or_default())
 }

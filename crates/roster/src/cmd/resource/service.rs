@@ -1,7 +1,9 @@
 //! The RPCs `roster resource` makes, behind a small trait so that the
 //! subcommands can be tested against a fake service.
 
+use rpc::catalog::{self as cat, Call};
 use rpc::errno::EPROTO;
+use rpc::msg;
 use rpc::RpcError;
 use serde_json::Value;
 use std::time::Duration;
@@ -78,6 +80,22 @@ pub trait Service {
     /// The `resource.journal` stream (flux's request by default; Roster's
     /// client resumes it across restarts and failovers).
     fn journal(&mut self) -> Result<Box<dyn ReplyStream>, SvcError> {
-        self.stream("resource.journal", Value::Object(Default::default()))
+        open::<cat::Journal>(self, &Default::default())
     }
+}
+
+/// A typed request of the catalogue, one reply.
+pub fn call<C: Call>(
+    svc: &mut (impl Service + ?Sized),
+    req: &C::Request,
+) -> Result<Value, SvcError> {
+    svc.rpc(C::TOPIC, msg::encode(req))
+}
+
+/// A typed streaming request of the catalogue.
+pub fn open<C: Call>(
+    svc: &mut (impl Service + ?Sized),
+    req: &C::Request,
+) -> Result<Box<dyn ReplyStream>, SvcError> {
+    svc.stream(C::TOPIC, msg::encode(req))
 }

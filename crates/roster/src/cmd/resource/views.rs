@@ -3,7 +3,7 @@
 //! `format` crate.
 
 use super::config;
-use super::service::{Service, SvcError};
+use super::service::{call, Service, SvcError};
 use super::Ctx;
 use idset::IdSet;
 use pycompat::argparse::Namespace;
@@ -11,7 +11,9 @@ use resource_views::{
     allocated_ranks, drain_list_prepare, housekeeping_ranks, list_prepare, no_env, status_prepare,
     FormatConfig, Level, ListInput, ListOptions, ListView, StatusInput, StatusOptions, Subcommand,
 };
+use rpc::catalog::{self as cat, Call};
 use rpc::errno::ENOSYS;
+use rpc::msg;
 use serde_json::{json, Value};
 
 /// `resource_list()`: `resource.sched-status` (or `$FLUX_RESOURCE_LIST_RPC`),
@@ -19,10 +21,10 @@ use serde_json::{json, Value};
 pub fn sched_status(ctx: &Ctx<'_>, svc: &mut dyn Service) -> Result<Value, SvcError> {
     let topic = (ctx.env)("FLUX_RESOURCE_LIST_RPC")
         .filter(|t| !t.is_empty())
-        .unwrap_or_else(|| "resource.sched-status".into());
+        .unwrap_or_else(|| cat::SchedStatus::TOPIC.into());
     match svc.rpc(&topic, Value::Null) {
         Err(e) if e.errnum() == ENOSYS && !matches!(e, SvcError::Connect(_)) => {
-            svc.rpc("sched.resource-status", Value::Null)
+            call::<cat::SchedResourceStatus>(svc, &msg::Empty {})
         }
         r => r,
     }
@@ -59,7 +61,7 @@ fn read_config_file(path: &str) -> Result<Value, String> {
 
 /// `config.get`; a service without it (ENOSYS) has no configuration.
 fn config_get(svc: &mut dyn Service) -> Result<Option<Value>, SvcError> {
-    match svc.rpc("config.get", Value::Null) {
+    match call::<cat::ConfigGet>(svc, &msg::Empty {}) {
         Ok(v) => Ok(Some(v)),
         Err(e) if e.errnum() == ENOSYS && !matches!(e, SvcError::Connect(_)) => Ok(None),
         Err(e) => Err(e),
@@ -96,11 +98,11 @@ fn status_render(
             Err(e) => return ctx.fail(&e),
         }
     } else {
-        let status = match svc.rpc("resource.status", Value::Null) {
+        let status = match call::<cat::Status>(svc, &msg::Empty {}) {
             Ok(v) => v,
             Err(e) => return ctx.rpc_fail(&e),
         };
-        if let Ok(stats) = svc.rpc("job-manager.stats-get", Value::Null) {
+        if let Ok(stats) = call::<cat::JobStats>(svc, &msg::Empty {}) {
             if let Ok(ids) = housekeeping_ranks(&stats) {
                 housekeeping = ids;
             }
