@@ -1061,7 +1061,8 @@ impl ResourceConfig {
     /// (prefixed, in `Display`, with the file that set the key):
     ///
     /// * `error parsing [resource.config] array: config[1]: invalid hostlist 'foo['`
-    /// * `/noexist: unable to open /noexist: No such file or directory on line -1`
+    /// * `/noexist: unable to open /noexist: No such file or directory` (flux-core
+    ///   adds jansson's ` on line -1`; Roster names the line only when there is one)
     /// * `error parsing R: invalid version=42`
     /// * `resource.scheduling requires resource.path or [resource.config]`
     /// * `error loading resource.scheduling: <jansson text> on line <n>`

@@ -814,7 +814,7 @@ fn inventory_from_path_and_scheduling() {
 
     assert_eq!(
         inventory_err("[resource]\npath = \"/noexist\"\n"),
-        "test.toml: /noexist: unable to open /noexist: No such file or directory on line -1"
+        "test.toml: /noexist: unable to open /noexist: No such file or directory"
     );
     let v42 = data("R-version42.json");
     assert_eq!(
@@ -840,7 +840,7 @@ fn inventory_from_path_and_scheduling() {
     ));
     assert_eq!(
         e,
-        "test.toml: error loading resource.scheduling: unable to open /noexist: No such file or directory on line -1"
+        "test.toml: error loading resource.scheduling: unable to open /noexist: No such file or directory"
     );
     // Malformed R JSON.
     let e = inventory_err(&format!("[resource]\npath = \"{bad}\"\n"));
@@ -1039,5 +1039,36 @@ fn serve_relay_fanout() {
             .unwrap_err()
             .to_string();
         assert!(e.contains(want), "{e}");
+    }
+}
+
+/// docs/configuration.md has a row for every key the parser accepts, in
+/// the section of its table, and no row for a key it does not accept.
+#[test]
+fn every_key_is_documented() {
+    const DOC: &str = include_str!("../../../docs/configuration.md");
+    // `## `[resource]`` ... up to the next `## `
+    let section = |table: &str| -> Vec<String> {
+        let head = format!("## `[{table}]`\n");
+        let start = DOC
+            .find(&head)
+            .unwrap_or_else(|| panic!("no section {head:?} in docs/configuration.md"));
+        let body = &DOC[start + head.len()..];
+        let body = &body[..body.find("\n## ").unwrap_or(body.len())];
+        body.lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split_once("` |").map(|(k, _)| k.to_string()))
+            .collect()
+    };
+    for table in ["resource", "serve", "serve.auth"] {
+        let rows = section(table);
+        let mut known = crate::known_keys(table);
+        known.sort_unstable();
+        let mut documented: Vec<&str> = rows.iter().map(String::as_str).collect();
+        documented.sort_unstable();
+        assert_eq!(
+            documented, known,
+            "[{table}]: docs/configuration.md rows vs the keys the parser accepts"
+        );
     }
 }

@@ -352,25 +352,6 @@ fn scale_131072_nodes_through_relays() {
     eprintln!("all offline after {t:?}");
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-/// `roster serve ca ...`, which must succeed.
-fn ca(args: &[&str]) {
-    let o = roster()
-        .args(["serve", "ca"])
-        .args(args)
-        .output()
-        .expect("run roster serve ca");
-    assert!(
-        o.status.success(),
-        "roster serve ca {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 /// `--ca`, `--cert`, `--key` of `who`.
 fn tls_args(s: &Scratch, who: &str) -> Vec<String> {
     let pki = |f: String| s.path(&format!("pki/{f}")).display().to_string();

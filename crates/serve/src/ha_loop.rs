@@ -148,6 +148,7 @@ pub(crate) fn run(
     // backend: the gauges show the leader's core, or a standby's
     // follower core; /readyz is ready on the leader only.
     let metrics = Arc::new(Metrics::new());
+    metrics.set_limits(&plan.limits);
     let listeners = transport::Listeners::bind(&plan.listen, &crate::listen_options(plan))?
         .with_web(Arc::new(crate::metrics::Web {
             metrics: Arc::clone(&metrics),

@@ -38,7 +38,8 @@ use rpc::uri::{Env, Uri};
 
 pub use inventory::{load_reload_r, Source};
 
-/// Command-line options of `roster serve` (each overrides `[serve]`).
+/// Command-line options of `roster serve`: each overrides its `[serve]`
+/// key, except `listen`, which adds to the configured listeners.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
     pub config: Option<PathBuf>,
@@ -195,11 +196,7 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
             modes::private("etcd-key", k)?;
         }
     }
-    let listen = if !opts.listen.is_empty() {
-        opts.listen.clone()
-    } else {
-        serve.listen.unwrap_or_else(|| vec![env.default_uri()])
-    };
+    let listen = merge_listen(serve.listen, &opts.listen, || env.default_uri());
     let token_file = opts.token_file.clone().or(serve.token_file);
     let token = match token_file {
         Some(path) => Some(read_token(&path)?),
@@ -242,6 +239,46 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         backend: serve.backend.clone(),
         public_read: serve.public_read,
     })
+}
+
+/// The listeners: the configuration's `listen`, then every `--listen`
+/// of the command line not already in it (a command line adds
+/// listeners, it never drops a configured one); the default socket
+/// only when neither names any.
+fn merge_listen(
+    configured: Option<Vec<Uri>>,
+    command_line: &[Uri],
+    default: impl FnOnce() -> Uri,
+) -> Vec<Uri> {
+    let mut listen = configured.unwrap_or_default();
+    for uri in command_line {
+        if !listen.contains(uri) {
+            listen.push(uri.clone());
+        }
+    }
+    if listen.is_empty() {
+        listen.push(default());
+    }
+    listen
+}
+
+/// Everything `roster serve` refuses before it touches the state: the
+/// listeners' rules ([`transport::check_listen`]: `tcp://` needs a token
+/// and a loopback address, `tls://` a certificate and client
+/// authentication) and a backend this build has.  `roster serve --check`
+/// runs exactly this, so a configuration it passes is not refused on
+/// these grounds at start.
+pub fn validate(plan: &Plan) -> Result<(), ServeError> {
+    if matches!(plan.backend, config::Backend::Etcd(_)) && !cfg!(feature = "etcd") {
+        return Err(ServeError::Unsupported(
+            "[serve] backend = \"etcd\": this roster was built without the etcd backend \
+             (cargo build --release --features etcd; it needs protoc, Debian package \
+             protobuf-compiler)"
+                .into(),
+        ));
+    }
+    transport::check_listen(&plan.listen, &listen_options(plan))?;
+    Ok(())
 }
 
 /// The TLS settings of `tls://` listeners (none without a certificate),
@@ -348,6 +385,7 @@ pub(crate) fn io_text(e: &std::io::Error) -> String {
 /// Returns a one-line summary.
 pub fn check(opts: &Options) -> Result<String, ServeError> {
     let plan = plan(opts)?;
+    validate(&plan)?;
     let mut parts = Vec::new();
     match &plan.config {
         Some(c) => {
@@ -691,23 +729,15 @@ pub fn run(
 ) -> Result<(), ServeError> {
     let started = std::time::Instant::now();
     let plan = plan(opts)?;
+    validate(&plan)?;
+    #[cfg(feature = "etcd")]
     if let config::Backend::Etcd(cfg) = &plan.backend {
-        #[cfg(feature = "etcd")]
         return ha_loop::run(&plan, &cfg.clone(), control, ready);
-        #[cfg(not(feature = "etcd"))]
-        {
-            let _ = cfg;
-            return Err(ServeError::Unsupported(
-                "[serve] backend = \"etcd\": this roster was built without the etcd backend \
-                 (cargo build --release --features etcd; it needs protoc, Debian package \
-                 protobuf-compiler)"
-                    .into(),
-            ));
-        }
     }
     let (mut shell, out) = prepare(&plan)?;
     shell.deliver(out);
     let metrics = shell.metrics();
+    metrics.set_limits(&plan.limits);
     metrics.refresh(shell.core(), std::time::Instant::now(), true);
     // status and sched-status are answered by the listeners from what
     // the loop publishes (they do not queue behind the loop).
@@ -775,6 +805,10 @@ pub fn run(
     notifier.send("STOPPING=1");
     // Stop accepting; in-flight streams have had their final replies.
     let _ = stop_tx.send(true);
+    // The state is final: release the state directory (its lock) now, not
+    // after the connections' shutdown grace, so that a restart right
+    // after "stopped" finds it free.
+    drop(shell);
     if let Err(e) = runtime.block_on(net).unwrap_or(Ok(())) {
         tracing::warn!("listeners: {e}");
     }
@@ -814,6 +848,35 @@ pub(crate) async fn watch_signals(control: Arc<Control>, crl: Option<Arc<tls::Cl
 
 #[cfg(test)]
 mod tests {
+    use rpc::uri::Uri;
+
+    #[test]
+    fn command_line_listen_adds_to_the_configured() {
+        let u = |s: &str| Uri::parse(s).unwrap();
+        let default = || u("unix:///default.sock");
+        let configured = vec![u("unix:///run/r.sock"), u("tls://0.0.0.0:8050")];
+        let cfg = Some(configured.clone());
+        // both: the configured ones first, a repeated one once
+        assert_eq!(
+            super::merge_listen(
+                cfg.clone(),
+                &[u("unix:///tmp/x.sock"), u("unix:///run/r.sock")],
+                default
+            ),
+            vec![
+                u("unix:///run/r.sock"),
+                u("tls://0.0.0.0:8050"),
+                u("unix:///tmp/x.sock")
+            ]
+        );
+        assert_eq!(super::merge_listen(cfg, &[], default), configured);
+        assert_eq!(
+            super::merge_listen(None, &[u("unix:///tmp/x.sock")], default),
+            vec![u("unix:///tmp/x.sock")]
+        );
+        assert_eq!(super::merge_listen(None, &[], default), vec![default()]);
+    }
+
     #[test]
     fn default_limits_agree() {
         assert_eq!(

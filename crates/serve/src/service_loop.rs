@@ -279,6 +279,14 @@ impl Shell {
     /// [`Shell::persist_local`]); on etcd, all of them in one guarded
     /// transaction.
     pub fn persist(&mut self, out: &[Output]) -> Result<(), ServeError> {
+        let r = self.persist_on_backing(out);
+        if r.is_err() {
+            self.metrics.persist_failed();
+        }
+        r
+    }
+
+    fn persist_on_backing(&mut self, out: &[Output]) -> Result<(), ServeError> {
         match &mut self.backing {
             Backing::Local(_) => self.persist_local(out).map_err(ServeError::Persist),
             #[cfg(feature = "etcd")]
@@ -353,12 +361,8 @@ impl Shell {
         };
         let last = !route.streaming || reply.is_err();
         if last {
-            let (topic, outcome) = match &reply {
-                Ok(_) => (route.topic.as_str(), "ok"),
-                // Unknown topics share one label (bounded cardinality).
-                Err(e) if e.errnum == rpc::errno::ENOSYS => ("unknown", "error"),
-                Err(_) => (route.topic.as_str(), "error"),
-            };
+            let errnum = reply.as_ref().err().map(|e| e.errnum);
+            let (topic, outcome) = crate::metrics::rpc_labels(&route.topic, errnum);
             let latency = (!route.streaming).then(|| route.start.elapsed());
             self.metrics.rpc_done(topic, outcome, latency);
             if route.is_agent() {
@@ -391,7 +395,7 @@ impl Shell {
                 drop(slot);
                 tracing::debug!(
                     topic = %req.topic,
-                    uid = ?req.userid,
+                    uid = req.userid,
                     role = ?req.role,
                     conn = req.conn,
                     "request"

@@ -53,7 +53,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-pub use bind::Listeners;
+pub use bind::{check as check_listen, Listeners};
 pub use limits::{
     overflow_error, reply_cost, Limits, QueueProbe, QueueSlot, ReplyRefused, ReplySender,
 };

@@ -74,7 +74,8 @@ struct Args {
     /// Simulate one agent per host of HOSTLIST.
     #[arg(long, value_name = "HOSTLIST")]
     simulate: Option<String>,
-    /// (simulator) These ranks stop heartbeating, keeping their connections.
+    /// (simulator) These ranks (an idset, e.g. 490-494; not host names)
+    /// stop heartbeating, keeping their connections.
     #[arg(long, value_name = "RANKS", requires = "simulate")]
     stall: Option<String>,
     /// (simulator) Stall after this many seconds.
@@ -116,6 +117,20 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
 
 fn ids(what: &str, s: &str) -> Result<IdSet, String> {
     IdSet::parse(s).map_err(|e| format!("--{what} {s}: {e}"))
+}
+
+/// `--stall RANKS`: an idset of ranks; a hostlist is refused with a
+/// message saying that ranks are wanted and how to find them.
+fn stall_ranks(s: &str) -> Result<IdSet, String> {
+    IdSet::parse(s).map_err(|e| {
+        match hostlist::Hostlist::decode(s) {
+            Ok(h) if !h.is_empty() => format!(
+                "--stall {s}: expected ranks (an idset such as 490-494), not host names; \
+                 the ranks of hosts are shown by `roster resource status -no '{{nodelist}} {{ranks}}'`"
+            ),
+            _ => format!("--stall {s}: {e}"),
+        }
+    })
 }
 
 fn seconds(what: &str, s: f64) -> Result<Duration, String> {
@@ -262,7 +277,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
             None => IdSet::new(),
         };
         let stall = match &args.stall {
-            Some(s) => ids("stall", s)?,
+            Some(s) => stall_ranks(s)?,
             None => IdSet::new(),
         };
         let cfg = SimConfig {
@@ -460,5 +475,23 @@ fn run(args: Args) -> Result<ExitCode, String> {
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn stall_wants_ranks_and_says_so() {
+        assert_eq!(super::stall_ranks("490-494").unwrap().encode(), "490-494");
+        let e = super::stall_ranks("node[490-494]").unwrap_err();
+        assert!(
+            e.starts_with(
+                "--stall node[490-494]: expected ranks (an idset such as 490-494), not host names"
+            ),
+            "{e}"
+        );
+        // neither: the idset's own error
+        let e = super::stall_ranks("[1-").unwrap_err();
+        assert!(e.starts_with("--stall [1-: ") && !e.contains("host"), "{e}");
     }
 }

@@ -31,7 +31,8 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     statedir: Option<PathBuf>,
     /// Listen on URI: unix:///PATH, tls://HOST:PORT, tcp://HOST:PORT
-    /// (loopback only) or flux:///PATH (repeatable).
+    /// (loopback only) or flux:///PATH (repeatable).  Added to the
+    /// configuration's `listen`, never instead of it.
     #[arg(long, value_name = "URI", value_parser = parse_uri)]
     listen: Vec<Uri>,
     /// Consider every target online from the start.
@@ -248,7 +249,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("roster serve: {e}");
+                eprintln!("roster serve: {}", error_text(&e));
                 config_hint(&e);
                 ExitCode::from(1)
             }
@@ -260,10 +261,31 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     match serve::run(&opts, control, |_| {}) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("roster serve: {e}");
+            eprintln!("roster serve: {}", error_text(&e));
             config_hint(&e);
             ExitCode::from(1)
         }
+    }
+}
+
+/// The error, with `FILE:LINE:` instead of `FILE:` when it is about the
+/// file named by a key (`path`, `scheduling`) whose line can be found.
+fn error_text(e: &serve::ServeError) -> String {
+    let serve::ServeError::Config(ce) = e else {
+        return e.to_string();
+    };
+    let key = match &ce.kind {
+        config::ErrorKind::PathLoad { .. } => "path",
+        config::ErrorKind::SchedulingLoad { .. } => "scheduling",
+        _ => return e.to_string(),
+    };
+    let line = ce.origin.as_deref().and_then(|f| {
+        let text = std::fs::read_to_string(f).ok()?;
+        Some((f, line_of_key(&text, key)?))
+    });
+    match line {
+        Some((f, l)) => format!("{f}:{l}: {}", ce.kind),
+        None => e.to_string(),
     }
 }
 
