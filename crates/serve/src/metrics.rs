@@ -35,20 +35,22 @@ pub const NODE_REFRESH: Duration = Duration::from_millis(250);
 /// torpid.
 pub const STATES: [&str; 5] = ["up", "torpid", "offline", "drained", "excluded"];
 
-/// Topics the `flux resource` clients (and Roster's) ask as probes,
-/// whose ENOSYS answer is the expected one: the job manager's
-/// housekeeping ranks (`status`), which this service does not have.
-/// Counted under their own topic with the `ok` outcome, not as errors of
-/// `unknown`.
-pub const EXPECTED_ENOSYS: [&str; 1] = ["job-manager.stats-get"];
+/// Whether ENOSYS is the expected answer to `topic`: a flux-core topic
+/// flux's own tools send as a probe (the job manager's housekeeping
+/// ranks, for `status`) that the catalogue says nobody here serves
+/// ([`rpc::catalog::Server::Absent`]).  Counted under its own topic with
+/// the `ok` outcome, not as an error of `unknown`.
+pub fn expected_enosys(topic: &str) -> bool {
+    cat::lookup(topic).is_some_and(|t| t.server == cat::Server::Absent)
+}
 
 /// The `topic` and `outcome` labels of a request's last reply: `ok`, or
 /// `error` with unknown topics under one `unknown` label (bounded
-/// cardinality), except [`EXPECTED_ENOSYS`] probes.
+/// cardinality), except the [`expected_enosys`] probes.
 pub fn rpc_labels(topic: &str, errnum: Option<i32>) -> (&str, &'static str) {
     match errnum {
         None => (topic, "ok"),
-        Some(rpc::errno::ENOSYS) if EXPECTED_ENOSYS.contains(&topic) => (topic, "ok"),
+        Some(rpc::errno::ENOSYS) if expected_enosys(topic) => (topic, "ok"),
         Some(rpc::errno::ENOSYS) => ("unknown", "error"),
         Some(_) => (topic, "error"),
     }
