@@ -127,9 +127,7 @@ fn settings_of(cfg: &config::EtcdConfig) -> ha::Settings {
 
 /// This campaign's unique id.
 fn campaign_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into());
+    let host = topo::local_hostname();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());

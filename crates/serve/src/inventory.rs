@@ -52,14 +52,7 @@ impl Source<'_> {
     }
 }
 
-/// This machine's hostname, as flux reports it.
-pub fn local_hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim_end_matches('\n').to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".into())
-}
+pub use topo::local_hostname;
 
 /// Load R for `resource.reload {path, xml}` with flux-core's error texts:
 /// a JSON R file, or (`xml`) a directory of `<rank>.xml` hwloc files,

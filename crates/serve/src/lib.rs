@@ -372,14 +372,7 @@ fn read_token(path: &Path) -> Result<String, ServeError> {
     Ok(token.to_string())
 }
 
-/// An io::Error without Rust's " (os error N)" suffix.
-pub(crate) fn io_text(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
-}
+pub(crate) use rpc::errno::io_text;
 
 /// `roster serve --check`: parse the configuration and build its R.
 /// Returns a one-line summary.

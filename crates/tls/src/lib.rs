@@ -51,13 +51,7 @@ pub enum TlsError {
     Config(String),
 }
 
-fn io_text(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
-}
+use rpc::errno::io_text;
 
 /// The crypto provider Roster uses everywhere (`ring`): its default cipher
 /// suites, AES-128-GCM with SHA-256 preferred (both sides are Roster, so
