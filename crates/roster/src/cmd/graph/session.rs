@@ -881,11 +881,10 @@ impl Session {
 
     fn cmd_save(&mut self, f: &str, r: &mut Reply) -> CmdResult {
         let text = self.g.to_jgf_string(JgfStyle::Full);
-        // Write beside, then rename: a crash never leaves a torn file.
-        let tmp = format!("{f}.tmp{}", std::process::id());
-        let res = std::fs::write(&tmp, text.as_bytes()).and_then(|()| std::fs::rename(&tmp, f));
-        if let Err(e) = res {
-            let _ = std::fs::remove_file(&tmp);
+        // The store's write-rename: written beside, fsynced, renamed,
+        // the directory fsynced; a crash leaves the old file or the new.
+        let path = std::path::Path::new(f);
+        if let Err(e) = store::write_file_atomic(&store::RealFs, path, text.as_bytes()) {
             return fail(format!("can't write {f}: {e}"));
         }
         r.line(format!(
