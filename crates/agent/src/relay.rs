@@ -355,6 +355,7 @@ impl RelayState {
                 }
             }
             Incoming::Disconnect(conn) => self.lost(conn),
+            Incoming::Wake => {}
         }
     }
 

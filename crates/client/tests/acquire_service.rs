@@ -68,6 +68,7 @@ fn daemon() -> Daemon {
                     routes.retain(|to, _| to.conn != c);
                     svc.handle(now, Input::Disconnect(c), &mut out);
                 }
+                Incoming::Wake => {}
             }
             // Persist outputs would be made durable here; none matter.
             for o in out {

@@ -95,6 +95,8 @@ impl Lanes {
                 None if agent_conn(*conn) => Lane::Agent,
                 None => Lane::Client,
             },
+            // The loop drops wake-ups before they reach a lane.
+            Incoming::Wake => return,
         };
         self.queue(lane).push_back(msg);
     }
@@ -197,6 +199,7 @@ mod tests {
                     },
                 ),
                 Incoming::Disconnect(c) => (*c, "disconnect"),
+                Incoming::Wake => (0, "wake"),
             })
             .collect()
     }

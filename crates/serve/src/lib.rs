@@ -480,8 +480,8 @@ impl Control {
         self.wake();
     }
     /// The service loop's input channel: stop and reload requests send
-    /// it a wake-up ([`service_loop::WAKE`]) so that it does not have to
-    /// poll.
+    /// it a wake-up ([`transport::Incoming::Wake`]) so that it does not
+    /// have to poll.
     pub fn set_waker(&self, tx: std::sync::mpsc::Sender<transport::Incoming>) {
         if let Ok(mut w) = self.waker.lock() {
             *w = Some(tx);
@@ -500,7 +500,7 @@ impl Control {
     fn wake(&self) {
         if let Ok(w) = self.waker.lock() {
             if let Some(tx) = w.as_ref() {
-                let _ = tx.send(transport::Incoming::Disconnect(service_loop::WAKE));
+                let _ = tx.send(transport::Incoming::Wake);
             }
         }
     }

@@ -15,10 +15,6 @@ use crate::lanes::Lanes;
 use crate::metrics::Metrics;
 use crate::{clock, Control, ServeError};
 
-/// Not a connection: the wake-up [`Control`] sends when a signal asks
-/// the loop for something (connection ids are handed out from 1 up).
-pub const WAKE: ConnId = ConnId::MAX;
-
 /// A tick is sent this long after the core's deadline (its timers fire
 /// once an agent has been silent for more than the limit).
 const DEADLINE_SLACK: Duration = Duration::from_millis(1);
@@ -430,6 +426,8 @@ impl Shell {
                 }
                 Input::Disconnect(conn)
             }
+            // Dropped by `take` before it gets here; a tick is harmless.
+            Incoming::Wake => Input::Tick,
         }
     }
 
@@ -465,7 +463,7 @@ impl Shell {
                                 done.lock()
                                     .unwrap_or_else(|e| e.into_inner())
                                     .push((to, force, result));
-                                let _ = w.send(Incoming::Disconnect(WAKE));
+                                let _ = w.send(Incoming::Wake);
                             });
                         if let Err(e) = spawned {
                             let result = Err(rpc::RpcError::new(
@@ -651,7 +649,7 @@ impl Shell {
     /// Queue one message from the listeners in its lane (a wake-up is
     /// dropped: the flags are checked at the top of the loop).
     fn take(&mut self, m: Incoming) {
-        if matches!(m, Incoming::Disconnect(c) if c == WAKE) {
+        if matches!(m, Incoming::Wake) {
             return;
         }
         let routes = &self.routes;

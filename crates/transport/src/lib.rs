@@ -79,6 +79,10 @@ pub enum Incoming {
     /// replying.  Sent exactly once per [`rpc::ConnId`] handed out in a
     /// `Request`.
     Disconnect(rpc::ConnId),
+    /// Not from a listener: the shell wakes the loop that reads this
+    /// channel (a signal's request, work finished off the loop) so that
+    /// it does not poll.  Carries nothing; the loop checks its flags.
+    Wake,
 }
 
 /// How the listeners decide roles and set up their sockets.

@@ -160,6 +160,7 @@ async fn start_with(opts: ListenOptions) -> (Server, Fake) {
                 Incoming::Disconnect(c) => {
                     let _ = disc_tx.send(c);
                 }
+                Incoming::Wake => {}
             }
         }
     });
