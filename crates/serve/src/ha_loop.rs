@@ -147,35 +147,14 @@ pub(crate) fn run(
     // follower core; /readyz is ready on the leader only.
     let metrics = Arc::new(Metrics::new());
     metrics.set_limits(&plan.limits);
-    let listeners = transport::Listeners::bind(&plan.listen, &crate::listen_options(plan))?
-        .with_web(Arc::new(crate::metrics::Web {
-            metrics: Arc::clone(&metrics),
-        }));
-    let addresses = listeners.addresses();
+    let (net, rx) = crate::Net::start(plan, &control, &metrics, None)?;
+    let addresses = net.addresses.clone();
     let advertise = cfg.advertise.clone().unwrap_or_else(|| {
         addresses
             .iter()
             .map(|u| u.to_string())
             .collect::<Vec<_>>()
             .join(",")
-    });
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .thread_name("roster-net")
-        .build()
-        .map_err(ServeError::Runtime)?;
-    control.set_waker(tx.clone());
-    let sig_control = Arc::clone(&control);
-    let crl = plan.crl.clone();
-    runtime.spawn(async move { crate::watch_signals(sig_control, crl).await });
-    let net_control = Arc::clone(&control);
-    let net = runtime.spawn(async move {
-        let r = listeners.run(tx, stop_rx).await;
-        net_control.request_stop();
-        r
     });
     ready(&addresses);
     tracing::info!(
@@ -185,12 +164,7 @@ pub(crate) fn run(
     );
     let result = serve(plan, &etcd, &advertise, &rx, &control, &metrics);
     metrics.set_ready(false);
-    control.clear_waker();
-    let _ = stop_tx.send(true);
-    if let Err(e) = runtime.block_on(net).unwrap_or(Ok(())) {
-        tracing::warn!("listeners: {e}");
-    }
-    runtime.shutdown_timeout(Duration::from_secs(1));
+    net.stop(&control);
     result
 }
 

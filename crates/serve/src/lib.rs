@@ -736,32 +736,8 @@ pub fn run(
     // the loop publishes (they do not queue behind the loop).
     let snapshots = ready_snapshots(&metrics);
     shell.set_snapshots(Arc::clone(&snapshots));
-    let listeners = transport::Listeners::bind(&plan.listen, &listen_options(&plan))?
-        .with_web(Arc::new(metrics::Web {
-            metrics: Arc::clone(&metrics),
-        }))
-        .with_snapshots(snapshots);
-    let addresses = listeners.addresses();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .thread_name("roster-net")
-        .build()
-        .map_err(ServeError::Runtime)?;
-    control.set_waker(tx.clone());
-    let sig_control = Arc::clone(&control);
-    let crl = plan.crl.clone();
-    runtime.spawn(async move { watch_signals(sig_control, crl).await });
-    // The loop's channel stays open (the waker holds a sender): when the
-    // listeners end on their own, the loop is told to stop.
-    let net_control = Arc::clone(&control);
-    let net = runtime.spawn(async move {
-        let r = listeners.run(tx, stop_rx).await;
-        net_control.request_stop();
-        r
-    });
+    let (net, rx) = Net::start(&plan, &control, &metrics, Some(snapshots))?;
+    let addresses = net.addresses.clone();
     metrics.set_ready(true);
     let mut notifier = notify::Notifier::from_env();
     notifier.send(&format!(
@@ -791,22 +767,85 @@ pub fn run(
     );
     ready(&addresses);
     let result = shell.run(&rx, &control, &mut notifier);
-    // The listeners' task may outlive the loop briefly: drop the waker's
-    // sender so nothing more is queued for a loop that is gone.
-    control.clear_waker();
     metrics.set_ready(false);
     notifier.send("STOPPING=1");
-    // Stop accepting; in-flight streams have had their final replies.
-    let _ = stop_tx.send(true);
     // The state is final: release the state directory (its lock) now, not
     // after the connections' shutdown grace, so that a restart right
     // after "stopped" finds it free.
     drop(shell);
-    if let Err(e) = runtime.block_on(net).unwrap_or(Ok(())) {
-        tracing::warn!("listeners: {e}");
-    }
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    net.stop(&control);
     result
+}
+
+/// The listeners on their own runtime (the same for both backends),
+/// feeding the service loop's channel, and the signal handlers.
+pub(crate) struct Net {
+    runtime: tokio::runtime::Runtime,
+    task: tokio::task::JoinHandle<Result<(), transport::TransportError>>,
+    stop: tokio::sync::watch::Sender<bool>,
+    /// Where the listeners listen (ports chosen by the system filled in).
+    pub addresses: Vec<Uri>,
+}
+
+impl Net {
+    /// Bind the plan's listeners (with the web view and /metrics, and the
+    /// ready replies when the backend publishes them), start them and the
+    /// signal handlers; the receiver is the loop's input channel.
+    pub(crate) fn start(
+        plan: &Plan,
+        control: &Arc<Control>,
+        metrics: &Arc<metrics::Metrics>,
+        snapshots: Option<Arc<transport::Snapshots>>,
+    ) -> Result<(Net, std::sync::mpsc::Receiver<transport::Incoming>), ServeError> {
+        let mut listeners = transport::Listeners::bind(&plan.listen, &listen_options(plan))?
+            .with_web(Arc::new(metrics::Web {
+                metrics: Arc::clone(metrics),
+            }));
+        if let Some(s) = snapshots {
+            listeners = listeners.with_snapshots(s);
+        }
+        let addresses = listeners.addresses();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("roster-net")
+            .build()
+            .map_err(ServeError::Runtime)?;
+        control.set_waker(tx.clone());
+        let sig_control = Arc::clone(control);
+        let crl = plan.crl.clone();
+        runtime.spawn(async move { watch_signals(sig_control, crl).await });
+        // The loop's channel stays open (the waker holds a sender): when
+        // the listeners end on their own, the loop is told to stop.
+        let net_control = Arc::clone(control);
+        let task = runtime.spawn(async move {
+            let r = listeners.run(tx, stop_rx).await;
+            net_control.request_stop();
+            r
+        });
+        let net = Net {
+            runtime,
+            task,
+            stop,
+            addresses,
+        };
+        Ok((net, rx))
+    }
+
+    /// Stop accepting (in-flight streams have had their final replies)
+    /// and wait for the listeners' shutdown grace.  The waker's sender is
+    /// dropped first, so nothing more is queued for a loop that is gone.
+    pub(crate) fn stop(self, control: &Control) {
+        control.clear_waker();
+        let _ = self.stop.send(true);
+        if let Err(e) = self.runtime.block_on(self.task).unwrap_or(Ok(())) {
+            tracing::warn!("listeners: {e}");
+        }
+        self.runtime
+            .shutdown_timeout(std::time::Duration::from_secs(1));
+    }
 }
 
 /// SIGHUP: read the revocation list again (at once, for the next
