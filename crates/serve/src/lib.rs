@@ -25,6 +25,7 @@ pub mod lanes;
 pub mod metrics;
 pub mod notify;
 pub mod service_loop;
+mod who;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};

@@ -502,7 +502,19 @@ where
         Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
     };
 
-    dispatch(ctx, topic, payload, streaming, role, userid).await
+    let who = who(&peer, &role);
+    dispatch(ctx, topic, payload, streaming, role, (userid, who)).await
+}
+
+/// How a TCP or TLS caller is named in the record of a drain: the
+/// certificate that gave the role, else the token's role (Unix peers are
+/// named from their uid by the shell).
+fn who(peer: &Peer, role: &Role) -> Option<Arc<str>> {
+    match peer {
+        Peer::Unix { .. } => None,
+        Peer::Tls(Some(c)) if c.role.is_some() => Some(format!("cert:{}", c.name).into()),
+        Peer::Tcp | Peer::Tls(_) => Some(format!("token:{}", role.name()).into()),
+    }
 }
 
 /// Hand one request to the service and answer with its reply (or, when
@@ -513,7 +525,7 @@ async fn dispatch(
     payload: serde_json::Value,
     streaming: bool,
     role: Role,
-    userid: Option<u32>,
+    (userid, who): (Option<u32>, Option<Arc<str>>),
 ) -> Response<ReplyBody> {
     let conn = next_conn_id();
     let queue = OutQueue::new(ctx.limits.outbound_bytes(&role));
@@ -526,6 +538,7 @@ async fn dispatch(
         streaming,
         role,
         userid,
+        who,
     };
     tracing::debug!(conn, topic = %request.topic, streaming, role = ?request.role, "request");
     let handed = match ctx.tx.request(request, replies) {
@@ -580,7 +593,8 @@ async fn web_route<B>(req: &Request<B>, peer: &Peer, ctx: &Ctx) -> Option<Respon
         } => {
             let payload = serde_json::Value::Object(Default::default());
             let role = crate::web::cap(&role, &caller);
-            return Some(dispatch(ctx, topic.to_string(), payload, streaming, role, userid).await);
+            let caller = (userid, None);
+            return Some(dispatch(ctx, topic.to_string(), payload, streaming, role, caller).await);
         }
     };
     let mut resp = Response::new(ReplyBody::Full((!r.body.is_empty()).then_some(r.body)));
@@ -673,6 +687,7 @@ pub(crate) fn session_hello(
         streaming: true,
         role: role.clone(),
         userid,
+        who: None,
     }
 }
 
@@ -758,6 +773,7 @@ where
                     streaming: false,
                     role: role.clone(),
                     userid,
+                    who: None,
                 };
                 matchtag = matchtag.checked_add(1).unwrap_or(2);
                 // An admitted session's lines are never refused at the

@@ -689,6 +689,7 @@ mod tests {
             streaming: false,
             role: rpc::Role::Owner,
             userid: None,
+            who: None,
         };
         let s = || ReplySender::new(Arc::clone(&q), false).0;
         assert!(l.request(req(), s()).is_ok());

@@ -323,6 +323,7 @@ impl RawSession {
             streaming: false,
             role: self.role.clone(),
             userid: self.userid,
+            who: None,
         };
         *matchtag = matchtag.checked_add(1).unwrap_or(2);
         // An admitted session's lines are never refused at the loop
