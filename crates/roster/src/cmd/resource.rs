@@ -30,6 +30,7 @@ mod actions;
 
 mod config;
 mod eventlog;
+mod node;
 mod remote;
 pub(crate) mod service;
 pub(crate) mod sys;
@@ -91,6 +92,21 @@ fn config_file_arg() -> Arg {
 /// (`doc`), documented in the README.
 fn json_arg(doc: bool, help: &'static str) -> Arg {
     let a = Arg::flag("json", &["--json"], help);
+    if doc {
+        a
+    } else {
+        a.hidden()
+    }
+}
+
+/// `status --at WHEN` (Roster's; hidden like `--json`).
+fn at_arg(doc: bool) -> Arg {
+    let a = Arg::opt(
+        "at",
+        &["--at"],
+        "Show the status as it was at WHEN (ISO date-time, 03:00 today, -2h), replayed from the journal (Roster)",
+    )
+    .metavar("WHEN");
     if doc {
         a
     } else {
@@ -222,6 +238,7 @@ fn build_parser(doc: bool) -> Parser {
                     "Skip empty lines of output even with --states",
                 ))
                 .arg(json_arg(doc, "Print one JSON document instead of the table (Roster)"))
+                .arg(at_arg(doc))
         })
         .sub("list", |p| {
             p.arg(format_arg(fmt_help))
@@ -343,6 +360,22 @@ fn build_parser(doc: bool) -> Parser {
                 )
                 .metavar("FSD"),
             )
+        })
+        .sub("show", |p| {
+            p.arg(Arg::flag("json", &["--json"], "Print one JSON document"))
+                .arg(Arg::pos("targets", "Nodes to show (IDSET or HOSTLIST)"))
+        })
+        .sub("history", |p| {
+            p.arg(
+                Arg::opt(
+                    "since",
+                    &["--since"],
+                    "Only events at or after WHEN (ISO date-time, 03:00 today, -2h)",
+                )
+                .metavar("WHEN"),
+            )
+            .arg(Arg::flag("json", &["--json"], "Print one JSON document"))
+            .arg(Arg::pos("targets", "Nodes whose events to show (IDSET or HOSTLIST)"))
         })
         .sub("acquire", |p| {
             p.arg(
@@ -501,6 +534,8 @@ pub fn run(
         "release" => actions::release(&ns, ctx, s),
         "group-set" => actions::group_set(&ns, ctx, s),
         "eventlog" => eventlog::eventlog(&ns, ctx, s),
+        "show" => node::show(&ns, ctx, s),
+        "history" => node::history(&ns, ctx, s),
         _ => 2,
     };
     let _ = ctx.out.flush();
