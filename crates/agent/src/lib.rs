@@ -2,8 +2,9 @@
 //!
 //! An agent discovers what its node has ([`topo`]: physical cores and
 //! GPUs), opens an agent session with the resource service (see
-//! [`session`]: `POST /v1/resource.agent`, whose chunked request body
-//! stays open) and says hello with its hostname and its local R.  The
+//! [`session`]: `POST /v1/resource.agent` with `Upgrade: roster-agent/1`,
+//! then a plain NDJSON stream) and says hello with its hostname and its
+//! local R.  The
 //! service maps the hostname to a rank through R's nodelist, answers with
 //! a welcome (`{rank, heartbeat, ...}`), marks the rank online, and
 //! verifies the R.  The agent then sends a heartbeat line every period;
@@ -22,8 +23,8 @@ mod sim;
 use idset::IdSet;
 use rpc::errno::{EAGAIN, EEXIST, EINVAL, ENOENT, EPERM, EPROTO};
 use rpc::uri::Uri;
-use rpc::RpcError;
-use serde_json::{json, Value};
+use rpc::{msg, RpcError};
+use serde_json::Value;
 use session::Session;
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,16 +113,37 @@ pub struct AgentConfig {
 }
 
 impl AgentConfig {
-    pub fn hello(&self) -> Value {
-        let mut h = json!({ "hostname": self.hostname });
-        if let Some(r) = &self.r {
-            h["R"] = r.clone();
+    /// This agent's hello (a relay's says `relay`).
+    pub fn hello(&self) -> msg::AgentHello {
+        msg::AgentHello {
+            hostname: self.hostname.clone(),
+            r: self.r.clone(),
+            rank: self.rank,
+            relay: false,
         }
-        if let Some(rank) = self.rank {
-            h["rank"] = json!(rank);
-        }
-        h
     }
+}
+
+/// The heartbeat period a welcome suggests (5 s if it names none).
+pub(crate) fn suggested_period(welcome: &msg::AgentAnswer) -> Duration {
+    let s = welcome
+        .heartbeat
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .unwrap_or(5.0);
+    Duration::from_secs_f64(s.clamp(0.01, 3600.0))
+}
+
+/// The reasons an answer gives for draining `rank` (any rank: `None`).
+pub(crate) fn drained_reasons(answer: &Value, rank: Option<u32>) -> Vec<String> {
+    let Ok(a) = msg::decode::<msg::AgentAnswer>(answer) else {
+        return Vec::new();
+    };
+    a.drained
+        .into_iter()
+        .flatten()
+        .filter(|d| rank.is_none_or(|r| d.ranks.contains(r)))
+        .map(|d| d.reason)
+        .collect()
 }
 
 /// What happens to an agent, for logging.
@@ -276,7 +298,7 @@ async fn open(cfg: &AgentConfig, uri: &Uri, ctl: &Control) -> Result<(Session, V
         uri,
         cfg.tls.as_ref(),
         cfg.token.as_deref(),
-        &cfg.hello(),
+        &msg::encode(&cfg.hello()),
         cfg.source,
     )
     .await
@@ -315,21 +337,10 @@ pub async fn run(
                 servers.opened();
                 backoff = BACKOFF_MIN;
                 claimed = 0;
-                let rank = welcome
-                    .get("rank")
-                    .and_then(Value::as_u64)
-                    .and_then(|r| u32::try_from(r).ok())
-                    .ok_or_else(|| {
-                        AgentError::Protocol(format!("welcome without rank: {welcome}"))
-                    })?;
-                let period = cfg.heartbeat.unwrap_or_else(|| {
-                    let s = welcome
-                        .get("heartbeat")
-                        .and_then(Value::as_f64)
-                        .filter(|s| s.is_finite() && *s > 0.0)
-                        .unwrap_or(5.0);
-                    Duration::from_secs_f64(s.clamp(0.01, 3600.0))
-                });
+                let bad = |what: String| AgentError::Protocol(format!("welcome {welcome}: {what}"));
+                let w: msg::AgentAnswer = msg::decode(&welcome).map_err(|e| bad(e.to_string()))?;
+                let rank = w.rank.ok_or_else(|| bad("no rank".into()))?;
+                let period = cfg.heartbeat.unwrap_or_else(|| suggested_period(&w));
                 report(Event::Joined {
                     rank,
                     heartbeat: period,
@@ -359,9 +370,8 @@ pub async fn run(
                         }
                         m = lrx.recv() => match m {
                             Some(Ok(Some(Ok(v)))) => {
-                                for d in v.get(rpc::relay::DRAINED).and_then(Value::as_array).into_iter().flatten() {
-                                    let reason = d.get("reason").and_then(Value::as_str).unwrap_or("");
-                                    report(Event::Drained { reason: reason.to_string() });
+                                for reason in drained_reasons(&v, None) {
+                                    report(Event::Drained { reason });
                                 }
                             }
                             Some(Ok(Some(Err(e)))) => break e.message(),

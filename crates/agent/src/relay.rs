@@ -37,10 +37,9 @@ use crate::{
 use hostlist::Hostlist;
 use idset::IdSet;
 use rpc::errno::{EEXIST, ENOSYS, EPERM, EPROTO};
-use rpc::relay::{ACCEPTED, DRAINED, ENDED, GONE, HELLO, LIVELY, REFUSED, TORPID};
 use rpc::uri::Uri;
-use rpc::{ConnId, Request, Role, RpcError};
-use serde_json::{json, Map, Value};
+use rpc::{msg, ConnId, Request, Role, RpcError};
+use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -65,57 +64,35 @@ pub struct Welcome {
     /// Their hostnames, in rank order.
     pub hosts: Vec<String>,
     /// The welcome as received (copied into the children's welcomes).
-    pub raw: Value,
+    pub raw: msg::AgentAnswer,
 }
 
 impl Welcome {
     pub fn parse(v: &Value) -> Result<Welcome, AgentError> {
         let bad = |what: &str| AgentError::Protocol(format!("relay welcome: {what}: {v}"));
-        let rank = v
-            .get("rank")
-            .and_then(Value::as_u64)
-            .and_then(|r| u32::try_from(r).ok())
-            .ok_or_else(|| bad("no rank"))?;
-        let r = v.get("relay").ok_or_else(|| {
-            AgentError::Protocol(
+        let raw: msg::AgentAnswer = msg::decode(v).map_err(|e| bad(&e.to_string()))?;
+        let rank = raw.rank.ok_or_else(|| bad("no rank"))?;
+        let Some(r) = &raw.relay else {
+            return Err(AgentError::Protocol(
                 "the service does not know relays (no relay in its welcome)".into(),
-            )
-        })?;
-        let fanout = r
-            .get("fanout")
-            .and_then(Value::as_u64)
-            .and_then(|k| u32::try_from(k).ok())
-            .ok_or_else(|| bad("no fanout"))?;
-        let subtree = r
-            .get("subtree")
-            .and_then(Value::as_str)
-            .and_then(|s| IdSet::parse(s).ok())
-            .ok_or_else(|| bad("no subtree"))?;
-        let hosts = r
-            .get("hosts")
-            .and_then(Value::as_str)
-            .and_then(|s| Hostlist::decode(s).ok())
-            .ok_or_else(|| bad("no hosts"))?;
+            ));
+        };
+        let hosts = Hostlist::decode(&r.hosts).map_err(|e| bad(&format!("hosts: {e}")))?;
         let hosts: Vec<String> = hosts.iter().collect();
-        if hosts.len() as u64 != subtree.len() {
+        if hosts.len() as u64 != r.subtree.len() {
             return Err(bad("hosts do not match the subtree"));
         }
         Ok(Welcome {
             rank,
-            hostname: v
-                .get("hostname")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
-            fanout,
-            torpid_max: v
-                .get("torpid-max")
-                .and_then(Value::as_f64)
+            hostname: raw.hostname.clone().unwrap_or_default(),
+            fanout: r.fanout,
+            torpid_max: raw
+                .torpid_max
                 .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
                 .map(Duration::from_secs_f64),
-            subtree,
+            subtree: r.subtree.clone(),
             hosts,
-            raw: v.clone(),
+            raw,
         })
     }
 }
@@ -219,35 +196,25 @@ pub struct RelayState {
     pub counts: LeafCounts,
 }
 
-fn err_value(e: &RpcError) -> Value {
-    json!({"errnum": e.errnum, "errstr": e.message()})
-}
-
-fn answer_errors(v: &Value) -> Vec<(IdSet, RpcError)> {
-    let Some(a) = v.as_array() else {
-        return Vec::new();
-    };
-    a.iter()
-        .filter_map(|e| {
-            let ids = IdSet::parse(e.get("ranks")?.as_str()?).ok()?;
-            let errnum = i32::try_from(e.get("errnum")?.as_i64()?).ok()?;
-            let errstr = e.get("errstr").and_then(Value::as_str).unwrap_or("");
-            Some((ids, RpcError::new(errnum, errstr.to_string())))
-        })
-        .collect()
-}
-
-fn ids_field(p: &Value, key: &str) -> Result<Option<IdSet>, RpcError> {
-    match p.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => IdSet::parse(s)
-            .map(Some)
-            .map_err(|e| RpcError::new(EPROTO, format!("relay line: {key}: {e}"))),
-        Some(_) => Err(RpcError::new(
-            EPROTO,
-            format!("relay line: {key} must be an idset string"),
-        )),
+fn ranks_error(ranks: IdSet, e: &RpcError) -> msg::RanksError {
+    msg::RanksError {
+        ranks,
+        errnum: e.errnum,
+        errstr: e.message().to_string(),
     }
+}
+
+/// An answer for a child.
+fn answer(a: msg::AgentAnswer) -> rpc::Payload {
+    msg::encode(&a).into()
+}
+
+/// The `accepted` answer.
+fn accepted(ranks: IdSet) -> rpc::Payload {
+    answer(msg::AgentAnswer {
+        accepted: Some(ranks),
+        ..Default::default()
+    })
 }
 
 /// The cores and GPUs of a one-node R (as `local_r` writes it).
@@ -404,12 +371,14 @@ impl RelayState {
             self.waiting.push((req, stream, now));
             return;
         };
-        let p = &req.payload;
-        let Some(host) = p
-            .get("hostname")
-            .and_then(Value::as_str)
-            .filter(|h| !h.is_empty())
-        else {
+        let hello: msg::AgentHello = match msg::decode(&req.payload) {
+            Ok(h) => h,
+            Err(e) => {
+                return Self::refuse(&stream, RpcError::new(EPROTO, format!("agent hello: {e}")))
+            }
+        };
+        let host = hello.hostname.as_str();
+        if host.is_empty() {
             return Self::refuse(
                 &stream,
                 RpcError::new(
@@ -417,7 +386,7 @@ impl RelayState {
                     "agent hello: hostname (a non-empty string) is required",
                 ),
             );
-        };
+        }
         // As at the service: an agent certificate speaks for its own host
         // (a relay's, for the subtree below that host).
         if let Role::Agent(own) = &req.role {
@@ -433,8 +402,8 @@ impl RelayState {
                 );
             }
         }
-        let relay = p.get(rpc::relay::RELAY) == Some(&Value::Bool(true));
-        let res = match res_of_r(p.get("R")) {
+        let relay = hello.relay;
+        let res = match res_of_r(hello.r.as_ref()) {
             Ok(r) => r,
             Err(e) => return Self::refuse(&stream, e),
         };
@@ -450,9 +419,8 @@ impl RelayState {
                 ),
             );
         };
-        let want = p.get("rank").and_then(Value::as_u64);
-        let rank = match want {
-            Some(r) => match ranks.iter().find(|x| u64::from(**x) == r) {
+        let rank = match hello.rank {
+            Some(r) => match ranks.iter().find(|x| **x == r) {
                 Some(r) if !self.claimed.contains(*r) => *r,
                 Some(r) => {
                     return Self::refuse(
@@ -542,19 +510,14 @@ impl RelayState {
     }
 
     fn relay_line(&mut self, conn: ConnId, p: &Value) -> Result<(), RpcError> {
-        let gone = ids_field(p, GONE)?;
-        let lively = ids_field(p, LIVELY)?;
-        let torpid_now = ids_field(p, TORPID)?;
-        let groups = match p.get(HELLO) {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(a)) => a.clone(),
-            Some(_) => {
-                return Err(RpcError::new(
-                    EPROTO,
-                    "relay line: hello must be an array of groups",
-                ))
-            }
-        };
+        let line: msg::RelayLine =
+            msg::decode(p).map_err(|e| RpcError::new(EPROTO, format!("relay line: {e}")))?;
+        let msg::RelayLine {
+            gone,
+            lively,
+            torpid: torpid_now,
+            hello: groups,
+        } = line;
         let Some(Child {
             kind:
                 Kind::Relay {
@@ -584,40 +547,29 @@ impl RelayState {
             self.gone_up.add(&up);
         }
         let mut refused = Vec::new();
-        for g in groups {
-            let Some(ranks) = ids_field(&g, "ranks")? else {
-                return Err(RpcError::new(
-                    EPROTO,
-                    "relay line: a hello group needs ranks",
-                ));
-            };
-            let cores = ids_field(&g, "cores")?.map(|c| c.encode());
-            let gpus = ids_field(&g, "gpus")?
-                .map(|c| c.encode())
-                .unwrap_or_default();
+        for g in groups.unwrap_or_default() {
+            let ranks = g.ranks;
+            let cores = g.cores.map(|c| c.encode());
+            let gpus = g.gpus.map(|c| c.encode()).unwrap_or_default();
             let outside = ranks.difference(subtree);
             if !outside.is_empty() {
-                refused.push((
-                    outside.clone(),
-                    RpcError::new(
-                        EPERM,
-                        format!("ranks {outside} are not in the subtree of this relay's child"),
-                    ),
-                ));
+                let e = RpcError::new(
+                    EPERM,
+                    format!("ranks {outside} are not in the subtree of this relay's child"),
+                );
+                refused.push(ranks_error(outside, &e));
             }
             let mut ok = ranks.intersection(subtree);
             let mut taken = ok.intersection(&self.claimed);
             taken.subtract(pending);
             taken.subtract(owned);
             if !taken.is_empty() {
-                refused.push((
-                    taken.clone(),
-                    RpcError::new(
-                        EEXIST,
-                        format!("ranks {taken} are already claimed by a live agent"),
-                    ),
-                ));
+                let e = RpcError::new(
+                    EEXIST,
+                    format!("ranks {taken} are already claimed by a live agent"),
+                );
                 ok.subtract(&taken);
+                refused.push(ranks_error(taken, &e));
             }
             let fresh = ok.difference(owned);
             pending.add(&fresh);
@@ -627,15 +579,10 @@ impl RelayState {
             self.hello_up.entry(res).or_default().add(&ok);
         }
         if !refused.is_empty() {
-            let v: Vec<Value> = refused
-                .iter()
-                .map(|(ids, e)| {
-                    let mut o = err_value(e);
-                    o["ranks"] = Value::String(ids.encode());
-                    o
-                })
-                .collect();
-            let _ = stream.send(Ok(json!({ REFUSED: v }).into()));
+            let _ = stream.send(Ok(answer(msg::AgentAnswer {
+                refused: Some(refused),
+                ..Default::default()
+            })));
         }
         if let Some(l) = lively {
             self.lively_up.add(&l.intersection(owned));
@@ -732,45 +679,39 @@ impl RelayState {
 
     /// What is waiting to go upward (hellos and departures), as one line.
     pub fn take_up(&mut self) -> Option<Value> {
-        let mut m = Map::new();
-        let groups: Vec<Value> = std::mem::take(&mut self.hello_up)
+        let line = self.take_up_line();
+        (line != msg::RelayLine::default()).then(|| msg::encode(&line))
+    }
+
+    fn take_up_line(&mut self) -> msg::RelayLine {
+        let groups: Vec<msg::HelloGroup> = std::mem::take(&mut self.hello_up)
             .into_iter()
             .filter(|(_, ids)| !ids.is_empty())
-            .map(|(res, ids)| {
-                let mut g = json!({"ranks": ids.encode()});
-                if let Some(c) = res.cores {
-                    g["cores"] = Value::String(c);
-                    if !res.gpus.is_empty() {
-                        g["gpus"] = Value::String(res.gpus);
-                    }
-                }
-                g
+            .map(|(res, ranks)| {
+                let parse = |s: &str| IdSet::parse(s).unwrap_or_default();
+                let cores = res.cores.as_deref().map(parse);
+                let gpus = Some(res.gpus.as_str())
+                    .filter(|g| cores.is_some() && !g.is_empty())
+                    .map(parse);
+                msg::HelloGroup { ranks, cores, gpus }
             })
             .collect();
-        if !groups.is_empty() {
-            m.insert(HELLO.into(), Value::Array(groups));
-        }
-        if !self.gone_up.is_empty() {
-            m.insert(
-                GONE.into(),
-                Value::String(std::mem::take(&mut self.gone_up).encode()),
-            );
-        }
-        if !self.lively_up.is_empty() {
-            m.insert(
-                LIVELY.into(),
-                Value::String(std::mem::take(&mut self.lively_up).encode()),
-            );
-        }
+        let take = |ids: &mut IdSet| Some(std::mem::take(ids)).filter(|i| !i.is_empty());
+        let mut line = msg::RelayLine {
+            hello: Some(groups).filter(|g| !g.is_empty()),
+            gone: take(&mut self.gone_up),
+            lively: take(&mut self.lively_up),
+            torpid: None,
+        };
         if self.torpid_dirty && self.welcome.is_some() {
             self.torpid_dirty = false;
             let t = self.torpid();
             if t != self.torpid_sent {
-                m.insert(TORPID.into(), Value::String(t.encode()));
+                line.torpid = Some(t.clone());
                 self.torpid_sent = t;
             }
         }
-        (!m.is_empty()).then_some(Value::Object(m))
+        line
     }
 
     /// The heartbeat line: what is waiting, plus every child heard from
@@ -779,7 +720,7 @@ impl RelayState {
         self.find_torpid(now);
         let mut lively = std::mem::take(&mut self.heard);
         lively.add(&std::mem::take(&mut self.lively_up));
-        let mut v = self.take_up().unwrap_or_else(|| json!({}));
+        let mut line = self.take_up_line();
         if let Some(l) = &self.leaves {
             if now >= l.stall_at && !l.stall.is_empty() {
                 lively.add(&self.virtual_joined.difference(&l.stall));
@@ -787,10 +728,8 @@ impl RelayState {
                 lively.add(&self.virtual_joined);
             }
         }
-        if !lively.is_empty() {
-            v[LIVELY] = Value::String(lively.encode());
-        }
-        v
+        line.lively = Some(lively).filter(|l| !l.is_empty());
+        msg::encode(&line)
     }
 
     /// A welcome for a child at `rank`.
@@ -798,64 +737,61 @@ impl RelayState {
         let Some(w) = &self.welcome else {
             return Value::Null;
         };
-        let mut v = w.raw.clone();
-        v["rank"] = json!(c.rank);
-        v["hostname"] = json!(c.host);
-        if let Kind::Relay { subtree, .. } = &c.kind {
-            let mut hl = Hostlist::new();
-            let mut known = IdSet::new();
-            for r in subtree.iter() {
-                if let Some(i) = w.subtree.position(r) {
-                    if let Some(h) = w.hosts.get(i as usize) {
-                        hl.push(h);
-                        known.insert(r);
+        let mut a = w.raw.clone();
+        a.rank = Some(c.rank);
+        a.hostname = Some(c.host.clone());
+        a.relay = match &c.kind {
+            Kind::Relay { subtree, .. } => {
+                let mut hl = Hostlist::new();
+                let mut known = IdSet::new();
+                for r in subtree.iter() {
+                    if let Some(i) = w.subtree.position(r) {
+                        if let Some(h) = w.hosts.get(i as usize) {
+                            hl.push(h);
+                            known.insert(r);
+                        }
                     }
                 }
+                Some(msg::RelayWelcome {
+                    fanout: w.fanout,
+                    subtree: known,
+                    hosts: hl.encode(),
+                })
             }
-            v["relay"] = json!({
-                "fanout": w.fanout,
-                "subtree": known.encode(),
-                "hosts": hl.encode(),
-            });
-        } else if let Some(o) = v.as_object_mut() {
-            o.remove("relay");
-        }
-        v
+            Kind::Leaf => None,
+        };
+        msg::encode(&a)
     }
 
     /// An answer from the parent: route it to the children holding the
-    /// ranks.
+    /// ranks.  A malformed answer is ignored (the parent is the service,
+    /// or a relay of the same build).
     pub fn answer(&mut self, v: &Value) {
-        if let Some(acc) = v
-            .get(ACCEPTED)
-            .and_then(Value::as_str)
-            .and_then(|s| IdSet::parse(s).ok())
-        {
-            self.accepted(&acc);
+        let Ok(a) = msg::decode::<msg::AgentAnswer>(v) else {
+            return;
+        };
+        if let Some(acc) = &a.accepted {
+            self.accepted(acc);
         }
-        for key in [REFUSED, ENDED] {
-            if let Some(errs) = v.get(key) {
-                for (ids, e) in answer_errors(errs) {
-                    self.ended(key, &ids, &e);
-                }
+        for (refused, list) in [(true, &a.refused), (false, &a.ended)] {
+            for e in list.iter().flatten() {
+                let err = RpcError::new(e.errnum, e.errstr.clone());
+                self.ended(refused, &e.ranks, &err);
             }
         }
-        if let Some(d) = v.get(DRAINED).and_then(Value::as_array) {
-            for entry in d {
-                let Some(ids) = entry
-                    .get("ranks")
-                    .and_then(Value::as_str)
-                    .and_then(|s| IdSet::parse(s).ok())
-                else {
-                    continue;
-                };
-                self.route(&ids, |part| json!({ DRAINED: [{"ranks": part.encode(), "reason": entry.get("reason").cloned().unwrap_or(Value::Null)}] }));
-            }
+        for d in a.drained.iter().flatten() {
+            self.route(&d.ranks, |part| msg::AgentAnswer {
+                drained: Some(vec![msg::RanksDrained {
+                    ranks: part.clone(),
+                    reason: d.reason.clone(),
+                }]),
+                ..Default::default()
+            });
         }
     }
 
     /// Forward a line built from the part of `ids` each child holds.
-    fn route(&mut self, ids: &IdSet, line: impl Fn(&IdSet) -> Value) {
+    fn route(&mut self, ids: &IdSet, line: impl Fn(&IdSet) -> msg::AgentAnswer) {
         for c in self.children.values() {
             let mut part = IdSet::new();
             if ids.contains(c.rank) {
@@ -865,7 +801,7 @@ impl RelayState {
                 part.add(&ids.intersection(&pending.union(owned)));
             }
             if !part.is_empty() {
-                let _ = c.stream.send(Ok(line(&part).into()));
+                let _ = c.stream.send(Ok(answer(line(&part))));
             }
         }
     }
@@ -885,7 +821,7 @@ impl RelayState {
                     pending.subtract(&part);
                     owned.add(&part);
                     if c.joined && !welcomes.contains(conn) {
-                        let _ = c.stream.send(Ok(json!({ ACCEPTED: part.encode() }).into()));
+                        let _ = c.stream.send(Ok(accepted(part)));
                     }
                 }
             }
@@ -900,9 +836,7 @@ impl RelayState {
                 // Ranks the child announced before its own welcome (none
                 // normally: a relay speaks once welcomed).
                 if !owned.is_empty() {
-                    let _ = c
-                        .stream
-                        .send(Ok(json!({ ACCEPTED: owned.encode() }).into()));
+                    let _ = c.stream.send(Ok(accepted(owned.clone())));
                 }
             }
         }
@@ -914,7 +848,10 @@ impl RelayState {
         self.gone_up.add(&orphans);
     }
 
-    fn ended(&mut self, key: &str, ids: &IdSet, e: &RpcError) {
+    /// Ranks refused (`refused`) or ended by the parent: a child holding
+    /// its own rank there gets the error; a child relay, the same answer
+    /// for its part.
+    fn ended(&mut self, refused: bool, ids: &IdSet, e: &RpcError) {
         let mut gone = Vec::new();
         for (conn, c) in self.children.iter_mut() {
             if ids.contains(c.rank) {
@@ -927,9 +864,19 @@ impl RelayState {
                 if !part.is_empty() {
                     pending.subtract(&part);
                     owned.subtract(&part);
-                    let mut o = err_value(e);
-                    o["ranks"] = Value::String(part.encode());
-                    let _ = c.stream.send(Ok(json!({ key: [o] }).into()));
+                    let list = Some(vec![ranks_error(part, e)]);
+                    let a = if refused {
+                        msg::AgentAnswer {
+                            refused: list,
+                            ..Default::default()
+                        }
+                    } else {
+                        msg::AgentAnswer {
+                            ended: list,
+                            ..Default::default()
+                        }
+                    };
+                    let _ = c.stream.send(Ok(answer(a)));
                 }
             }
         }
@@ -985,7 +932,7 @@ pub struct RelayConfig {
 /// What happens to a relay, for logging.
 #[derive(Debug, Clone)]
 pub enum RelayEvent {
-    Joined(Welcome),
+    Joined(Box<Welcome>),
     Lost {
         reason: String,
     },
@@ -1141,8 +1088,10 @@ pub async fn run_relay(
     let (lstop_tx, lstop_rx) = watch::channel(false);
     let listener = tokio::spawn(listeners.run(std_tx, lstop_rx));
 
-    let mut hello = cfg.agent.hello();
-    hello[rpc::relay::RELAY] = Value::Bool(true);
+    let hello = msg::encode(&msg::AgentHello {
+        relay: true,
+        ..cfg.agent.hello()
+    });
     let (line_tx, line_rx) = mpsc::unbounded_channel::<Value>();
     let (up_tx, mut up_rx) = mpsc::unbounded_channel::<Up>();
     let up = tokio::spawn(upstream(
@@ -1182,29 +1131,19 @@ pub async fn run_relay(
                         // often enough that forwarding adds little to
                         // a rank's torpid time.
                         period = cfg.agent.heartbeat.unwrap_or_else(|| {
-                            let s = v.get("heartbeat").and_then(Value::as_f64)
-                                .filter(|s| s.is_finite() && *s > 0.0).unwrap_or(5.0);
-                            Duration::from_secs_f64(s.clamp(0.01, 3600.0)).min(RELAY_BEAT_MAX)
+                            crate::suggested_period(&w.raw).min(RELAY_BEAT_MAX)
                         });
                         beat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
                         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                        report(RelayEvent::Joined(w.clone()));
+                        report(RelayEvent::Joined(Box::new(w.clone())));
                         state.set_welcome(w);
                     }
                     Err(e) => break Err(e),
                 },
                 Some(Up::Answer(v)) => {
-                    if let Some(d) = v.get(DRAINED).and_then(Value::as_array) {
-                        let own = state.welcome().map(|w| w.rank);
-                        for e in d {
-                            let mine = e.get("ranks").and_then(Value::as_str)
-                                .and_then(|s| IdSet::parse(s).ok())
-                                .is_some_and(|ids| own.is_some_and(|r| ids.contains(r)));
-                            if mine {
-                                report(RelayEvent::Drained {
-                                    reason: e.get("reason").and_then(Value::as_str).unwrap_or("").to_string(),
-                                });
-                            }
+                    if let Some(own) = state.welcome().map(|w| w.rank) {
+                        for reason in crate::drained_reasons(&v, Some(own)) {
+                            report(RelayEvent::Drained { reason });
                         }
                     }
                     state.answer(&v);
@@ -1249,6 +1188,7 @@ pub async fn run_relay(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use transport::QueueSlot;
 
     fn welcome(rank: u32, subtree: &str, hosts: &str) -> Welcome {

@@ -265,7 +265,7 @@ async fn simulate_relays(
                 RelayEvent::Joined(w) => {
                     own = 1;
                     bump(own, leaves_seen);
-                    let _ = wtx.send(w);
+                    let _ = wtx.send(*w);
                 }
                 RelayEvent::Leaves {
                     accepted,

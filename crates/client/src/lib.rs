@@ -25,7 +25,6 @@
 pub mod acquire;
 pub mod blocking;
 mod conn;
-pub mod follower;
 pub mod journal;
 pub mod retry;
 
@@ -41,7 +40,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use acquire::{AcquireStream, Acquisition, Response as AcquireResponse};
-pub use follower::{Applied, FollowError, Follower};
 pub use journal::JournalFollower;
 pub use rpc::msg::{DrainEntry, StatusResponse as Status};
 

@@ -81,6 +81,8 @@
 //! |---|---|---|---|
 //! | `max-connections` | integer | 32768 | per listener, ≥ 1 |
 //! | `max-connections-per-peer` | integer | 64 | per non-owner uid (Unix) or IP (TCP), ≥ 1 |
+//! | `max-unauthenticated-per-peer` | integer | 8 | per IP (TCP, TLS) before it authenticated, ≥ 1 |
+//! | `auth-timeout` | string (FSD) | `"10s"` | TLS handshake and first request head of a TCP/TLS connection, > 0 |
 //! | `max-inflight` | integer | 1024 | requests in flight per Flux connection, ≥ 1 |
 //! | `max-outbound-bytes` | integer | 8388608 | replies queued per connection, ≥ 4096 |
 //! | `max-guest-outbound-bytes` | integer | 1048576 | the same for a guest, ≥ 4096 |
@@ -89,6 +91,10 @@
 //! | `max-queued-requests` | integer | 32768 | requests waiting for the service loop, ≥ 1 |
 //! | `request-timeout` | string (FSD) | `"30s"` | > 0 |
 //! | `idle-timeout` | string (FSD) | `"5m"` | > 0 |
+//!
+//! `public-read` (boolean, default false): anonymous TLS and TCP clients
+//! may read the web routes (`/api/status`, the page); otherwise they need
+//! a role, as over RPC.
 //!
 //! Relative paths are kept as written (relative to the daemon's working
 //! directory, as flux-core does).
@@ -258,6 +264,8 @@ pub struct ServeConfig {
     pub token_file: Option<PathBuf>,
     /// `monitor-force-up`.
     pub monitor_force_up: bool,
+    /// `public-read`: anonymous network clients may read the web routes.
+    pub public_read: bool,
     /// `parent-R`.
     pub parent_r: Option<PathBuf>,
     /// The listeners' limits (`max-*`, `*-timeout`).
@@ -315,6 +323,7 @@ pub const DEFAULT_ETCD_LEASE_TTL: &str = "2s";
 pub struct ServeLimits {
     pub max_connections: u64,
     pub max_connections_per_peer: u64,
+    pub max_unauthenticated_per_peer: u64,
     pub max_inflight: u64,
     pub max_outbound_bytes: u64,
     pub max_guest_outbound_bytes: u64,
@@ -325,6 +334,8 @@ pub struct ServeLimits {
     pub request_timeout: f64,
     /// Seconds.
     pub idle_timeout: f64,
+    /// Seconds.
+    pub auth_timeout: f64,
 }
 
 impl Default for ServeLimits {
@@ -332,6 +343,7 @@ impl Default for ServeLimits {
         ServeLimits {
             max_connections: 32768,
             max_connections_per_peer: 64,
+            max_unauthenticated_per_peer: 8,
             max_inflight: 1024,
             max_outbound_bytes: 8 << 20,
             max_guest_outbound_bytes: 1 << 20,
@@ -340,6 +352,7 @@ impl Default for ServeLimits {
             max_queued_requests: 32768,
             request_timeout: 30.0,
             idle_timeout: 300.0,
+            auth_timeout: 10.0,
         }
     }
 }
@@ -657,6 +670,9 @@ const SERVE_KEYS: &[&str] = &[
     "max-queued-requests",
     "request-timeout",
     "idle-timeout",
+    "max-unauthenticated-per-peer",
+    "auth-timeout",
+    "public-read",
     "backend",
     "etcd-endpoints",
     "etcd-prefix",
@@ -678,6 +694,7 @@ const SERVE_INT_LIMITS: &[(&str, i64, i64)] = &[
     ("max-guest-request-bytes", 1024, i32::MAX as i64),
     ("max-queued-requests", 1, i64::MAX),
     ("max-guest-outbound-bytes", 4096, i64::MAX),
+    ("max-unauthenticated-per-peer", 1, i64::MAX),
 ];
 
 /// The keys a table allows (`resource`, `serve`, `serve.auth`), and the
@@ -768,6 +785,7 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
     }
     s.token_file = t.string("token-file")?.map(PathBuf::from);
     s.monitor_force_up = t.boolean("monitor-force-up")?;
+    s.public_read = t.boolean("public-read")?;
     s.parent_r = t.string("parent-R")?.map(PathBuf::from);
     let fanout = t
         .table
@@ -781,6 +799,7 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
     }
     let request_timeout = t.string("request-timeout")?;
     let idle_timeout = t.string("idle-timeout")?;
+    let auth_timeout = t.string("auth-timeout")?;
     s.tls_cert = t.string("tls-cert")?.map(PathBuf::from);
     s.tls_key = t.string("tls-key")?.map(PathBuf::from);
     s.tls_client_ca = t.string("tls-client-ca")?.map(PathBuf::from);
@@ -863,6 +882,7 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
         max_guest_request_bytes: pick(5, d.max_guest_request_bytes),
         max_queued_requests: pick(6, d.max_queued_requests),
         max_guest_outbound_bytes: pick(7, d.max_guest_outbound_bytes),
+        max_unauthenticated_per_peer: pick(8, d.max_unauthenticated_per_peer),
         ..d
     };
     if limits.max_guest_request_bytes > limits.max_request_bytes {
@@ -886,6 +906,7 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
             &mut limits.request_timeout,
         ),
         ("idle-timeout", idle_timeout, &mut limits.idle_timeout),
+        ("auth-timeout", auth_timeout, &mut limits.auth_timeout),
     ] {
         let Some(text) = text else { continue };
         match parse_fsd(&text) {

@@ -861,10 +861,18 @@ fn serve_limits() {
     let c = parse(
         "[serve]\nmax-connections = 10\nmax-connections-per-peer = 2\nmax-inflight = 3\n\
          max-outbound-bytes = 8192\nmax-guest-outbound-bytes = 4096\nmax-request-bytes = 4096\nmax-queued-requests = 7\n\
-         request-timeout = \"2s\"\nidle-timeout = \"1m\"\n",
+         request-timeout = \"2s\"\nidle-timeout = \"1m\"\nmax-unauthenticated-per-peer = 3\n\
+         auth-timeout = \"0.5s\"\npublic-read = true\n",
     )
     .unwrap();
+    assert!(c.serve.public_read);
+    assert!(
+        !parse("[serve]\n").unwrap().serve.public_read,
+        "off by default"
+    );
     let l = &c.serve.limits;
+    assert_eq!(l.max_unauthenticated_per_peer, 3);
+    assert_eq!(l.auth_timeout, 0.5);
     assert_eq!(l.max_connections, 10);
     assert_eq!(l.max_connections_per_peer, 2);
     assert_eq!(l.max_inflight, 3);
@@ -902,6 +910,18 @@ fn serve_limits() {
         (
             "max-request-bytes = 2048\nmax-guest-request-bytes = 4096",
             "[serve]: max-guest-request-bytes (4096) must not exceed max-request-bytes (2048)",
+        ),
+        (
+            "max-unauthenticated-per-peer = 0",
+            "[serve]: max-unauthenticated-per-peer must be at least 1, got 0",
+        ),
+        (
+            "auth-timeout = \"0\"",
+            "[serve]: invalid auth-timeout '0': must be a finite duration above zero",
+        ),
+        (
+            "public-read = \"yes\"",
+            "[serve]: public-read must be a boolean, got string",
         ),
         (
             "idle-timeout = \"0\"",

@@ -1,5 +1,5 @@
 #![allow(unsafe_code)] // libc calls (getuid, kill, signals) or a counting allocator
-//! What `roster graph --follow` (client::Follower) does with R16k, timed
+//! What `roster graph --follow` (its graph follower) does with R16k, timed
 //! step by step on the model calls it makes: build the graph from the
 //! first `resource.acquire` response (JSON text → graph, target index),
 //! apply a one-target `down`/`up` update (set_state on the node), and

@@ -42,26 +42,6 @@ impl Drop for Agent {
     }
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-/// `roster serve ca ...`, which must succeed.
-fn ca(args: &[&str]) -> String {
-    let o = roster()
-        .args(["serve", "ca"])
-        .args(args)
-        .output()
-        .expect("run roster serve ca");
-    assert!(
-        o.status.success(),
-        "roster serve ca {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 struct Site {
     s: Scratch,
     d: Daemon,

@@ -425,12 +425,12 @@ pub struct RanksDrained {
 /// lines carry its children (every line is also its own heartbeat).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RelayLine {
-    /// Children that left.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_idset")]
-    pub gone: Option<IdSet>,
     /// Children that said hello, grouped by identical resources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hello: Option<Vec<HelloGroup>>,
+    /// Children that left (applied before `hello`).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_idset")]
+    pub gone: Option<IdSet>,
     /// Children heard from since the last line.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_idset")]
     pub lively: Option<IdSet>,

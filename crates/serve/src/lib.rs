@@ -120,6 +120,8 @@ pub struct Plan {
     pub limits: transport::Limits,
     /// `[serve]` `backend`: the state directory or etcd.
     pub backend: config::Backend,
+    /// `[serve]` `public-read`.
+    pub public_read: bool,
 }
 
 /// The listeners' limits from `[serve]`.
@@ -130,6 +132,8 @@ pub fn limits_of(l: &config::ServeLimits) -> transport::Limits {
     transport::Limits {
         max_connections: n(l.max_connections),
         max_connections_per_peer: n(l.max_connections_per_peer),
+        max_unauthenticated_per_peer: n(l.max_unauthenticated_per_peer),
+        auth_timeout: secs(l.auth_timeout),
         max_inflight: n(l.max_inflight),
         max_outbound_bytes: n(l.max_outbound_bytes),
         max_guest_outbound_bytes: n(l.max_guest_outbound_bytes),
@@ -208,6 +212,7 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         parent_r: opts.parent_r.clone().or(serve.parent_r),
         limits: limits_of(&serve.limits),
         backend: serve.backend.clone(),
+        public_read: serve.public_read,
     })
 }
 
@@ -603,6 +608,7 @@ pub(crate) fn listen_options(plan: &Plan) -> transport::ListenOptions {
         role_tokens: plan.role_tokens.clone(),
         tls: plan.tls.clone(),
         access: Some(transport::TopicAccess(topic_access)),
+        public_read: plan.public_read,
         ..Default::default()
     }
 }

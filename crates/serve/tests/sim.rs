@@ -172,6 +172,7 @@ impl Harness {
             backend: config::Backend::Local,
             role_tokens: Vec::new(),
             tls: None,
+            public_read: false,
         };
         Harness {
             disk: SimDisk::new(),

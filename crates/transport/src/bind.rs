@@ -2,7 +2,7 @@
 
 use crate::flux::FluxCtx;
 use crate::http::{serve_connection, Ctx, Peer};
-use crate::limits::{admit, CapReached, ConnPermit, LoopTx, PeerCounts, PeerKey};
+use crate::limits::{admit, Caller, CapReached, ConnPermit, LoopTx, PeerCounts, PeerKey};
 use crate::{io_text, Incoming, ListenOptions, TransportError, SHUTDOWN_GRACE};
 use rpc::uri::Uri;
 use std::io;
@@ -393,7 +393,9 @@ pub(crate) async fn shutdown_signalled(rx: &mut watch::Receiver<bool>) {
     }
 }
 
-/// Who may connect: the connection caps of every listener of a `run`.
+/// Who may connect: the connection caps of every listener of a `run`
+/// (unix, tcp, tls, flux; a relay's child listeners are such a `run`
+/// too), decided in one place ([`admit`]).
 #[derive(Clone)]
 struct Gate {
     opts: ListenOptions,
@@ -401,21 +403,48 @@ struct Gate {
 }
 
 impl Gate {
-    /// Admit a Unix peer (the owner and root are not counted per peer).
+    /// Admit a Unix peer, known by its uid (the owner and root are not
+    /// counted per peer; an unreadable uid is refused later, as a guest's
+    /// or by the Flux handshake).
     fn unix(&self, open: &Arc<AtomicUsize>, uid: Option<u32>) -> Result<ConnPermit, CapReached> {
         let key = uid
             .filter(|&u| u != self.opts.owner_uid && u != 0)
             .map(PeerKey::Uid);
-        admit(open, &self.peers, key, &self.opts.limits)
+        admit(open, &self.peers, Caller::Known(key), &self.opts.limits)
     }
 
+    /// Admit a TCP or TLS peer: unauthenticated until its certificate or
+    /// token says who it is.
     fn tcp(
         &self,
         open: &Arc<AtomicUsize>,
-        addr: Option<std::net::SocketAddr>,
+        addr: std::net::SocketAddr,
     ) -> Result<ConnPermit, CapReached> {
-        let key = addr.map(|a| PeerKey::Ip(a.ip()));
-        admit(open, &self.peers, key, &self.opts.limits)
+        let key = PeerKey::Ip(addr.ip());
+        admit(open, &self.peers, Caller::Unknown(key), &self.opts.limits)
+    }
+}
+
+/// Log a refused connection, at most once a second (a flood of them
+/// would otherwise flood the log), saying how many went unlogged.
+fn log_refusal(uri: &Uri, why: CapReached) {
+    static LAST: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    static QUIET: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = std::time::Instant::now();
+    {
+        let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+            QUIET.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
+        *last = Some(now);
+    }
+    let text = why.error().errstr.unwrap_or_default();
+    match QUIET.swap(0, std::sync::atomic::Ordering::Relaxed) {
+        0 => tracing::warn!(%uri, "refusing a connection: {text}"),
+        n => {
+            tracing::warn!(%uri, "refusing a connection: {text} ({n} more refused since the last report)")
+        }
     }
 }
 
@@ -425,7 +454,7 @@ fn refuse<S>(mut stream: S, answer: Vec<u8>, uri: &Uri, why: CapReached)
 where
     S: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    tracing::warn!(%uri, "refusing a connection: {}", why.error().errstr.unwrap_or_default());
+    log_refusal(uri, why);
     tokio::spawn(async move {
         let _ = tokio::time::timeout(Duration::from_secs(1), async {
             let _ = stream.write_all(&answer).await;
@@ -510,36 +539,43 @@ async fn accept_loop(
                     unix.serve(stream, uid, permit, false);
                 }
             }
-            Ok(Accepted::Tcp(stream, _)) if !matches!(acceptor, Acceptor::Tcp(_, _, Some(_))) => {
-                let _ = stream.set_nodelay(true);
-                let permit = match gate.tcp(&open, stream.peer_addr().ok()) {
+            Ok(Accepted::Tcp(stream, addr)) => {
+                let permit = match gate.tcp(&open, addr) {
                     Ok(p) => p,
                     Err(why) => {
-                        refuse(stream, crate::http::refusal_bytes(&why.error()), &uri, why);
+                        let answer = match &acceptor {
+                            // A TLS client could not read a plain answer.
+                            Acceptor::Tcp(_, _, Some(_)) => Vec::new(),
+                            _ => crate::http::refusal_bytes(&why.error()),
+                        };
+                        refuse(stream, answer, &uri, why);
                         continue;
                     }
                 };
-                let (ctx, sd, live) = (Arc::clone(&ctx), shutdown.clone(), live.clone());
-                tokio::spawn(async move {
-                    serve_connection(stream, Peer::Tcp, ctx, sd, live, Some(permit)).await;
-                });
-            }
-            Ok(Accepted::Tcp(stream, addr)) => {
-                // TLS: the handshake runs in the connection's task, so a
-                // slow client never holds up the accept loop.
                 let _ = stream.set_nodelay(true);
+                let (ctx, sd, live) = (Arc::clone(&ctx), shutdown.clone(), live.clone());
                 let Acceptor::Tcp(_, _, Some(tls)) = &acceptor else {
+                    tokio::spawn(async move {
+                        let peer = Peer::Tcp {
+                            local: stream.local_addr().ok(),
+                        };
+                        serve_connection(stream, peer, ctx, sd, live, Some(permit)).await;
+                    });
                     continue;
                 };
+                // TLS: the handshake runs in the connection's task, so a
+                // slow client never holds up the accept loop.
                 let tls = Arc::clone(tls);
-                let ctx = Arc::clone(&ctx);
-                let shutdown = shutdown.clone();
-                let live = live.clone();
                 tokio::spawn(async move {
                     let (acc, roles) = &*tls;
-                    if let Some((stream, peer)) = crate::tls::accept(acc, roles, stream, addr).await
+                    let deadline = permit.auth_deadline(ctx.limits());
+                    if let Some((stream, peer)) =
+                        crate::tls::accept(acc, roles, stream, addr, deadline).await
                     {
-                        serve_connection(stream, peer, ctx, shutdown, live, None).await;
+                        if matches!(&peer, Peer::Tls { cert: Some(c), .. } if c.role.is_some()) {
+                            permit.authenticated();
+                        }
+                        serve_connection(stream, peer, ctx, sd, live, Some(permit)).await;
                     }
                 });
             }

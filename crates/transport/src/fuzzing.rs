@@ -15,6 +15,8 @@ fn limits() -> Limits {
     Limits {
         max_connections: 4,
         max_connections_per_peer: 2,
+        max_unauthenticated_per_peer: 2,
+        auth_timeout: Duration::from_secs(5),
         max_inflight: 4,
         max_outbound_bytes: 4096,
         max_guest_outbound_bytes: 2048,
@@ -70,6 +72,7 @@ fn drive(input: &[u8], flux: bool, guest: bool) {
             role_tokens: Vec::new(),
             tls: None,
             access: None,
+            public_read: false,
         };
         let uid = if guest { 2000 } else { 1000 };
         let looptx = LoopTx::new(tx, opts.limits.max_queued_requests, None);

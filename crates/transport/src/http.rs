@@ -6,18 +6,25 @@ use crate::{next_conn_id, ListenOptions, SHUTDOWN_GRACE};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Body, Frame, SizeHint};
-use hyper::header::{HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HOST, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rpc::errno::{EIO, ENOSYS, EOVERFLOW, EPERM, EPROTO, ETIMEDOUT};
 use rpc::{wire, Payload, Reply, Role, RpcError};
 use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
+
+/// The most bytes of a request head (request line and headers) read
+/// before the role is known; beyond, hyper answers `431` and closes.
+/// (hyper's read buffer; it cannot be under 8 KiB.)
+pub(crate) const MAX_HEAD_BYTES: usize = 32 << 10;
 
 /// What every connection of a `run` shares.
 pub(crate) struct Ctx {
@@ -28,6 +35,8 @@ pub(crate) struct Ctx {
     web: Option<Arc<dyn crate::web::WebHandler>>,
     limits: Limits,
     access: Option<crate::TopicAccess>,
+    /// `[serve] public-read`: anonymous TLS clients may use the web view.
+    public_read: bool,
 }
 
 impl Ctx {
@@ -52,6 +61,7 @@ impl Ctx {
             tokens,
             limits: opts.limits.clone(),
             access: opts.access,
+            public_read: opts.public_read,
         }
     }
 
@@ -110,11 +120,83 @@ impl Ctx {
 pub(crate) enum Peer {
     /// Unix socket; `uid` from the peer credentials (None if unreadable).
     Unix { uid: Option<u32> },
-    /// Plain TCP (loopback only): the bearer token decides.
-    Tcp,
+    /// Plain TCP (loopback only): the bearer token decides.  `local`:
+    /// the address the client reached (the Host check of browser routes).
+    Tcp { local: Option<SocketAddr> },
     /// TLS: the client certificate (if it presented one) or else the
-    /// bearer token decides.
-    Tls(Option<Arc<crate::tls::CertPeer>>),
+    /// bearer token decides; `sni` is the server name the client asked
+    /// for in its handshake.
+    Tls {
+        cert: Option<Arc<crate::tls::CertPeer>>,
+        sni: Option<Arc<str>>,
+        local: Option<SocketAddr>,
+    },
+}
+
+impl Peer {
+    /// Does the request's `Host` name this listener?  Browser routes
+    /// refuse it otherwise (a page of another site whose name was made to
+    /// resolve to this address, DNS rebinding).  Accepted: the address the
+    /// client connected to, `localhost` on loopback, this machine's host
+    /// name (short or qualified) and, on TLS, the server name of the
+    /// handshake; a request without `Host` (not a browser's) and Unix
+    /// sockets (no browser reaches them) are not checked.
+    fn host_allowed<B>(&self, req: &Request<B>) -> Result<(), String> {
+        let (local, sni) = match self {
+            Peer::Unix { .. } => return Ok(()),
+            Peer::Tcp { local } => (*local, None),
+            Peer::Tls { sni, local, .. } => (*local, sni.as_deref()),
+        };
+        let Some(host) = req.headers().get(HOST) else {
+            return Ok(());
+        };
+        let text = String::from_utf8_lossy(host.as_bytes()).into_owned();
+        let name = host_name(&text);
+        let ok = match name.parse::<IpAddr>() {
+            Ok(ip) => local.is_some_and(|l| l.ip() == ip),
+            Err(_) => {
+                (name.eq_ignore_ascii_case("localhost")
+                    && local.is_some_and(|l| l.ip().is_loopback()))
+                    || sni.is_some_and(|s| s.eq_ignore_ascii_case(name))
+                    || this_host_is(name)
+            }
+        };
+        match ok {
+            true => Ok(()),
+            false => Err(format!(
+                "Host '{text}' does not name this listener (a defence against DNS rebinding): \
+                 use its address, localhost, this machine's name or the name of its certificate"
+            )),
+        }
+    }
+}
+
+/// The host part of a `Host` header value (`name`, `name:port`,
+/// `[v6]:port`, `v4:port`).
+fn host_name(value: &str) -> &str {
+    let v = value.trim();
+    if let Some(rest) = v.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    match v.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => v,
+    }
+}
+
+/// Is `name` this machine's host name (as the kernel has it, or its
+/// first label)?  A name that merely starts with it is not (`head.evil.example`
+/// is another site's).
+fn this_host_is(name: &str) -> bool {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let me = HOST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_ascii_lowercase())
+            .unwrap_or_default()
+    });
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    let short = me.split('.').next().unwrap_or_default();
+    !me.is_empty() && (name == *me || name == short)
 }
 
 /// What keeps a connection counted (its place under the connection caps,
@@ -123,8 +205,21 @@ pub(crate) enum Peer {
 /// stream (see [`crate::upgrade`]), by that session's task.
 pub(crate) struct ConnHold {
     _live: mpsc::Sender<()>,
-    _permit: Option<ConnPermit>,
+    permit: Option<ConnPermit>,
     pub(crate) shutdown: watch::Receiver<bool>,
+    /// A request head arrived (the first-request deadline is met).
+    seen: AtomicBool,
+}
+
+impl ConnHold {
+    /// The caller proved a role: it no longer counts as unauthenticated.
+    fn authenticated(&self, role: &Role) {
+        if *role != Role::Guest {
+            if let Some(p) = &self.permit {
+                p.authenticated();
+            }
+        }
+    }
 }
 
 pub(crate) async fn serve_connection<S>(
@@ -140,33 +235,60 @@ pub(crate) async fn serve_connection<S>(
     // hyper starts this timer as soon as it waits for a head: it bounds
     // both a slow head and a keep-alive connection idle between requests.
     let head_timeout = ctx.limits.request_timeout;
+    let auth_timeout = ctx.limits.auth_timeout;
+    // An unauthenticated connection must send its first request head by
+    // then (`auth-timeout` from its accept).
+    let mut deadline = permit.as_ref().and_then(|p| p.auth_deadline(&ctx.limits));
     let hold = Arc::new(ConnHold {
         _live: live,
-        _permit: permit,
+        permit,
         shutdown: shutdown.clone(),
+        seen: AtomicBool::new(false),
     });
+    let watch = Arc::clone(&hold);
     let svc = hyper::service::service_fn(move |req| {
         let ctx = Arc::clone(&ctx);
         let peer = peer.clone();
         let hold = Arc::clone(&hold);
+        hold.seen.store(true, Ordering::Release);
         async move { Ok::<_, Infallible>(handle(req, peer, &ctx, hold).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(head_timeout)
+        .max_buf_size(MAX_HEAD_BYTES)
         .serve_connection(TokioIo::new(stream), svc)
         .with_upgrades();
     tokio::pin!(conn);
-    let result = tokio::select! {
-        r = conn.as_mut() => r,
-        _ = shutdown_signalled(&mut shutdown) => {
-            conn.as_mut().graceful_shutdown();
-            match tokio::time::timeout(SHUTDOWN_GRACE, conn.as_mut()).await {
-                Ok(r) => r,
-                Err(_) => {
-                    tracing::debug!("dropping a connection still busy at shutdown");
-                    Ok(())
+    let result = loop {
+        let late = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = conn.as_mut() => break r,
+            _ = late => {
+                deadline = None;
+                let unauth = watch.permit.as_ref().is_some_and(|p| p.is_unauthenticated());
+                if unauth && !watch.seen.load(Ordering::Acquire) {
+                    tracing::debug!(
+                        "closing a connection that sent no request within {}s (auth-timeout)",
+                        auth_timeout.as_secs_f64()
+                    );
+                    break Ok(());
                 }
+            }
+            _ = shutdown_signalled(&mut shutdown) => {
+                conn.as_mut().graceful_shutdown();
+                break match tokio::time::timeout(SHUTDOWN_GRACE, conn.as_mut()).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        tracing::debug!("dropping a connection still busy at shutdown");
+                        Ok(())
+                    }
+                };
             }
         }
     };
@@ -348,15 +470,20 @@ fn caller<B>(
     let anonymous = guest_if_none && req.headers().get(wire::AUTH_HEADER).is_none();
     match peer {
         Peer::Unix { uid } => Ok(ctx.unix_role(*uid)),
-        Peer::Tcp => match ctx.token_role(req) {
+        Peer::Tcp { .. } => match ctx.token_role(req) {
             Some(role) => Ok((role, None)),
             None if anonymous => Ok((Role::Guest, None)),
             None => Err("missing or wrong bearer token".into()),
         },
-        Peer::Tls(cert) => match (cert.as_deref(), ctx.token_role(req)) {
+        Peer::Tls { cert, .. } => match (cert.as_deref(), ctx.token_role(req)) {
             (Some(crate::tls::CertPeer { role: Some(r), .. }), _) => Ok((r.clone(), None)),
             (_, Some(role)) => Ok((role, None)),
-            (_, None) if anonymous => Ok((Role::Guest, None)),
+            // The web routes' data is the RPC's: an anonymous network
+            // client reads it only where the site said so.
+            (_, None) if anonymous && ctx.public_read => Ok((Role::Guest, None)),
+            (_, None) if anonymous => Err("present a client certificate or a bearer token \
+                 (anonymous reads of the web view need `public-read = true` in [serve])"
+                .into()),
             (Some(c), None) => Err(format!(
                 "the certificate of {} maps to no role (see [serve.auth]) \
                  and no valid bearer token was given",
@@ -433,13 +560,34 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + std::fmt::Display,
 {
-    if let Some(resp) = web_route(&req, &peer, ctx).await {
+    // hyper bounds what it buffers of a head (MAX_HEAD_BYTES and one
+    // read more); this is the exact bound, whatever the reads were.
+    let head_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len())
+        + req
+            .headers()
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 4)
+            .sum::<usize>();
+    if head_len > MAX_HEAD_BYTES {
+        let mut resp = error_response(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            &RpcError::new(
+                EOVERFLOW,
+                format!("request head exceeds the limit of {MAX_HEAD_BYTES} bytes"),
+            ),
+        );
+        resp.headers_mut()
+            .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        return resp;
+    }
+    if let Some(resp) = web_route(&req, &peer, ctx, &hold).await {
         return resp;
     }
     let (role, userid) = match caller(&req, &peer, ctx, false) {
         Ok(c) => c,
         Err(why) => return ctx.unauthenticated(&req, &why),
     };
+    hold.authenticated(&role);
     let path = req.uri().path();
     let Some(topic) = wire::topic_of(path).map(str::to_string) else {
         return error_response(
@@ -465,22 +613,39 @@ where
             .insert(ALLOW, HeaderValue::from_static("POST"));
         return resp;
     }
+    // A role that may not use the topic at all is refused before a byte
+    // of the body is read (the core's own refusal, word for word).
+    if let Some(t) = rpc::catalog::lookup(&topic) {
+        if !role.grants(t.need) {
+            return rpc_error_response(&role.refusal(&topic, t.need));
+        }
+    }
     let declared = req
         .headers()
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    // Checked before a byte of the body is read (guests: a small limit).
-    let limit = ctx.limits.request_bytes(&role);
+    // Checked before a byte of the body is read, by role and topic
+    // (`Content-Length` here, `Limited` while reading a chunked body).
+    let limit = ctx.limits.body_bytes(&topic, &role);
     if declared.is_some_and(|n| n > limit as u64) {
         return too_large(limit);
     }
-    if topic == wire::SESSION_TOPIC && crate::upgrade::wants_raw_session(&req) {
+    if topic == wire::SESSION_TOPIC {
+        if !crate::upgrade::wants_raw_session(&req) {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &RpcError::new(
+                    EPROTO,
+                    format!(
+                        "an agent session needs the headers `Connection: upgrade` and `Upgrade: {}`",
+                        wire::SESSION_UPGRADE
+                    ),
+                ),
+            );
+        }
         return crate::upgrade::upgraded_session(req, role, userid, &ctx.tx, &ctx.limits, hold)
             .await;
-    }
-    if topic == wire::SESSION_TOPIC {
-        return session(req.into_body(), role, userid, ctx).await;
     }
     let streaming = wants_streaming(&req);
     let timeout = ctx.limits.request_timeout;
@@ -512,8 +677,10 @@ where
 fn who(peer: &Peer, role: &Role) -> Option<Arc<str>> {
     match peer {
         Peer::Unix { .. } => None,
-        Peer::Tls(Some(c)) if c.role.is_some() => Some(format!("cert:{}", c.name).into()),
-        Peer::Tcp | Peer::Tls(_) => Some(format!("token:{}", role.name()).into()),
+        Peer::Tls { cert: Some(c), .. } if c.role.is_some() => {
+            Some(format!("cert:{}", c.name).into())
+        }
+        Peer::Tcp { .. } | Peer::Tls { .. } => Some(format!("token:{}", role.name()).into()),
     }
 }
 
@@ -575,16 +742,36 @@ async fn dispatch(
 /// A `GET` outside the RPC namespace, answered by the installed web
 /// handler (no credentials needed: missing ones make a guest, see
 /// [`crate::web`]).
-async fn web_route<B>(req: &Request<B>, peer: &Peer, ctx: &Ctx) -> Option<Response<ReplyBody>> {
+async fn web_route<B>(
+    req: &Request<B>,
+    peer: &Peer,
+    ctx: &Ctx,
+    hold: &ConnHold,
+) -> Option<Response<ReplyBody>> {
     let web = ctx.web.as_ref()?;
     if req.method() != Method::GET || req.uri().path().starts_with(wire::PATH_PREFIX) {
         return None;
     }
+    let path = req.uri().path();
+    // Probes are for monitoring tools, anyone's; every other route is a
+    // browser's: it must name this listener, and its data is the RPC's.
+    let browser = !crate::web::PROBES.contains(&path);
+    if browser {
+        if let Err(why) = peer.host_allowed(req) {
+            return Some(error_response(
+                StatusCode::MISDIRECTED_REQUEST,
+                &RpcError::new(EPERM, why),
+            ));
+        }
+    }
+    let anonymous = req.headers().get(wire::AUTH_HEADER).is_none();
     let (caller, userid) = match caller(req, peer, ctx, true) {
         Ok(c) => c,
+        Err(_) if anonymous && !browser => (Role::Guest, None),
         Err(why) => return Some(unauthorized(format!("authentication required: {why}"))),
     };
-    let r = match web.get(req.uri().path(), &caller)? {
+    hold.authenticated(&caller);
+    let r = match web.get(path, &caller)? {
         crate::web::WebRoute::Page(r) => r,
         crate::web::WebRoute::Rpc {
             topic,
@@ -602,214 +789,6 @@ async fn web_route<B>(req: &Request<B>, peer: &Peer, ctx: &Ctx) -> Option<Respon
     resp.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(r.content_type));
     Some(resp)
-}
-
-/// NDJSON lines accumulated from body frames.
-#[derive(Default)]
-struct Lines {
-    buf: Vec<u8>,
-    /// Bytes of `buf` already searched for a newline.
-    scanned: usize,
-}
-
-impl Lines {
-    fn push(&mut self, data: &[u8]) {
-        self.buf.extend_from_slice(data);
-    }
-
-    /// The next complete line (without its newline), if any.
-    fn next_line(&mut self) -> Option<Vec<u8>> {
-        let pos = self.buf[self.scanned..].iter().position(|&b| b == b'\n');
-        match pos {
-            Some(i) => {
-                let end = self.scanned + i;
-                let mut line: Vec<u8> = self.buf.drain(..=end).collect();
-                line.pop();
-                self.scanned = 0;
-                Some(line)
-            }
-            None => {
-                self.scanned = self.buf.len();
-                None
-            }
-        }
-    }
-
-    /// The unterminated rest (at the end of the body).
-    fn rest(&mut self) -> Vec<u8> {
-        self.scanned = 0;
-        std::mem::take(&mut self.buf)
-    }
-
-    fn pending(&self) -> usize {
-        self.buf.len()
-    }
-}
-
-pub(crate) fn session_line_too_long(limit: usize) -> RpcError {
-    RpcError::new(
-        EOVERFLOW,
-        format!("session line exceeds the limit of {limit} bytes"),
-    )
-}
-
-/// Read the next frame of a session body into `lines`: `None` at the end
-/// of the body, the error's text if reading failed.
-async fn read_frame<B>(body: &mut Pin<Box<B>>, lines: &mut Lines) -> Option<Result<(), String>>
-where
-    B: Body<Data = Bytes>,
-    B::Error: std::fmt::Display,
-{
-    match body.as_mut().frame().await? {
-        Ok(frame) => {
-            if let Ok(data) = frame.into_data() {
-                lines.push(&data);
-            }
-            Some(Ok(()))
-        }
-        Err(e) => Some(Err(e.to_string())),
-    }
-}
-
-/// The streaming request an agent session's hello becomes (matchtag 1;
-/// the session's later lines are numbered from 2), for both session forms.
-pub(crate) fn session_hello(
-    conn: rpc::ConnId,
-    payload: serde_json::Value,
-    role: &Role,
-    userid: Option<u32>,
-) -> rpc::Request {
-    rpc::Request {
-        conn,
-        matchtag: 1,
-        topic: wire::SESSION_TOPIC.to_string(),
-        payload,
-        streaming: true,
-        role: role.clone(),
-        userid,
-        who: None,
-    }
-}
-
-/// An agent session ([`wire::SESSION_TOPIC`]): the first NDJSON line of
-/// the (chunked, still open) request body is the payload of a streaming
-/// request; each later line becomes a [`wire::SESSION_LINE_TOPIC`] request
-/// on the same connection id, so everything an agent says is bound to the
-/// connection that said hello.  When the body ends (the agent leaves) or
-/// fails (the agent is gone), the reply stream is ended here, which drops
-/// the response and sends the connection's `Disconnect`.
-async fn session<B>(body: B, role: Role, userid: Option<u32>, ctx: &Ctx) -> Response<ReplyBody>
-where
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: std::fmt::Display,
-{
-    let mut body = Box::pin(body);
-    let mut lines = Lines::default();
-    let limit = ctx.limits.request_bytes(&role);
-    let timeout = ctx.limits.request_timeout;
-    let deadline = tokio::time::Instant::now() + timeout;
-    let first = loop {
-        if let Some(line) = lines.next_line() {
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            break line;
-        }
-        if lines.pending() > limit {
-            return too_large(limit);
-        }
-        let Ok(frame) = tokio::time::timeout_at(deadline, read_frame(&mut body, &mut lines)).await
-        else {
-            return too_slow(timeout);
-        };
-        match frame {
-            Some(Ok(())) => {}
-            Some(Err(e)) => {
-                tracing::debug!("error reading a session hello: {e}");
-                return error_response(
-                    StatusCode::BAD_REQUEST,
-                    &RpcError::new(EPROTO, format!("error reading request body: {e}")),
-                );
-            }
-            None => break lines.rest(),
-        }
-    };
-    let payload = match wire::payload_of(&first) {
-        Ok(v) => v,
-        Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
-    };
-    let conn = next_conn_id();
-    let queue = OutQueue::new(ctx.limits.outbound_bytes(&role));
-    let (replies, rx) = ReplySender::new(Arc::clone(&queue), true);
-    let request = session_hello(conn, payload, &role, userid);
-    tracing::debug!(conn, ?role, "agent session");
-    let end = replies.clone();
-    if let Err(e) = ctx.tx.request_in_order(request, replies) {
-        return rpc_error_response(&e.error());
-    }
-    let tx = ctx.tx.clone();
-    tokio::spawn(async move {
-        // Replies to session lines go nowhere.
-        let discard = crate::limits::discard();
-        let mut matchtag: u32 = 2;
-        let reason = 'read: loop {
-            while let Some(line) = lines.next_line() {
-                if end.is_ended() {
-                    // The hello was refused (or the session ended).
-                    return;
-                }
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                let payload = match wire::payload_of(&line) {
-                    Ok(v) => v,
-                    Err(e) => break 'read e,
-                };
-                let req = rpc::Request {
-                    conn,
-                    matchtag,
-                    topic: wire::SESSION_LINE_TOPIC.to_string(),
-                    payload,
-                    streaming: false,
-                    role: role.clone(),
-                    userid,
-                    who: None,
-                };
-                matchtag = matchtag.checked_add(1).unwrap_or(2);
-                // An admitted session's lines are never refused at the
-                // loop queue's bound: a lost heartbeat would mark the node.
-                if tx.request_anyway(req, discard.clone()).is_err() {
-                    break 'read RpcError::new(EIO, "the service is not running");
-                }
-            }
-            if lines.pending() > limit {
-                break session_line_too_long(limit);
-            }
-            let frame = tokio::select! {
-                biased;
-                // The session's reply stream is over (e.g. the hello was
-                // refused): stop turning the body into requests.
-                _ = end.closed() => return,
-                f = read_frame(&mut body, &mut lines) => f,
-            };
-            match frame {
-                Some(Ok(())) => {}
-                Some(Err(e)) => {
-                    tracing::debug!(conn, "agent session read error: {e}");
-                    break RpcError::new(rpc::errno::ECONNRESET, "the agent went away");
-                }
-                None => break RpcError::new(rpc::errno::ENODATA, "the agent ended its session"),
-            }
-        };
-        // Ends the response if the service has not already; a closed
-        // stream means the response is over already.
-        let _ = end.send(Err(reason));
-    });
-    let guard = DisconnectGuard {
-        conn,
-        tx: ctx.tx.clone(),
-    };
-    ndjson_stream(rx, queue, guard)
 }
 
 /// A response whose body is the request's replies as NDJSON lines, as
@@ -851,6 +830,48 @@ mod tests {
         assert!(!authorized(&req("Basic tok"), b"tok"));
         assert!(!authorized(&req("tok"), b"tok"));
         assert!(!authorized(&Request::new(()), b"tok"));
+    }
+
+    #[test]
+    fn host_header_must_name_the_listener() {
+        let req = |h: &str| Request::builder().header("host", h).body(()).unwrap();
+        let tcp = Peer::Tcp {
+            local: Some("127.0.0.1:8051".parse().unwrap()),
+        };
+        assert!(tcp.host_allowed(&req("127.0.0.1:8051")).is_ok());
+        assert!(tcp.host_allowed(&req("localhost:8051")).is_ok());
+        assert!(tcp.host_allowed(&req("LocalHost")).is_ok());
+        assert!(tcp.host_allowed(&Request::new(())).is_ok(), "not a browser");
+        let e = tcp.host_allowed(&req("evil.example:8051")).unwrap_err();
+        assert!(
+            e.contains("'evil.example:8051'") && e.contains("DNS rebinding"),
+            "{e}"
+        );
+        assert!(tcp.host_allowed(&req("127.0.0.2:8051")).is_err());
+        let tls = Peer::Tls {
+            cert: None,
+            sni: Some("head.example".into()),
+            local: Some("10.0.0.1:8050".parse().unwrap()),
+        };
+        assert!(tls.host_allowed(&req("head.example:8050")).is_ok());
+        assert!(tls.host_allowed(&req("HEAD.example")).is_ok());
+        assert!(tls.host_allowed(&req("10.0.0.1")).is_ok());
+        assert!(
+            tls.host_allowed(&req("localhost:8050")).is_err(),
+            "not on loopback"
+        );
+        assert!(tls.host_allowed(&req("[::1]:8050")).is_err());
+        let me = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        let me = me.trim();
+        assert!(tcp.host_allowed(&req(&format!("{me}:8051"))).is_ok());
+        let rebound = format!("{me}.evil.example");
+        assert!(tcp.host_allowed(&req(&rebound)).is_err(), "{rebound}");
+        let unix = Peer::Unix { uid: None };
+        assert!(unix.host_allowed(&req("anything")).is_ok());
+        assert_eq!(host_name("[::1]:80"), "::1");
+        assert_eq!(host_name("a.b:80"), "a.b");
+        assert_eq!(host_name("a.b"), "a.b");
+        assert_eq!(host_name("10.0.0.1:8050"), "10.0.0.1");
     }
 
     #[test]

@@ -100,10 +100,14 @@ pub struct ListenOptions {
     pub socket_mode: u32,
     /// Connection, queue, size and time limits.
     pub limits: Limits,
-    /// What each topic needs (the service's topic table), so that the
-    /// refusal of a client with no role at all (no token, no certificate)
-    /// names the role it would need. `None`: the refusal names none.
+    /// What each topic needs (the service's topic table): a request whose
+    /// role the topic's need does not grant is refused before its body is
+    /// read, and the refusal of a client with no role at all (no token, no
+    /// certificate) names the role it would need.  `None`: neither.
     pub access: Option<TopicAccess>,
+    /// `[serve] public-read`: anonymous TLS clients may use the web view
+    /// (the page, `/api/status`) as guests; otherwise they need a role.
+    pub public_read: bool,
 }
 
 /// The service's topic table as the listeners see it: what a topic needs.
@@ -137,6 +141,7 @@ impl Default for ListenOptions {
             socket_mode: 0o666,
             limits: Limits::default(),
             access: None,
+            public_read: false,
         }
     }
 }
@@ -158,6 +163,7 @@ impl fmt::Debug for ListenOptions {
             .field("socket_mode", &format_args!("{:#o}", self.socket_mode))
             .field("limits", &self.limits)
             .field("access", &self.access.is_some())
+            .field("public_read", &self.public_read)
             .finish()
     }
 }
@@ -271,6 +277,7 @@ mod tests {
             socket_mode: 0o600,
             limits: Limits::default(),
             access: None,
+            public_read: false,
         };
         let s = format!("{o:?}");
         assert!(!s.contains("sekrit"), "{s}");

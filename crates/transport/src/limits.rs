@@ -27,6 +27,15 @@ pub struct Limits {
     /// uid on Unix sockets, an IP address on TCP.  The owner (and root) on
     /// Unix sockets is not counted.  Same answer as `max_connections`.
     pub max_connections_per_peer: usize,
+    /// Connections one IP address holds at once before they authenticated
+    /// (TCP and TLS: before a client certificate with a role or a valid
+    /// bearer token); an authenticated connection stops counting here.
+    /// Same answer as `max_connections` (a TLS client is closed without one).
+    pub max_unauthenticated_per_peer: usize,
+    /// Time a TCP or TLS connection has from its accept to complete the TLS
+    /// handshake and send its first request head (unless it authenticated
+    /// with its certificate); then it is closed.
+    pub auth_timeout: Duration,
     /// Requests of one Flux connection waiting for their last reply
     /// (streams included); beyond, a request is answered EAGAIN at once.
     pub max_inflight: usize,
@@ -61,6 +70,8 @@ impl Default for Limits {
         Limits {
             max_connections: 32768,
             max_connections_per_peer: 64,
+            max_unauthenticated_per_peer: 8,
+            auth_timeout: Duration::from_secs(10),
             max_inflight: 1024,
             max_outbound_bytes: 8 << 20,
             max_guest_outbound_bytes: 1 << 20,
@@ -85,12 +96,20 @@ impl Limits {
         }
     }
 
-    /// The request size limit of a role.
+    /// The request size limit of a role, whatever the topic (a Flux
+    /// message, read before its topic is known).
     pub(crate) fn request_bytes(&self, role: &rpc::Role) -> usize {
         match role {
             rpc::Role::Guest => self.max_guest_request_bytes.min(self.max_request_bytes),
             _ => self.max_request_bytes,
         }
+    }
+
+    /// The largest body `role` may send on `topic`: the topic catalogue's
+    /// bound ([`rpc::catalog::max_body`]) within the configured ones;
+    /// checked before a byte of the body is read.
+    pub(crate) fn body_bytes(&self, topic: &str, role: &rpc::Role) -> usize {
+        rpc::catalog::max_body(topic, role).min(self.request_bytes(role))
     }
 }
 
@@ -371,7 +390,18 @@ impl QueueProbe {
 /// A place in the listener → service-loop queue; dropping it (the loop
 /// took the request) frees it.
 #[derive(Debug)]
-pub struct QueueSlot(Option<Arc<AtomicUsize>>);
+pub struct QueueSlot(Option<Arc<LoopQueue>>);
+
+/// The count of requests waiting for the service loop, and the agent
+/// sessions waiting for it to go down.
+#[derive(Debug)]
+pub(crate) struct LoopQueue {
+    queued: AtomicUsize,
+    /// At this many waiting requests agent sessions stop reading: half
+    /// of `max-queued-requests`, the other half is the clients'.
+    session_room: usize,
+    room: Notify,
+}
 
 impl QueueSlot {
     /// A slot not counted anywhere (tests, internal requests).
@@ -382,8 +412,12 @@ impl QueueSlot {
 
 impl Drop for QueueSlot {
     fn drop(&mut self) {
-        if let Some(n) = &self.0 {
-            n.fetch_sub(1, Ordering::AcqRel);
+        if let Some(q) = &self.0 {
+            // Waking is for the one crossing below the sessions' mark
+            // only: the loop drops a slot per request.
+            if q.queued.fetch_sub(1, Ordering::AcqRel) == q.session_room {
+                q.room.notify_waiters();
+            }
         }
     }
 }
@@ -415,7 +449,7 @@ impl Refused {
 #[derive(Debug, Clone)]
 pub(crate) struct LoopTx {
     tx: std::sync::mpsc::Sender<Incoming>,
-    queued: Arc<AtomicUsize>,
+    queue: Arc<LoopQueue>,
     limit: usize,
     snapshots: Option<Arc<Snapshots>>,
 }
@@ -438,7 +472,11 @@ impl LoopTx {
     ) -> LoopTx {
         LoopTx {
             tx,
-            queued: Arc::new(AtomicUsize::new(0)),
+            queue: Arc::new(LoopQueue {
+                queued: AtomicUsize::new(0),
+                session_room: (limit / 2).max(1),
+                room: Notify::new(),
+            }),
             limit,
             snapshots,
         }
@@ -479,8 +517,8 @@ impl LoopTx {
         req: rpc::Request,
         replies: ReplySender,
     ) -> Result<(), Refused> {
-        let n = self.queued.fetch_add(1, Ordering::AcqRel);
-        let slot = QueueSlot(Some(Arc::clone(&self.queued)));
+        let n = self.queue.queued.fetch_add(1, Ordering::AcqRel);
+        let slot = QueueSlot(Some(Arc::clone(&self.queue)));
         if n >= self.limit {
             return Err(Refused::Busy(self.limit));
         }
@@ -489,15 +527,30 @@ impl LoopTx {
             .map_err(|_| Refused::Gone)
     }
 
-    /// Hand a request to the service even if the queue is full (lines of
-    /// an admitted agent session: dropping a heartbeat would be worse).
-    pub(crate) fn request_anyway(
+    /// Hand a line of an admitted agent session to the service, once
+    /// fewer than half of `max-queued-requests` are waiting: the session
+    /// does not read its socket meanwhile (TCP backpressure on the agent),
+    /// and the other half stays free for clients.  Never refused for a
+    /// full queue: a lost heartbeat would mark the node.
+    pub(crate) async fn session_line(
         &self,
         req: rpc::Request,
         replies: ReplySender,
     ) -> Result<(), Refused> {
-        self.queued.fetch_add(1, Ordering::AcqRel);
-        let slot = QueueSlot(Some(Arc::clone(&self.queued)));
+        let q = &self.queue;
+        while q.queued.load(Ordering::Acquire) >= q.session_room {
+            let room = q.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            if q.queued.load(Ordering::Acquire) < q.session_room {
+                break;
+            }
+            // The wake-up is a slot crossing the mark; the timeout is a
+            // backstop.
+            let _ = tokio::time::timeout(Duration::from_millis(100), room).await;
+        }
+        q.queued.fetch_add(1, Ordering::AcqRel);
+        let slot = QueueSlot(Some(Arc::clone(q)));
         self.tx
             .send(Incoming::Request { req, replies, slot })
             .map_err(|_| Refused::Gone)
@@ -520,6 +573,31 @@ pub(crate) enum PeerKey {
 #[derive(Debug, Default)]
 pub(crate) struct PeerCounts {
     per_peer: Mutex<HashMap<PeerKey, usize>>,
+    /// The same for connections not yet authenticated.
+    unauth: Mutex<HashMap<PeerKey, usize>>,
+}
+
+impl PeerCounts {
+    /// Count one more connection of `key` in `map`, unless `cap` are held.
+    fn take(map: &Mutex<HashMap<PeerKey, usize>>, key: PeerKey, cap: usize) -> bool {
+        let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
+        let c = m.entry(key).or_insert(0);
+        if *c >= cap {
+            return false;
+        }
+        *c += 1;
+        true
+    }
+
+    fn give_back(map: &Mutex<HashMap<PeerKey, usize>>, key: PeerKey) {
+        let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&key);
+            }
+        }
+    }
 }
 
 /// Why a connection was not admitted.
@@ -527,6 +605,7 @@ pub(crate) struct PeerCounts {
 pub(crate) enum CapReached {
     Listener(usize),
     Peer(usize),
+    Unauthenticated(usize),
 }
 
 impl CapReached {
@@ -540,6 +619,13 @@ impl CapReached {
                 EAGAIN,
                 format!("too many connections from this peer: {n} (max-connections-per-peer)"),
             ),
+            CapReached::Unauthenticated(n) => RpcError::new(
+                EAGAIN,
+                format!(
+                    "too many unauthenticated connections from this peer: {n} \
+                     (max-unauthenticated-per-peer)"
+                ),
+            ),
         }
     }
 }
@@ -548,48 +634,100 @@ impl CapReached {
 #[derive(Debug)]
 pub(crate) struct ConnPermit {
     listener: Arc<AtomicUsize>,
-    peer: Option<(Arc<PeerCounts>, PeerKey)>,
+    counts: Arc<PeerCounts>,
+    peer: Option<PeerKey>,
+    /// Counted against [`Limits::max_unauthenticated_per_peer`] (until
+    /// [`ConnPermit::authenticated`]).
+    unauth: Option<PeerKey>,
+    unauth_held: AtomicBool,
+    accepted: std::time::Instant,
+}
+
+impl ConnPermit {
+    /// When an unauthenticated connection must have completed its TLS
+    /// handshake and sent its first request head ([`Limits::auth_timeout`]
+    /// from its accept); `None` for a connection known at accept.
+    pub(crate) fn auth_deadline(&self, limits: &Limits) -> Option<tokio::time::Instant> {
+        self.unauth?;
+        let at = tokio::time::Instant::from_std(self.accepted);
+        Some(at + limits.auth_timeout)
+    }
+
+    /// The connection proved who it is (a certificate with a role, a valid
+    /// token): it no longer counts as unauthenticated.
+    pub(crate) fn authenticated(&self) {
+        if let Some(key) = self.unauth {
+            if self.unauth_held.swap(false, Ordering::AcqRel) {
+                PeerCounts::give_back(&self.counts.unauth, key);
+            }
+        }
+    }
+
+    /// Is the connection still unauthenticated?
+    pub(crate) fn is_unauthenticated(&self) -> bool {
+        self.unauth_held.load(Ordering::Acquire)
+    }
 }
 
 impl Drop for ConnPermit {
     fn drop(&mut self) {
         self.listener.fetch_sub(1, Ordering::AcqRel);
-        if let Some((counts, key)) = &self.peer {
-            let mut m = counts.per_peer.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(n) = m.get_mut(key) {
-                *n -= 1;
-                if *n == 0 {
-                    m.remove(key);
-                }
-            }
+        self.authenticated();
+        if let Some(key) = self.peer {
+            PeerCounts::give_back(&self.counts.per_peer, key);
         }
     }
 }
 
-/// Admit a connection on a listener with `open` connections.
+/// Who is connecting, as far as the listener knows at accept time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Caller {
+    /// Known by its credentials (a Unix peer): `None` is not counted per
+    /// peer (the owner, root).
+    Known(Option<PeerKey>),
+    /// Not yet authenticated (TCP, TLS): counted per address under both
+    /// caps until it authenticates.
+    Unknown(PeerKey),
+}
+
+/// Admit a connection on a listener with `open` connections: the one
+/// place every listener kind asks (`max-connections`, then
+/// `max-connections-per-peer`, then `max-unauthenticated-per-peer`).
 pub(crate) fn admit(
     open: &Arc<AtomicUsize>,
     counts: &Arc<PeerCounts>,
-    key: Option<PeerKey>,
+    caller: Caller,
     limits: &Limits,
 ) -> Result<ConnPermit, CapReached> {
     let n = open.fetch_add(1, Ordering::AcqRel);
     let mut permit = ConnPermit {
         listener: Arc::clone(open),
+        counts: Arc::clone(counts),
         peer: None,
+        unauth: None,
+        unauth_held: AtomicBool::new(false),
+        accepted: std::time::Instant::now(),
     };
     if n >= limits.max_connections {
         return Err(CapReached::Listener(limits.max_connections));
     }
+    let (key, unauth) = match caller {
+        Caller::Known(key) => (key, None),
+        Caller::Unknown(key) => (Some(key), Some(key)),
+    };
     if let Some(key) = key {
-        let mut m = counts.per_peer.lock().unwrap_or_else(|e| e.into_inner());
-        let c = m.entry(key).or_insert(0);
-        if *c >= limits.max_connections_per_peer {
+        if !PeerCounts::take(&counts.per_peer, key, limits.max_connections_per_peer) {
             return Err(CapReached::Peer(limits.max_connections_per_peer));
         }
-        *c += 1;
-        drop(m);
-        permit.peer = Some((Arc::clone(counts), key));
+        permit.peer = Some(key);
+    }
+    if let Some(key) = unauth {
+        let cap = limits.max_unauthenticated_per_peer;
+        if !PeerCounts::take(&counts.unauth, key, cap) {
+            return Err(CapReached::Unauthenticated(cap));
+        }
+        permit.unauth = Some(key);
+        permit.unauth_held.store(true, Ordering::Release);
     }
     Ok(permit)
 }
@@ -699,7 +837,48 @@ mod tests {
         assert_eq!(e.error().errnum, EAGAIN);
         drop(rx.recv().unwrap());
         assert!(l.request(req(), s()).is_ok());
-        assert!(l.request_anyway(req(), s()).is_ok());
+    }
+
+    #[tokio::test]
+    async fn session_lines_wait_for_room_instead_of_queueing() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let l = LoopTx::new(tx, 4, None);
+        let q = OutQueue::new(1000);
+        let line = |tag| rpc::Request {
+            conn: 1,
+            matchtag: tag,
+            topic: rpc::wire::SESSION_LINE_TOPIC.into(),
+            payload: Value::Null,
+            streaming: false,
+            role: rpc::Role::Agent("n1".into()),
+            userid: None,
+            who: None,
+        };
+        let s = || ReplySender::new(Arc::clone(&q), false).0;
+        l.session_line(line(2), s()).await.unwrap();
+        l.session_line(line(3), s()).await.unwrap();
+        // Half the queue is the sessions': the next line waits ...
+        let l2 = l.clone();
+        let q2 = Arc::clone(&q);
+        let waiting = tokio::spawn(async move {
+            l2.session_line(line(4), ReplySender::new(q2, false).0)
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "a third line waits for room");
+        // ... while clients still get the other half.
+        assert!(l.request_in_order(line(9), s()).is_ok());
+        // The loop takes two (one still leaves half the queue full): the
+        // line goes in.
+        drop(rx.recv().unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "still half full");
+        drop(rx.recv().unwrap());
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("woken when the loop took a request")
+            .unwrap()
+            .unwrap();
     }
 
     #[test]
@@ -711,21 +890,62 @@ mod tests {
             max_connections_per_peer: 2,
             ..Limits::default()
         };
-        let k = Some(PeerKey::Uid(1000));
+        let k = Caller::Known(Some(PeerKey::Uid(1000)));
         let a = admit(&open, &counts, k, &limits).unwrap();
         let _b = admit(&open, &counts, k, &limits).unwrap();
         assert_eq!(
             admit(&open, &counts, k, &limits).unwrap_err(),
             CapReached::Peer(2)
         );
-        let _c = admit(&open, &counts, None, &limits).unwrap();
+        let owner = Caller::Known(None);
+        let _c = admit(&open, &counts, owner, &limits).unwrap();
         assert_eq!(
-            admit(&open, &counts, None, &limits).unwrap_err(),
+            admit(&open, &counts, owner, &limits).unwrap_err(),
             CapReached::Listener(3)
         );
         drop(a);
         let _d = admit(&open, &counts, k, &limits).unwrap();
         assert_eq!(open.load(Ordering::Acquire), 3);
+    }
+
+    #[test]
+    fn unauthenticated_connections_have_their_own_smaller_cap() {
+        let open = Arc::new(AtomicUsize::new(0));
+        let counts = Arc::new(PeerCounts::default());
+        let limits = Limits {
+            max_connections_per_peer: 3,
+            max_unauthenticated_per_peer: 2,
+            ..Limits::default()
+        };
+        let ip = PeerKey::Ip(IpAddr::from([127, 0, 0, 1]));
+        let other = Caller::Unknown(PeerKey::Ip(IpAddr::from([127, 0, 0, 2])));
+        let a = admit(&open, &counts, Caller::Unknown(ip), &limits).unwrap();
+        let b = admit(&open, &counts, Caller::Unknown(ip), &limits).unwrap();
+        assert!(a.is_unauthenticated());
+        assert_eq!(
+            admit(&open, &counts, Caller::Unknown(ip), &limits).unwrap_err(),
+            CapReached::Unauthenticated(2)
+        );
+        assert!(
+            admit(&open, &counts, other, &limits).is_ok(),
+            "another address has its own count"
+        );
+        // Authenticated: no longer counted as such (twice is once).
+        a.authenticated();
+        a.authenticated();
+        assert!(!a.is_unauthenticated());
+        let c = admit(&open, &counts, Caller::Unknown(ip), &limits).unwrap();
+        // ... but still under the per-peer cap.
+        c.authenticated();
+        assert_eq!(
+            admit(&open, &counts, Caller::Unknown(ip), &limits).unwrap_err(),
+            CapReached::Peer(3)
+        );
+        drop((a, b, c));
+        let m = counts.unauth.lock().unwrap();
+        assert!(m.is_empty(), "{m:?}");
+        assert!(counts.per_peer.lock().unwrap().is_empty());
+        assert_eq!(open.load(Ordering::Acquire), 0);
     }
 
     #[test]

@@ -200,11 +200,17 @@ fn look(fd: BorrowedFd<'_>, uid: Option<u32>, ctx: &Ctx, when: &str) -> Look {
     };
     let one = match parse(&buf[..n]) {
         Parsed::OneShot(one) => one,
+        // A head that does not fit a peek is never one of ours: more
+        // bytes would not make it fit, so waiting for them would only
+        // leave it unanswered.
+        Parsed::Partial if n == buf.len() => return Look::Declined,
         Parsed::Partial => return Look::NotYet,
         Parsed::Other => return Look::Declined,
     };
     let (role, _) = ctx.unix_role(uid);
-    if one.body.len() > ctx.limits().request_bytes(&role) || wire::payload_of(one.body).is_err() {
+    if one.body.len() > ctx.limits().body_bytes(one.topic, &role)
+        || wire::payload_of(one.body).is_err()
+    {
         return Look::Declined;
     }
     let Some((topic, payload)) = snapshots.answer_for(one.topic, &role, false) else {

@@ -12,10 +12,6 @@
 use crate::http::Peer;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How long a client may take to complete the TLS handshake.
-pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A TLS listener's settings.
 #[derive(Clone)]
@@ -59,21 +55,28 @@ pub(crate) struct CertPeer {
 
 /// Complete the handshake of an accepted TCP connection and read the
 /// client's certificate.  Failures (a wrong CA, an expired certificate,
-/// a client that is not speaking TLS) are logged with the peer address.
+/// a client that is not speaking TLS, one that is not done by `deadline`:
+/// `auth-timeout` from its accept) are logged with the peer address.
 pub(crate) async fn accept(
     acceptor: &tls::TlsAcceptor,
     roles: &tls::RoleMap,
     tcp: tokio::net::TcpStream,
     addr: SocketAddr,
+    deadline: Option<tokio::time::Instant>,
 ) -> Option<(tls::server::TlsStream<tokio::net::TcpStream>, Peer)> {
-    let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+    let handshake = acceptor.accept(tcp);
+    let done = match deadline {
+        Some(d) => tokio::time::timeout_at(d, handshake).await,
+        None => Ok(handshake.await),
+    };
+    let stream = match done {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             tracing::warn!(peer = %addr, "TLS handshake failed: {e}");
             return None;
         }
         Err(_) => {
-            tracing::warn!(peer = %addr, "TLS handshake timed out");
+            tracing::debug!(peer = %addr, "TLS handshake not done in time (auth-timeout)");
             return None;
         }
     };
@@ -96,5 +99,12 @@ pub(crate) async fn accept(
                 role: None,
             },
         });
-    Some((stream, Peer::Tls(cert.map(Arc::new))))
+    let sni = stream.get_ref().1.server_name().map(Arc::from);
+    let local = stream.get_ref().0.local_addr().ok();
+    let peer = Peer::Tls {
+        cert: cert.map(Arc::new),
+        sni,
+        local,
+    };
+    Some((stream, peer))
 }

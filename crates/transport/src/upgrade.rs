@@ -1,23 +1,25 @@
-//! An agent session that leaves HTTP once its hello is accepted
-//! ([`wire::SESSION_UPGRADE`]).
+//! The agent session, the one codec for its lines: it leaves HTTP once
+//! its hello is accepted ([`wire::SESSION_UPGRADE`]).
 //!
-//! The chunked-POST session (see `http::session`) keeps hyper's
-//! per-connection state (read and write buffers, the dispatcher, the
-//! response body) for the life of the session: about 16 KB per agent, 16k
-//! agents on one service.  Here the hello comes as a complete request
-//! body; once the service accepted it, the reply is `101 Switching
-//! Protocols`, hyper lets go of the connection, and one small task reads
-//! NDJSON lines (a partial line is the only buffer kept, freed when
-//! empty) and writes the service's replies.  Every bound of the chunked
-//! session applies: the line size limit, the outbound byte limit (the
-//! service ends the stream with EOVERFLOW and the connection is closed),
-//! the request timeout (for the hello, and for a reply the agent does not
-//! take), and a refused hello is an HTTP error with `Connection: close`.
+//! Keeping the session in HTTP would keep hyper's per-connection state
+//! (read and write buffers, the dispatcher, the response body) for the
+//! life of the session: about 16 KB per agent, 16k agents on one
+//! service.  Here the hello comes as a complete request body; once the
+//! service accepted it, the reply is `101 Switching Protocols`, hyper
+//! lets go of the connection, and one small task reads NDJSON lines (a
+//! partial line is the only buffer kept, freed when empty) and writes the
+//! service's replies.  Bounds: the line size (the topic catalogue's body
+//! limit for the agent's session), the outbound byte limit (the service
+//! ends the stream with EOVERFLOW and the connection is closed), the
+//! request timeout (for the hello, and for a reply the agent does not
+//! take), and backpressure: while half of `max-queued-requests` wait for
+//! the service loop the session reads nothing more from its socket.  A
+//! refused hello is an HTTP error with `Connection: close`; a session
+//! request without the upgrade headers is refused (400).
 
 use crate::bind::shutdown_signalled;
 use crate::http::{
-    error_response, rpc_error_response, session_hello, session_line_too_long, too_large, too_slow,
-    ConnHold, DisconnectGuard, ReplyBody,
+    error_response, rpc_error_response, too_large, too_slow, ConnHold, DisconnectGuard, ReplyBody,
 };
 use crate::limits::{reply_cost, Limits, LoopTx, OutQueue, ReplySender};
 use crate::next_conn_id;
@@ -27,7 +29,7 @@ use hyper::body::Body;
 use hyper::header::{HeaderValue, CONNECTION, UPGRADE};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use rpc::errno::{ECONNRESET, EIO, ENODATA, EPROTO, ETIMEDOUT};
+use rpc::errno::{ECONNRESET, EIO, ENODATA, EOVERFLOW, EPROTO, ETIMEDOUT};
 use rpc::{wire, Reply, Role, RpcError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,7 +70,7 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + std::fmt::Display,
 {
     let on_upgrade = hyper::upgrade::on(&mut req);
-    let limit = limits.request_bytes(&role);
+    let limit = limits.body_bytes(wire::SESSION_TOPIC, &role);
     let timeout = limits.request_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
     let collected =
@@ -129,12 +131,13 @@ where
             return closing(rpc_error_response(&e));
         }
     };
+    let line_limit = limits.body_bytes(wire::SESSION_LINE_TOPIC, &role);
     let session = RawSession {
         conn,
         role,
         userid,
         tx: tx.clone(),
-        limit,
+        limit: line_limit,
         write_timeout: timeout,
         rx,
         queue,
@@ -229,7 +232,9 @@ impl RawSession {
                 n = io.read(&mut chunk), if reading => {
                     let reason = match n {
                         Ok(0) => Some(RpcError::new(ENODATA, "the agent ended its session")),
-                        Ok(n) => self.lines(&mut partial, &chunk[..n], &mut matchtag, &discard),
+                        Ok(n) => {
+                            self.lines(&mut partial, &chunk[..n], &mut matchtag, &discard).await
+                        }
                         Err(e) => {
                             tracing::debug!(conn = self.conn, "agent session read error: {e}");
                             Some(RpcError::new(ECONNRESET, "the agent went away"))
@@ -272,8 +277,10 @@ impl RawSession {
     }
 
     /// Turn the complete lines of `partial` + `data` into session-line
-    /// requests; `Some(error)` ends the session.
-    fn lines(
+    /// requests; `Some(error)` ends the session.  Waits while the service
+    /// loop is behind ([`LoopTx::session_line`]): nothing more is read
+    /// from the agent meanwhile.
+    async fn lines(
         &self,
         partial: &mut Vec<u8>,
         mut data: &[u8],
@@ -290,7 +297,7 @@ impl RawSession {
             if line.len() > self.limit {
                 return Some(session_line_too_long(self.limit));
             }
-            if let Some(e) = self.line(line, matchtag, discard) {
+            if let Some(e) = self.line(line, matchtag, discard).await {
                 return Some(e);
             }
             *partial = Vec::new();
@@ -303,7 +310,12 @@ impl RawSession {
         None
     }
 
-    fn line(&self, line: &[u8], matchtag: &mut u32, discard: &ReplySender) -> Option<RpcError> {
+    async fn line(
+        &self,
+        line: &[u8],
+        matchtag: &mut u32,
+        discard: &ReplySender,
+    ) -> Option<RpcError> {
         if self.end.is_ended() {
             // The session's stream is over: nothing more goes to the service.
             return None;
@@ -326,11 +338,36 @@ impl RawSession {
             who: None,
         };
         *matchtag = matchtag.checked_add(1).unwrap_or(2);
-        // An admitted session's lines are never refused at the loop
-        // queue's bound: a lost heartbeat would mark the node.
-        if self.tx.request_anyway(req, discard.clone()).is_err() {
+        if self.tx.session_line(req, discard.clone()).await.is_err() {
             return Some(RpcError::new(EIO, "the service is not running"));
         }
         None
     }
+}
+
+/// The streaming request an agent session's hello becomes (matchtag 1;
+/// the session's later lines are numbered from 2),
+pub(crate) fn session_hello(
+    conn: rpc::ConnId,
+    payload: serde_json::Value,
+    role: &Role,
+    userid: Option<u32>,
+) -> rpc::Request {
+    rpc::Request {
+        conn,
+        matchtag: 1,
+        topic: wire::SESSION_TOPIC.to_string(),
+        payload,
+        streaming: true,
+        role: role.clone(),
+        userid,
+        who: None,
+    }
+}
+
+pub(crate) fn session_line_too_long(limit: usize) -> RpcError {
+    RpcError::new(
+        EOVERFLOW,
+        format!("session line exceeds the limit of {limit} bytes"),
+    )
 }

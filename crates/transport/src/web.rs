@@ -1,18 +1,23 @@
 //! Plain `GET` routes outside the RPC namespace (`/metrics`, `/healthz`,
-//! `/readyz`, ...), answered by a handler the daemon installs with
-//! [`crate::Listeners::with_web`].
+//! `/readyz`, the web view), answered by a handler the daemon installs
+//! with [`crate::Listeners::with_web`].  Paths under
+//! [`rpc::wire::PATH_PREFIX`] never reach the handler.
 //!
-//! These routes are read-only and need no credentials, on TCP listeners
-//! too: bind TCP to loopback (or firewall it) if the metrics must stay
-//! private.  Paths under [`rpc::wire::PATH_PREFIX`] never reach the handler.
-//!
-//! The caller's role is decided by the listener exactly as for an RPC,
-//! except that missing credentials make a guest instead of a refusal: on a
-//! Unix socket the peer's uid (the owner's uid or root: owner, anyone
-//! else: guest); on TCP the bearer token (`Authorization: Bearer TOKEN`
-//! right: owner; no `Authorization` header: guest; a wrong one: 401).
-//! The handler sees that role, and an RPC route never runs with more than
-//! it: [`WebRoute::Rpc`]'s role is capped at the caller's by the listener.
+//! The [`PROBES`] are read-only and need no credentials, on TCP and TLS
+//! listeners too: bind TCP to loopback (or firewall it) if the metrics
+//! must stay private.  Every other route is a browser's: its `Host` must
+//! name the listener (the address the client reached, `localhost` on
+//! loopback, this machine's name, on TLS the handshake's server name;
+//! else `421`, a defence against DNS rebinding), and its caller's role is
+//! decided exactly as for an RPC, except that missing credentials make a
+//! guest on a Unix socket (any uid but the owner's and root) and on
+//! loopback TCP (no `Authorization` header; a wrong one: 401), and on TLS
+//! only with `[serve] public-read = true` (else 401, as over RPC).  The
+//! handler sees that role, and an RPC route never runs with more than it:
+//! [`WebRoute::Rpc`]'s role is capped at the caller's by the listener.
+
+/// The routes for monitoring tools, open to anyone (no `Host` check).
+pub const PROBES: &[&str] = &["/metrics", "/healthz", "/readyz"];
 
 use bytes::Bytes;
 

@@ -496,15 +496,16 @@ async fn listener_connection_cap() {
 async fn refused_agent_session_is_closed() {
     let server = Server::start(Limits::default()).await;
     let mut s = UnixStream::connect(server.http()).await.unwrap();
+    let hello = "{\"hello\":1}\n";
     let head = format!(
-        "POST {} HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n",
-        wire::path_for(wire::SESSION_TOPIC)
+        "POST {} HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\nupgrade: {}\r\n\
+         content-length: {}\r\n\r\n{hello}",
+        wire::path_for(wire::SESSION_TOPIC),
+        wire::SESSION_UPGRADE,
+        hello.len()
     );
     s.write_all(head.as_bytes()).await.unwrap();
-    let chunk = |line: &str| format!("{:x}\r\n{line}\n\r\n", line.len() + 1);
-    s.write_all(chunk(r#"{"hello":1}"#).as_bytes())
-        .await
-        .unwrap();
+    let chunk = |line: &str| format!("{line}\n");
     let mut buf = vec![0u8; 4096];
     let mut got = String::new();
     while !got.contains("hello refused") {

@@ -22,6 +22,7 @@ use model::hwloc::HwlocOptions;
 use model::Graph;
 
 mod follow;
+mod follower;
 mod session;
 
 pub use session::{Format, Outcome, Session};

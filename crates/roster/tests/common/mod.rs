@@ -317,3 +317,38 @@ pub fn event_names(v: &serde_json::Value) -> Vec<String> {
         })
         .collect()
 }
+
+/// A free TCP port on loopback (free when asked).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// `roster serve ca ...`, which must succeed; its stdout.
+pub fn ca(args: &[&str]) -> String {
+    let o = roster()
+        .args(["serve", "ca"])
+        .args(args)
+        .output()
+        .expect("run roster serve ca");
+    assert!(
+        o.status.success(),
+        "roster serve ca {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Resident set size of process `pid`, bytes.
+pub fn rss_bytes(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Open descriptors of process `pid`.
+pub fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}

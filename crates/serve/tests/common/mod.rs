@@ -49,6 +49,7 @@ pub fn eight_node_shell(dir: &Path) -> Shell {
         role_tokens: Vec::new(),
         tls: None,
         backend: config::Backend::Local,
+        public_read: false,
     };
     serve::prepare(&plan).expect("start").0
 }

@@ -104,7 +104,7 @@ fn spawn_stdin(tx: Sender<Ev>) {
     });
 }
 
-fn response_type(a: &client::Applied) -> &'static str {
+fn response_type(a: &super::follower::Applied) -> &'static str {
     use client::AcquireResponse as R;
     match a.response {
         R::Initial { .. } => "initial",

@@ -247,7 +247,7 @@ pub struct Session {
     rank: i64,
     /// `--follow`: the acquire state (its graph is `g`, swapped in while a
     /// follower method runs).
-    follower: Option<client::Follower>,
+    follower: Option<super::follower::Follower>,
 }
 
 /// Text output of one command, and its JSON form.
@@ -318,11 +318,14 @@ impl Session {
 
     /// Follow an acquire: the graph is built by its first response.
     pub fn follow(&mut self, group: Option<&str>) {
-        self.follower = Some(client::Follower::new(group));
+        self.follower = Some(super::follower::Follower::new(group));
     }
 
     /// Run `f` on the follower holding the session's graph.
-    fn with_follower<R>(&mut self, f: impl FnOnce(&mut client::Follower) -> R) -> Option<R> {
+    fn with_follower<R>(
+        &mut self,
+        f: impl FnOnce(&mut super::follower::Follower) -> R,
+    ) -> Option<R> {
         let fl = self.follower.as_mut()?;
         std::mem::swap(&mut self.g, fl.graph_mut());
         let out = f(fl);
@@ -330,8 +333,8 @@ impl Session {
         Some(out)
     }
 
-    /// Apply one `resource.acquire` response (see [`client::Follower`]).
-    pub fn apply_acquire(&mut self, payload: &Value) -> Result<client::Applied, String> {
+    /// Apply one `resource.acquire` response (see [`super::follower::Follower`]).
+    pub fn apply_acquire(&mut self, payload: &Value) -> Result<super::follower::Applied, String> {
         let res = self
             .with_follower(|f| f.apply(payload))
             .ok_or_else(|| "not following an acquire".to_string())?;

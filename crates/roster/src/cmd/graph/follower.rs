@@ -33,8 +33,8 @@
 //! The type is sans-IO: the caller reads responses and sends releases (see
 //! `roster graph --follow`).
 
-use crate::acquire::{Acquisition, Response};
-use crate::ClientError;
+use client::acquire::{Acquisition, Response};
+use client::ClientError;
 use idset::IdSet;
 use model::{Graph, JobId, ModelError, State, VertexId};
 use serde_json::Value;
@@ -87,10 +87,6 @@ pub struct Follower {
     resuming: bool,
 }
 
-fn rank_u32(r: i64) -> Option<u32> {
-    u32::try_from(r).ok()
-}
-
 impl Follower {
     /// A follower for an acquire of `group` (`None`: the v1 protocol).
     pub fn new(group: Option<&str>) -> Follower {
@@ -107,6 +103,7 @@ impl Follower {
     }
 
     /// The graph (empty until the first response).
+    #[cfg(test)]
     pub fn graph(&self) -> &Graph {
         &self.graph
     }
@@ -133,6 +130,7 @@ impl Follower {
     }
 
     /// Shrunk targets still held by jobs.
+    #[cfg(test)]
     pub fn shrinking(&self) -> &IdSet {
         &self.shrinking
     }
@@ -298,6 +296,7 @@ impl Follower {
     /// Free every record of `job` (RFC 4 Free on the whole job); shrunk
     /// targets left without jobs are unlinked and become releasable.
     /// Returns the targets unlinked.
+    #[cfg(test)]
     pub fn free_job(&mut self, job: JobId) -> Result<IdSet, ModelError> {
         self.graph.free_job(job)?;
         Ok(self.settle())
@@ -333,14 +332,8 @@ impl Follower {
         }
         out.removed
     }
-
-    /// The targets of the graph and their pools.
-    pub fn targets(&self) -> impl Iterator<Item = (u32, VertexId)> + '_ {
-        self.targets
-            .iter()
-            .filter_map(|(&r, &v)| rank_u32(r).map(|r| (r, v)))
-    }
 }
 
 #[cfg(test)]
+#[path = "follower_tests.rs"]
 mod tests;
