@@ -403,3 +403,46 @@ fn r16k_first_paint_and_screenshot() {
     std::fs::write(out, png).unwrap();
     assert!(fp.as_f64().unwrap() < 1000.0, "first paint {fp} ms");
 }
+
+/// Issue 28 item 3: `drain -f` keeps the drain time (overwrite 1) and
+/// `drain -ff` moves it (overwrite 2), live and after a reload, as the
+/// service's status says.
+#[test]
+fn forced_drains_keep_or_move_the_drain_time_as_the_service_does() {
+    if !have("chromium") || !have("chromedriver") {
+        return;
+    }
+    let s = Scratch::new("webview-force");
+    let (d, addr) = daemon_with_tcp(&s, &fake_config(8, ""));
+    let b = Browser::start(1000, 800);
+    let url = format!("http://{addr}/#token=s3cret");
+    let ready = "return !!(window.roster && window.roster.n === 8 && document.getElementById('status').textContent === 'live')";
+    b.goto(&url);
+    b.wait_for(ready, &json!(true), Duration::from_secs(20))
+        .expect("page loaded and following the journal");
+    let service_time = || {
+        let st = d.rpc("resource.status", json!({})).unwrap();
+        st["drain"]["3"]["timestamp"].as_f64().unwrap() as i64
+    };
+    let page = "return window.roster.drained[3] ? [Math.round(window.roster.dtime[3]), window.roster.reason[3]] : null";
+    d.ok(&["drain", "3", "first"]);
+    let first = service_time();
+    b.wait_for(page, &json!([first, "first"]), Duration::from_secs(3))
+        .unwrap_or_else(|v| panic!("first drain: {v}"));
+    std::thread::sleep(Duration::from_millis(1500));
+    d.ok(&["drain", "-f", "3", "second"]);
+    assert_eq!(service_time(), first, "drain -f keeps the time");
+    b.wait_for(page, &json!([first, "second"]), Duration::from_secs(3))
+        .unwrap_or_else(|v| panic!("after drain -f the page must keep {first}: {v}"));
+    b.goto(&url);
+    b.wait_for(ready, &json!(true), Duration::from_secs(20))
+        .expect("page reloaded");
+    b.wait_for(page, &json!([first, "second"]), Duration::from_secs(3))
+        .unwrap_or_else(|v| panic!("after a reload the page must keep {first}: {v}"));
+    std::thread::sleep(Duration::from_millis(1500));
+    d.ok(&["drain", "-ff", "3", "third"]);
+    let third = service_time();
+    assert!(third > first, "drain -ff moves the time");
+    b.wait_for(page, &json!([third, "third"]), Duration::from_secs(3))
+        .unwrap_or_else(|v| panic!("after drain -ff the page must show {third}: {v}"));
+}
