@@ -143,3 +143,31 @@ fn drain_undrain_show_history_and_status_at() {
     assert_eq!(code, 1);
     assert!(err.contains("invalid time 'soon'"), "{err}");
 }
+
+/// A bearer token's client is recorded by the token's role.
+#[test]
+fn a_token_client_is_recorded_by_its_role() {
+    let s = Scratch::new("node-views-token");
+    let token = s.write("token", "s3cret\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let tcp = format!("tcp://127.0.0.1:{port}");
+    let d = start(
+        &s,
+        CONFIG,
+        &["--listen", &tcp, "--token-file", token.to_str().unwrap()],
+    );
+    let o = roster()
+        .args(["resource", "--uri", &tcp, "--token-file"])
+        .arg(&token)
+        .args(["drain", "node2", "psu"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let show: Value = serde_json::from_str(&d.ok(&["show", "--json", "node2"])).unwrap();
+    assert_eq!(show[0]["drain"]["requester"], "token:owner", "{show}");
+}
