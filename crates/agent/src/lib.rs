@@ -63,22 +63,9 @@ impl AgentError {
     }
 }
 
-fn io_text(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
-}
+use rpc::errno::io_text;
 
-/// This machine's hostname (`/proc/sys/kernel/hostname`), as flux reports it.
-pub fn local_hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".to_string())
-}
+pub use topo::local_hostname;
 
 /// The single-node R an agent reports (rank 0; the service re-ranks it).
 pub fn local_r(hostname: &str, cores: &IdSet, gpus: &IdSet) -> Result<Value, AgentError> {

@@ -364,7 +364,7 @@ impl RelayState {
 
     /// A child's hello.
     fn hello(&mut self, req: Request, stream: ReplySender, now: Instant) {
-        if !matches!(req.role, Role::Owner | Role::Agent(_)) {
+        if !matches!(req.role, Role::Owner | Role::Agent(_) | Role::Relay(_)) {
             return Self::refuse(&stream, RpcError::new(EPERM, "a relay accepts agents only"));
         }
         let Some(w) = &self.welcome else {
@@ -389,8 +389,8 @@ impl RelayState {
         }
         // As at the service: an agent certificate speaks for its own host
         // (a relay's, for the subtree below that host).
-        if let Role::Agent(own) = &req.role {
-            if **own != *host {
+        if let Some(own) = req.role.agent_host() {
+            if *own != *host {
                 return Self::refuse(
                     &stream,
                     RpcError::new(
@@ -403,6 +403,11 @@ impl RelayState {
             }
         }
         let relay = hello.relay;
+        if relay {
+            if let Err(e) = rpc::relay::may_relay(&req.role) {
+                return Self::refuse(&stream, e);
+            }
+        }
         let res = match res_of_r(hello.r.as_ref()) {
             Ok(r) => r,
             Err(e) => return Self::refuse(&stream, e),

@@ -222,14 +222,7 @@ impl From<RpcError> for ClientError {
     }
 }
 
-/// An I/O error's text without Rust's " (os error N)" suffix.
-pub(crate) fn io_text(e: &io::Error) -> String {
-    let s = e.to_string();
-    match (e.raw_os_error(), s.rfind(" (os error ")) {
-        (Some(_), Some(i)) if s.ends_with(')') => s[..i].to_string(),
-        _ => s,
-    }
-}
+pub(crate) use rpc::errno::io_text;
 
 /// A client of one Roster service.  Cheap to clone; holds no connection.
 #[derive(Clone)]

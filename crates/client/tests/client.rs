@@ -329,7 +329,7 @@ fn blocking_client_and_typed_helpers() {
     assert_eq!(s.topic, "resource.drain");
     assert_eq!(
         s.payload.to_string(),
-        r#"{"targets":"0-1","reason":"broken fan","mode":"update"}"#
+        r#"{"targets":"0-1","mode":"update","reason":"broken fan"}"#
     );
     c.undrain("fake0", None, None).unwrap();
     let s = svc.seen();

@@ -134,13 +134,13 @@ pub enum ErrorKind {
     #[error("error parsing [resource.config] array: {0}")]
     ConfigArray(String),
     /// `resource.path` could not be loaded as JSON (flux-core's text).
-    #[error("{path}: {text} on line {line}")]
+    #[error("{path}: {text}{}", on_line(*line))]
     PathLoad {
         /// The path as configured.
         path: String,
         /// jansson's text.
         text: String,
-        /// jansson's line (-1 if none).
+        /// jansson's line (-1 if none: then not shown).
         line: i32,
     },
     /// The JSON at `resource.path` is not a valid R (flux-core's text).
@@ -154,11 +154,11 @@ pub enum ErrorKind {
     #[error("failed to set scheduling key in R")]
     SchedulingSet,
     /// The `scheduling` file could not be loaded as JSON (flux-core's text).
-    #[error("error loading resource.scheduling: {text} on line {line}")]
+    #[error("error loading resource.scheduling: {text}{}", on_line(*line))]
     SchedulingLoad {
         /// jansson's text.
         text: String,
-        /// jansson's line (-1 if none).
+        /// jansson's line (-1 if none: then not shown).
         line: i32,
     },
 }
@@ -243,5 +243,16 @@ impl ConfigError {
             ErrorKind::Verify(m) => m.clone(),
             k => k.to_string(),
         }
+    }
+}
+
+/// jansson's ` on line N` after a JSON error, when there is a line (a
+/// file that cannot be opened has none: jansson says -1, which helps
+/// nobody).
+fn on_line(line: i32) -> String {
+    if line < 0 {
+        String::new()
+    } else {
+        format!(" on line {line}")
     }
 }

@@ -57,12 +57,14 @@
 //! | `tls-cert` | string | the service's certificate chain (PEM), for `tls://` listeners |
 //! | `tls-key` | string | its private key (PEM) |
 //! | `tls-client-ca` | string | CA certificate (PEM) that signs client certificates; without it TLS clients need a token |
+//! | `tls-crl` | string | revocation list(s) (PEM CRLs, `roster serve ca revoke` writes one) checked at every TLS handshake; re-read on SIGHUP; needs `tls-client-ca` |
+//! | `reload-dir` | string | the directory `resource.reload` may read files from (default: the directory of `[resource] path`) |
 //!
 //! # `[serve.auth]` keys (roles of TLS clients)
 //!
 //! | key | type | notes |
 //! |---|---|---|
-//! | `agent`, `owner`, `admin`, `scheduler`, `user` | string or array of strings | certificate names (first DNS SAN, else CN) given that role: `*`, `*.DOMAIN` or a hostlist; consulted in that order |
+//! | `agent`, `relay`, `owner`, `admin`, `scheduler`, `user` | string or array of strings | certificate names (first DNS SAN, else CN) given that role: `*`, `*.DOMAIN` or a hostlist; consulted in that order (`relay`: an agent that may also open a relay session) |
 //! | `roles-from-ou` | boolean | default true: otherwise the certificate subject's OU names the role |
 //! | `user-token-file`, `scheduler-token-file`, `admin-token-file` | string | bearer token files giving that role |
 //! | `monitor-force-up` | boolean | consider every rank up (flux's `monitor-force-up` module argument) |
@@ -278,6 +280,10 @@ pub struct ServeConfig {
     pub tls_key: Option<PathBuf>,
     /// `tls-client-ca`.
     pub tls_client_ca: Option<PathBuf>,
+    /// `tls-crl`.
+    pub tls_crl: Option<PathBuf>,
+    /// `reload-dir`.
+    pub reload_dir: Option<PathBuf>,
     /// `[serve.auth]`.
     pub auth: AuthConfig,
     /// `backend` and the `etcd-*` keys: where the state lives.
@@ -659,6 +665,8 @@ const SERVE_KEYS: &[&str] = &[
     "tls-cert",
     "tls-key",
     "tls-client-ca",
+    "tls-crl",
+    "reload-dir",
     "auth",
     "max-connections",
     "max-connections-per-peer",
@@ -719,7 +727,7 @@ pub fn known_keys(table: &str) -> Vec<&'static str> {
     }
 }
 
-const AUTH_ROLE_KEYS: &[&str] = &["agent", "owner", "admin", "scheduler", "user"];
+const AUTH_ROLE_KEYS: &[&str] = &["agent", "relay", "owner", "admin", "scheduler", "user"];
 const AUTH_TOKEN_KEYS: &[&str] = &[
     "user-token-file",
     "scheduler-token-file",
@@ -803,6 +811,8 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
     s.tls_cert = t.string("tls-cert")?.map(PathBuf::from);
     s.tls_key = t.string("tls-key")?.map(PathBuf::from);
     s.tls_client_ca = t.string("tls-client-ca")?.map(PathBuf::from);
+    s.tls_crl = t.string("tls-crl")?.map(PathBuf::from);
+    s.reload_dir = t.string("reload-dir")?.map(PathBuf::from);
     match t.table.get("auth") {
         None => {}
         Some(toml::Value::Table(auth)) => {
@@ -1051,7 +1061,8 @@ impl ResourceConfig {
     /// (prefixed, in `Display`, with the file that set the key):
     ///
     /// * `error parsing [resource.config] array: config[1]: invalid hostlist 'foo['`
-    /// * `/noexist: unable to open /noexist: No such file or directory on line -1`
+    /// * `/noexist: unable to open /noexist: No such file or directory` (flux-core
+    ///   adds jansson's ` on line -1`; Roster names the line only when there is one)
     /// * `error parsing R: invalid version=42`
     /// * `resource.scheduling requires resource.path or [resource.config]`
     /// * `error loading resource.scheduling: <jansson text> on line <n>`

@@ -31,14 +31,7 @@ impl Source {
     }
 }
 
-/// strerror-style text of an I/O error (without Rust's "(os error N)").
-pub(crate) fn io_text(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => s.get(..i).unwrap_or(&s).to_string(),
-        None => s,
-    }
-}
+pub(crate) use rpc::errno::io_text;
 
 pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()

@@ -476,10 +476,13 @@ listen = ["tls://0.0.0.0:8050"]
 tls-cert = "/etc/roster/head.pem"
 tls-key = "/etc/roster/head.key"
 tls-client-ca = "/etc/roster/ca.pem"
+tls-crl = "/etc/roster/ca.crl"
+reload-dir = "/etc/roster/r"
 
 [serve.auth]
 admin = ["alice", "*.ops.example"]
 agent = "node[0-127]"
+relay = "node[0-3]"
 roles-from-ou = false
 user-token-file = "/etc/roster/user.token"
 "#,
@@ -496,6 +499,8 @@ user-token-file = "/etc/roster/user.token"
     assert_eq!(s.tls_cert, Some(PathBuf::from("/etc/roster/head.pem")));
     assert_eq!(s.tls_key, Some(PathBuf::from("/etc/roster/head.key")));
     assert_eq!(s.tls_client_ca, Some(PathBuf::from("/etc/roster/ca.pem")));
+    assert_eq!(s.tls_crl, Some(PathBuf::from("/etc/roster/ca.crl")));
+    assert_eq!(s.reload_dir, Some(PathBuf::from("/etc/roster/r")));
     let pairs: Vec<(&str, &str)> = s
         .auth
         .patterns
@@ -507,7 +512,8 @@ user-token-file = "/etc/roster/user.token"
         vec![
             ("admin", "alice"),
             ("admin", "*.ops.example"),
-            ("agent", "node[0-127]")
+            ("agent", "node[0-127]"),
+            ("relay", "node[0-3]")
         ]
     );
     assert!(!s.auth.roles_from_ou);
@@ -808,7 +814,7 @@ fn inventory_from_path_and_scheduling() {
 
     assert_eq!(
         inventory_err("[resource]\npath = \"/noexist\"\n"),
-        "test.toml: /noexist: unable to open /noexist: No such file or directory on line -1"
+        "test.toml: /noexist: unable to open /noexist: No such file or directory"
     );
     let v42 = data("R-version42.json");
     assert_eq!(
@@ -834,7 +840,7 @@ fn inventory_from_path_and_scheduling() {
     ));
     assert_eq!(
         e,
-        "test.toml: error loading resource.scheduling: unable to open /noexist: No such file or directory on line -1"
+        "test.toml: error loading resource.scheduling: unable to open /noexist: No such file or directory"
     );
     // Malformed R JSON.
     let e = inventory_err(&format!("[resource]\npath = \"{bad}\"\n"));
@@ -1033,5 +1039,36 @@ fn serve_relay_fanout() {
             .unwrap_err()
             .to_string();
         assert!(e.contains(want), "{e}");
+    }
+}
+
+/// docs/configuration.md has a row for every key the parser accepts, in
+/// the section of its table, and no row for a key it does not accept.
+#[test]
+fn every_key_is_documented() {
+    const DOC: &str = include_str!("../../../docs/configuration.md");
+    // `## `[resource]`` ... up to the next `## `
+    let section = |table: &str| -> Vec<String> {
+        let head = format!("## `[{table}]`\n");
+        let start = DOC
+            .find(&head)
+            .unwrap_or_else(|| panic!("no section {head:?} in docs/configuration.md"));
+        let body = &DOC[start + head.len()..];
+        let body = &body[..body.find("\n## ").unwrap_or(body.len())];
+        body.lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split_once("` |").map(|(k, _)| k.to_string()))
+            .collect()
+    };
+    for table in ["resource", "serve", "serve.auth"] {
+        let rows = section(table);
+        let mut known = crate::known_keys(table);
+        known.sort_unstable();
+        let mut documented: Vec<&str> = rows.iter().map(String::as_str).collect();
+        documented.sort_unstable();
+        assert_eq!(
+            documented, known,
+            "[{table}]: docs/configuration.md rows vs the keys the parser accepts"
+        );
     }
 }

@@ -25,7 +25,7 @@
 use crate::monitor::Changes;
 use idset::IdSet;
 use rpc::{ConnId, ReplyTo};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// One relay session.
 #[derive(Debug, Clone)]
@@ -90,6 +90,9 @@ pub struct Relays {
     claimed: IdSet,
     changes: Changes,
     next_check: f64,
+    /// Ranks sessions lost since the last [`Relays::take_via`], by the
+    /// relay's own rank (they are no longer in any session's `owned`).
+    departed: Vec<(u32, IdSet)>,
 }
 
 /// Record `ids` going up (`up`) or down in a pair of netted sets: the
@@ -244,6 +247,9 @@ impl Relays {
         let mut lost = ranks.intersection(&s.owned);
         lost.remove(s.rank);
         Self::drop_ranks(s, &mut self.claimed, &mut self.changes, &lost);
+        if !lost.is_empty() {
+            self.departed.push((s.rank, lost.clone()));
+        }
         lost
     }
 
@@ -271,6 +277,7 @@ impl Relays {
         let mut s = self.sessions.remove(&conn)?;
         let all = s.owned.clone();
         Self::drop_ranks(&mut s, &mut self.claimed, &mut self.changes, &all);
+        self.departed.push((s.rank, all.clone()));
         s.owned = all;
         Some(s)
     }
@@ -304,6 +311,7 @@ impl Relays {
                 }
                 if !expired.is_empty() {
                     Self::drop_ranks(s, &mut self.claimed, &mut self.changes, &expired);
+                    self.departed.push((s.rank, expired.clone()));
                     out.push(Expired {
                         stream: s.stream,
                         rank: s.rank,
@@ -354,6 +362,28 @@ impl Relays {
     pub fn take_changes(&mut self) -> Changes {
         std::mem::take(&mut self.changes)
     }
+
+    /// Which relay spoke for which ranks of `changed` (ranks that changed
+    /// state since the last call), by the relay's own rank: the relays
+    /// holding them now, and those that lost them since the last call (a
+    /// rank that moved counts for both).  A relay's own rank is its own
+    /// doing, not counted.
+    pub fn take_via(&mut self, changed: &IdSet) -> BTreeMap<u32, IdSet> {
+        let departed = std::mem::take(&mut self.departed);
+        let mut via: BTreeMap<u32, IdSet> = BTreeMap::new();
+        if changed.is_empty() {
+            return via;
+        }
+        let held = self.sessions.values().map(|s| (s.rank, &s.owned));
+        for (rank, ids) in held.chain(departed.iter().map(|(r, ids)| (*r, ids))) {
+            let mut mine = ids.intersection(changed);
+            mine.remove(rank);
+            if !mine.is_empty() {
+                via.entry(rank).or_default().add(&mine);
+            }
+        }
+        via
+    }
 }
 
 #[cfg(test)]
@@ -366,6 +396,32 @@ mod tests {
 
     fn to(conn: ConnId) -> ReplyTo {
         ReplyTo { conn, matchtag: 1 }
+    }
+
+    #[test]
+    fn via_names_the_relay_of_each_changed_rank() {
+        let mut r = Relays::new(2.0, 5.0);
+        r.hello(100.0, 1, to(7), ids("3-4"));
+        r.hello(100.0, 2, to(8), ids("5-6"));
+        r.join(100.0, 7, &ids("3-4"));
+        r.join(100.0, 8, &ids("5"));
+        let c = r.take_changes();
+        let changed = c.up.union(&c.down);
+        let via = r.take_via(&changed);
+        // own ranks (1, 2) are not a relay's doing for a child
+        assert_eq!(via.len(), 2);
+        assert_eq!(via[&1].encode(), "3-4");
+        assert_eq!(via[&2].encode(), "5");
+        // a child gone and a whole relay gone still name their relay
+        r.gone(7, &ids("4"));
+        r.disconnect(8);
+        let c = r.take_changes();
+        let via = r.take_via(&c.down);
+        assert_eq!(via[&1].encode(), "4");
+        assert_eq!(via[&2].encode(), "5");
+        // nothing changed: nothing named, and the departed are forgotten
+        assert!(r.take_via(&IdSet::new()).is_empty());
+        assert!(!r.take_via(&ids("0-10")).contains_key(&2));
     }
 
     #[test]

@@ -349,6 +349,50 @@ fn shutdown_cancels_acquires() {
     assert_eq!(err(&replies_to(&out, g)[0]), want);
 }
 
+/// Stream controls act on the caller's own streams: another scheduler's
+/// mute and cancel (same matchtag, its own connection) leave the first
+/// scheduler's acquire flowing; its own mute silences it.
+#[test]
+fn a_schedulers_mute_and_cancel_touch_only_its_own_streams() {
+    let mut h = start();
+    let (c1, c2) = (h.conn(), h.conn());
+    let (a, out) = h.send(c1, 7, "resource.acquire", json!({}), Role::Scheduler);
+    assert_eq!(payloads(&out, a).len(), 1);
+    let (m, out) = h.send(c2, 1, "resource.acquire-mute", json!({}), Role::Scheduler);
+    assert_eq!(replies_to(&out, m), vec![Ok(Value::Null)]);
+    let (_, out) = h.send(c2, 7, "resource.acquire", json!({}), Role::Scheduler);
+    assert_eq!(
+        err(&replies_to(
+            &out,
+            ReplyTo {
+                conn: c2,
+                matchtag: 7
+            }
+        )[0])
+        .0,
+        EBUSY
+    );
+    let (_, out) = h.send(
+        c2,
+        2,
+        "resource.acquire-cancel",
+        json!({"matchtag": 7}),
+        Role::Scheduler,
+    );
+    assert!(replies_to(&out, a).is_empty());
+    let (_, out) = h.rpc("resource.drain", json!({"targets": "1"}));
+    assert_eq!(payloads(&out, a), [json!({"down": "1"})]);
+    // its own mute silences it (and nothing else is refused)
+    let (m, out) = h.send(c1, 8, "resource.acquire-mute", json!({}), Role::Scheduler);
+    assert_eq!(replies_to(&out, m), vec![Ok(Value::Null)]);
+    let (_, out) = h.rpc("resource.drain", json!({"targets": "2"}));
+    assert!(replies_to(&out, a).is_empty());
+    // a new connection's acquire after c1 is gone is not muted
+    h.input(Input::Disconnect(c1));
+    let (b, out) = h.send(c1 + 100, 1, "resource.acquire", json!({}), Role::Scheduler);
+    assert_eq!(payloads(&out, b).len(), 1);
+}
+
 #[test]
 fn mute_silences_everything() {
     let mut h = start();

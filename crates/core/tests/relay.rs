@@ -72,6 +72,10 @@ impl H {
     }
 
     fn hello(&mut self, payload: Value) -> (u64, Result<Value, RpcError>) {
+        self.hello_as(Role::Owner, payload)
+    }
+
+    fn hello_as(&mut self, role: Role, payload: Value) -> (u64, Result<Value, RpcError>) {
         let conn = self.next_conn;
         self.next_conn += 1;
         let out = self.input(Input::Request(Request {
@@ -80,7 +84,7 @@ impl H {
             topic: "resource.agent".into(),
             payload,
             streaming: true,
-            role: Role::Owner,
+            role,
             userid: None,
             who: None,
         }));
@@ -175,6 +179,58 @@ fn one_relay_brings_131072_nodes_online_in_one_event() {
     assert_eq!(h.svc.agents(), 0);
 }
 
+/// Only a relay credential opens a relay session: an agent's certificate
+/// gets EPERM naming the role and causes no event; a relay's events for
+/// its children name it (`relays` context).
+#[test]
+fn only_a_relay_credential_may_relay_and_its_events_name_it() {
+    // kary:2 over 7 ranks: 0 -> 1,2; 1 -> 3,4; 2 -> 5,6.
+    let mut h = start(7, 2, 30.0, 60.0);
+    let hello = json!({"hostname": "sim1", "relay": true});
+    let (_, r) = h.hello_as(Role::Agent("sim1".into()), hello.clone());
+    let e = r.unwrap_err();
+    assert_eq!(e.errnum, rpc::errno::EPERM);
+    assert!(
+        e.message()
+            .starts_with("agent hello: a relay session requires the relay role: the certificate of sim1 has the agent role"),
+        "{e:?}"
+    );
+    h.advance(0.0);
+    assert_eq!(h.online(), "");
+    assert!(events(&h.svc, "online").is_empty());
+    // a relay credential speaks for its own host only
+    let (_, r) = h.hello_as(
+        Role::Relay("sim1".into()),
+        json!({"hostname": "sim2", "relay": true}),
+    );
+    assert_eq!(r.unwrap_err().errnum, rpc::errno::EPERM);
+    let (conn, r) = h.hello_as(Role::Relay("sim1".into()), hello);
+    assert_eq!(r.unwrap()["relay"]["subtree"], "3-4");
+    let a = h.line(conn, json!({"hello": [{"ranks": "3-4", "cores": "0-3"}]}));
+    assert_eq!(a, vec![Ok(json!({"accepted": "3-4"}))]);
+    let (_, r) = h.hello(json!({"hostname": "sim0"}));
+    r.unwrap();
+    h.advance(0.0);
+    assert_eq!(h.online(), "0-1,3-4");
+    let online: Vec<&Value> = h
+        .svc
+        .journal()
+        .events()
+        .filter(|e| e.name == "online")
+        .map(|e| e.get("relays").unwrap_or(&Value::Null))
+        .collect();
+    assert_eq!(online, vec![&json!({"sim1": "3-4"})]);
+    h.line(conn, json!({"gone": "4"}));
+    h.advance(0.0);
+    let off = h
+        .svc
+        .journal()
+        .events()
+        .find(|e| e.name == "offline")
+        .map(|e| e.get("relays").cloned());
+    assert_eq!(off, Some(Some(json!({"sim1": "4"}))));
+}
+
 #[test]
 fn a_relay_speaks_only_for_its_subtree_and_free_ranks() {
     // kary:2 over 7 ranks: 0 -> 1,2; 1 -> 3,4; 2 -> 5,6.
@@ -242,6 +298,15 @@ fn verification_drains_are_answered_per_group() {
     assert_eq!(d[0]["reason"], "rank 3 (sim3) missing resources: core[2-3]");
     assert_eq!(d[1]["ranks"], "4");
     assert_eq!(h.svc.drained().encode(), "3-4");
+    // the drain events name the relay that reported the resources
+    let drains: Vec<Value> = h
+        .svc
+        .journal()
+        .events()
+        .filter(|e| e.name == "drain")
+        .map(|e| e.get("relays").cloned().unwrap_or(Value::Null))
+        .collect();
+    assert_eq!(drains, vec![json!({"sim0": "3"}), json!({"sim0": "4"})]);
     // Extra cores are allowed by default.
     let a = h.line(r0, json!({"hello": [{"ranks": "5", "cores": "0-7"}]}));
     assert_eq!(a, vec![Ok(json!({"accepted": "5"}))]);

@@ -58,6 +58,12 @@ fn main() -> ExitCode {
     }
     let sub = args.remove(1);
     // args[0] stays the program name so sub-parsers print "roster" in usage.
+    if matches!(
+        sub.to_str(),
+        Some("idset" | "hostlist" | "R" | "completions" | "manpage")
+    ) {
+        default_sigpipe();
+    }
     match sub.to_str() {
         Some("idset") => cmd::idset::main(args),
         Some("hostlist") => cmd::hostlist::main(args),
@@ -85,5 +91,19 @@ fn main() -> ExitCode {
             eprint!("{USAGE}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// The offline tools (they write only to stdout and files) end quietly,
+/// killed by SIGPIPE, when their reader goes away (`roster hostlist -e
+/// ... | head`), as flux's tools do.  Rust ignores SIGPIPE, which would
+/// make every write after that an EPIPE error to report.  Not for the
+/// commands that talk to sockets.
+fn default_sigpipe() {
+    #[allow(unsafe_code)]
+    // SAFETY: signal(2) installs the default action; no Rust handler is
+    // involved and no thread has started yet.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

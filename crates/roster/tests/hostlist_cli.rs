@@ -619,6 +619,44 @@ fn trailing_bracket_after_a_range() {
     );
 }
 
+/// `roster hostlist -e ... | head` (and the other offline tools) end
+/// quietly when the reader goes away: killed by SIGPIPE as flux's tools
+/// are, nothing on stderr.
+#[test]
+fn offline_tools_end_quietly_on_a_closed_pipe() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    for args in [
+        &["hostlist", "-e", "n[1-500000]"][..],
+        &["idset", "expand", "0-2000000"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_roster"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let mut first = [0u8; 16];
+        out.read_exact(&mut first).unwrap();
+        drop(out); // like `head` once it has its lines
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(
+            status.signal(),
+            Some(libc::SIGPIPE),
+            "{args:?}: {status:?} {err}"
+        );
+        assert_eq!(err, "", "{args:?}");
+    }
+}
+
 /// `--exclude` by index rebuilds the list from its hosts; when one of them
 /// does not decode on its own (`n1]`), flux-hostlist catches the
 /// ValueError and prints the list unaltered (issue 26, item 8).

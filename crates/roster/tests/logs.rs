@@ -64,3 +64,44 @@ fn json_logs_carry_fields_and_one_startup_summary() {
     assert!(line.contains("INFO"), "{line}");
     assert!(line.contains("replayed_events=0"), "{line}");
 }
+
+/// One JSON log line, as far as the request lines go.
+#[derive(serde::Deserialize)]
+struct LogLine {
+    fields: LogFields,
+}
+
+#[derive(serde::Deserialize)]
+struct LogFields {
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    topic: Option<String>,
+    /// A number (it was once logged as the text `Some(0)`).
+    #[serde(default)]
+    uid: Option<u32>,
+}
+
+#[test]
+fn debug_request_lines_show_the_uid_as_a_number() {
+    let s = Scratch::new("logs-uid");
+    let mut d = start(&s, &fake_config(2, ""), &["--log-format", "json", "-v"]);
+    d.ok(&["drain", "1", "fan"]);
+    d.stop();
+    let log = d.log_text();
+    let lines: Vec<LogLine> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let drain = lines
+        .iter()
+        .filter(|l| l.fields.message == "request")
+        .filter(|l| l.fields.topic.as_deref() == Some("resource.drain"))
+        // the service loop's line (the listener's has no uid)
+        .find(|l| l.fields.uid.is_some())
+        .unwrap_or_else(|| panic!("no request line:\n{log}"));
+    // SAFETY: getuid has no preconditions.
+    #[allow(unsafe_code)]
+    let me = unsafe { libc::getuid() };
+    assert_eq!(drain.fields.uid, Some(me), "{log}");
+}

@@ -51,38 +51,18 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Is `tool` on PATH?  Missing: skip loudly, or fail under `CI=true`.
-fn have(tool: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{tool} is not installed (Debian package `prometheus`) and CI=true");
-        }
-        eprintln!("!!! SKIPPING: {tool} not installed (apt-get install prometheus)");
-    }
-    found
-}
-
 fn daemon_with_tcp(s: &Scratch, nodes: u32) -> (Daemon, String) {
+    daemon_with_tcp_config(s, &fake_config(nodes, ""))
+}
+
+fn daemon_with_tcp_config(s: &Scratch, config: &str) -> (Daemon, String) {
     let token = s.write("token", "s3cret\n");
     std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let addr = format!("127.0.0.1:{}", free_port());
     let tcp = format!("tcp://{addr}");
     let d = start(
         s,
-        &fake_config(nodes, ""),
+        config,
         &["--listen", &tcp, "--token-file", token.to_str().unwrap()],
     );
     (d, addr)
@@ -157,6 +137,58 @@ fn wait_for(addr: &str, key: &str, want: i64) -> String {
     }
 }
 
+/// `roster_nodes{state}`: every node in exactly one state, so they sum
+/// to the size; the flux status probe (`job-manager.stats-get`, sent by
+/// `status` and `list`) is not an error.
+#[test]
+fn node_states_are_disjoint_and_the_status_probe_is_no_error() {
+    let s = Scratch::new("metrics-states");
+    let (d, addr) = daemon_with_tcp_config(
+        &s,
+        &fake_config(7, "exclude = \"5\"\ntorpid-max = \"1s\"\n"),
+    );
+    // fake[0-3] online, fake3 stalls (torpid); fake4, 5 and 6 never come
+    let _sim = Killed(
+        roster()
+            .args(["agent", "--uri", &d.uri, "--simulate", "fake[0-3]"])
+            .args(["--cores", "0-3", "--heartbeat", "0.2"])
+            .args(["--stall", "3", "--stall-after", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    d.ok(&["drain", "1,4", "fan"]);
+    wait_for(&addr, "roster_nodes{state=\"torpid\"} ", 1);
+    let text = wait_for(&addr, "roster_nodes{state=\"up\"} ", 2);
+    let want = [
+        ("up", 2),
+        ("torpid", 1),
+        ("offline", 1),
+        ("drained", 2),
+        ("excluded", 1),
+    ];
+    for (state, n) in want {
+        assert_eq!(gauge(&text, state), Some(n), "{state}:\n{text}");
+    }
+    let states = text
+        .lines()
+        .filter(|l| l.starts_with("roster_nodes{"))
+        .count();
+    assert_eq!(states, want.len(), "{text}");
+    assert!(text.contains("roster_nodes_size 7"), "{text}");
+    d.ok(&["status"]);
+    d.ok(&["list"]);
+    let (_, text) = http_get(&addr, "/metrics");
+    for probe in ["job-manager.stats-get", "config.get"] {
+        let line = format!("roster_rpc_requests_total{{topic=\"{probe}\",outcome=\"ok\"}} 1");
+        assert!(text.contains(&line), "{line}:\n{text}");
+    }
+    assert!(!text.contains("topic=\"unknown\""), "{text}");
+    assert!(text.contains("roster_ha_leader 1"), "{text}");
+    assert!(text.contains("roster_build_info{version=\""), "{text}");
+}
+
 #[test]
 fn journal_followers_and_their_queues() {
     let s = Scratch::new("metrics-streams");
@@ -208,7 +240,7 @@ impl Drop for Killed {
 
 #[test]
 fn prometheus_scrapes_the_drained_count_and_promtool_is_clean() {
-    if !have("prometheus") || !have("promtool") {
+    if !need("prometheus", "prometheus") || !need("promtool", "prometheus") {
         return;
     }
     let s = Scratch::new("prometheus");
@@ -276,4 +308,112 @@ fn prometheus_scrapes_the_drained_count_and_promtool_is_clean() {
         );
         std::thread::sleep(Duration::from_millis(250));
     }
+}
+
+const CONTRIB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib");
+
+/// `contrib/prometheus/roster-rules.yml` is valid and its unit tests
+/// (`roster-rules.test.yml`: each alert fires when it should, and not
+/// before) pass.
+#[test]
+fn alert_rules_pass_promtool_check_and_test() {
+    if !need("promtool", "prometheus") {
+        return;
+    }
+    let dir = format!("{CONTRIB}/prometheus");
+    for args in [
+        ["check", "rules", "roster-rules.yml"],
+        ["test", "rules", "roster-rules.test.yml"],
+    ] {
+        let o = Command::new("promtool")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+/// The `roster_*` names in `text` (metric names: letters, digits, `_`).
+fn roster_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("roster_") {
+        let boundary =
+            !matches!(rest[..i].chars().last(), Some(c) if c.is_ascii_alphanumeric() || c == '_');
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .unwrap_or(tail.len());
+        if boundary {
+            names.insert(tail[..end].to_string());
+        }
+        rest = &tail[end..];
+    }
+    names
+}
+
+#[derive(serde::Deserialize)]
+struct Dashboard {
+    panels: Vec<Panel>,
+}
+
+#[derive(serde::Deserialize)]
+struct Panel {
+    title: String,
+    targets: Vec<Target>,
+}
+
+#[derive(serde::Deserialize)]
+struct Target {
+    expr: String,
+}
+
+/// Every metric the Grafana dashboard and the alert rules use is in a
+/// real scrape of `/metrics` (after a drain, so the RPC and eventlog
+/// series exist).
+#[test]
+fn dashboard_and_rules_use_only_real_metrics() {
+    let s = Scratch::new("metrics-names");
+    let (d, addr) = daemon_with_tcp(&s, 4);
+    d.ok(&["drain", "1", "fan"]);
+    let (_, scrape) = http_get(&addr, "/metrics");
+    let real: std::collections::BTreeSet<String> = scrape
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_string)
+        .collect();
+    let text = std::fs::read_to_string(format!("{CONTRIB}/grafana/roster.json")).unwrap();
+    let dash: Dashboard = serde_json::from_str(&text).expect("roster.json is a dashboard");
+    let exprs: Vec<&str> = dash
+        .panels
+        .iter()
+        .flat_map(|p| p.targets.iter().map(|t| t.expr.as_str()))
+        .collect();
+    assert!(
+        dash.panels.iter().all(|p| !p.targets.is_empty()),
+        "a panel without a query"
+    );
+    let used = roster_names(&exprs.join("\n"));
+    assert!(used.len() >= 15, "{used:?}");
+    let missing: Vec<_> = used.iter().filter(|n| !real.contains(*n)).collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard uses {missing:?}, not in a scrape:\n{scrape}\npanels: {:?}",
+        dash.panels.iter().map(|p| &p.title).collect::<Vec<_>>()
+    );
+    let rules = std::fs::read_to_string(format!("{CONTRIB}/prometheus/roster-rules.yml")).unwrap();
+    let used = roster_names(&rules);
+    assert!(used.len() >= 8, "{used:?}");
+    let missing: Vec<_> = used.iter().filter(|n| !real.contains(*n)).collect();
+    assert!(
+        missing.is_empty(),
+        "the rules use {missing:?}, not in a scrape:\n{scrape}"
+    );
 }

@@ -201,14 +201,6 @@ fn glob(pattern: &str, s: &str) -> bool {
     true
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn have(prog: &str) -> bool {
     if prog == "roster" {
         return true; // the binary under test, put on PATH by the script
@@ -397,8 +389,14 @@ impl Script {
             ""
         };
         let text = if first.starts_with("roster serve ca issue") {
-            // the service is reached at 127.0.0.1 here, not at `head`
-            format!("{text} --san 127.0.0.1")
+            // the service is reached at 127.0.0.1 here, not at `head`;
+            // the glue may have issued these names already
+            let force = if text.contains("--force") {
+                ""
+            } else {
+                " --force"
+            };
+            format!("{text} --san 127.0.0.1{force}")
         } else if first.contains("roster resource acquire") {
             // "Ctrl-C ends it": still running after 2 s is success
             // and it printed the first response
@@ -853,6 +851,8 @@ fn monitoring(all: &[Block]) -> Result<Record, String> {
     let mut sc = Script::new("Monitoring", &s);
     sc.cluster(None, true);
     sc.cluster_serve();
+    // the README runs from a checkout (contrib/prometheus)
+    sc.glue(&format!("ln -s {REPO}/contrib contrib"));
     for b in section(all, "Monitoring") {
         if b.kind == Kind::File {
             sc.file(b, "etc/prometheus/prometheus.yml", |t| t);
@@ -924,6 +924,20 @@ fn systemd(all: &[Block]) -> Result<Record, String> {
                     "systemctl --root enable, systemd-analyze verify, the unit's ExecStart with --check (no systemd manager in a test)".into(),
                 );
                 sc.glue(&format!("echo {} >> $T/checked", c.no));
+            } else if c.text.starts_with("useradd ") {
+                // not on the test machine: the syntax only
+                sc.glue(&format!(
+                    "useradd --help >/dev/null\necho {} >> $T/checked",
+                    c.no
+                ));
+                sc.rec
+                    .checked
+                    .insert(c.no, "not run (a test adds no user to the machine)".into());
+            } else if c.text.starts_with("chown roster: ") {
+                // the test's own user stands for `roster`
+                let mut c = c.clone();
+                c.text = c.text.replacen("roster:", "\"$(id -un):\"", 1);
+                sc.command(&c);
             } else {
                 sc.command(&c);
             }
@@ -942,6 +956,11 @@ fn relays(all: &[Block]) -> Result<Record, String> {
     let mut sc = Script::new("Scaling out", &s);
     sc.cluster(Some("node[0-255]"), true);
     sc.cluster_serve();
+    // as the section says in prose: the relays' certificates carry the
+    // relay role
+    sc.glue(
+        "roster serve ca issue $T/etc/roster/pki 'node[0-1]' --role relay --san 127.0.0.1 --force >/dev/null",
+    );
     sc.glue("cd $T/etc/roster/pki");
     for b in section(all, "Scaling out") {
         for c in commands(b) {
@@ -1327,4 +1346,33 @@ fn every_readme_command_runs() {
         "only {} README commands ran",
         total.ran.len()
     );
+}
+
+/// The quick start makes a token file: its configuration uses it (a
+/// token nobody reads is a step for nothing).
+#[test]
+fn the_quick_starts_token_is_used_by_its_configuration() {
+    let qs = blocks(README)
+        .into_iter()
+        .find(|b| b.section == "Quick start")
+        .expect("a Quick start block");
+    let cmds = commands(&qs);
+    let toml = cmds
+        .iter()
+        .find(|c| c.text.starts_with("cat > cluster.toml <<'TOML'"))
+        .expect("the quick start writes cluster.toml");
+    let made: Vec<&str> = cmds
+        .iter()
+        .filter_map(|c| c.text.split("> ").nth(1))
+        .filter_map(|rest| rest.split(')').next())
+        .filter(|p| p.ends_with("token"))
+        .collect();
+    assert!(!made.is_empty(), "the quick start makes no token any more");
+    for path in made {
+        assert!(
+            toml.text.contains(&format!("token-file = \"{path}\"")),
+            "the quick start makes {path} but cluster.toml does not use it:\n{}",
+            toml.text
+        );
+    }
 }

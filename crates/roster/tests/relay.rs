@@ -352,25 +352,6 @@ fn scale_131072_nodes_through_relays() {
     eprintln!("all offline after {t:?}");
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-/// `roster serve ca ...`, which must succeed.
-fn ca(args: &[&str]) {
-    let o = roster()
-        .args(["serve", "ca"])
-        .args(args)
-        .output()
-        .expect("run roster serve ca");
-    assert!(
-        o.status.success(),
-        "roster serve ca {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 /// `--ca`, `--cert`, `--key` of `who`.
 fn tls_args(s: &Scratch, who: &str) -> Vec<String> {
     let pki = |f: String| s.path(&format!("pki/{f}")).display().to_string();
@@ -391,7 +372,17 @@ fn relays_listen_on_tls_and_check_each_childs_certificate() {
     let s = Scratch::new("relay-tls");
     let pki = s.path("pki").display().to_string();
     ca(&["init", &pki]);
-    ca(&["issue", &pki, "localhost,fake[0-6]", "--san", "127.0.0.1"]);
+    ca(&["issue", &pki, "localhost,fake[1,3-6]", "--san", "127.0.0.1"]);
+    // the relays' certificates carry the relay role
+    ca(&[
+        "issue",
+        &pki,
+        "fake[0,2]",
+        "--role",
+        "relay",
+        "--san",
+        "127.0.0.1",
+    ]);
     let port = free_port();
     let cfg = format!(
         "[resource]\ntorpid-max = \"2s\"\n[serve]\nrelay-fanout = 2\ntls-cert = \"{pki}/localhost.pem\"\n\
@@ -517,6 +508,138 @@ fn relays_listen_on_tls_and_check_each_childs_certificate() {
         "{}",
         nocert.log_text()
     );
+}
+
+/// An agent certificate's relay hello is refused (EPERM naming the role)
+/// and brings no other host online; a relay certificate's is accepted,
+/// and the events for its children name it.
+#[test]
+fn an_agent_certificate_may_not_relay() {
+    let s = Scratch::new("relay-role");
+    let pki = s.path("pki").display().to_string();
+    ca(&["init", &pki]);
+    ca(&["issue", &pki, "localhost,fake[0-6]", "--san", "127.0.0.1"]);
+    let port = free_port();
+    let cfg = format!(
+        "[serve]\nrelay-fanout = 2\ntls-cert = \"{pki}/localhost.pem\"\n\
+         tls-key = \"{pki}/localhost.key\"\ntls-client-ca = \"{pki}/ca.pem\"\n\
+         [[resource.config]]\nhosts = \"fake[0-6]\"\ncores = \"0-3\"\n"
+    );
+    let d = start(&s, &cfg, &["--listen", &format!("tls://127.0.0.1:{port}")]);
+    let service = format!("tls://localhost:{port}");
+    let relay1 = |name: &str| {
+        let mut a: Vec<String> = vec!["--uri".into(), service.clone()];
+        a.extend(tls_args(&s, "fake1"));
+        let listen = sock(&s, "fake1");
+        a.extend(
+            [
+                "--hostname",
+                "fake1",
+                "--cores",
+                "0-3",
+                "--heartbeat",
+                "0.2",
+            ]
+            .iter()
+            .chain(["--relay", "--listen", listen.as_str()].iter())
+            .map(|x| x.to_string()),
+        );
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        spawn(&s, name, &a)
+    };
+    let mut bad = relay1("fake1-agent-cert");
+    let _leaf = leaf(&s, &sock(&s, "fake1"), "fake3");
+    let st = bad.child.as_mut().unwrap().wait().unwrap();
+    assert!(!st.success());
+    let msg =
+        "a relay session requires the relay role: the certificate of fake1 has the agent role";
+    assert!(bad.log_text().contains(msg), "{}", bad.log_text());
+    assert!(d.log_text().contains(msg), "{}", d.log_text());
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(status(&d)["online"], "");
+    let log = d.ok(&["eventlog"]);
+    assert!(!log.lines().any(|l| l.contains(" online ")), "{log}");
+    // With the relay role (a certificate issued again): accepted, and
+    // fake3's online event names its relay.
+    ca(&[
+        "issue",
+        &pki,
+        "fake1",
+        "--role",
+        "relay",
+        "--san",
+        "127.0.0.1",
+        "--force",
+    ]);
+    let _good = relay1("fake1-relay-cert");
+    let _leaf = leaf(&s, &sock(&s, "fake1"), "fake3");
+    wait_status(&d, "online", "1,3", 15.0);
+    let log = d.ok(&["eventlog"]);
+    let online: Vec<&str> = log.lines().filter(|l| l.contains(" online ")).collect();
+    assert!(
+        online.iter().any(|l| l.contains(r#"relays={"fake1":"3"}"#)),
+        "{log}"
+    );
+}
+
+/// A relay's tls:// listener checks its children's certificates against
+/// `--crl` (a revoked node key cannot join through a relay either), and
+/// re-reads the list on SIGHUP.
+#[test]
+fn a_relay_refuses_revoked_children_after_sighup() {
+    let s = Scratch::new("relay-crl");
+    let pki = s.path("pki").display().to_string();
+    ca(&["init", &pki]);
+    ca(&["issue", &pki, "localhost,fake[1-6]", "--san", "127.0.0.1"]);
+    ca(&[
+        "issue",
+        &pki,
+        "fake0",
+        "--role",
+        "relay",
+        "--san",
+        "127.0.0.1",
+    ]);
+    ca(&["revoke", &pki, "fake1"]);
+    let port = free_port();
+    let cfg = format!(
+        "[serve]\ntls-cert = \"{pki}/localhost.pem\"\ntls-key = \"{pki}/localhost.key\"\n\
+         tls-client-ca = \"{pki}/ca.pem\"\n[[resource.config]]\nhosts = \"fake[0-6]\"\ncores = \"0-3\"\n"
+    );
+    let d = start(&s, &cfg, &["--listen", &format!("tls://127.0.0.1:{port}")]);
+    let relay0 = format!("tls://127.0.0.1:{}", free_port());
+    let node = |name: &str, uri: &str, extra: &[&str]| {
+        let mut a: Vec<String> = vec!["--uri".into(), uri.into()];
+        a.extend(tls_args(&s, name));
+        a.extend(
+            ["--hostname", name, "--cores", "0-3", "--heartbeat", "0.2"]
+                .iter()
+                .chain(extra.iter())
+                .map(|x| x.to_string()),
+        );
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        spawn(&s, name, &a)
+    };
+    let crl = format!("{pki}/ca.crl");
+    let r0 = node(
+        "fake0",
+        &format!("tls://localhost:{port}"),
+        &["--relay", "--listen", &relay0, "--crl", &crl],
+    );
+    wait_log(&r0, "fake0 joined as rank 0", 15.0);
+    let _l1 = node("fake1", &relay0, &[]);
+    let _l2 = node("fake2", &relay0, &[]);
+    wait_status(&d, "online", "0,2", 15.0);
+    wait_log(&r0, "TLS handshake failed", 5.0);
+    // fake3's key is revoked while the relay runs: SIGHUP
+    ca(&["revoke", &pki, "fake3"]);
+    r0.signal(libc::SIGHUP);
+    wait_log(&r0, "SIGHUP: re-read", 5.0);
+    let _l3 = node("fake3", &relay0, &[]);
+    let _l4 = node("fake4", &relay0, &[]);
+    wait_status(&d, "online", "0,2,4", 15.0);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(status(&d)["online"], "0,2,4");
 }
 
 #[test]

@@ -773,3 +773,181 @@ fn config_typo_gets_did_you_mean_with_file_and_line() {
         "{err}"
     );
 }
+
+/// `roster serve --check` and `roster serve` on the same configuration:
+/// both must refuse it, with the same message (containing `want`), and
+/// exit 1; nothing is started.
+fn refused_by_check_and_serve(name: &str, serve_toml: &str, want: &str) {
+    let s = Scratch::new(name);
+    let token = s.write("token", "s3cret\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let serve_toml = serve_toml.replace("TOKEN", token.to_str().unwrap());
+    let cfg = s.write(
+        "roster.toml",
+        &(fake_config(2, "") + "[serve]\n" + &serve_toml),
+    );
+    let run = |check: bool| {
+        let mut c = roster();
+        c.arg("serve").arg("--statedir").arg(s.statedir());
+        c.arg("--config").arg(&cfg);
+        if check {
+            c.arg("--check");
+        }
+        let o = c.output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (check_code, check_err) = run(true);
+    assert_eq!(check_code, Some(1), "--check passed: {check_err}");
+    assert!(check_err.contains(want), "{check_err}");
+    let (serve_code, serve_err) = run(false);
+    assert_eq!(serve_code, Some(1), "{serve_err}");
+    let last = |t: &str| t.lines().last().unwrap_or("").to_string();
+    assert_eq!(last(&serve_err), last(&check_err));
+    // refused before the state directory was touched
+    assert!(!s.statedir().join("resource.eventlog").exists());
+}
+
+#[test]
+fn check_refuses_tls_without_a_certificate() {
+    refused_by_check_and_serve(
+        "check-tls-cert",
+        "listen = [\"tls://127.0.0.1:8050\"]\ntoken-file = \"TOKEN\"\n",
+        "a TLS listener needs a certificate and key (tls-cert, tls-key)",
+    );
+}
+
+#[test]
+fn check_refuses_tls_without_client_authentication() {
+    let s = Scratch::new("check-tls-pki");
+    let pki = s.path("pki");
+    let pki = pki.to_str().unwrap();
+    ca(&["init", pki]);
+    ca(&["issue", pki, "localhost"]);
+    refused_by_check_and_serve(
+        "check-tls-auth",
+        &format!(
+            "listen = [\"tls://127.0.0.1:8050\"]\ntls-cert = \"{pki}/localhost.pem\"\n\
+             tls-key = \"{pki}/localhost.key\"\n"
+        ),
+        "TLS clients could not authenticate",
+    );
+}
+
+#[test]
+fn check_refuses_tcp_without_a_token() {
+    refused_by_check_and_serve(
+        "check-tcp-token",
+        "listen = [\"tcp://127.0.0.1:8051\"]\n",
+        "TCP listener requires a token file",
+    );
+}
+
+#[test]
+fn check_refuses_plain_tcp_off_loopback() {
+    refused_by_check_and_serve(
+        "check-tcp-any",
+        "listen = [\"tcp://0.0.0.0:8051\"]\ntoken-file = \"TOKEN\"\n",
+        "plain TCP is only allowed on loopback addresses",
+    );
+}
+
+#[cfg(not(feature = "etcd"))]
+#[test]
+fn check_refuses_the_etcd_backend_of_a_build_without_it() {
+    refused_by_check_and_serve(
+        "check-etcd",
+        "backend = \"etcd\"\netcd-endpoints = [\"http://127.0.0.1:2379\"]\n",
+        "this roster was built without the etcd backend",
+    );
+}
+
+/// A restart right after the old daemon logged "stopped" finds the state
+/// directory free, although the old process still gives its connections
+/// their shutdown grace (here a TLS connection that never starts its
+/// handshake keeps it up to 3 s).
+#[test]
+fn restart_right_after_stopped_finds_the_statedir_free() {
+    let s = Scratch::new("restart-at-once");
+    let pki = s.path("pki");
+    let pki = pki.to_str().unwrap();
+    ca(&["init", pki]);
+    ca(&["issue", pki, "localhost"]);
+    let port = free_port();
+    let cfg = fake_config(2, "")
+        + &format!(
+            "[serve]\ntls-cert = \"{pki}/localhost.pem\"\ntls-key = \"{pki}/localhost.key\"\n\
+             tls-client-ca = \"{pki}/ca.pem\"\n"
+        );
+    let mut d = start(&s, &cfg, &["--listen", &format!("tls://127.0.0.1:{port}")]);
+    let idle = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut old = d.child.take().unwrap();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(old.id() as i32, libc::SIGTERM) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !d.log_text().contains("stopped; drain checkpoint written") {
+        assert!(std::time::Instant::now() < deadline, "{}", d.log_text());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // at once, on another socket (the old one may still be there)
+    let sock = s.path("second.sock");
+    let log = s.path("second.log");
+    let mut second = roster()
+        .arg("serve")
+        .arg("--statedir")
+        .arg(s.statedir())
+        .arg("--listen")
+        .arg(format!("unix://{}", sock.display()))
+        .arg("--config")
+        .arg(s.path("roster.toml"))
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let uri = rpc::uri::Uri::parse(&format!("unix://{}", sock.display())).unwrap();
+    let c = client::blocking::Client::new(uri);
+    while c.rpc("resource.status", json!({})).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline && second.try_wait().unwrap().is_none(),
+            "the restart failed:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = second.kill();
+    let _ = second.wait();
+    drop(idle);
+    assert!(old.wait().unwrap().success());
+}
+
+/// A `path` that cannot be opened is reported at the line that sets it
+/// (not jansson's "line -1"), by --check and by serve.
+#[test]
+fn a_missing_path_names_its_line() {
+    let s = Scratch::new("missing-path");
+    let cfg = s.write(
+        "roster.toml",
+        "# the cluster\n[resource]\npath = \"/nonexistent/R.json\"\n",
+    );
+    for check in [true, false] {
+        let mut c = roster();
+        c.arg("serve").arg("--statedir").arg(s.statedir());
+        c.arg("--config").arg(&cfg);
+        if check {
+            c.arg("--check");
+        }
+        let o = c.output().unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            err.lines().last().unwrap_or(""),
+            format!(
+                "roster serve: {}:3: /nonexistent/R.json: unable to open /nonexistent/R.json: No such file or directory",
+                cfg.display()
+            ),
+            "{err}"
+        );
+    }
+}

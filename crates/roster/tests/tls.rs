@@ -105,21 +105,34 @@ fn site(name: &str) -> Site {
 }
 
 fn site_with(name: &str, resource: &str) -> Site {
+    site_crl(name, resource, false)
+}
+
+/// With `crl`: bob's certificate is revoked before the start and the
+/// service reads `pki/ca.crl` (`[serve] tls-crl`).
+fn site_crl(name: &str, resource: &str, crl: bool) -> Site {
     let s = Scratch::new(name);
     let pki = s.path("pki");
     let pki = pki.to_str().unwrap();
     ca(&["init", pki]);
     let out = ca(&["issue", pki, "localhost,fake[0-2]", "--san", "127.0.0.1"]);
     assert_eq!(out.lines().count(), 4, "{out}");
-    ca(&["issue", pki, "sched", "--role", "scheduler"]);
+    ca(&["issue", pki, "sched,sched2", "--role", "scheduler"]);
     ca(&["issue", pki, "alice", "--role", "admin"]);
     ca(&["issue", pki, "bob", "--role", "user"]);
+    let crl_line = if crl {
+        let out = ca(&["revoke", pki, "bob"]);
+        assert!(out.contains("bob (serial "), "{out}");
+        format!("tls-crl = \"{pki}/ca.crl\"\n")
+    } else {
+        String::new()
+    };
     let port = free_port();
     let tls_uri = format!("tls://localhost:{port}");
     let listen = format!("tls://127.0.0.1:{port}");
     let cfg = format!(
         "[resource]\n{resource}torpid-max = \"2s\"\n[[resource.config]]\nhosts = \"fake[0-2]\"\ncores = \"0-3\"\n\
-         [serve]\ntls-cert = \"{pki}/localhost.pem\"\ntls-key = \"{pki}/localhost.key\"\ntls-client-ca = \"{pki}/ca.pem\"\n"
+         [serve]\ntls-cert = \"{pki}/localhost.pem\"\ntls-key = \"{pki}/localhost.key\"\ntls-client-ca = \"{pki}/ca.pem\"\n{crl_line}"
     );
     let d = start(&s, &cfg, &["--listen", &listen]);
     Site { s, d, tls_uri }
@@ -142,6 +155,74 @@ fn agents_join_with_their_own_certificate_only() {
     // fake1's own agent still joins.
     let _a1 = site.agent("fake1", "fake1");
     site.wait_online("0-1");
+}
+
+/// `roster serve ca revoke` and `[serve] tls-crl`: a revoked certificate
+/// is refused at the handshake; one revoked while the service runs is
+/// refused once SIGHUP made it re-read the list, without a restart.
+#[test]
+fn revoked_certificates_are_refused_after_sighup() {
+    let site = site_crl("tls-crl", "noverify = true\n", true);
+    let handshake_failures = || site.d.log_text().matches("TLS handshake failed").count();
+    // the client may see the refusal before the service logs it
+    let wait_failures = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while handshake_failures() < n {
+            assert!(Instant::now() < deadline, "{}", site.d.log_text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(handshake_failures(), n, "{}", site.d.log_text());
+    };
+    // bob was revoked before the start.
+    let e = site
+        .client("bob")
+        .rpc("resource.status", json!({}))
+        .unwrap_err();
+    assert!(!e.to_string().contains("requires"), "{e}");
+    wait_failures(1);
+    assert!(
+        site.d.log_text().contains("Revoked"),
+        "{}",
+        site.d.log_text()
+    );
+    // fake1's agent joins; its key is then reported stolen.
+    let mut a1 = site.agent("fake1", "fake1");
+    site.wait_online("1");
+    let out = ca(&["revoke", &site.pki(""), "fake1"]);
+    assert!(out.contains("2 certificate(s) listed"), "{out}");
+    // Not re-read yet: a new connection with it still gets through the
+    // handshake (and its role's refusal).
+    let e = site
+        .client("fake1")
+        .rpc("resource.drain", json!({"targets": "0"}))
+        .unwrap_err();
+    assert!(e.to_string().contains("requires the admin role"), "{e}");
+    let pid = site.d.child.as_ref().unwrap().id() as i32;
+    signal(pid, libc::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !site.d.log_text().contains("SIGHUP: re-read") {
+        assert!(Instant::now() < deadline, "{}", site.d.log_text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = handshake_failures();
+    let e = site
+        .client("fake1")
+        .rpc("resource.drain", json!({"targets": "0"}))
+        .unwrap_err();
+    assert!(!e.to_string().contains("requires"), "{e}");
+    wait_failures(before + 1);
+    // The agent's next connection is refused too: kill it, it stays
+    // offline, while fake0 (not revoked) still joins.
+    drop(a1.child.take().map(|mut c| {
+        let _ = c.kill();
+        c.wait()
+    }));
+    site.wait_online("");
+    let _a1 = site.agent("fake1", "fake1");
+    let _a0 = site.agent("fake0", "fake0");
+    site.wait_online("0");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(site.online(), "0");
 }
 
 #[test]
@@ -417,6 +498,156 @@ fn every_resource_command_reaches_a_tls_service_with_flags() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Stream controls act on the caller's own streams: another scheduler's
+/// `acquire-mute` leaves the first scheduler's acquire stream flowing
+/// (the cancels, by matchtag on the caller's connection: core tests).
+#[test]
+fn another_schedulers_mute_leaves_the_stream_flowing() {
+    let site = site("tls-mute");
+    let _a0 = site.agent("fake0", "fake0");
+    site.wait_online("0");
+    let mut acq = site
+        .cli(Some("sched"), &["acquire"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = acq.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(first.contains("\"resources\""), "{first}");
+    site.cli_ok(Some("sched2"), &["acquire-mute"]);
+    site.cli_ok(Some("alice"), &["drain", "0", "fan"]);
+    let update = rx.recv_timeout(Duration::from_secs(10));
+    let _ = acq.kill();
+    let _ = acq.wait();
+    let update = update.expect("the acquire stream still flows after sched2's mute");
+    assert!(update.contains("\"down\""), "{update}");
+}
+
+/// `openssl` with these arguments, in `dir`, which must succeed.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let o = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl (Debian package openssl)");
+    assert!(
+        o.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Certificates the site's CA (path length 0) never meant to allow,
+/// made with openssl: an `OU=owner` certificate minted by a CA
+/// certificate the site CA signed, and an admin certificate whose key
+/// usage is keyEncipherment only.  Both are refused at the handshake.
+#[test]
+fn a_sub_ca_owner_and_a_key_encipherment_admin_are_refused() {
+    let site = site("tls-policy");
+    let pki = site.s.path("pki");
+    std::fs::write(
+        pki.join("ext.cnf"),
+        "[sub]\nbasicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,digitalSignature\n\
+         [owner]\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n\
+         extendedKeyUsage=clientAuth\nsubjectAltName=DNS:mallory\n\
+         [kenc]\nbasicConstraints=CA:FALSE\nkeyUsage=critical,keyEncipherment\n\
+         extendedKeyUsage=clientAuth\nsubjectAltName=DNS:kenc\n",
+    )
+    .unwrap();
+    let key = |name: &str| {
+        openssl(
+            &pki,
+            &[
+                "ecparam",
+                "-name",
+                "prime256v1",
+                "-genkey",
+                "-noout",
+                "-out",
+                &format!("{name}.key"),
+            ],
+        );
+    };
+    let sign = |name: &str, subj: &str, ca: &str, ext: &str| {
+        key(name);
+        openssl(
+            &pki,
+            &[
+                "req",
+                "-new",
+                "-key",
+                &format!("{name}.key"),
+                "-subj",
+                subj,
+                "-out",
+                &format!("{name}.csr"),
+            ],
+        );
+        openssl(
+            &pki,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                &format!("{ca}.pem"),
+                "-CAkey",
+                &format!("{ca}.key"),
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                "ext.cnf",
+                "-extensions",
+                ext,
+                "-out",
+                &format!("{name}.pem"),
+            ],
+        );
+    };
+    sign("sub", "/CN=sub", "ca", "sub");
+    sign("mallory", "/CN=mallory/OU=owner", "sub", "owner");
+    // the chain: mallory's certificate, then the sub-CA's
+    let chain = [
+        std::fs::read_to_string(pki.join("mallory.pem")).unwrap(),
+        std::fs::read_to_string(pki.join("sub.pem")).unwrap(),
+    ]
+    .concat();
+    std::fs::write(pki.join("mallory.pem"), chain).unwrap();
+    sign("kenc", "/CN=kenc/OU=admin", "ca", "kenc");
+    for (who, why) in [
+        ("mallory", "the CA's path length allows 0"),
+        ("kenc", "does not include digitalSignature"),
+    ] {
+        let e = site
+            .client(who)
+            .rpc("resource.drain", json!({"targets": "0", "reason": "x"}))
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("requires"), "{who}: {e}");
+        // the client may see the refusal before the service logs it
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !site.d.log_text().contains(why) {
+            assert!(Instant::now() < deadline, "{who}: {}", site.d.log_text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    assert!(site.d.rpc("resource.status", json!({})).unwrap()["drain"]
+        .as_object()
+        .is_none_or(|d| d.is_empty()));
 }
 
 #[test]

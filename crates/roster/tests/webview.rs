@@ -10,14 +10,6 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// One HTTP/1.1 request with a JSON body; the JSON reply.
 fn http_json(addr: &str, method: &str, path: &str, body: Option<&Value>) -> Value {
     let mut s = TcpStream::connect(addr).expect("connect");
@@ -55,21 +47,6 @@ fn http_json(addr: &str, method: &str, path: &str, body: Option<&Value>) -> Valu
     }
     let body = String::from_utf8_lossy(&body[..len]).to_string();
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {head}\n{body}"))
-}
-
-fn have(tool: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{tool} is not installed (Debian `chromium chromium-driver`) and CI=true");
-        }
-        eprintln!("!!! SKIPPING: {tool} not installed (apt-get install chromium chromium-driver)");
-    }
-    found
 }
 
 /// chromedriver plus one headless Chromium session.
@@ -213,7 +190,9 @@ fn daemon_with_tcp(s: &Scratch, config: &str) -> (Daemon, String) {
 
 #[test]
 fn a_drain_shows_in_the_browser_within_a_second() {
-    if !have("chromium") || !have("chromedriver") {
+    if !need("chromium", "chromium chromium-driver")
+        || !need("chromedriver", "chromium chromium-driver")
+    {
         return;
     }
     let s = Scratch::new("webview");
@@ -338,7 +317,9 @@ fn r16k_first_paint_and_screenshot() {
         eprintln!("skipping: set ROSTER_SCALE_TESTS=1");
         return;
     }
-    if !have("chromium") || !have("chromedriver") {
+    if !need("chromium", "chromium chromium-driver")
+        || !need("chromedriver", "chromium chromium-driver")
+    {
         return;
     }
     let s = Scratch::new("webview16k");
@@ -410,7 +391,9 @@ fn r16k_first_paint_and_screenshot() {
 /// service's status says.
 #[test]
 fn forced_drains_keep_or_move_the_drain_time_as_the_service_does() {
-    if !have("chromium") || !have("chromedriver") {
+    if !need("chromium", "chromium chromium-driver")
+        || !need("chromedriver", "chromium chromium-driver")
+    {
         return;
     }
     let s = Scratch::new("webview-force");
@@ -453,7 +436,9 @@ fn forced_drains_keep_or_move_the_drain_time_as_the_service_does() {
 /// drained+offline is not drained, and cells carry shapes.
 #[test]
 fn filter_in_the_url_pin_a_node_and_hosts_in_events() {
-    if !have("chromium") || !have("chromedriver") {
+    if !need("chromium", "chromium chromium-driver")
+        || !need("chromedriver", "chromium chromium-driver")
+    {
         return;
     }
     let s = Scratch::new("webview-tool");

@@ -83,3 +83,13 @@ pub fn strerror(errnum: i32) -> &'static str {
         _ => "Unknown error",
     }
 }
+
+/// An I/O error's text as C tools print `strerror`: without Rust's
+/// " (os error N)" suffix (only when there is an OS error to strip).
+pub fn io_text(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match (e.raw_os_error(), s.rfind(" (os error ")) {
+        (Some(_), Some(i)) if s.ends_with(')') => s.get(..i).unwrap_or(&s).to_string(),
+        _ => s,
+    }
+}

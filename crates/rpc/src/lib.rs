@@ -55,6 +55,10 @@ pub enum Role {
     Guest,
     /// The agent of the host named: its own agent session, nothing else.
     Agent(Arc<str>),
+    /// The agent of the host named that may also open a relay session
+    /// (speak for the subtree the service assigns it): `[serve.auth]
+    /// relay`, or a certificate with `OU=relay`.
+    Relay(Arc<str>),
 }
 
 /// What a request needs, one per topic (see [`Role::grants`]).
@@ -90,7 +94,7 @@ impl Role {
     pub fn grants(&self, need: Need) -> bool {
         match (self, need) {
             (Role::Owner, _) => true,
-            (Role::Agent(_), n) => n == Need::Agent,
+            (Role::Agent(_) | Role::Relay(_), n) => n == Need::Agent,
             (_, Need::Read) => true,
             (Role::Admin | Role::Scheduler | Role::User, Need::User) => true,
             (Role::Admin, Need::Admin) => true,
@@ -109,6 +113,15 @@ impl Role {
             Role::User => "user",
             Role::Guest => "guest",
             Role::Agent(_) => "agent",
+            Role::Relay(_) => "relay",
+        }
+    }
+
+    /// The host an agent or relay credential speaks for.
+    pub fn agent_host(&self) -> Option<&str> {
+        match self {
+            Role::Agent(h) | Role::Relay(h) => Some(h),
+            _ => None,
         }
     }
 
@@ -117,11 +130,12 @@ impl Role {
     pub fn refusal(&self, topic: &str, need: Need) -> RpcError {
         match self {
             Role::Guest => RpcError::new(errno::EPERM, "Request requires owner credentials"),
-            Role::Agent(host) => RpcError::new(
+            Role::Agent(host) | Role::Relay(host) => RpcError::new(
                 errno::EPERM,
                 format!(
-                    "{topic} requires the {} role: this client is the agent of {host}, which may only hold its own agent session",
-                    need.role_name()
+                    "{topic} requires the {} role: this client is the {} of {host}, which may only hold its own agent session",
+                    need.role_name(),
+                    self.name()
                 ),
             ),
             r => RpcError::new(

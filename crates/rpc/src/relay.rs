@@ -45,6 +45,21 @@ pub const DEFAULT_FANOUT: u32 = 128;
 
 /// Hello key: this session is a relay's.
 pub const RELAY: &str = "relay";
+
+/// Only a relay credential (or a role that is not tied to a host: the
+/// owner) may say hello with [`RELAY`]: an agent's certificate speaks for
+/// its own host, never for a subtree.  EPERM naming the role otherwise.
+pub fn may_relay(role: &crate::Role) -> Result<(), crate::RpcError> {
+    match role {
+        crate::Role::Agent(own) => Err(crate::RpcError::new(
+            crate::errno::EPERM,
+            format!(
+                "agent hello: a relay session requires the relay role: the certificate of {own} has the agent role ([serve.auth] relay, or `roster serve ca issue --role relay`, gives it)"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
 /// Line key: children joining, in groups.
 pub const HELLO: &str = "hello";
 /// Line key: children heard from since the last line.

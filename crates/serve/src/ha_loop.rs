@@ -127,9 +127,7 @@ fn settings_of(cfg: &config::EtcdConfig) -> ha::Settings {
 
 /// This campaign's unique id.
 fn campaign_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into());
+    let host = topo::local_hostname();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -148,6 +146,7 @@ pub(crate) fn run(
     // backend: the gauges show the leader's core, or a standby's
     // follower core; /readyz is ready on the leader only.
     let metrics = Arc::new(Metrics::new());
+    metrics.set_limits(&plan.limits);
     let listeners = transport::Listeners::bind(&plan.listen, &crate::listen_options(plan))?
         .with_web(Arc::new(crate::metrics::Web {
             metrics: Arc::clone(&metrics),
@@ -170,7 +169,8 @@ pub(crate) fn run(
         .map_err(ServeError::Runtime)?;
     control.set_waker(tx.clone());
     let sig_control = Arc::clone(&control);
-    runtime.spawn(async move { crate::watch_signals(sig_control).await });
+    let crl = plan.crl.clone();
+    runtime.spawn(async move { crate::watch_signals(sig_control, crl).await });
     let net_control = Arc::clone(&control);
     let net = runtime.spawn(async move {
         let r = listeners.run(tx, stop_rx).await;
@@ -426,6 +426,7 @@ fn leader(
         since_checkpoint,
     };
     let mut shell = Shell::with_backing(core, Backing::Etcd(backing), plan.config_path.clone());
+    shell.set_reload_dir(plan.reload_dir.clone());
     shell.set_metrics(Arc::clone(metrics));
     shell.persist(&out)?;
     shell.deliver(out);

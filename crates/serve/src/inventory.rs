@@ -52,23 +52,19 @@ impl Source<'_> {
     }
 }
 
-/// This machine's hostname, as flux reports it.
-pub fn local_hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim_end_matches('\n').to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".into())
-}
+pub use topo::local_hostname;
 
 /// Load R for `resource.reload {path, xml}` with flux-core's error texts:
-/// a JSON R file, or (`xml`) a directory of `<rank>.xml` hwloc files.
-pub fn load_reload_r(path: &str, xml: bool) -> Result<Rset, RpcError> {
+/// a JSON R file, or (`xml`) a directory of `<rank>.xml` hwloc files,
+/// under the reload directory `dir` and only regular files of a bounded
+/// size ([`crate::reload`]).
+pub fn load_reload_r(path: &str, xml: bool, dir: Option<&Path>) -> Result<Rset, RpcError> {
+    let real = crate::reload::resolve(path, dir)?;
     if xml {
-        return load_xml_dir(Path::new(path));
+        crate::reload::check_dir(path, &real)?;
+        return load_xml_dir(&real);
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| RpcError::new(ENOENT, format!("{path}: {}", io_text(&e))))?;
+    let text = crate::reload::read_text(path, &real)?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| RpcError::new(EPROTO, format!("{path}:{} {e}", e.line())))?;
     Rset::from_json(&v).map_err(|e| RpcError::new(EPROTO, format!("{path}: {e}")))
@@ -103,7 +99,8 @@ fn load_xml_dir(dir: &Path) -> Result<Rset, RpcError> {
     let bad = || RpcError::new(EINVAL, "error building R from hwloc XML: Invalid argument");
     let mut r = Rset::new();
     for (rank, file) in files {
-        let text = std::fs::read_to_string(&file).map_err(|_| bad())?;
+        let shown = file.display().to_string();
+        let text = crate::reload::read_text(&shown, &file)?;
         let t = topo::from_hwloc_xml(&text).map_err(|_| bad())?;
         let host = t.hostname.clone().unwrap_or_else(|| format!("rank{rank}"));
         r.append_node(Some(&host), rank, &t.cores, &t.gpus)

@@ -23,7 +23,9 @@ mod ha_loop;
 mod inventory;
 pub mod lanes;
 pub mod metrics;
+pub mod modes;
 pub mod notify;
+pub mod reload;
 pub mod service_loop;
 mod who;
 
@@ -37,7 +39,8 @@ use rpc::uri::{Env, Uri};
 
 pub use inventory::{load_reload_r, Source};
 
-/// Command-line options of `roster serve` (each overrides `[serve]`).
+/// Command-line options of `roster serve`: each overrides its `[serve]`
+/// key, except `listen`, which adds to the configured listeners.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
     pub config: Option<PathBuf>,
@@ -69,6 +72,9 @@ pub enum ServeError {
     Token { path: PathBuf, reason: String },
     #[error("{0}")]
     Tls(String),
+    /// A file others could change (or read, for a key): refused as ssh does.
+    #[error("{0}")]
+    Mode(#[from] modes::ModeError),
     #[error("cannot persist state, stopping without acknowledging: {0}")]
     Persist(store::StoreError),
     #[error("cannot start the listener runtime: {0}")]
@@ -114,6 +120,11 @@ pub struct Plan {
     pub role_tokens: Vec<(rpc::Role, String)>,
     /// TLS for `tls://` listeners, when a certificate is configured.
     pub tls: Option<transport::TlsListen>,
+    /// The verifier of client certificates with `[serve] tls-crl`: its
+    /// revocation list is re-read on SIGHUP.
+    pub crl: Option<Arc<tls::ClientVerifier>>,
+    /// Where `resource.reload` may read ([`reload::reload_dir`]).
+    pub reload_dir: Option<PathBuf>,
     pub monitor_force_up: bool,
     pub parent_r: Option<PathBuf>,
     /// The listeners' limits (`[serve]` `max-*`, `*-timeout`).
@@ -164,6 +175,9 @@ pub fn process_env() -> Env {
 
 /// Read the configuration and merge it with the options.
 pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
+    if let Some(p) = &opts.config {
+        modes::config(p)?;
+    }
     let config = match &opts.config {
         Some(p) => Some(config::Config::from_path(p)?),
         None => None,
@@ -175,11 +189,15 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         .clone()
         .or(serve.statedir)
         .unwrap_or_else(|| env.default_statedir());
-    let listen = if !opts.listen.is_empty() {
-        opts.listen.clone()
-    } else {
-        serve.listen.unwrap_or_else(|| vec![env.default_uri()])
-    };
+    if matches!(serve.backend, config::Backend::Local) {
+        modes::not_writable_by_others("state directory", &statedir)?;
+    }
+    if let config::Backend::Etcd(e) = &serve.backend {
+        if let Some(k) = &e.key {
+            modes::private("etcd-key", k)?;
+        }
+    }
+    let listen = merge_listen(serve.listen, &opts.listen, || env.default_uri());
     let token_file = opts.token_file.clone().or(serve.token_file);
     let token = match token_file {
         Some(path) => Some(read_token(&path)?),
@@ -194,13 +212,20 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         };
         role_tokens.push((role, read_token(path)?));
     }
-    let tls = tls_listen(
+    let tls_key = opts.tls_key.clone().or(serve.tls_key);
+    if let Some(k) = &tls_key {
+        modes::private("TLS key", k)?;
+    }
+    let (tls, crl) = tls_listen(
         opts.tls_cert.clone().or(serve.tls_cert),
-        opts.tls_key.clone().or(serve.tls_key),
+        tls_key,
         opts.tls_client_ca.clone().or(serve.tls_client_ca),
+        serve.tls_crl.clone(),
         &serve.auth,
     )?;
+    let reload_dir = reload::reload_dir(config.as_ref(), opts.config.as_deref());
     Ok(Plan {
+        reload_dir,
         config,
         config_path: opts.config.clone(),
         statedir,
@@ -208,6 +233,7 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         token,
         role_tokens,
         tls,
+        crl,
         monitor_force_up: opts.monitor_force_up || serve.monitor_force_up,
         parent_r: opts.parent_r.clone().or(serve.parent_r),
         limits: limits_of(&serve.limits),
@@ -216,13 +242,65 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
     })
 }
 
-/// The TLS settings of `tls://` listeners: none without a certificate.
+/// The listeners: the configuration's `listen`, then every `--listen`
+/// of the command line not already in it (a command line adds
+/// listeners, it never drops a configured one); the default socket
+/// only when neither names any.
+fn merge_listen(
+    configured: Option<Vec<Uri>>,
+    command_line: &[Uri],
+    default: impl FnOnce() -> Uri,
+) -> Vec<Uri> {
+    let mut listen = configured.unwrap_or_default();
+    for uri in command_line {
+        if !listen.contains(uri) {
+            listen.push(uri.clone());
+        }
+    }
+    if listen.is_empty() {
+        listen.push(default());
+    }
+    listen
+}
+
+/// Everything `roster serve` refuses before it touches the state: the
+/// listeners' rules ([`transport::check_listen`]: `tcp://` needs a token
+/// and a loopback address, `tls://` a certificate and client
+/// authentication) and a backend this build has.  `roster serve --check`
+/// runs exactly this, so a configuration it passes is not refused on
+/// these grounds at start.
+pub fn validate(plan: &Plan) -> Result<(), ServeError> {
+    if matches!(plan.backend, config::Backend::Etcd(_)) && !cfg!(feature = "etcd") {
+        return Err(ServeError::Unsupported(
+            "[serve] backend = \"etcd\": this roster was built without the etcd backend \
+             (cargo build --release --features etcd; it needs protoc, Debian package \
+             protobuf-compiler)"
+                .into(),
+        ));
+    }
+    transport::check_listen(&plan.listen, &listen_options(plan))?;
+    Ok(())
+}
+
+/// The TLS settings of `tls://` listeners (none without a certificate),
+/// and the client verifier when it checks a revocation list.
+type TlsPlan = (
+    Option<transport::TlsListen>,
+    Option<Arc<tls::ClientVerifier>>,
+);
+
 fn tls_listen(
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
     client_ca: Option<PathBuf>,
+    crl: Option<PathBuf>,
     auth: &config::AuthConfig,
-) -> Result<Option<transport::TlsListen>, ServeError> {
+) -> Result<TlsPlan, ServeError> {
+    if crl.is_some() && client_ca.is_none() {
+        return Err(ServeError::Tls(
+            "tls-crl is set but tls-client-ca is not (a revocation list applies to client certificates)".into(),
+        ));
+    }
     let (cert, key) = match (cert, key) {
         (Some(c), Some(k)) => (c, k),
         (None, None) => {
@@ -231,7 +309,7 @@ fn tls_listen(
                     "tls-client-ca is set but tls-cert and tls-key are not".into(),
                 ));
             }
-            return Ok(None);
+            return Ok((None, None));
         }
         (Some(_), None) => {
             return Err(ServeError::Tls("tls-cert is set but tls-key is not".into()))
@@ -240,7 +318,12 @@ fn tls_listen(
             return Err(ServeError::Tls("tls-key is set but tls-cert is not".into()))
         }
     };
-    let config = tls::server_config(&cert, &key, client_ca.as_deref())
+    let verifier = client_ca
+        .as_deref()
+        .map(|ca| tls::ClientVerifier::new(ca, crl.as_deref()))
+        .transpose()
+        .map_err(|e| ServeError::Tls(e.to_string()))?;
+    let config = tls::server_config_with(&cert, &key, verifier.clone())
         .map_err(|e| ServeError::Tls(e.to_string()))?;
     let mut roles = tls::RoleMap::default();
     roles.from_units = auth.roles_from_ou;
@@ -249,11 +332,12 @@ fn tls_listen(
             .add(role, pattern)
             .map_err(|e| ServeError::Tls(format!("[serve.auth] {role}: {e}")))?;
     }
-    Ok(Some(transport::TlsListen {
+    let listen = transport::TlsListen {
         config,
         client_auth: client_ca.is_some(),
         roles,
-    }))
+    };
+    Ok((Some(listen), verifier.filter(|v| v.crl().is_some())))
 }
 
 /// What a topic needs, from the catalogue (the listeners name it when
@@ -289,19 +373,13 @@ fn read_token(path: &Path) -> Result<String, ServeError> {
     Ok(token.to_string())
 }
 
-/// An io::Error without Rust's " (os error N)" suffix.
-pub(crate) fn io_text(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
-}
+pub(crate) use rpc::errno::io_text;
 
 /// `roster serve --check`: parse the configuration and build its R.
 /// Returns a one-line summary.
 pub fn check(opts: &Options) -> Result<String, ServeError> {
     let plan = plan(opts)?;
+    validate(&plan)?;
     let mut parts = Vec::new();
     match &plan.config {
         Some(c) => {
@@ -415,6 +493,11 @@ impl Control {
             *w = None;
         }
     }
+    /// A sender on the service loop's input channel (for work done off
+    /// the loop, e.g. a reload's read, to wake it when done).
+    pub fn waker(&self) -> Option<std::sync::mpsc::Sender<transport::Incoming>> {
+        self.waker.lock().ok().and_then(|w| w.clone())
+    }
     fn wake(&self) {
         if let Ok(w) = self.waker.lock() {
             if let Some(tx) = w.as_ref() {
@@ -509,6 +592,7 @@ pub fn prepare_on(
     // drain state even after a crash (history truncation may have removed
     // the older events it summarises).
     let mut shell = service_loop::Shell::new(core, dir, plan.config_path.clone());
+    shell.set_reload_dir(plan.reload_dir.clone());
     shell.set_replayed(replayed);
     shell.persist(&out)?;
     Ok((shell, out))
@@ -639,23 +723,15 @@ pub fn run(
 ) -> Result<(), ServeError> {
     let started = std::time::Instant::now();
     let plan = plan(opts)?;
+    validate(&plan)?;
+    #[cfg(feature = "etcd")]
     if let config::Backend::Etcd(cfg) = &plan.backend {
-        #[cfg(feature = "etcd")]
         return ha_loop::run(&plan, &cfg.clone(), control, ready);
-        #[cfg(not(feature = "etcd"))]
-        {
-            let _ = cfg;
-            return Err(ServeError::Unsupported(
-                "[serve] backend = \"etcd\": this roster was built without the etcd backend \
-                 (cargo build --release --features etcd; it needs protoc, Debian package \
-                 protobuf-compiler)"
-                    .into(),
-            ));
-        }
     }
     let (mut shell, out) = prepare(&plan)?;
     shell.deliver(out);
     let metrics = shell.metrics();
+    metrics.set_limits(&plan.limits);
     metrics.refresh(shell.core(), std::time::Instant::now(), true);
     // status and sched-status are answered by the listeners from what
     // the loop publishes (they do not queue behind the loop).
@@ -677,7 +753,8 @@ pub fn run(
         .map_err(ServeError::Runtime)?;
     control.set_waker(tx.clone());
     let sig_control = Arc::clone(&control);
-    runtime.spawn(async move { watch_signals(sig_control).await });
+    let crl = plan.crl.clone();
+    runtime.spawn(async move { watch_signals(sig_control, crl).await });
     // The loop's channel stays open (the waker holds a sender): when the
     // listeners end on their own, the loop is told to stop.
     let net_control = Arc::clone(&control);
@@ -722,6 +799,10 @@ pub fn run(
     notifier.send("STOPPING=1");
     // Stop accepting; in-flight streams have had their final replies.
     let _ = stop_tx.send(true);
+    // The state is final: release the state directory (its lock) now, not
+    // after the connections' shutdown grace, so that a restart right
+    // after "stopped" finds it free.
+    drop(shell);
     if let Err(e) = runtime.block_on(net).unwrap_or(Ok(())) {
         tracing::warn!("listeners: {e}");
     }
@@ -729,7 +810,18 @@ pub fn run(
     result
 }
 
-pub(crate) async fn watch_signals(control: Arc<Control>) {
+/// SIGHUP: read the revocation list again (at once, for the next
+/// handshake; on an error the previous list stays in force).
+fn reload_crl(crl: Option<&tls::ClientVerifier>) {
+    let Some(v) = crl else { return };
+    let path = v.crl().map(|p| p.display().to_string()).unwrap_or_default();
+    match v.reload() {
+        Ok(n) => tracing::info!("SIGHUP: re-read {path} ({n} revocation list(s))"),
+        Err(e) => tracing::error!("SIGHUP: {e}: the previous revocation list stays in force"),
+    }
+}
+
+pub(crate) async fn watch_signals(control: Arc<Control>, crl: Option<Arc<tls::ClientVerifier>>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -743,13 +835,42 @@ pub(crate) async fn watch_signals(control: Arc<Control>) {
         tokio::select! {
             _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); control.request_stop(); }
             _ = int.recv() => { tracing::info!("SIGINT: shutting down"); control.request_stop(); }
-            _ = hup.recv() => { control.request_reload(); }
+            _ = hup.recv() => { reload_crl(crl.as_deref()); control.request_reload(); }
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use rpc::uri::Uri;
+
+    #[test]
+    fn command_line_listen_adds_to_the_configured() {
+        let u = |s: &str| Uri::parse(s).unwrap();
+        let default = || u("unix:///default.sock");
+        let configured = vec![u("unix:///run/r.sock"), u("tls://0.0.0.0:8050")];
+        let cfg = Some(configured.clone());
+        // both: the configured ones first, a repeated one once
+        assert_eq!(
+            super::merge_listen(
+                cfg.clone(),
+                &[u("unix:///tmp/x.sock"), u("unix:///run/r.sock")],
+                default
+            ),
+            vec![
+                u("unix:///run/r.sock"),
+                u("tls://0.0.0.0:8050"),
+                u("unix:///tmp/x.sock")
+            ]
+        );
+        assert_eq!(super::merge_listen(cfg, &[], default), configured);
+        assert_eq!(
+            super::merge_listen(None, &[u("unix:///tmp/x.sock")], default),
+            vec![u("unix:///tmp/x.sock")]
+        );
+        assert_eq!(super::merge_listen(None, &[], default), vec![default()]);
+    }
+
     #[test]
     fn default_limits_agree() {
         assert_eq!(

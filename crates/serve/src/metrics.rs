@@ -27,11 +27,34 @@ use transport::QueueProbe;
 /// Node-state gauges are recomputed at most this often.
 pub const NODE_REFRESH: Duration = Duration::from_millis(250);
 
-/// The node states exported by `roster_nodes{state=...}` (they overlap
-/// as in `flux resource status`: a drained node is also down).
-pub const STATES: [&str; 7] = [
-    "up", "down", "drained", "draining", "excluded", "torpid", "offline",
-];
+/// The node states exported by `roster_nodes{state=...}`: disjoint, so
+/// they sum to `roster_nodes_size`.  Each node counts once, in the first
+/// that applies: `excluded`; `drained` (online or not: the admin's
+/// drain explains it); `offline` (no agent); `torpid` (online, its agent
+/// late); `up` (online and schedulable).  Not up = drained + offline +
+/// torpid.
+pub const STATES: [&str; 5] = ["up", "torpid", "offline", "drained", "excluded"];
+
+/// Whether ENOSYS is the expected answer to `topic`: a flux-core topic
+/// flux's own tools send as a probe (the job manager's housekeeping
+/// ranks, for `status`) that the catalogue says nobody here serves
+/// ([`rpc::catalog::Server::Absent`]).  Counted under its own topic with
+/// the `ok` outcome, not as an error of `unknown`.
+pub fn expected_enosys(topic: &str) -> bool {
+    cat::lookup(topic).is_some_and(|t| t.server == cat::Server::Absent)
+}
+
+/// The `topic` and `outcome` labels of a request's last reply: `ok`, or
+/// `error` with unknown topics under one `unknown` label (bounded
+/// cardinality), except the [`expected_enosys`] probes.
+pub fn rpc_labels(topic: &str, errnum: Option<i32>) -> (&str, &'static str) {
+    match errnum {
+        None => (topic, "ok"),
+        Some(rpc::errno::ENOSYS) if expected_enosys(topic) => (topic, "ok"),
+        Some(rpc::errno::ENOSYS) => ("unknown", "error"),
+        Some(_) => (topic, "error"),
+    }
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {
@@ -48,6 +71,19 @@ struct RpcLabel {
 struct TopicLabel {
     topic: String,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabel {
+    version: String,
+    etcd: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabel {
+    limit: String,
+}
+
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
@@ -73,6 +109,10 @@ pub struct Metrics {
     streams: Family<TopicLabel, Gauge>,
     stream_bytes: Family<TopicLabel, Gauge>,
     stream_bytes_max: Family<TopicLabel, Gauge>,
+    leader: Gauge,
+    persist_errors: Counter,
+    max_fds: Gauge,
+    limits: Family<LimitLabel, Gauge>,
     /// Open streaming requests, by topic label (pruned as they end).
     probes: Mutex<Probes>,
     ready: AtomicBool,
@@ -100,7 +140,7 @@ impl Metrics {
         let nodes = Family::<StateLabel, Gauge>::default();
         registry.register(
             "roster_nodes",
-            "Execution targets by state (states overlap as in flux resource status)",
+            "Execution targets by state, each counted once (excluded, else drained, else offline, else torpid, else up): they sum to roster_nodes_size",
             nodes.clone(),
         );
         let nodes_total = Gauge::default();
@@ -118,7 +158,7 @@ impl Metrics {
         let rpcs = Family::<RpcLabel, Counter>::default();
         registry.register(
             "roster_rpc_requests",
-            "RPC requests answered, by topic and outcome (ok or error; unknown topics as \"unknown\")",
+            "RPC requests answered, by topic and outcome (ok or error; unknown topics as \"unknown\"; the ENOSYS answer to the flux clients' probe job-manager.stats-get is ok)",
             rpcs.clone(),
         );
         let rpc_seconds: HistogramFamily<TopicLabel> =
@@ -182,8 +222,55 @@ impl Metrics {
             "The largest outbound queue of one connection with an open stream of the topic (a reader falling behind)",
             stream_bytes_max.clone(),
         );
+        let build = Family::<BuildLabel, Gauge>::default();
+        registry.register(
+            "roster_build_info",
+            "Always 1; the labels name the running build (version, etcd backend compiled in)",
+            build.clone(),
+        );
+        build
+            .get_or_create(&BuildLabel {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                etcd: cfg!(feature = "etcd").to_string(),
+            })
+            .set(1);
+        let start = FloatGauge::default();
+        registry.register(
+            "roster_start_time_seconds",
+            "Start time of the daemon, seconds since the epoch",
+            start.clone(),
+        );
+        start.set(crate::now());
+        let leader = Gauge::default();
+        registry.register(
+            "roster_ha_leader",
+            "1 while this server serves the state (the local backend's server, or the etcd leader), 0 for a standby or while starting or stopping",
+            leader.clone(),
+        );
+        let persist_errors = Counter::default();
+        registry.register(
+            "roster_persist_errors",
+            "State changes that could not be made durable (the local backend then stops; an etcd leader steps down)",
+            persist_errors.clone(),
+        );
+        let max_fds = Gauge::default();
+        registry.register(
+            "roster_process_max_fds",
+            "The daemon's limit of open file descriptors (RLIMIT_NOFILE, soft)",
+            max_fds.clone(),
+        );
+        let limits = Family::<LimitLabel, Gauge>::default();
+        registry.register(
+            "roster_limit",
+            "The listeners' configured limits ([serve] max-connections, max-connections-per-peer, max-outbound-bytes, max-queued-requests)",
+            limits.clone(),
+        );
         Metrics {
             registry,
+            leader,
+            persist_errors,
+            max_fds,
+            limits,
             streams,
             stream_bytes,
             stream_bytes_max,
@@ -220,6 +307,28 @@ impl Metrics {
                     topic: topic.to_string(),
                 })
                 .observe(d.as_secs_f64());
+        }
+    }
+
+    /// A state change could not be made durable.
+    pub fn persist_failed(&self) {
+        self.persist_errors.inc();
+    }
+
+    /// The listeners' limits, for alerts on how close to them the
+    /// daemon runs (`roster_limit{limit=...}`).
+    pub fn set_limits(&self, l: &transport::Limits) {
+        for (name, v) in [
+            ("max-connections", l.max_connections),
+            ("max-connections-per-peer", l.max_connections_per_peer),
+            ("max-outbound-bytes", l.max_outbound_bytes),
+            ("max-queued-requests", l.max_queued_requests),
+        ] {
+            self.limits
+                .get_or_create(&LimitLabel {
+                    limit: name.to_string(),
+                })
+                .set(i64::try_from(v).unwrap_or(i64::MAX));
         }
     }
 
@@ -339,6 +448,10 @@ impl Metrics {
         if let Some(n) = process_fds() {
             self.fds.set(n as i64);
         }
+        if let Some(n) = process_max_fds() {
+            self.max_fds.set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        self.leader.set(i64::from(self.is_ready()));
         self.refresh_streams();
         let mut s = String::with_capacity(8192);
         // Writing to a String cannot fail.
@@ -370,32 +483,37 @@ struct Probes {
     live_at_prune: usize,
 }
 
-/// Counts per state, in [`STATES`] order.  `draining` (drained but still
-/// allocated) needs allocation data the resource service does not have;
-/// it is always 0.
-pub fn node_counts(core: &Service) -> [(&'static str, u64); 7] {
+/// Counts per state, in [`STATES`] order: disjoint, they sum to the
+/// instance's size.
+pub fn node_counts(core: &Service) -> [(&'static str, u64); 5] {
     let all = if core.size() > 0 {
         idset::IdSet::from_range(0, core.size() - 1)
     } else {
         idset::IdSet::new()
     };
     let excluded = core.excluded().intersection(&all);
-    let drained = core.drained().difference(&excluded);
-    let offline = all.difference(core.online()).difference(&excluded);
+    let drained = core.drained().intersection(&all).difference(&excluded);
+    let offline = all
+        .difference(core.online())
+        .difference(&excluded)
+        .difference(&drained);
     let torpid = core
         .torpid()
         .intersection(core.online())
-        .difference(&excluded);
-    let up = core.up();
-    let down = all.difference(&up).difference(&excluded);
+        .intersection(&all)
+        .difference(&excluded)
+        .difference(&drained);
+    let up = all
+        .difference(&excluded)
+        .difference(&drained)
+        .difference(&offline)
+        .difference(&torpid);
     [
         ("up", up.len()),
-        ("down", down.len()),
-        ("drained", drained.len()),
-        ("draining", 0),
-        ("excluded", excluded.len()),
         ("torpid", torpid.len()),
         ("offline", offline.len()),
+        ("drained", drained.len()),
+        ("excluded", excluded.len()),
     ]
 }
 
@@ -436,6 +554,13 @@ fn process_rss() -> Option<u64> {
     let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+/// The soft `Max open files` of /proc/self/limits.
+fn process_max_fds() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = s.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
 }
 
 fn process_fds() -> Option<usize> {
@@ -522,6 +647,65 @@ mod tests {
             assert!(text.contains(name), "{name} missing from:\n{text}");
         }
         assert!(!text.contains("# EOF"), "{text}");
+    }
+
+    #[test]
+    fn the_status_probe_is_not_an_error() {
+        use rpc::errno::{ENOSYS, EPERM};
+        assert_eq!(rpc_labels("resource.drain", None), ("resource.drain", "ok"));
+        assert_eq!(
+            rpc_labels("resource.drain", Some(EPERM)),
+            ("resource.drain", "error")
+        );
+        assert_eq!(
+            rpc_labels("frob.nicate", Some(ENOSYS)),
+            ("unknown", "error")
+        );
+        assert_eq!(
+            rpc_labels("job-manager.stats-get", Some(ENOSYS)),
+            ("job-manager.stats-get", "ok")
+        );
+        // any other error of the probe is one
+        assert_eq!(
+            rpc_labels("job-manager.stats-get", Some(EPERM)),
+            ("job-manager.stats-get", "error")
+        );
+    }
+
+    #[test]
+    fn build_start_leader_and_limits_are_exported() {
+        let m = Metrics::new();
+        m.set_limits(&transport::Limits::default());
+        let text = m.render();
+        let version = format!(
+            "roster_build_info{{version=\"{}\",etcd=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION"),
+            cfg!(feature = "etcd")
+        );
+        assert!(text.contains(&version), "{text}");
+        assert!(text.contains("roster_ha_leader 0"), "{text}");
+        assert!(text.contains("roster_persist_errors_total 0"), "{text}");
+        assert!(
+            text.contains("roster_limit{limit=\"max-connections\"} 32768"),
+            "{text}"
+        );
+        let start: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("roster_start_time_seconds "))
+            .and_then(|v| v.parse().ok())
+            .expect("roster_start_time_seconds");
+        assert!((crate::now() - start).abs() < 60.0, "{start}");
+        let max_fds: i64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("roster_process_max_fds "))
+            .and_then(|v| v.parse().ok())
+            .expect("roster_process_max_fds");
+        assert!(max_fds > 0);
+        m.set_ready(true);
+        m.persist_failed();
+        let text = m.render();
+        assert!(text.contains("roster_ha_leader 1"), "{text}");
+        assert!(text.contains("roster_persist_errors_total 1"), "{text}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use eventlog::Event;
@@ -118,7 +118,17 @@ pub struct Shell {
     /// Where the core's ready replies are published for the listeners
     /// (local backend only: an etcd leader must confirm its lease first).
     snapshots: Option<Arc<transport::Snapshots>>,
+    /// `resource.reload` reads under this directory only.
+    reload_dir: Option<PathBuf>,
+    /// Reloads read off the loop: their results, and the loop's input
+    /// channel to wake it (set while [`Shell::run`] runs; without it a
+    /// reload is read in place).
+    reloads: Arc<Mutex<Vec<Reloaded>>>,
+    waker: Option<std::sync::mpsc::Sender<Incoming>>,
 }
+
+/// A reload read off the loop: `(to, force, R or the error)`.
+type Reloaded = (rpc::ReplyTo, bool, Result<rset::Rset, rpc::RpcError>);
 
 impl Shell {
     pub fn new(core: Service, dir: store::StateDir, config_path: Option<PathBuf>) -> Shell {
@@ -141,7 +151,29 @@ impl Shell {
             replayed: 0,
             lanes: Lanes::default(),
             snapshots: None,
+            reload_dir: None,
+            reloads: Arc::new(Mutex::new(Vec::new())),
+            waker: None,
         }
+    }
+
+    /// Where `resource.reload` may read ([`crate::reload`]).
+    pub fn set_reload_dir(&mut self, dir: Option<PathBuf>) {
+        self.reload_dir = dir;
+    }
+
+    /// Hand the reloads read off the loop to the core.
+    fn take_reloaded(&mut self) -> Result<(), ServeError> {
+        let done = std::mem::take(&mut *self.reloads.lock().unwrap_or_else(|e| e.into_inner()));
+        if done.is_empty() {
+            return Ok(());
+        }
+        let mut out = Vec::new();
+        for (to, force, result) in done {
+            self.handle(Input::Reloaded { to, force, result }, &mut out);
+        }
+        self.core.handle(clock(), Input::Tick, &mut out);
+        self.commit(out)
     }
 
     /// Publish the core's ready replies to `snapshots` before each
@@ -248,6 +280,14 @@ impl Shell {
     /// [`Shell::persist_local`]); on etcd, all of them in one guarded
     /// transaction.
     pub fn persist(&mut self, out: &[Output]) -> Result<(), ServeError> {
+        let r = self.persist_on_backing(out);
+        if r.is_err() {
+            self.metrics.persist_failed();
+        }
+        r
+    }
+
+    fn persist_on_backing(&mut self, out: &[Output]) -> Result<(), ServeError> {
         match &mut self.backing {
             Backing::Local(_) => self.persist_local(out).map_err(ServeError::Persist),
             #[cfg(feature = "etcd")]
@@ -322,12 +362,8 @@ impl Shell {
         };
         let last = !route.streaming || reply.is_err();
         if last {
-            let (topic, outcome) = match &reply {
-                Ok(_) => (route.topic.as_str(), "ok"),
-                // Unknown topics share one label (bounded cardinality).
-                Err(e) if e.errnum == rpc::errno::ENOSYS => ("unknown", "error"),
-                Err(_) => (route.topic.as_str(), "error"),
-            };
+            let errnum = reply.as_ref().err().map(|e| e.errnum);
+            let (topic, outcome) = crate::metrics::rpc_labels(&route.topic, errnum);
             let latency = (!route.streaming).then(|| route.start.elapsed());
             self.metrics.rpc_done(topic, outcome, latency);
             if route.is_agent() {
@@ -369,7 +405,7 @@ impl Shell {
                 }
                 tracing::debug!(
                     topic = %req.topic,
-                    uid = ?req.userid,
+                    uid = req.userid,
                     role = ?req.role,
                     conn = req.conn,
                     "request"
@@ -425,9 +461,37 @@ impl Shell {
                 force,
             } = out.remove(i)
             {
-                let result = crate::load_reload_r(&path, xml);
-                self.core
-                    .handle(clock(), Input::Reloaded { to, force, result }, out);
+                let dir = self.reload_dir.clone();
+                match &self.waker {
+                    // Off the loop: a slow file system never holds up the
+                    // other requests; the result comes back through
+                    // `reloads` and a wake-up.
+                    Some(w) => {
+                        let (w, done) = (w.clone(), Arc::clone(&self.reloads));
+                        let spawned = std::thread::Builder::new()
+                            .name("roster-reload".into())
+                            .spawn(move || {
+                                let result = crate::load_reload_r(&path, xml, dir.as_deref());
+                                done.lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .push((to, force, result));
+                                let _ = w.send(Incoming::Disconnect(WAKE));
+                            });
+                        if let Err(e) = spawned {
+                            let result = Err(rpc::RpcError::new(
+                                rpc::errno::EAGAIN,
+                                format!("cannot start the reload: {e}"),
+                            ));
+                            self.core
+                                .handle(clock(), Input::Reloaded { to, force, result }, out);
+                        }
+                    }
+                    None => {
+                        let result = crate::load_reload_r(&path, xml, dir.as_deref());
+                        self.core
+                            .handle(clock(), Input::Reloaded { to, force, result }, out);
+                    }
+                }
             }
         }
     }
@@ -542,6 +606,10 @@ impl Shell {
             if control.take_reload() {
                 self.reload_config()?;
             }
+            if self.waker.is_none() {
+                self.waker = control.waker();
+            }
+            self.take_reloaded()?;
             // Sleep until the next input or the core's next deadline
             // (heartbeat timers, liveness batching): no polling.
             // The metrics' pending refresh and systemd's watchdog ping

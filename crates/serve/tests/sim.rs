@@ -172,6 +172,8 @@ impl Harness {
             backend: config::Backend::Local,
             role_tokens: Vec::new(),
             tls: None,
+            crl: None,
+            reload_dir: rfiles[0].parent().map(PathBuf::from),
             public_read: false,
         };
         Harness {

@@ -8,7 +8,7 @@
 use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// An open file, for writing.
@@ -101,7 +101,12 @@ impl Fs for RealFs {
         }
         for d in missing.iter().rev() {
             match fs::DirBuilder::new().mode(0o700).create(d) {
-                Ok(()) => self.sync_dir(&parent_of(d))?,
+                Ok(()) => {
+                    // 0700 whatever the umask (which can only take bits
+                    // away, owner ones included).
+                    fs::set_permissions(d, fs::Permissions::from_mode(0o700))?;
+                    self.sync_dir(&parent_of(d))?
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(e),
             }

@@ -141,14 +141,7 @@ pub enum StoreError {
     },
 }
 
-/// strerror-style text, without Rust's " (os error N)".
-pub(crate) fn io_text(e: &io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => s.get(..i).unwrap_or(&s).to_string(),
-        None => s,
-    }
-}
+pub(crate) use rpc::errno::io_text;
 
 fn io_err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> StoreError + 'a {
     move |source| StoreError::Io {

@@ -4,13 +4,14 @@ use crate::PeerCert;
 use rpc::Role;
 
 /// The role names a certificate or `[serve.auth]` can give, in the order
-/// `[serve.auth]` lists are consulted: `agent` first (the node
-/// restriction is the most specific grant), then by privilege.
-const ORDER: [&str; 5] = ["agent", "owner", "admin", "scheduler", "user"];
+/// `[serve.auth]` lists are consulted: `relay` and `agent` first (the
+/// node restriction is the most specific grant; `relay` is the narrower
+/// list of the two), then by privilege.
+const ORDER: [&str; 6] = ["relay", "agent", "owner", "admin", "scheduler", "user"];
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RoleMapError {
-    #[error("unknown role '{0}': expected one of agent, user, scheduler, admin, owner")]
+    #[error("unknown role '{0}': expected one of agent, relay, user, scheduler, admin, owner")]
     Role(String),
     #[error("invalid certificate name pattern '{0}': {1}")]
     Pattern(String, String),
@@ -62,7 +63,7 @@ impl Pattern {
 }
 
 /// How a verified client certificate gets its role: the first
-/// `[serve.auth]` list (agent, owner, admin, scheduler, user) with a
+/// `[serve.auth]` list (relay, agent, owner, admin, scheduler, user) with a
 /// pattern matching the certificate's name; else, if `from_units`, the
 /// first organizational unit of its subject that names a role (what
 /// `roster serve ca issue --role` writes); else no role.
@@ -85,6 +86,7 @@ impl Default for RoleMap {
 fn role_named(i: usize, name: &str) -> Role {
     match ORDER[i] {
         "agent" => Role::Agent(name.into()),
+        "relay" => Role::Relay(name.into()),
         "owner" => Role::Owner,
         "admin" => Role::Admin,
         "scheduler" => Role::Scheduler,
@@ -175,7 +177,16 @@ mod tests {
         let mut m = RoleMap::default();
         assert_eq!(
             m.add("root", "*").unwrap_err().to_string(),
-            "unknown role 'root': expected one of agent, user, scheduler, admin, owner"
+            "unknown role 'root': expected one of agent, relay, user, scheduler, admin, owner"
+        );
+        m.add("relay", "node[0-1]").unwrap();
+        assert_eq!(
+            m.role_of(&peer("node1", &["agent"])),
+            Some(Role::Relay("node1".into()))
+        );
+        assert_eq!(
+            RoleMap::default().role_of(&peer("r1", &["relay"])),
+            Some(Role::Relay("r1".into()))
         );
         assert!(m.add("user", "a*b").is_err());
         assert!(m.add("user", "*.").is_err());

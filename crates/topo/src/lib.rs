@@ -69,6 +69,16 @@ pub struct Topology {
 
 /// Discover this machine from `/sys` and `/proc`, restricted to the process
 /// CPU binding.
+/// This machine's hostname as flux reports it (`/proc/sys/kernel/hostname`,
+/// hwloc's `HostName`), else `$HOSTNAME`, else `localhost`.
+pub fn local_hostname() -> String {
+    sysfs::hostname(std::path::Path::new("/"))
+        .ok()
+        .flatten()
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
+        .unwrap_or_else(|| "localhost".into())
+}
+
 pub fn discover_local() -> Result<Topology, TopoError> {
     discover_from_root(Path::new("/"))
 }

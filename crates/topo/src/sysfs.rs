@@ -150,7 +150,7 @@ fn affinity(root: &Path) -> Result<Option<IdSet>, TopoError> {
     Ok(acc)
 }
 
-fn hostname(root: &Path) -> Result<Option<String>, TopoError> {
+pub(crate) fn hostname(root: &Path) -> Result<Option<String>, TopoError> {
     Ok(read_opt(&root.join("proc/sys/kernel/hostname"))?
         .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
         .filter(|s| !s.is_empty()))

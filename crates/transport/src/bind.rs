@@ -308,13 +308,33 @@ fn listen_tcp(addr: std::net::SocketAddr) -> io::Result<std::net::TcpListener> {
     Ok(s.into())
 }
 
-fn bind_tcp(
+/// Check, without binding anything, what [`Listeners::bind`] checks
+/// before it binds: a `tcp://` listener has a token and a loopback
+/// address, a `tls://` one a certificate and a way for clients to
+/// authenticate (host names are resolved).  `roster serve --check` and
+/// `roster serve` both go through this.
+pub fn check(uris: &[Uri], opts: &ListenOptions) -> Result<(), TransportError> {
+    for uri in uris {
+        let (host, port, use_tls) = match uri {
+            Uri::Tcp { host, port } => (host, *port, false),
+            Uri::Tls { host, port } => (host, *port, true),
+            Uri::Unix(_) | Uri::Flux(_) => continue,
+        };
+        check_tcp(uri, host, port, opts, use_tls)?;
+    }
+    Ok(())
+}
+
+/// A TCP listener's TLS settings and addresses, once its rules hold.
+type TcpPlan = (Option<crate::TlsListen>, Vec<std::net::SocketAddr>);
+
+fn check_tcp(
     uri: &Uri,
     host: &str,
     port: u16,
     opts: &ListenOptions,
     use_tls: bool,
-) -> Result<Bound, TransportError> {
+) -> Result<TcpPlan, TransportError> {
     let has_token = matches!(opts.token.as_deref(), Some(t) if !t.is_empty())
         || opts.role_tokens.iter().any(|(_, t)| !t.is_empty());
     let tls = if use_tls {
@@ -342,6 +362,17 @@ fn bind_tcp(
             host_port,
         });
     }
+    Ok((tls, addrs))
+}
+
+fn bind_tcp(
+    uri: &Uri,
+    host: &str,
+    port: u16,
+    opts: &ListenOptions,
+    use_tls: bool,
+) -> Result<Bound, TransportError> {
+    let (tls, addrs) = check_tcp(uri, host, port, opts, use_tls)?;
     let mut last = io::Error::new(
         io::ErrorKind::AddrNotAvailable,
         format!("{host} resolves to no address"),

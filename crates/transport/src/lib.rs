@@ -53,7 +53,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-pub use bind::Listeners;
+pub use bind::{check as check_listen, Listeners};
 pub use limits::{
     overflow_error, reply_cost, Limits, QueueProbe, QueueSlot, ReplyRefused, ReplySender,
 };
@@ -238,27 +238,11 @@ pub fn current_uid() -> u32 {
         .unwrap_or(u32::MAX)
 }
 
-/// An I/O error's text without Rust's " (os error N)" suffix, as C tools
-/// print `strerror`.
-pub(crate) fn io_text(e: &io::Error) -> String {
-    let s = e.to_string();
-    match (e.raw_os_error(), s.rfind(" (os error ")) {
-        (Some(_), Some(i)) if s.ends_with(')') => s[..i].to_string(),
-        _ => s,
-    }
-}
+pub(crate) use rpc::errno::io_text;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn io_text_strips_os_error_suffix() {
-        let e = io::Error::from_raw_os_error(2);
-        assert_eq!(io_text(&e), "No such file or directory");
-        let e = io::Error::other("custom (x)");
-        assert_eq!(io_text(&e), "custom (x)");
-    }
 
     #[test]
     fn conn_ids_are_fresh() {

@@ -198,6 +198,9 @@ pub struct Acquire {
     assigned: Vec<(String, IdSet)>,
     holders: Vec<Holder>,
     muted: bool,
+    /// Connections whose acquires are muted (`resource.acquire-mute` by a
+    /// scheduler: its own streams only).
+    muted_conns: Vec<rpc::ConnId>,
     shrink_mode: bool,
 }
 
@@ -272,7 +275,7 @@ impl Acquire {
     }
 
     fn emit(&self, out: &mut Vec<Output>, to: ReplyTo, payload: Value) {
-        if !self.muted {
+        if !self.muted && !self.muted_conns.contains(&to.conn) {
             out.push(Output::Reply {
                 to,
                 reply: Ok(payload.into()),
@@ -417,11 +420,22 @@ impl Acquire {
     /// The client went away: its acquires end silently.
     pub fn disconnect(&mut self, conn: rpc::ConnId, t: &Truth, out: &mut Vec<Output>) {
         self.end(|h| h.to.conn == conn, t, out);
+        self.muted_conns.retain(|c| *c != conn);
     }
 
-    /// `resource.acquire-mute`: no acquire response from now on.
+    /// `resource.acquire-mute` by the instance owner: no acquire response
+    /// from now on, to anyone (flux-core's).
     pub fn mute(&mut self) {
         self.muted = true;
+    }
+
+    /// `resource.acquire-mute` by anyone else: no response from now on to
+    /// the acquires of connection `conn` (the caller's own); every other
+    /// scheduler's stream keeps flowing.
+    pub fn mute_conn(&mut self, conn: rpc::ConnId) {
+        if !self.muted_conns.contains(&conn) {
+            self.muted_conns.push(conn);
+        }
     }
 
     /// `resource.release {group, targets}`: validate, answer `to` with an

@@ -33,15 +33,19 @@ impl Service {
         Ok(None)
     }
 
-    /// `resource.acquire-mute`: silence every acquire (for shutdown).
+    /// `resource.acquire-mute`: silence the caller's acquires (for
+    /// shutdown); the owner's silences every acquire.
     pub(super) fn acquire_mute(
         &mut self,
         _: f64,
-        _: &Request,
+        req: &Request,
         _: msg::Empty,
         _: &mut Vec<Output>,
     ) -> Handled {
-        self.acquire.mute();
+        match req.role {
+            Role::Owner => self.acquire.mute(),
+            _ => self.acquire.mute_conn(req.conn),
+        }
         Ok(Some(Value::Null.into()))
     }
 

@@ -43,8 +43,8 @@ impl Service {
         }
         // An agent authenticated by its certificate speaks for its own
         // host only.
-        if let Role::Agent(own) = &req.role {
-            if **own != *host {
+        if let Some(own) = req.role.agent_host() {
+            if *own != *host {
                 let msg =
                     format!("agent hello: the certificate of {own} may not speak for host {host}");
                 out.push(Output::Log {
@@ -108,6 +108,7 @@ impl Service {
         }
         let to = req.reply_to();
         if hello.relay {
+            relay::may_relay(&req.role, out)?;
             return self.relay_hello(now, rank, host, to, actual, out);
         }
         self.monitor.hello(self.mono, rank, to);
@@ -269,12 +270,16 @@ impl Service {
         }
         let ids = IdSet::from_range(rank, rank);
         self.state.drain.apply_drain(&ids, now, Some(&v.message), 1);
-        let c = ctx(vec![
+        let mut c = ctx(vec![
             ("idset", idset_str(&ids)),
             ("nodelist", Value::String(self.state.nodelist_of(&ids))),
             ("reason", Value::String(v.message.clone())),
             ("overwrite", Value::from(1)), // RFC 44: REQUIRED; as applied above
         ]);
+        if let Some(relay) = &self.verify_via {
+            // Roster's own key: the relay that reported these resources.
+            c.insert("relays".into(), json!({ relay.as_str(): idset_str(&ids) }));
+        }
         self.post(now, "drain", c, true, out);
         Some(v.message)
     }
@@ -347,6 +352,7 @@ impl Service {
             return;
         }
         self.liveness_posted = mono;
+        self.liveness_via = self.relays_via(&[&up, &down, &torpid, &lively]);
         if !up.is_empty() || !down.is_empty() {
             let mut new = self.state.online.union(&up);
             new.subtract(&down);
@@ -359,6 +365,7 @@ impl Service {
             new.subtract(&lively);
             self.set_torpid(now, new, out);
         }
+        self.liveness_via.clear();
     }
 
     /// Shutdown: end every agent stream (agents reconnect to the next

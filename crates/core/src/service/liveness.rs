@@ -75,7 +75,20 @@ impl Service {
     /// `lively`) for `ids`, unless it is empty.
     fn post_liveness(&mut self, now: f64, name: &str, ids: &IdSet, out: &mut Vec<Output>) {
         if !ids.is_empty() {
-            let c = ctx(vec![("idset", idset_str(ids))]);
+            let mut c = ctx(vec![("idset", idset_str(ids))]);
+            // Roster's own key: the relays that reported these ranks,
+            // `{"HOST": "IDSET", ...}` (absent when no relay did).
+            let via: Map<String, Value> = self
+                .liveness_via
+                .iter()
+                .filter_map(|(host, v)| {
+                    let mine = v.intersection(ids);
+                    (!mine.is_empty()).then(|| (host.clone(), idset_str(&mine)))
+                })
+                .collect();
+            if !via.is_empty() {
+                c.insert("relays".into(), Value::Object(via));
+            }
             self.post(now, name, c, false, out);
         }
     }

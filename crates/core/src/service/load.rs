@@ -67,6 +67,8 @@ impl Service {
             verify: init.settings.verify.clone(),
             liveness_batch: init.settings.liveness_batch,
             liveness_posted: f64::NEG_INFINITY,
+            liveness_via: Vec::new(),
+            verify_via: None,
             mono: init.mono.as_secs_f64(),
             stamp: now,
             discovered: None,

@@ -124,6 +124,12 @@ pub struct Service {
     liveness_batch: f64,
     /// When liveness events were last posted (monotonic seconds).
     liveness_posted: f64,
+    /// While the liveness events of a tick are posted: the relays that
+    /// spoke for their ranks, by hostname (the events' `relays` context).
+    liveness_via: Vec<(String, IdSet)>,
+    /// While a relay's hello group is verified: the relay's hostname (the
+    /// drain events' `relays` context).
+    verify_via: Option<String>,
     /// The monotonic time of the input being handled, seconds
     /// ([`Now::mono`]; never decreases).  Every timer uses it.
     mono: f64,

@@ -26,6 +26,17 @@ fn ranks_error(ranks: IdSet, e: RpcError) -> msg::RanksError {
     }
 }
 
+/// Only a relay credential (or the owner) may open a relay session: an
+/// agent's certificate speaks for its own host, never for a subtree.
+pub(super) fn may_relay(role: &Role, out: &mut Vec<Output>) -> Result<(), RpcError> {
+    rpc::relay::may_relay(role).inspect_err(|e| {
+        out.push(Output::Log {
+            level: Level::Warn,
+            msg: format!("refused a relay: {}", e.message()),
+        })
+    })
+}
+
 /// What one line's hellos came to.
 #[derive(Default)]
 struct Answer {
@@ -228,7 +239,14 @@ impl Service {
         self.relays.join(self.mono, conn, &ok);
         answer.accepted.add(&ok);
         if let Some(cores) = cores {
+            self.verify_via = Some(
+                self.state
+                    .hosts
+                    .get(&own)
+                    .map_or_else(|| format!("rank {own}"), |h| h.to_string()),
+            );
             self.relay_verify(now, &ok, &cores, &gpus, answer, out);
+            self.verify_via = None;
         }
         Ok(())
     }
@@ -331,6 +349,26 @@ impl Service {
                 Self::reply(out, e.stream, Ok(msg::encode(&a).into()));
             }
         }
+    }
+
+    /// Which relay (by hostname) spoke for which of the ranks in `sets`.
+    pub(super) fn relays_via(&mut self, sets: &[&IdSet]) -> Vec<(String, IdSet)> {
+        let mut changed = IdSet::new();
+        for s in sets {
+            changed.add(s);
+        }
+        self.relays
+            .take_via(&changed)
+            .into_iter()
+            .map(|(rank, ids)| {
+                let host = self
+                    .state
+                    .hosts
+                    .get(&rank)
+                    .map_or_else(|| format!("rank {rank}"), |h| h.to_string());
+                (host, ids)
+            })
+            .collect()
     }
 
     /// The liveness transitions of direct agents and relays together.  A

@@ -74,7 +74,8 @@ struct Args {
     /// Simulate one agent per host of HOSTLIST.
     #[arg(long, value_name = "HOSTLIST")]
     simulate: Option<String>,
-    /// (simulator) These ranks stop heartbeating, keeping their connections.
+    /// (simulator) These ranks (an idset, e.g. 490-494; not host names)
+    /// stop heartbeating, keeping their connections.
     #[arg(long, value_name = "RANKS", requires = "simulate")]
     stall: Option<String>,
     /// (simulator) Stall after this many seconds.
@@ -92,6 +93,11 @@ struct Args {
     /// token); repeatable.
     #[arg(long, value_name = "URI", requires = "relay")]
     listen: Vec<String>,
+    /// (relay) Refuse children whose certificates this revocation list
+    /// (PEM CRL, `roster serve ca revoke`) names, on a tls:// --listen;
+    /// re-read on SIGHUP.
+    #[arg(long, value_name = "FILE", requires = "relay")]
+    crl: Option<PathBuf>,
     /// (simulator) Run the first N hosts as relays, the others as
     /// virtual leaves below them.
     #[arg(long, value_name = "N", requires = "simulate", default_value_t = 0)]
@@ -113,6 +119,20 @@ fn ids(what: &str, s: &str) -> Result<IdSet, String> {
     IdSet::parse(s).map_err(|e| format!("--{what} {s}: {e}"))
 }
 
+/// `--stall RANKS`: an idset of ranks; a hostlist is refused with a
+/// message saying that ranks are wanted and how to find them.
+fn stall_ranks(s: &str) -> Result<IdSet, String> {
+    IdSet::parse(s).map_err(|e| {
+        match hostlist::Hostlist::decode(s) {
+            Ok(h) if !h.is_empty() => format!(
+                "--stall {s}: expected ranks (an idset such as 490-494), not host names; \
+                 the ranks of hosts are shown by `roster resource status -no '{{nodelist}} {{ranks}}'`"
+            ),
+            _ => format!("--stall {s}: {e}"),
+        }
+    })
+}
+
 fn seconds(what: &str, s: f64) -> Result<Duration, String> {
     if s.is_finite() && s > 0.0 && s < 1e6 {
         Ok(Duration::from_secs_f64(s))
@@ -129,7 +149,8 @@ fn seconds(what: &str, s: f64) -> Result<Duration, String> {
 fn relay_tls(
     uri: &rpc::uri::Uri,
     files: &client::TlsFiles,
-) -> Result<agent::relay::TlsListen, String> {
+    crl: Option<&std::path::Path>,
+) -> Result<(agent::relay::TlsListen, std::sync::Arc<tls::ClientVerifier>), String> {
     let (Some(cert), Some(key), Some(ca)) = (&files.cert, &files.key, &files.ca) else {
         return Err(format!(
             "--listen {uri}: a relay's TLS listener presents this node's certificate \
@@ -137,13 +158,35 @@ fn relay_tls(
              children's against the CA (--ca or $ROSTER_CA)"
         ));
     };
-    let config =
-        tls::server_config(cert, key, Some(ca)).map_err(|e| format!("--listen {uri}: {e}"))?;
-    Ok(agent::relay::TlsListen {
-        config,
-        client_auth: true,
-        roles: tls::RoleMap::default(),
-    })
+    let verifier = tls::ClientVerifier::new(ca, crl).map_err(|e| format!("--listen {uri}: {e}"))?;
+    let config = tls::server_config_with(cert, key, Some(std::sync::Arc::clone(&verifier)))
+        .map_err(|e| format!("--listen {uri}: {e}"))?;
+    Ok((
+        agent::relay::TlsListen {
+            config,
+            client_auth: true,
+            roles: tls::RoleMap::default(),
+        },
+        verifier,
+    ))
+}
+
+/// SIGHUP: the relay reads its revocation list again (the previous one
+/// stays in force if the file cannot be read).
+async fn reload_crl_on_sighup(v: std::sync::Arc<tls::ClientVerifier>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hup.recv().await.is_some() {
+        let path = v.crl().map(|p| p.display().to_string()).unwrap_or_default();
+        match v.reload() {
+            Ok(n) => eprintln!("roster agent: SIGHUP: re-read {path} ({n} revocation list(s))"),
+            Err(e) => {
+                eprintln!("roster agent: SIGHUP: {e}: the previous revocation list stays in force")
+            }
+        }
+    }
 }
 
 /// The command line, for `roster completions` and `roster manpage`.
@@ -234,7 +277,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
             None => IdSet::new(),
         };
         let stall = match &args.stall {
-            Some(s) => ids("stall", s)?,
+            Some(s) => stall_ranks(s)?,
             None => IdSet::new(),
         };
         let cfg = SimConfig {
@@ -342,7 +385,16 @@ fn run(args: Args) -> Result<ExitCode, String> {
             .iter()
             .find(|u| matches!(u, rpc::uri::Uri::Tls { .. }))
         {
-            Some(u) => Some(relay_tls(u, &listen_tls_files)?),
+            Some(u) => {
+                let (t, verifier) = relay_tls(u, &listen_tls_files, args.crl.as_deref())?;
+                if args.crl.is_some() {
+                    runtime.spawn(reload_crl_on_sighup(verifier));
+                }
+                Some(t)
+            }
+            None if args.crl.is_some() => {
+                return Err("--crl applies to a tls:// --listen, and there is none".into())
+            }
             None => None,
         };
         let rcfg = agent::relay::RelayConfig {
@@ -423,5 +475,23 @@ fn run(args: Args) -> Result<ExitCode, String> {
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn stall_wants_ranks_and_says_so() {
+        assert_eq!(super::stall_ranks("490-494").unwrap().encode(), "490-494");
+        let e = super::stall_ranks("node[490-494]").unwrap_err();
+        assert!(
+            e.starts_with(
+                "--stall node[490-494]: expected ranks (an idset such as 490-494), not host names"
+            ),
+            "{e}"
+        );
+        // neither: the idset's own error
+        let e = super::stall_ranks("[1-").unwrap_err();
+        assert!(e.starts_with("--stall [1-: ") && !e.contains("host"), "{e}");
     }
 }

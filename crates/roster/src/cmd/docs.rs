@@ -110,7 +110,7 @@ fn tree() -> Command {
         .subcommand(from_argparse(
             "resource",
             "The resource service's client (flux resource)",
-            &super::resource::doc_parser(),
+            &super::resource::parser(),
         ))
         .subcommand(
             Command::new("completions")

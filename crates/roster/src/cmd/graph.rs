@@ -259,11 +259,4 @@ pub(crate) fn load_file(path: &str, fmt: LoadFormat, hw: &HwlocOptions) -> Resul
     }
 }
 
-pub(crate) fn local_hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim_end_matches('\n').to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into())
-}
+pub(crate) use topo::local_hostname;

@@ -819,12 +819,14 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     match run(&parsed) {
         Ok((out, code)) => {
             let mut stdout = std::io::stdout().lock();
-            if stdout
+            // (a closed pipe ends the process by SIGPIPE, see main.rs)
+            if let Err(e) = stdout
                 .write_all(out.as_bytes())
                 .and_then(|()| stdout.flush())
-                .is_err()
             {
-                eprintln!("{LOG_PREFIX}: ERROR: Broken pipe");
+                let e = e.to_string();
+                let e = e.split(" (os error").next().unwrap_or(&e);
+                eprintln!("{LOG_PREFIX}: ERROR: {e}");
                 return ExitCode::from(1);
             }
             ExitCode::from(code)

@@ -255,14 +255,7 @@ fn discard<T>(v: T) {
 // ---------------------------------------------------------------------------
 // Subcommands
 
-fn local_hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim_end_matches('\n').to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into())
-}
+use topo::local_hostname;
 
 fn ranks_string(rl: &Rset) -> String {
     rl.ranks().encode()

@@ -87,31 +87,19 @@ fn config_file_arg() -> Arg {
     Arg::opt("config_file", &["--config-file"], "").hidden()
 }
 
-/// `--json` (Roster's): hidden from usage and help so that both stay
-/// byte-identical to flux's; shown in the man page and completions
-/// (`doc`), documented in the README.
-fn json_arg(doc: bool, help: &'static str) -> Arg {
-    let a = Arg::flag("json", &["--json"], help);
-    if doc {
-        a
-    } else {
-        a.hidden()
-    }
+/// `--json` (Roster's), shown in usage and help like every option.
+fn json_arg(help: &'static str) -> Arg {
+    Arg::flag("json", &["--json"], help)
 }
 
-/// `status --at WHEN` (Roster's; hidden like `--json`).
-fn at_arg(doc: bool) -> Arg {
-    let a = Arg::opt(
+/// `status --at WHEN` (Roster's).
+fn at_arg() -> Arg {
+    Arg::opt(
         "at",
         &["--at"],
-        "Show the status as it was at WHEN (ISO date-time, 03:00 today, -2h), replayed from the journal (Roster)",
+        "Show the status as it was at WHEN (ISO date-time, 03:00 today, --at=-2h), replayed from the journal (Roster)",
     )
-    .metavar("WHEN");
-    if doc {
-        a
-    } else {
-        a.hidden()
-    }
+    .metavar("WHEN")
 }
 
 fn format_arg(help: &'static str) -> Arg {
@@ -120,17 +108,8 @@ fn format_arg(help: &'static str) -> Arg {
 
 /// The command line of `roster resource` (flux-resource.py's parser, plus
 /// the global service options and Roster's `acquire`/`release`).
+/// `roster manpage` and `roster completions` document it too.
 pub fn parser() -> Parser {
-    build_parser(false)
-}
-
-/// [`parser`] with Roster's own hidden options shown, for `roster
-/// manpage` and `roster completions`.
-pub fn doc_parser() -> Parser {
-    build_parser(true)
-}
-
-fn build_parser(doc: bool) -> Parser {
     let fmt_help = "Specify output format using Python's string format syntax or a defined format by name (use 'help' to get a list of names)";
     Parser::new(USAGE_PROG)
         .arg(
@@ -193,9 +172,7 @@ fn build_parser(doc: bool) -> Parser {
             ))
             .arg(no_header_arg())
             .arg(color_arg())
-            .arg(json_arg(
-                doc,
-                "Print one JSON document instead of the table (Roster; only used when no drain targets specified)",
+            .arg(json_arg("Print one JSON document instead of the table (Roster; only used when no drain targets specified)",
             ))
             .arg(Arg::pos_optional(
                 "targets",
@@ -237,8 +214,8 @@ fn build_parser(doc: bool) -> Parser {
                     &["--skip-empty"],
                     "Skip empty lines of output even with --states",
                 ))
-                .arg(json_arg(doc, "Print one JSON document instead of the table (Roster)"))
-                .arg(at_arg(doc))
+                .arg(json_arg("Print one JSON document instead of the table (Roster)"))
+                .arg(at_arg())
         })
         .sub("list", |p| {
             p.arg(format_arg(fmt_help))
@@ -262,7 +239,7 @@ fn build_parser(doc: bool) -> Parser {
                 .arg(no_header_arg())
                 .arg(from_stdin_arg())
                 .arg(config_file_arg())
-                .arg(json_arg(doc, "Print one JSON document instead of the table (Roster)"))
+                .arg(json_arg("Print one JSON document instead of the table (Roster)"))
         })
         .sub("info", |p| {
             p.arg(
@@ -279,6 +256,7 @@ fn build_parser(doc: bool) -> Parser {
             .arg(config_file_arg())
             .arg(Arg::flag("skip_empty", &["--skip-empty"], "").hidden())
             .arg(Arg::flag("no_skip_empty", &["--no-skip-empty"], "").hidden())
+            .arg(json_arg("Print one JSON document instead of the line (Roster)"))
         })
         .sub("reload", |p| {
             p.arg(Arg::pos("path", "path to R or hwloc <rank>.xml dir"))
@@ -311,6 +289,7 @@ fn build_parser(doc: bool) -> Parser {
                     .choices(&["text", "json"])
                     .default_str("text"),
             )
+            .arg(json_arg("The same as --format=json (Roster)"))
             .arg(
                 Arg::opt(
                     "time_format",

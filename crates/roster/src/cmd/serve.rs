@@ -31,7 +31,8 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     statedir: Option<PathBuf>,
     /// Listen on URI: unix:///PATH, tls://HOST:PORT, tcp://HOST:PORT
-    /// (loopback only) or flux:///PATH (repeatable).
+    /// (loopback only) or flux:///PATH (repeatable).  Added to the
+    /// configuration's `listen`, never instead of it.
     #[arg(long, value_name = "URI", value_parser = parse_uri)]
     listen: Vec<Uri>,
     /// Consider every target online from the start.
@@ -70,13 +71,14 @@ pub fn command() -> clap::Command {
     let ca = <CaArgs as clap::CommandFactory>::command()
         .name("ca")
         .bin_name("roster serve ca")
-        .about("A certificate authority for a Roster site (init, issue)");
+        .about("A certificate authority for a Roster site (init, issue, revoke)");
     <Args as clap::CommandFactory>::command().subcommand(ca)
 }
 
 /// A certificate authority for a Roster site: `roster serve ca init DIR`
 /// makes one; `roster serve ca issue DIR HOSTLIST` signs a certificate
-/// (NAME.pem, NAME.key) for every host of HOSTLIST.
+/// (NAME.pem, NAME.key) for every host of HOSTLIST; `roster serve ca
+/// revoke DIR NAME` adds NAME.pem to the revocation list DIR/ca.crl.
 #[derive(Debug, Parser)]
 #[command(
     name = "roster serve ca",
@@ -96,15 +98,22 @@ enum CaArgs {
         days: u32,
     },
     /// Sign a certificate for every host of HOSTLIST with the CA in DIR:
-    /// subject CN=HOST, OU=ROLE, DNS name HOST; usable as the service's
-    /// certificate and as a client's.
+    /// subject CN=HOST, OU=ROLE, DNS name HOST; key usage
+    /// digitalSignature; extended key usage clientAuth, and serverAuth for
+    /// the roles that may serve (agent, relay, owner: the service's and a
+    /// relay's certificate).  Existing NAME.pem/NAME.key are kept unless
+    /// --force; the CA's own files never.
     Issue {
         dir: PathBuf,
         hostlist: String,
         /// The role written into the certificates: agent (a node's own
-        /// session), user, scheduler, admin or owner.
+        /// session), relay (an agent that may also speak for the subtree
+        /// the service assigns it), user, scheduler, admin or owner.
         #[arg(long, default_value = "agent")]
         role: String,
+        /// Replace existing certificates and keys of these names.
+        #[arg(long)]
+        force: bool,
         /// Another DNS name or IP address for every certificate (e.g. the
         /// address clients use for the service; repeatable).
         #[arg(long, value_name = "NAME")]
@@ -115,6 +124,20 @@ enum CaArgs {
         /// Write the certificates here instead of DIR.
         #[arg(long, value_name = "OUTDIR")]
         out: Option<PathBuf>,
+    },
+    /// Revoke the certificate NAME.pem: add its serial number to the
+    /// CA's revocation list DIR/ca.crl (made if missing), which a service
+    /// with `[serve] tls-crl` checks at every handshake (re-read on
+    /// SIGHUP).
+    Revoke {
+        dir: PathBuf,
+        name: String,
+        /// Where NAME.pem is (the --out of `issue`; default DIR).
+        #[arg(long, value_name = "CERTDIR")]
+        certs: Option<PathBuf>,
+        /// Days until the list's next update.
+        #[arg(long, default_value_t = 365)]
+        days: u32,
     },
 }
 
@@ -139,10 +162,36 @@ fn ca_main(args: Vec<OsString>) -> ExitCode {
             }
             Err(e) => fail(&e),
         },
+        CaArgs::Revoke {
+            dir,
+            name,
+            certs,
+            days,
+        } => {
+            let certs = certs.unwrap_or_else(|| dir.clone());
+            match tls::ca::revoke(&dir, &certs, &name, days) {
+                Ok(r) => {
+                    let what = if r.already {
+                        "already revoked"
+                    } else {
+                        "revoked"
+                    };
+                    println!(
+                        "{}: {name} (serial {}) {what}; {} certificate(s) listed",
+                        r.crl.display(),
+                        r.serial,
+                        r.count
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            }
+        }
         CaArgs::Issue {
             dir,
             hostlist,
             role,
+            force,
             san,
             days,
             out,
@@ -153,7 +202,8 @@ fn ca_main(args: Vec<OsString>) -> ExitCode {
                 Err(e) => return fail(&format!("{hostlist}: {e}")),
             };
             let out = out.unwrap_or_else(|| dir.clone());
-            match tls::ca::issue(&dir, &out, &hosts, &role, &san, days) {
+            let validity = tls::ca::Validity::days(days);
+            match tls::ca::issue_opts(&dir, &out, &hosts, &role, &san, validity, force) {
                 Ok(issued) => {
                     for i in issued {
                         println!("{} {}", i.cert.display(), i.key.display());
@@ -199,7 +249,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("roster serve: {e}");
+                eprintln!("roster serve: {}", error_text(&e));
                 config_hint(&e);
                 ExitCode::from(1)
             }
@@ -211,10 +261,31 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     match serve::run(&opts, control, |_| {}) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("roster serve: {e}");
+            eprintln!("roster serve: {}", error_text(&e));
             config_hint(&e);
             ExitCode::from(1)
         }
+    }
+}
+
+/// The error, with `FILE:LINE:` instead of `FILE:` when it is about the
+/// file named by a key (`path`, `scheduling`) whose line can be found.
+fn error_text(e: &serve::ServeError) -> String {
+    let serve::ServeError::Config(ce) = e else {
+        return e.to_string();
+    };
+    let key = match &ce.kind {
+        config::ErrorKind::PathLoad { .. } => "path",
+        config::ErrorKind::SchedulingLoad { .. } => "scheduling",
+        _ => return e.to_string(),
+    };
+    let line = ce.origin.as_deref().and_then(|f| {
+        let text = std::fs::read_to_string(f).ok()?;
+        Some((f, line_of_key(&text, key)?))
+    });
+    match line {
+        Some((f, l)) => format!("{f}:{l}: {}", ce.kind),
+        None => e.to_string(),
     }
 }
 

@@ -12,6 +12,24 @@ pub fn roster() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roster"))
 }
 
+/// Is `tool` on PATH?  Missing: skip loudly (the caller returns), or
+/// fail under `CI=true`, where every tool must be there (`.ci/run`
+/// installs the Debian `package`).
+pub fn need(tool: &str, package: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{tool} is not installed (Debian package `{package}`) and CI=true");
+        }
+        eprintln!("!!! SKIPPING: {tool} not installed (apt-get install {package})");
+    }
+    found
+}
+
 /// A scratch directory, removed on drop.
 pub struct Scratch(pub PathBuf);
 

@@ -48,6 +48,8 @@ pub fn eight_node_shell(dir: &Path) -> Shell {
         limits: transport::Limits::default(),
         role_tokens: Vec::new(),
         tls: None,
+        crl: None,
+        reload_dir: None,
         backend: config::Backend::Local,
         public_read: false,
     };

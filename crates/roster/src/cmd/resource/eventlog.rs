@@ -297,7 +297,9 @@ fn next_item(stream: &mut dyn ReplyStream, deadline: Option<Instant>) -> StreamI
 
 /// `roster resource eventlog`.
 pub fn eventlog(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
-    let (format, time_format) = if ns.flag("human") {
+    let (format, time_format) = if ns.flag("json") {
+        ("json", ns.str("time_format").unwrap_or("raw"))
+    } else if ns.flag("human") {
         ("text", "human")
     } else {
         (

@@ -130,7 +130,7 @@ fn usage_errors_exit_2_with_subcommand_usage() {
     assert_eq!(
         o.stderr,
         "usage: roster resource drain [-h] [-f] [-u] [-i TARGETS] [-q QUEUE,...]\n\
-         \x20                            [-o FORMAT] [-n] [-L [WHEN]]\n\
+         \x20                            [-o FORMAT] [-n] [-L [WHEN]] [--json]\n\
          \x20                            [targets] ...\n\
          roster resource drain: error: argument -f/--force: ignored explicit argument '2'\n"
     );
@@ -170,13 +170,15 @@ fn help_goes_to_stdout() {
     assert_eq!(
         o.stdout,
         "usage: roster resource info [-h] [-s STATE,...] [-i TARGETS] [-q QUEUE,...]\n\
+         \x20                           [--json]\n\
          \n\
          options:\n\
          \x20 -h, --help              show this help message and exit\n\
          \x20 -s, --states=STATE,...  Show output only for resources in given states\n\
          \x20 -i, --include=TARGETS   Include only specified targets in output set.\n\
          \x20                         TARGETS may be provided as an idset or hostlist.\n\
-         \x20 -q, --queue=QUEUE,...   Include only specified queues in output\n"
+         \x20 -q, --queue=QUEUE,...   Include only specified queues in output\n\
+         \x20     --json              Print one JSON document instead of the line (Roster)\n"
     );
     assert_eq!(o.stderr, "");
 }
@@ -845,21 +847,58 @@ fn eventlog_sorts_backlog_and_stops_at_sentinel() {
 
 #[test]
 fn eventlog_json_and_dropped_events() {
-    let fake = journal(vec![
-        events(json!([
-            {"timestamp": 0, "name": "ignored"},
-            {"timestamp": 5.0, "name": "truncate"},
-            {"name": "lively", "context": {"idset": "1"}}
-        ])),
-        sentinel(),
-    ]);
-    let o = run_with(&["eventlog", "-f", "json"], fake);
+    // --json is -f json (and wins over -H)
+    for args in [
+        &["eventlog", "-f", "json"][..],
+        &["eventlog", "--json"],
+        &["eventlog", "-H", "--json"],
+    ] {
+        let fake = journal(vec![
+            events(json!([
+                {"timestamp": 0, "name": "ignored"},
+                {"timestamp": 5.0, "name": "truncate"},
+                {"name": "lively", "context": {"idset": "1"}}
+            ])),
+            sentinel(),
+        ]);
+        let o = run_with(args, fake);
+        assert_eq!(o.code, 0, "{args:?}: {}", o.stderr);
+        // timestamp <= 0 is dropped; a missing timestamp is "now"
+        assert_eq!(
+            o.stdout,
+            "{\"timestamp\":5.0,\"name\":\"truncate\"}\n{\"name\":\"lively\",\"context\":{\"idset\":\"1\"},\"timestamp\":1000.0}\n",
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn json_is_in_the_help_where_it_works() {
+    for sub in ["status", "drain", "list", "info", "eventlog"] {
+        let o = run_with(&[sub, "--help"], Fake::new());
+        assert_eq!(o.code, 0);
+        let line = o
+            .stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with("--json"))
+            .unwrap_or_else(|| panic!("{sub} --help has no --json:\n{}", o.stdout));
+        assert!(
+            line.contains("JSON") || line.contains("json"),
+            "{sub}: {line}"
+        );
+    }
+    // info --json: list's JSON
+    let fake = Fake::new().json("resource.sched-status", &sched(R4, EMPTY_R, EMPTY_R));
+    let o = run_with(&["info", "--json"], fake);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    // timestamp <= 0 is dropped; a missing timestamp is "now"
-    assert_eq!(
-        o.stdout,
-        "{\"timestamp\":5.0,\"name\":\"truncate\"}\n{\"name\":\"lively\",\"context\":{\"idset\":\"1\"},\"timestamp\":1000.0}\n"
+    assert!(
+        o.stdout.starts_with("{\"version\":1,\"lines\":["),
+        "{}",
+        o.stdout
     );
+    // not where it would do nothing
+    let o = run_with(&["undrain", "--help"], Fake::new());
+    assert!(!o.stdout.contains("--json"), "{}", o.stdout);
 }
 
 #[test]
