@@ -126,6 +126,7 @@ fn drain_undrain_show_history_and_status_at() {
         "{hist}"
     );
     assert_eq!(lines.len(), 3, "{hist}");
+    assert!(lines.iter().all(|l| !l.ends_with(' ')), "{hist:?}");
     let hist: Value =
         serde_json::from_str(&d.ok(&["history", "--json", "--since", &between, "node3"])).unwrap();
     assert_eq!(hist.as_array().unwrap().len(), 1, "{hist}");

@@ -647,9 +647,10 @@ pub fn history(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 
         if let Some(w) = row["requester"].as_str() {
             let _ = write!(text, " by {w}");
         }
+        text.truncate(text.trim_end().len());
         text.push('\n');
     }
-    let _ = ctx.out.write_all(text.trim_end_matches(' ').as_bytes());
+    let _ = ctx.out.write_all(text.as_bytes());
     0
 }
 
