@@ -133,6 +133,7 @@ impl JournalFollower {
     fn request(&self) -> JournalRequest {
         JournalRequest {
             position: Some(self.position),
+            ..JournalRequest::default()
         }
     }
 

@@ -55,6 +55,7 @@ fn request(tag: u32, topic: &str, payload: serde_json::Value) -> Input {
         streaming: false,
         role: Role::Owner,
         userid: None,
+        who: None,
     })
 }
 

@@ -39,6 +39,25 @@ pub fn object_json(ev: &Event) -> Option<String> {
     serde_json::to_string(&ObjectForm(ev)).ok()
 }
 
+/// Roster's context key naming who asked for a `drain` or `undrain`
+/// (`alice (uid 1000)`, `cert:admin1`, `token:admin`).  Flux prints every
+/// context key, so journal readers get it only when they ask for it
+/// (`requester` in the request): flux clients see what flux-core sends.
+pub const REQUESTER: &str = "requester";
+
+/// [`object_json`] of the event without the [`REQUESTER`] key; `None` when
+/// the event has no such key (its usual text is the flux form).
+pub fn flux_json(ev: &Event) -> Option<String> {
+    if !ev.context.as_ref()?.contains_key(REQUESTER) {
+        return None;
+    }
+    let mut plain = ev.clone();
+    if let Some(c) = plain.context.as_mut() {
+        c.retain(|k, _| k != REQUESTER);
+    }
+    object_json(&plain)
+}
+
 /// Serialises like the `Value` [`Event::to_value`] builds: `timestamp`,
 /// `name`, then `context` when present.
 struct ObjectForm<'a>(&'a Event);

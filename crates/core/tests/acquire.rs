@@ -88,6 +88,7 @@ impl H {
             streaming: topic == "resource.acquire" || topic == "resource.journal",
             role,
             userid: None,
+            who: None,
         };
         let to = req.reply_to();
         let mut out = Vec::new();

@@ -100,6 +100,7 @@ impl H {
             streaming,
             role: Role::Owner,
             userid: None,
+            who: None,
         };
         let to = req.reply_to();
         self.input(Input::Request(req));

@@ -67,6 +67,7 @@ impl H {
             streaming: true,
             role: Role::Owner,
             userid: None,
+            who: None,
         };
         let to = req.reply_to();
         let out = self.handle(Input::Request(req));
@@ -83,6 +84,7 @@ impl H {
             streaming: false,
             role: Role::Owner,
             userid: None,
+            who: None,
         };
         let to = req.reply_to();
         let out = self.handle(Input::Request(req));

@@ -72,6 +72,7 @@ impl H {
             streaming: true,
             role,
             userid: None,
+            who: None,
         };
         let out = self.input(Input::Request(req));
         let to = ReplyTo { conn, matchtag: 1 };
@@ -94,6 +95,7 @@ impl H {
             streaming: false,
             role: Role::Owner,
             userid: None,
+            who: None,
         };
         let out = self.input(Input::Request(req));
         replies(
@@ -252,6 +254,7 @@ fn refusals() {
         streaming: false,
         role: Role::Owner,
         userid: None,
+        who: None,
     }));
     assert_eq!(
         replies(
@@ -328,6 +331,7 @@ fn torpid_then_lively_then_offline_timeout() {
             streaming: false,
             role: Role::Owner,
             userid: None,
+            who: None,
         }));
         replies(
             &out,
@@ -511,6 +515,7 @@ fn many_agents_one_event_each_way() {
             streaming: true,
             role: Role::Owner,
             userid: None,
+            who: None,
         };
         svc.handle(1.0, Input::Request(req), &mut out);
     }
@@ -526,6 +531,7 @@ fn many_agents_one_event_each_way() {
             streaming: false,
             role: Role::Owner,
             userid: None,
+            who: None,
         };
         svc.handle(20.0, Input::Request(req), &mut out);
     }

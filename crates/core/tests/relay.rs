@@ -86,6 +86,7 @@ impl H {
             streaming: true,
             role,
             userid: None,
+            who: None,
         }));
         (conn, replies(&out, stream(conn)).remove(0))
     }
@@ -106,6 +107,7 @@ impl H {
             streaming: false,
             role: Role::Owner,
             userid: None,
+            who: None,
         }));
         replies(&out, stream(conn))
     }
@@ -319,6 +321,7 @@ fn verification_drains_are_answered_per_group() {
         streaming: true,
         role: Role::Owner,
         userid: None,
+        who: None,
     }));
     let r = replies(&out, stream(conn));
     assert_eq!(r.len(), 2);

@@ -59,6 +59,7 @@ impl Harness {
             streaming,
             role,
             userid: None,
+            who: None,
         };
         let to = req.reply_to();
         let mut out = Vec::new();
@@ -164,8 +165,103 @@ fn drain_persists_before_reply_and_reply_before_followers() {
     assert_eq!(ev.name, "drain");
     assert_eq!(
         Value::Object(ev.context.clone().unwrap()),
-        json!({"idset": "1", "nodelist": "fake1", "reason": "x", "overwrite": 0})
+        json!({"idset": "1", "nodelist": "fake1", "reason": "x", "overwrite": 0,
+               "requester": "role owner"})
     );
+}
+
+/// The events of the journal replies in `out` to `to`.
+fn journal_events(out: &[Output], to: ReplyTo) -> Vec<Value> {
+    replies_to(out, to)
+        .into_iter()
+        .flat_map(|r| r.unwrap()["events"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn drains_record_their_requester_for_roster_readers_only() {
+    let mut h = start();
+    let who = |h: &mut Harness, topic: &str, payload: Value, userid, who: Option<&str>| {
+        h.now += 1.0;
+        let req = Request {
+            conn: 100 + h.now as u64,
+            matchtag: 1,
+            topic: topic.into(),
+            payload,
+            streaming: false,
+            role: Role::Admin,
+            userid,
+            who: who.map(Into::into),
+        };
+        let mut out = Vec::new();
+        h.svc.handle(h.now, Input::Request(req), &mut out);
+        out
+    };
+    let (flux, _) = h.req("resource.journal", json!({}), Role::Owner, true);
+    let (roster, _) = h.req(
+        "resource.journal",
+        json!({"requester": true}),
+        Role::Owner,
+        true,
+    );
+    let drain = json!({"targets": "1", "reason": "fan"});
+    let out = who(
+        &mut h,
+        "resource.drain",
+        drain,
+        Some(0),
+        Some("cert:admin1"),
+    );
+    assert_eq!(
+        persisted(&out)[0].get("requester"),
+        Some(&json!("cert:admin1"))
+    );
+    assert!(
+        out.iter().any(|o| matches!(o, Output::Log { msg, .. }
+            if msg.starts_with("drain idset=1") && msg.ends_with("requester=cert:admin1"))),
+        "{out:?}"
+    );
+    let live_flux = journal_events(&out, flux);
+    assert_eq!(
+        live_flux[0]["context"],
+        json!({"idset": "1", "nodelist": "fake1", "reason": "fan", "overwrite": 0})
+    );
+    assert_eq!(
+        journal_events(&out, roster)[0]["context"]["requester"],
+        "cert:admin1"
+    );
+    let out = who(
+        &mut h,
+        "resource.undrain",
+        json!({"targets": "1"}),
+        Some(1000),
+        None,
+    );
+    assert_eq!(
+        persisted(&out)[0].get("requester"),
+        Some(&json!("uid 1000"))
+    );
+    // The backlog: the same rule.
+    let (late_flux, out) = h.req("resource.journal", json!({}), Role::Owner, true);
+    let evs = journal_events(&out, late_flux);
+    let drains: Vec<_> = evs.iter().filter(|e| e["name"] != "restart").collect();
+    assert!(
+        drains
+            .iter()
+            .all(|e| e["context"].get("requester").is_none()),
+        "{evs:?}"
+    );
+    let (late, out) = h.req(
+        "resource.journal",
+        json!({"requester": true}),
+        Role::Owner,
+        true,
+    );
+    let named: Vec<_> = journal_events(&out, late)
+        .into_iter()
+        .filter_map(|e| e["context"].get("requester").cloned())
+        .collect();
+    assert_eq!(named, [json!("cert:admin1"), json!("uid 1000")]);
 }
 
 #[test]
@@ -464,6 +560,7 @@ fn journal_cancel_and_disconnect() {
         streaming: false,
         role: Role::Owner,
         userid: None,
+        who: None,
     };
     h.svc.handle(2000.0, Input::Request(req), &mut out);
     assert_eq!(replies_to(&out, jto), vec![Err(RpcError::bare(ENODATA))]);

@@ -313,6 +313,10 @@ fn roles_from_certificates() {
         .expect("admin drains");
     let st = site.d.rpc("resource.status", json!({})).unwrap();
     assert!(st["drain"].to_string().contains("fan"), "{st}");
+    // ...and is recorded by its certificate's name (issue 28 item 7).
+    let stored = stored_events(&site.s.statedir());
+    let last = stored.last().unwrap();
+    assert_eq!(last["context"]["requester"], "cert:alice", "{last}");
     // Through the CLI, with the environment variables.
     let o = roster()
         .args(["resource", "drain", "2", "x"])

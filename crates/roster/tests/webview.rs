@@ -214,15 +214,16 @@ fn a_drain_shows_in_the_browser_within_a_second() {
         .wait_for(state5, &json!("drained"), Duration::from_secs(1))
         .unwrap_or_else(|v| panic!("cell 5 not drained within 1 s: {v}"));
     eprintln!("drain seen by the browser after {took:?}");
-    // the canvas pixel of cell 5 is the drained color (#d33b2c)
+    // the canvas pixel of cell 5 is the drained colour (Okabe-Ito vermillion)
     let pixel = "const S = window.roster; const c = document.getElementById('grid').getContext('2d');\
                  const p = c.getImageData((5 % S.cols) * S.cell + 1, Math.floor(5 / S.cols) * S.cell + 1, 1, 1).data;\
                  return [p[0], p[1], p[2]];";
-    b.wait_for(pixel, &json!([0xd3, 0x3b, 0x2c]), Duration::from_secs(1))
+    b.wait_for(pixel, &json!([0xd5, 0x5e, 0x00]), Duration::from_secs(1))
         .unwrap_or_else(|v| panic!("canvas pixel of cell 5: {v}"));
     assert_eq!(
-        b.eval("return document.querySelector('[data-state=drained] b').textContent"),
-        json!("1")
+        b.eval("return document.querySelector('[data-state=drained-offline] b').textContent"),
+        json!("1"),
+        "drained and offline (no agent) is its own state"
     );
     assert!(b
         .eval("return document.getElementById('events').textContent")
@@ -383,4 +384,122 @@ fn r16k_first_paint_and_screenshot() {
     std::fs::create_dir_all(std::path::Path::new(out).parent().unwrap()).unwrap();
     std::fs::write(out, png).unwrap();
     assert!(fp.as_f64().unwrap() < 1000.0, "first paint {fp} ms");
+}
+
+/// Issue 28 item 3: `drain -f` keeps the drain time (overwrite 1) and
+/// `drain -ff` moves it (overwrite 2), live and after a reload, as the
+/// service's status says.
+#[test]
+fn forced_drains_keep_or_move_the_drain_time_as_the_service_does() {
+    if !need("chromium", "chromium chromium-driver")
+        || !need("chromedriver", "chromium chromium-driver")
+    {
+        return;
+    }
+    let s = Scratch::new("webview-force");
+    let (d, addr) = daemon_with_tcp(&s, &fake_config(8, ""));
+    let b = Browser::start(1000, 800);
+    let url = format!("http://{addr}/#token=s3cret");
+    let ready = "return !!(window.roster && window.roster.n === 8 && document.getElementById('status').textContent === 'live')";
+    b.goto(&url);
+    b.wait_for(ready, &json!(true), Duration::from_secs(20))
+        .expect("page loaded and following the journal");
+    let service_time = || {
+        let st = d.rpc("resource.status", json!({})).unwrap();
+        st["drain"]["3"]["timestamp"].as_f64().unwrap() as i64
+    };
+    let page = "return window.roster.drained[3] ? [Math.round(window.roster.dtime[3]), window.roster.reason[3]] : null";
+    d.ok(&["drain", "3", "first"]);
+    let first = service_time();
+    b.wait_for(page, &json!([first, "first"]), Duration::from_secs(3))
+        .unwrap_or_else(|v| panic!("first drain: {v}"));
+    std::thread::sleep(Duration::from_millis(1500));
+    d.ok(&["drain", "-f", "3", "second"]);
+    assert_eq!(service_time(), first, "drain -f keeps the time");
+    b.wait_for(page, &json!([first, "second"]), Duration::from_secs(3))
+        .unwrap_or_else(|v| panic!("after drain -f the page must keep {first}: {v}"));
+    b.goto(&url);
+    b.wait_for(ready, &json!(true), Duration::from_secs(20))
+        .expect("page reloaded");
+    b.wait_for(page, &json!([first, "second"]), Duration::from_secs(3))
+        .unwrap_or_else(|v| panic!("after a reload the page must keep {first}: {v}"));
+    std::thread::sleep(Duration::from_millis(1500));
+    d.ok(&["drain", "-ff", "3", "third"]);
+    let third = service_time();
+    assert!(third > first, "drain -ff moves the time");
+    b.wait_for(page, &json!([third, "third"]), Duration::from_secs(3))
+        .unwrap_or_else(|v| panic!("after drain -ff the page must show {third}: {v}"));
+}
+
+/// Issue 28 item 12: the filter (nodes, state, reason) lives in the
+/// address, a click pins a node with its history, events name hosts,
+/// drained+offline is not drained, and cells carry shapes.
+#[test]
+fn filter_in_the_url_pin_a_node_and_hosts_in_events() {
+    if !need("chromium", "chromium chromium-driver")
+        || !need("chromedriver", "chromium chromium-driver")
+    {
+        return;
+    }
+    let s = Scratch::new("webview-tool");
+    let (d, addr) = daemon_with_tcp(&s, &fake_config(8, ""));
+    d.ok(&["drain", "fake[2-3]", "fan"]);
+    d.ok(&["drain", "fake5", "disk"]);
+    let b = Browser::start(1000, 800);
+    b.goto(&format!("http://{addr}/?reason=fan#token=s3cret"));
+    let ready = "return !!(window.roster && window.roster.n === 8 && document.getElementById('status').textContent === 'live')";
+    b.wait_for(ready, &json!(true), Duration::from_secs(20))
+        .expect("page loaded and following the journal");
+    let matching = "return document.getElementById('matching').textContent";
+    b.wait_for(matching, &json!("matching: 2"), Duration::from_secs(3))
+        .unwrap_or_else(|v| panic!("the reason filter from the URL: {v}"));
+    assert_eq!(b.eval("return location.search"), json!("?reason=fan"));
+    // a hostlist and a state, typed: the address follows
+    let set = |id: &str, v: &str| {
+        b.eval(&format!(
+            "const e = document.getElementById('{id}'); e.value = {v:?}; \
+             e.dispatchEvent(new Event('input')); return null"
+        ));
+    };
+    set("f-reason", "");
+    set("f-targets", "fake[0-5]");
+    set("f-state", "drained-offline");
+    b.wait_for(matching, &json!("matching: 3"), Duration::from_secs(3))
+        .unwrap_or_else(|v| panic!("hostlist + state filter: {v}"));
+    assert_eq!(
+        b.eval("return location.search"),
+        json!("?nodes=fake%5B0-5%5D&state=drained-offline")
+    );
+    set("f-targets", "4-7");
+    set("f-state", "");
+    b.wait_for(matching, &json!("matching: 4"), Duration::from_secs(3))
+        .unwrap_or_else(|v| panic!("idset filter: {v}"));
+    // a click pins node 5 with its history
+    let click = "const S = window.roster; const c = document.getElementById('grid'); \
+                 const b = c.getBoundingClientRect(); \
+                 c.dispatchEvent(new MouseEvent('click', {clientX: b.left + (5 % S.cols) * S.cell + 2, \
+                   clientY: b.top + Math.floor(5 / S.cols) * S.cell + 2})); return null";
+    b.eval(click);
+    let pin = b.eval("return document.getElementById('pin').textContent");
+    let pin = pin.as_str().unwrap();
+    assert!(pin.starts_with("fake5  rank 5\ndrained+offline"), "{pin}");
+    assert!(pin.contains("reason: disk"), "{pin}");
+    assert!(pin.contains(" drain disk"), "{pin}");
+    assert!(!pin.contains("fan"), "{pin}");
+    // the pinned node's history holds only its own events; events name hosts
+    d.ok(&["drain", "7", "psu"]);
+    b.wait_for(
+        "return document.getElementById('pin').textContent.includes('psu')",
+        &json!(false),
+        Duration::from_secs(1),
+    )
+    .unwrap();
+    let events = "return document.getElementById('events').textContent.includes('fake7 psu')";
+    b.wait_for(events, &json!(true), Duration::from_secs(3))
+        .unwrap_or_else(|v| panic!("host in events: {v}"));
+    // every state has a shape in the legend
+    let legend = b.eval("return document.getElementById('counts').textContent");
+    for shape in ["■", "◆", "□", "◩", "✕"] {
+        assert!(legend.as_str().unwrap().contains(shape), "{legend}");
+    }
 }

@@ -172,6 +172,12 @@ pub struct Request {
     pub role: Role,
     /// The client's uid when the transport knows it (Unix peer credentials).
     pub userid: Option<u32>,
+    /// Who sent it, when the transport or the shell can name them beyond
+    /// the uid: `cert:NAME` (a TLS client certificate), `token:ROLE` (a
+    /// bearer token), `alice (uid 1000)` (the shell resolved the uid).
+    /// Recorded as the requester of a drain or undrain; `None`: the core
+    /// names the uid, else the role.
+    pub who: Option<Arc<str>>,
 }
 
 /// The payload of a successful reply: a JSON value, or the same value

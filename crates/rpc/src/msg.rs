@@ -112,6 +112,10 @@ pub struct JournalRequest {
         skip_serializing_if = "Option::is_none"
     )]
     pub position: Option<Option<JournalPosition>>,
+    /// Roster's: include the `requester` key of `drain`/`undrain`
+    /// contexts (left out otherwise: flux prints every context key).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requester: bool,
 }
 
 /// Where a journal reader is: the run (a start of the service) and the
@@ -568,8 +572,19 @@ mod tests {
         assert_eq!(encode(&JournalRequest::default()), json!({}));
         let back = JournalRequest {
             position: Some(None),
+            requester: false,
         };
         assert_eq!(encode(&back), json!({"position": null}));
+        let roster = JournalRequest {
+            position: None,
+            requester: true,
+        };
+        assert_eq!(encode(&roster), json!({"requester": true}));
+        assert!(
+            decode::<JournalRequest>(&json!({"requester": true}))
+                .unwrap()
+                .requester
+        );
     }
 
     #[test]

@@ -180,6 +180,7 @@ mod tests {
                 streaming: false,
                 role,
                 userid: None,
+                who: None,
             },
             replies: ReplySender::unbounded(false).0,
             slot: QueueSlot::unbounded(),

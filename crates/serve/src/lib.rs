@@ -27,6 +27,7 @@ pub mod modes;
 pub mod notify;
 pub mod reload;
 pub mod service_loop;
+mod who;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};

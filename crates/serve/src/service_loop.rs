@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use eventlog::Event;
 use roster_core::{Input, Level, Output, Service};
+use rpc::catalog::{Call, Drain, Undrain};
 use rpc::{ConnId, Reply, ReplyTo};
 use transport::{Incoming, ReplySender};
 
@@ -386,9 +387,18 @@ impl Shell {
     /// Turn one message from the listeners into a core input.
     fn input_of(&mut self, msg: Incoming) -> Input {
         match msg {
-            Incoming::Request { req, replies, slot } => {
+            Incoming::Request {
+                mut req,
+                replies,
+                slot,
+            } => {
                 // Off the listener → loop queue.
                 drop(slot);
+                if let (None, Some(uid)) = (&req.who, req.userid) {
+                    if [Drain::TOPIC, Undrain::TOPIC].contains(&req.topic.as_str()) {
+                        req.who = crate::who::unix_requester(uid);
+                    }
+                }
                 tracing::debug!(
                     topic = %req.topic,
                     uid = req.userid,

@@ -222,6 +222,7 @@ impl Harness {
             streaming: false,
             role: Role::Owner,
             userid: None,
+            who: None,
         };
         let shell = self.shell.as_mut().expect("running");
         let res = shell.step(vec![Incoming::Request {
@@ -527,6 +528,7 @@ fn persist_error_stops_the_loop_without_acknowledging_and_restart_replays() {
             streaming: false,
             role: Role::Owner,
             userid: None,
+            who: None,
         };
         // The batch's write (ENOSPC: half of it reaches the file and is
         // cut off) or its fdatasync (EIO) fails.

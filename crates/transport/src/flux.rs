@@ -479,6 +479,7 @@ impl Conn {
             streaming: head.streaming,
             role: self.cred.role.clone(),
             userid: Some(self.cred.userid),
+            who: None,
         };
         // A request that follows others still in flight on this
         // connection takes the loop, in order (see `crate::snapshot`).

@@ -667,7 +667,21 @@ where
         Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
     };
 
-    dispatch(ctx, topic, payload, streaming, role, userid).await
+    let who = who(&peer, &role);
+    dispatch(ctx, topic, payload, streaming, role, (userid, who)).await
+}
+
+/// How a TCP or TLS caller is named in the record of a drain: the
+/// certificate that gave the role, else the token's role (Unix peers are
+/// named from their uid by the shell).
+fn who(peer: &Peer, role: &Role) -> Option<Arc<str>> {
+    match peer {
+        Peer::Unix { .. } => None,
+        Peer::Tls { cert: Some(c), .. } if c.role.is_some() => {
+            Some(format!("cert:{}", c.name).into())
+        }
+        Peer::Tcp { .. } | Peer::Tls { .. } => Some(format!("token:{}", role.name()).into()),
+    }
 }
 
 /// Hand one request to the service and answer with its reply (or, when
@@ -678,7 +692,7 @@ async fn dispatch(
     payload: serde_json::Value,
     streaming: bool,
     role: Role,
-    userid: Option<u32>,
+    (userid, who): (Option<u32>, Option<Arc<str>>),
 ) -> Response<ReplyBody> {
     let conn = next_conn_id();
     let queue = OutQueue::new(ctx.limits.outbound_bytes(&role));
@@ -691,6 +705,7 @@ async fn dispatch(
         streaming,
         role,
         userid,
+        who,
     };
     tracing::debug!(conn, topic = %request.topic, streaming, role = ?request.role, "request");
     let handed = match ctx.tx.request(request, replies) {
@@ -765,7 +780,8 @@ async fn web_route<B>(
         } => {
             let payload = serde_json::Value::Object(Default::default());
             let role = crate::web::cap(&role, &caller);
-            return Some(dispatch(ctx, topic.to_string(), payload, streaming, role, userid).await);
+            let caller = (userid, None);
+            return Some(dispatch(ctx, topic.to_string(), payload, streaming, role, caller).await);
         }
     };
     let mut resp = Response::new(ReplyBody::Full((!r.body.is_empty()).then_some(r.body)));

@@ -827,6 +827,7 @@ mod tests {
             streaming: false,
             role: rpc::Role::Owner,
             userid: None,
+            who: None,
         };
         let s = || ReplySender::new(Arc::clone(&q), false).0;
         assert!(l.request(req(), s()).is_ok());
@@ -851,6 +852,7 @@ mod tests {
             streaming: false,
             role: rpc::Role::Agent("n1".into()),
             userid: None,
+            who: None,
         };
         let s = || ReplySender::new(Arc::clone(&q), false).0;
         l.session_line(line(2), s()).await.unwrap();

@@ -151,6 +151,7 @@ mod tests {
             streaming,
             role,
             userid: None,
+            who: None,
         }
     }
 

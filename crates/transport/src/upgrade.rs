@@ -335,6 +335,7 @@ impl RawSession {
             streaming: false,
             role: self.role.clone(),
             userid: self.userid,
+            who: None,
         };
         *matchtag = matchtag.checked_add(1).unwrap_or(2);
         if self.tx.session_line(req, discard.clone()).await.is_err() {
@@ -360,6 +361,7 @@ pub(crate) fn session_hello(
         streaming: true,
         role: role.clone(),
         userid,
+        who: None,
     }
 }
 

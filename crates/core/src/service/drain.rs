@@ -4,6 +4,17 @@
 
 use super::*;
 use crate::drain::{validate_targets, DrainMode};
+use crate::journal::REQUESTER;
+
+/// Who asked: what the transport or shell named, else the uid, else the
+/// role (recorded under [`REQUESTER`] and logged).
+fn requester(req: &Request) -> String {
+    match (&req.who, req.userid) {
+        (Some(who), _) => who.to_string(),
+        (None, Some(uid)) => format!("uid {uid}"),
+        (None, None) => format!("role {}", req.role.name()),
+    }
+}
 
 impl Service {
     /// `resource.drain {targets, reason?, mode?}`.
@@ -15,6 +26,7 @@ impl Service {
         out: &mut Vec<Output>,
     ) -> Handled {
         let to = req.reply_to();
+        let who = requester(req);
         let reason = body.reason.as_deref();
         let mode = DrainMode::parse_drain(body.mode.as_deref())?;
         let ids = self.state.decode_targets(&body.targets)?;
@@ -26,11 +38,12 @@ impl Service {
         out.push(Output::Log {
             level: Level::Info,
             msg: format!(
-                "drain idset={} nodelist={} overwrite={} reason={}",
+                "drain idset={} nodelist={} overwrite={} reason={} requester={}",
                 ids.encode(),
                 nodelist,
                 mode.overwrite(),
-                reason.unwrap_or("")
+                reason.unwrap_or(""),
+                who
             ),
         });
         let mut c = ctx(vec![
@@ -41,6 +54,7 @@ impl Service {
             c.insert("reason".into(), Value::from(r));
         }
         c.insert("overwrite".into(), Value::from(mode.overwrite()));
+        c.insert(REQUESTER.into(), Value::from(who));
         self.post_acknowledged(now, "drain", c, to, out);
         Ok(None)
     }
@@ -53,6 +67,7 @@ impl Service {
         out: &mut Vec<Output>,
     ) -> Handled {
         let to = req.reply_to();
+        let who = requester(req);
         let targets = body.targets.as_str();
         let mode = DrainMode::parse_undrain(body.mode.as_deref())?;
         let reason = body.reason.as_deref();
@@ -63,11 +78,12 @@ impl Service {
         out.push(Output::Log {
             level: Level::Info,
             msg: format!(
-                "undrain idset={} nodelist={} overwrite={} reason={}",
+                "undrain idset={} nodelist={} overwrite={} reason={} requester={}",
                 targets,
                 nodelist,
                 mode.overwrite(),
-                reason.unwrap_or("")
+                reason.unwrap_or(""),
+                who
             ),
         });
         let mut c = ctx(vec![
@@ -78,6 +94,7 @@ impl Service {
         if let Some(r) = reason {
             c.insert("reason".into(), Value::from(r));
         }
+        c.insert(REQUESTER.into(), Value::from(who));
         self.post_acknowledged(now, "undrain", c, to, out);
         Ok(None)
     }

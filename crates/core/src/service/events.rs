@@ -100,17 +100,19 @@ impl Service {
             Some(inv) if ev.name == "resource-define" => Some(r_text(inv)),
             _ => None,
         };
-        let mut plain = None;
-        let mut positioned = None;
+        // Flux's form (without Roster's requester) when it differs.
+        let flux = journal::flux_json(ev);
+        let mut payloads: [[Option<Payload>; 2]; 2] = Default::default();
         for f in &self.followers {
-            let payload = if f.positions {
-                positioned.get_or_insert_with(|| {
-                    let pos = self.position_text(place);
-                    events_payload(&[&v], r.as_deref(), Some(&pos))
-                })
-            } else {
-                plain.get_or_insert_with(|| events_payload(&[&v], r.as_deref(), None))
+            let text = match &flux {
+                Some(plain) if !f.requester => plain,
+                _ => &v,
             };
+            let slot = &mut payloads[usize::from(f.positions)][usize::from(f.requester)];
+            let payload = slot.get_or_insert_with(|| {
+                let pos = f.positions.then(|| self.position_text(place));
+                events_payload(&[text], r.as_deref(), pos.as_deref())
+            });
             out.push(Output::Reply {
                 to: f.to,
                 reply: Ok(payload.clone()),

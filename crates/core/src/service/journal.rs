@@ -4,7 +4,8 @@
 use super::events::{events_payload, r_text};
 use super::position::Follower;
 use super::*;
-use crate::journal::Place;
+use crate::journal::{self, Place};
+use std::borrow::Cow;
 
 impl Service {
     /// Backlog in batches of up to 100 (a `resource-define` alone, with R),
@@ -25,14 +26,17 @@ impl Service {
         let to = req.reply_to();
         let pos = |place: Place| start.positions.then(|| self.position_text(place));
         // Each event is serialised once for the life of the journal
-        // (`Journal::events_json`); a batch is their concatenation.
-        let mut batch: Vec<&str> = Vec::with_capacity(100);
+        // (`Journal::events_json`); a batch is their concatenation.  A
+        // reader that did not ask for the requester gets the (rare)
+        // events naming one serialised without it.
+        let mut batch: Vec<Cow<str>> = Vec::with_capacity(100);
         let mut last = Place::default();
-        let flush = |batch: &mut Vec<&str>, last: Place, out: &mut Vec<Output>| {
+        let flush = |batch: &mut Vec<Cow<str>>, last: Place, out: &mut Vec<Output>| {
             if !batch.is_empty() {
+                let texts: Vec<&str> = batch.iter().map(|t| t.as_ref()).collect();
                 out.push(Output::Reply {
                     to,
-                    reply: Ok(events_payload(batch, None, pos(last).as_deref())),
+                    reply: Ok(events_payload(&texts, None, pos(last).as_deref())),
                 });
                 batch.clear();
             }
@@ -51,7 +55,10 @@ impl Service {
                 });
                 continue;
             }
-            batch.push(v);
+            match journal::flux_json(ev).filter(|_| !body.requester) {
+                Some(plain) => batch.push(Cow::Owned(plain)),
+                None => batch.push(Cow::Borrowed(v)),
+            }
             last = place;
             if batch.len() == 100 {
                 flush(&mut batch, last, out);
@@ -66,6 +73,7 @@ impl Service {
         self.followers.push(Follower {
             to,
             positions: start.positions,
+            requester: body.requester,
         });
         Ok(None)
     }

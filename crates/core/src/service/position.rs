@@ -42,6 +42,8 @@ pub(super) struct Follower {
     /// It asked for positions (and to be told to resume, with EAGAIN,
     /// when the service stops).
     pub positions: bool,
+    /// It asked for Roster's [`crate::journal::REQUESTER`] context key.
+    pub requester: bool,
 }
 
 /// The persistent log as journal positions see it.

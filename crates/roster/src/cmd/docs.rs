@@ -18,7 +18,7 @@ use std::process::ExitCode;
 
 /// What each `roster resource` sub-command does (argparse has no help
 /// for them: flux registers its sub-parsers without one).
-const RESOURCE_ABOUT: [(&str, &str); 12] = [
+const RESOURCE_ABOUT: [(&str, &str); 14] = [
     ("acquire-mute", "Stop resource.acquire responses (testing)"),
     (
         "drain",
@@ -34,6 +34,14 @@ const RESOURCE_ABOUT: [(&str, &str); 12] = [
     ("reload", "Reload R (or hwloc XML) from a path"),
     ("R", "Emit the R of resources in given states"),
     ("eventlog", "Show the resource eventlog (RFC 44 events)"),
+    (
+        "show",
+        "Show one node: state, drain and who drained it, liveness, R (Roster)",
+    ),
+    (
+        "history",
+        "Show each node's events: drains with their requester, liveness (Roster)",
+    ),
     (
         "acquire",
         "Follow resource.acquire as a scheduler does (RFC 28), as JSON lines",

@@ -30,6 +30,7 @@ mod actions;
 
 mod config;
 mod eventlog;
+mod node;
 mod remote;
 pub(crate) mod service;
 pub(crate) mod sys;
@@ -89,6 +90,16 @@ fn config_file_arg() -> Arg {
 /// `--json` (Roster's), shown in usage and help like every option.
 fn json_arg(help: &'static str) -> Arg {
     Arg::flag("json", &["--json"], help)
+}
+
+/// `status --at WHEN` (Roster's).
+fn at_arg() -> Arg {
+    Arg::opt(
+        "at",
+        &["--at"],
+        "Show the status as it was at WHEN (ISO date-time, 03:00 today, --at=-2h), replayed from the journal (Roster)",
+    )
+    .metavar("WHEN")
 }
 
 fn format_arg(help: &'static str) -> Arg {
@@ -204,6 +215,7 @@ pub fn parser() -> Parser {
                     "Skip empty lines of output even with --states",
                 ))
                 .arg(json_arg("Print one JSON document instead of the table (Roster)"))
+                .arg(at_arg())
         })
         .sub("list", |p| {
             p.arg(format_arg(fmt_help))
@@ -327,6 +339,22 @@ pub fn parser() -> Parser {
                 )
                 .metavar("FSD"),
             )
+        })
+        .sub("show", |p| {
+            p.arg(Arg::flag("json", &["--json"], "Print one JSON document"))
+                .arg(Arg::pos("targets", "Nodes to show (IDSET or HOSTLIST)"))
+        })
+        .sub("history", |p| {
+            p.arg(
+                Arg::opt(
+                    "since",
+                    &["--since"],
+                    "Only events at or after WHEN (ISO date-time, 03:00 today, -2h)",
+                )
+                .metavar("WHEN"),
+            )
+            .arg(Arg::flag("json", &["--json"], "Print one JSON document"))
+            .arg(Arg::pos("targets", "Nodes whose events to show (IDSET or HOSTLIST)"))
         })
         .sub("acquire", |p| {
             p.arg(
@@ -485,6 +513,8 @@ pub fn run(
         "release" => actions::release(&ns, ctx, s),
         "group-set" => actions::group_set(&ns, ctx, s),
         "eventlog" => eventlog::eventlog(&ns, ctx, s),
+        "show" => node::show(&ns, ctx, s),
+        "history" => node::history(&ns, ctx, s),
         _ => 2,
     };
     let _ = ctx.out.flush();

@@ -22,6 +22,7 @@ pub fn incoming(conn: ConnId, topic: &str, payload: Value, replies: ReplySender)
             streaming: matches!(topic, "resource.journal" | "resource.acquire"),
             role: Role::Owner,
             userid: None,
+            who: None,
         },
         replies,
         slot: QueueSlot::unbounded(),

@@ -80,19 +80,34 @@ fn status_options(ns: &Namespace, ctx: &Ctx<'_>) -> StatusOptions {
     }
 }
 
+/// Where `status` reads the `resource.status` payload from.
+enum Source<'a> {
+    Service,
+    /// `--from-stdin`.
+    Stdin,
+    /// `--at WHEN`: replayed from the journal (nothing allocated).
+    At(&'a str),
+}
+
 /// The RPC half of `status` and the drain listing.
 fn status_render(
     plan: &resource_views::StatusPlan,
     opts: &StatusOptions,
     ctx: &mut Ctx<'_>,
     svc: &mut dyn Service,
-    from_stdin: bool,
+    source: Source<'_>,
     config_file: Option<&str>,
     json: bool,
 ) -> i32 {
     let mut allocated = IdSet::new();
     let mut housekeeping = IdSet::new();
-    let status = if from_stdin {
+    let from_stdin = matches!(source, Source::Stdin);
+    let status = if let Source::At(when) = source {
+        match super::node::status_at(when, ctx, svc) {
+            Ok(v) => v,
+            Err(e) => return ctx.fail(&e),
+        }
+    } else if from_stdin {
         match read_stdin_json(ctx, true) {
             Ok(v) => v.unwrap_or_else(empty_status),
             Err(e) => return ctx.fail(&e),
@@ -163,18 +178,15 @@ pub fn status(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
         Ok(p) => p,
         Err(out) => return ctx.emit(&out),
     };
-    let from_stdin = ns.flag("from_stdin");
+    let at = ns.str("at").map(String::from);
+    let source = match &at {
+        Some(when) => Source::At(when),
+        None if ns.flag("from_stdin") => Source::Stdin,
+        None => Source::Service,
+    };
     let config_file = ns.str("config_file").map(String::from);
     let json = ns.flag("json");
-    status_render(
-        &plan,
-        &opts,
-        ctx,
-        svc,
-        from_stdin,
-        config_file.as_deref(),
-        json,
-    )
+    status_render(&plan, &opts, ctx, svc, source, config_file.as_deref(), json)
 }
 
 /// `roster resource drain` without targets: the drained nodes.
@@ -196,7 +208,8 @@ pub fn drain_list(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i
         Ok(p) => p,
         Err(out) => return ctx.emit(&out),
     };
-    status_render(&plan, &opts, ctx, svc, false, None, ns.flag("json"))
+    let source = Source::Service;
+    status_render(&plan, &opts, ctx, svc, source, None, ns.flag("json"))
 }
 
 /// `roster resource list`, `info` and `R`.

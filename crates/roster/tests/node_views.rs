@@ -1,0 +1,174 @@
+//! Issue 28, items 6-8 on a real daemon: who drained a node (recorded
+//! for Roster's readers, invisible to flux clients), `resource show`,
+//! `resource history` and `resource status --at`.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::os::unix::fs::MetadataExt;
+use std::time::Duration;
+
+const CONFIG: &str = "[resource]\nnoverify = true\n\
+                      [[resource.config]]\nhosts = \"node[0-3]\"\ncores = \"0-3\"\n\
+                      [[resource.config]]\nhosts = \"node3\"\nproperties = [\"bigmem\"]\n";
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// The requester a Unix-socket client of this test is recorded as.
+fn me(s: &Scratch) -> String {
+    let uid = std::fs::metadata(s.path("roster.toml")).unwrap().uid();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let name = passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() > 2 && f[2] == uid.to_string()).then(|| f[0].to_string())
+    });
+    match name {
+        Some(n) => format!("{n} (uid {uid})"),
+        None => format!("uid {uid}"),
+    }
+}
+
+#[test]
+fn drain_undrain_show_history_and_status_at() {
+    let s = Scratch::new("node-views");
+    let fsock = s.path("flux.sock");
+    let furi = format!("flux://{}", fsock.display());
+    let d = start(&s, CONFIG, &["--listen", &furi]);
+    let who = me(&s);
+    d.ok(&["drain", "node3", "fan"]);
+    std::thread::sleep(Duration::from_millis(1100));
+    let between = format!("{:.3}", now());
+    std::thread::sleep(Duration::from_millis(1100));
+    d.ok(&["undrain", "node3"]);
+
+    // Item 7: the requester is in the stored event and the log...
+    let stored = stored_events(&s.statedir());
+    let drain = stored.iter().find(|e| e["name"] == "drain").unwrap();
+    assert_eq!(drain["context"]["requester"], who.as_str());
+    assert!(
+        d.log_text()
+            .contains(&format!("reason=fan requester={who}")),
+        "{}",
+        d.log_text()
+    );
+    // ...but flux's clients see flux-core's context, on both listeners.
+    let text = d.ok(&["eventlog"]);
+    assert!(
+        text.contains(r#"drain idset="3" nodelist="node3" reason="fan" overwrite=0"#),
+        "{text}"
+    );
+    assert!(!text.contains("requester"), "{text}");
+    assert!(!d.ok(&["eventlog", "-f", "json"]).contains("requester"));
+    let mut c = flux_wire::connect(&fsock);
+    flux_wire::request_flags(&mut c, "resource.journal", Some("{}"), 5, 0x40);
+    let mut seen = Vec::new();
+    loop {
+        let (frames, errnum, _) = flux_wire::response(&mut c);
+        assert_eq!(errnum, 0);
+        let v: Value = serde_json::from_slice(frames[2].strip_suffix(&[0]).unwrap()).unwrap();
+        let events = v["events"].as_array().unwrap().clone();
+        if events.is_empty() {
+            break;
+        }
+        seen.extend(events);
+    }
+    let drain = seen.iter().find(|e| e["name"] == "drain").unwrap();
+    assert_eq!(
+        drain["context"],
+        serde_json::json!({"idset": "3", "nodelist": "node3", "reason": "fan", "overwrite": 0})
+    );
+
+    // Item 6: one node's view names the last drain and who did what.
+    let show = d.ok(&["show", "node3"]);
+    assert!(show.starts_with("Node node3 (rank 3)\n"), "{show}");
+    assert!(show.contains("  Drained:    no\n"), "{show}");
+    assert!(
+        show.contains(&format!("by {who}, reason \"fan\"; undrained ")),
+        "{show}"
+    );
+    assert!(show.contains("  Properties: bigmem\n"), "{show}");
+    assert!(show.contains("  Resources:  core[0-3]"), "{show}");
+    let json: Value = serde_json::from_str(&d.ok(&["show", "--json", "3"])).unwrap();
+    assert_eq!(json[0]["hostname"], "node3");
+    assert_eq!(json[0]["state"], "offline");
+    assert_eq!(json[0]["last_drain"]["reason"], "fan");
+    assert_eq!(json[0]["last_drain"]["undrained_by"], who.as_str());
+    d.ok(&["drain", "node1", "disk"]);
+    let json: Value = serde_json::from_str(&d.ok(&["show", "--json", "node1"])).unwrap();
+    assert_eq!(json[0]["state"], "drained+offline");
+    assert_eq!(json[0]["drain"]["reason"], "disk");
+    assert_eq!(json[0]["drain"]["requester"], who.as_str());
+    let year = &json[0]["drain"]["time"].as_str().unwrap()[..4];
+    assert!(year.starts_with("20"), "{json}");
+    let (code, err) = d.fails(&["show", "node9"]);
+    assert_eq!(code, 1);
+    assert_eq!(err, "roster-resource: ERROR: invalid hosts: node9\n");
+
+    // Item 8: history names the reason and the requester.
+    let hist = d.ok(&["history", "node3"]);
+    let lines: Vec<&str> = hist.lines().collect();
+    assert!(
+        lines[0].contains("node3") && lines[0].contains("restart (offline)"),
+        "{hist}"
+    );
+    assert!(
+        lines[1].ends_with(&format!("drain             reason=\"fan\" by {who}")),
+        "{hist}"
+    );
+    assert!(
+        lines[2].ends_with(&format!("undrain           by {who}")),
+        "{hist}"
+    );
+    assert_eq!(lines.len(), 3, "{hist}");
+    assert!(lines.iter().all(|l| !l.ends_with(' ')), "{hist:?}");
+    let hist: Value =
+        serde_json::from_str(&d.ok(&["history", "--json", "--since", &between, "node3"])).unwrap();
+    assert_eq!(hist.as_array().unwrap().len(), 1, "{hist}");
+    assert_eq!(hist[0]["event"], "undrain");
+    // ...and the status as it was between drain and undrain.
+    let drained = ["status", "-s", "drain", "-no", "{nodelist} {reason}"];
+    assert_eq!(d.ok(&drained).trim(), "node1 disk");
+    let mut at = drained.to_vec();
+    at.extend(["--at", &between]);
+    assert_eq!(d.ok(&at).trim(), "node3 fan");
+    let (code, err) = d.fails(&["status", "--at", "2001-01-01"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("the journal begins later"), "{err}");
+    let (code, err) = d.fails(&["status", "--at", "soon"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("invalid time 'soon'"), "{err}");
+}
+
+/// A bearer token's client is recorded by the token's role.
+#[test]
+fn a_token_client_is_recorded_by_its_role() {
+    let s = Scratch::new("node-views-token");
+    let token = s.write("token", "s3cret\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let tcp = format!("tcp://127.0.0.1:{port}");
+    let d = start(
+        &s,
+        CONFIG,
+        &["--listen", &tcp, "--token-file", token.to_str().unwrap()],
+    );
+    let o = roster()
+        .args(["resource", "--uri", &tcp, "--token-file"])
+        .arg(&token)
+        .args(["drain", "node2", "psu"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let show: Value = serde_json::from_str(&d.ok(&["show", "--json", "node2"])).unwrap();
+    assert_eq!(show[0]["drain"]["requester"], "token:owner", "{show}");
+}
