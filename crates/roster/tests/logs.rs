@@ -105,3 +105,48 @@ fn debug_request_lines_show_the_uid_as_a_number() {
     let me = unsafe { libc::getuid() };
     assert_eq!(drain.fields.uid, Some(me), "{log}");
 }
+
+#[test]
+fn a_drain_of_scattered_ranks_logs_bounded_fields_and_keeps_them_all_in_the_eventlog() {
+    let s = Scratch::new("logs-bounded");
+    let mut d = start(&s, &fake_config(4096, ""), &["--log-format", "json"]);
+    let ranks: Vec<String> = (0..4096).step_by(2).map(|r| r.to_string()).collect();
+    let ranks = ranks.join(",");
+    let reason = format!("fan {}", "x".repeat(500));
+    d.ok(&["drain", &ranks, &reason]);
+    d.stop();
+    let log = d.log_text();
+    let mut saw_drain = false;
+    for l in log.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}"));
+        let Some(fields) = v["fields"].as_object() else {
+            continue;
+        };
+        for (k, f) in fields {
+            let text = f
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| f.to_string());
+            for word in text.split_whitespace() {
+                assert!(
+                    word.len() <= 200,
+                    "field {k} has a {}-byte word: {l}",
+                    word.len()
+                );
+            }
+        }
+        if v["fields"]["event"] == "drain" {
+            saw_drain = true;
+            assert!(
+                v["fields"]["rank"].as_str().unwrap().contains("...(+"),
+                "{l}"
+            );
+        }
+    }
+    assert!(saw_drain, "{log}");
+    // The eventlog keeps the whole idset and reason.
+    let events = std::fs::read_to_string(s.statedir().join("resource.eventlog")).unwrap();
+    let drain = events.lines().find(|l| l.contains("\"drain\"")).unwrap();
+    assert!(drain.contains(&reason), "{drain}");
+    assert!(drain.contains("\"0,2,4,6"), "{drain}");
+}

@@ -43,12 +43,13 @@ impl Route {
 /// One persistent event, with its context as log fields.
 fn log_event(ev: &Event) {
     let field = |k: &str| {
-        ev.context
+        let v = ev
+            .context
             .as_ref()
             .and_then(|c| c.get(k))
             .and_then(|v| v.as_str())
-            .unwrap_or("")
-            .to_string()
+            .unwrap_or("");
+        bounded(v).into_owned()
     };
     tracing::info!(
         event = %ev.name,
@@ -58,6 +59,44 @@ fn log_event(ev: &Event) {
         "event {}",
         ev.name
     );
+}
+
+/// The longest run of non-blank characters a log line keeps.
+pub const LOG_FIELD_MAX: usize = 200;
+
+/// A log text with every run of non-blank characters (an idset, a
+/// hostlist, one word of a reason) longer than [`LOG_FIELD_MAX`] bytes cut,
+/// saying how much was left out: a drain of 100,000 scattered ranks logs a
+/// line, not 600 KB.  The eventlog keeps everything.
+pub fn bounded(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= LOG_FIELD_MAX
+        || text
+            .split(char::is_whitespace)
+            .all(|w| w.len() <= LOG_FIELD_MAX)
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len().min(4 * LOG_FIELD_MAX));
+    let mut rest = text;
+    while !rest.is_empty() {
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        let (word, after) = rest.split_at(end);
+        if word.len() > LOG_FIELD_MAX {
+            let keep = LOG_FIELD_MAX - 40;
+            let cut = (0..=keep)
+                .rev()
+                .find(|&i| word.is_char_boundary(i))
+                .unwrap_or(0);
+            out.push_str(&word[..cut]);
+            out.push_str(&format!("...(+{} bytes)", word.len() - cut));
+        } else {
+            out.push_str(word);
+        }
+        let blanks = after.len() - after.trim_start().len();
+        out.push_str(&after[..blanks]);
+        rest = &after[blanks..];
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// How often a leader on etcd checks its lease while idle.
@@ -338,12 +377,15 @@ impl Shell {
         for o in out {
             match o {
                 Output::Reply { to, reply } => self.send(to, reply),
-                Output::Log { level, msg } => match level {
-                    Level::Error => tracing::error!("{msg}"),
-                    Level::Warn => tracing::warn!("{msg}"),
-                    Level::Info => tracing::info!("{msg}"),
-                    Level::Debug => tracing::debug!("{msg}"),
-                },
+                Output::Log { level, msg } => {
+                    let msg = bounded(&msg);
+                    match level {
+                        Level::Error => tracing::error!("{msg}"),
+                        Level::Warn => tracing::warn!("{msg}"),
+                        Level::Info => tracing::info!("{msg}"),
+                        Level::Debug => tracing::debug!("{msg}"),
+                    }
+                }
                 _ => {}
             }
         }
@@ -734,6 +776,32 @@ fn wait_for(deadline: Option<Duration>, mono: Duration) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_fields_are_bounded_with_a_count_of_what_was_left_out() {
+        assert_eq!(
+            bounded("drain idset=0-3 reason=fan"),
+            "drain idset=0-3 reason=fan"
+        );
+        let ids: Vec<String> = (0..40_000).step_by(2).map(|r| r.to_string()).collect();
+        let ids = ids.join(",");
+        let line = format!("drain idset={ids} nodelist=n[0-9] overwrite=0 reason=bad  psu");
+        let b = bounded(&line);
+        let words: Vec<&str> = b.split(' ').collect();
+        assert!(words.iter().all(|w| w.len() <= LOG_FIELD_MAX), "{b}");
+        assert!(b.starts_with("drain idset=0,2,4,"), "{b}");
+        let kept = LOG_FIELD_MAX - 40;
+        let left = format!("idset={ids}").len() - kept;
+        assert!(b.contains(&format!("...(+{left} bytes)")), "{b}");
+        // The short fields and the spacing are kept as they were.
+        assert!(
+            b.ends_with(" nodelist=n[0-9] overwrite=0 reason=bad  psu"),
+            "{b}"
+        );
+        // A cut never splits a character.
+        let wide = "é".repeat(300);
+        assert!(bounded(&wide).starts_with(&"é".repeat(80)));
+    }
 
     #[test]
     fn the_loop_sleeps_until_the_deadline_or_an_input() {
