@@ -79,6 +79,19 @@ impl H {
         payload: Value,
         role: Role,
     ) -> (ReplyTo, Vec<Output>) {
+        self.send_as(conn, tag, topic, payload, role, None)
+    }
+
+    /// [`Harness::send`] from a named credential (`Request::who`).
+    fn send_as(
+        &mut self,
+        conn: u64,
+        tag: u32,
+        topic: &str,
+        payload: Value,
+        role: Role,
+        who: Option<&str>,
+    ) -> (ReplyTo, Vec<Output>) {
         self.now += 1.0;
         let req = Request {
             conn,
@@ -88,7 +101,7 @@ impl H {
             streaming: topic == "resource.acquire" || topic == "resource.journal",
             role,
             userid: None,
-            who: None,
+            who: who.map(Into::into),
         };
         let to = req.reply_to();
         let mut out = Vec::new();
@@ -391,6 +404,44 @@ fn a_schedulers_mute_and_cancel_touch_only_its_own_streams() {
     h.input(Input::Disconnect(c1));
     let (b, out) = h.send(c1 + 100, 1, "resource.acquire", json!({}), Role::Scheduler);
     assert_eq!(payloads(&out, b).len(), 1);
+}
+
+#[test]
+fn a_schedulers_mute_from_another_connection_silences_its_own_credentials_streams() {
+    let r4 = Some(inv(R4, Method::Configuration));
+    let mut h = start_full(r4, settings(None, &[("login", "3")]));
+    let (c1, c2, c3, c4) = (h.conn(), h.conn(), h.conn(), h.conn());
+    let sched = Some("cert:sched");
+    let (a, out) = h.send_as(c1, 7, "resource.acquire", json!({}), Role::Scheduler, sched);
+    assert_eq!(payloads(&out, a).len(), 1);
+    let g = json!({"group": "login"});
+    let (b, out) = h.send_as(
+        c2,
+        7,
+        "resource.acquire",
+        g,
+        Role::Scheduler,
+        Some("cert:sched2"),
+    );
+    assert_eq!(payloads(&out, b).len(), 1);
+    // `roster resource acquire-mute` by sched: another process, another
+    // connection, the same certificate.
+    let (m, out) = h.send_as(
+        c3,
+        1,
+        "resource.acquire-mute",
+        json!({}),
+        Role::Scheduler,
+        sched,
+    );
+    assert_eq!(replies_to(&out, m), vec![Ok(Value::Null)]);
+    let (_, out) = h.rpc("resource.drain", json!({"targets": "0-3"}));
+    assert!(replies_to(&out, a).is_empty(), "sched's stream is muted");
+    assert!(!payloads(&out, b).is_empty(), "sched2's stream flows");
+    // A later acquire by the same credential starts muted.
+    h.input(Input::Disconnect(c1));
+    let (a2, out) = h.send_as(c4, 1, "resource.acquire", json!({}), Role::Scheduler, sched);
+    assert!(replies_to(&out, a2).is_empty(), "{out:?}");
 }
 
 #[test]

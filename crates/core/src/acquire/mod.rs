@@ -156,6 +156,9 @@ pub struct AcquireInfo {
 #[derive(Debug, Clone)]
 struct Holder {
     to: ReplyTo,
+    /// The credential that asked (`rpc::Request::who`), for a mute by the
+    /// same scheduler from another connection.
+    who: Option<std::sync::Arc<str>>,
     group: String,
     v1: bool,
     started: bool,
@@ -201,6 +204,9 @@ pub struct Acquire {
     /// Connections whose acquires are muted (`resource.acquire-mute` by a
     /// scheduler: its own streams only).
     muted_conns: Vec<rpc::ConnId>,
+    /// Credentials that muted their acquires: later acquires of theirs
+    /// start muted too.
+    muted_who: Vec<std::sync::Arc<str>>,
     shrink_mode: bool,
 }
 
@@ -334,6 +340,7 @@ impl Acquire {
         &mut self,
         to: ReplyTo,
         group: Option<String>,
+        who: Option<std::sync::Arc<str>>,
         t: &Truth,
         out: &mut Vec<Output>,
     ) -> Result<(), RpcError> {
@@ -350,8 +357,14 @@ impl Acquire {
         if self.holders.iter().any(|h| h.group == group) {
             return Err(RpcError::bare(EBUSY));
         }
+        if who.as_ref().is_some_and(|w| self.muted_who.contains(w))
+            && !self.muted_conns.contains(&to.conn)
+        {
+            self.muted_conns.push(to.conn);
+        }
         self.holders.push(Holder {
             to,
+            who,
             group,
             v1,
             started: false,
@@ -430,11 +443,28 @@ impl Acquire {
     }
 
     /// `resource.acquire-mute` by anyone else: no response from now on to
-    /// the acquires of connection `conn` (the caller's own); every other
-    /// scheduler's stream keeps flowing.
-    pub fn mute_conn(&mut self, conn: rpc::ConnId) {
-        if !self.muted_conns.contains(&conn) {
-            self.muted_conns.push(conn);
+    /// the caller's own acquires: those of connection `conn`, and, when
+    /// the caller is named (`who`: its certificate or token), those the
+    /// same credential holds on other connections (the scheduler's stream
+    /// and its `roster resource acquire-mute` are two connections) and
+    /// opens later.  Every other scheduler's stream keeps flowing.
+    pub fn mute_caller(&mut self, conn: rpc::ConnId, who: Option<std::sync::Arc<str>>) {
+        let mut conns = vec![conn];
+        if let Some(w) = who {
+            conns.extend(
+                self.holders
+                    .iter()
+                    .filter(|h| h.who.as_ref() == Some(&w))
+                    .map(|h| h.to.conn),
+            );
+            if !self.muted_who.contains(&w) {
+                self.muted_who.push(w);
+            }
+        }
+        for c in conns {
+            if !self.muted_conns.contains(&c) {
+                self.muted_conns.push(c);
+            }
         }
     }
 

@@ -15,8 +15,9 @@ impl Service {
         body: msg::AcquireRequest,
         out: &mut Vec<Output>,
     ) -> Handled {
+        let who = req.who.clone();
         self.acquire
-            .acquire(req.reply_to(), body.group, &self.state.truth(), out)?;
+            .acquire(req.reply_to(), body.group, who, &self.state.truth(), out)?;
         Ok(None)
     }
 
@@ -44,7 +45,7 @@ impl Service {
     ) -> Handled {
         match req.role {
             Role::Owner => self.acquire.mute(),
-            _ => self.acquire.mute_conn(req.conn),
+            _ => self.acquire.mute_caller(req.conn, req.who.clone()),
         }
         Ok(Some(Value::Null.into()))
     }
