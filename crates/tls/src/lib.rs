@@ -86,22 +86,33 @@ pub fn load_certs(
     what: &'static str,
     path: &Path,
 ) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    load_pem(
+        what,
+        path,
+        "certificate (expected PEM \"BEGIN CERTIFICATE\")",
+    )
+}
+
+/// Every object of type `T` in a PEM file; none is an error naming
+/// `expected`.
+pub(crate) fn load_pem<T: PemObject>(
+    what: &'static str,
+    path: &Path,
+    expected: &str,
+) -> Result<Vec<T>, TlsError> {
     let pem = read(what, path)?;
-    let certs = CertificateDer::pem_slice_iter(&pem)
+    let bad = |msg: String| TlsError::Pem {
+        what,
+        path: path.to_path_buf(),
+        msg,
+    };
+    let items = T::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::Pem {
-            what,
-            path: path.to_path_buf(),
-            msg: format!("not a valid PEM file: {e}"),
-        })?;
-    if certs.is_empty() {
-        return Err(TlsError::Pem {
-            what,
-            path: path.to_path_buf(),
-            msg: "contains no certificate (expected PEM \"BEGIN CERTIFICATE\")".into(),
-        });
+        .map_err(|e| bad(format!("not a valid PEM file: {e}")))?;
+    if items.is_empty() {
+        return Err(bad(format!("contains no {expected}")));
     }
-    Ok(certs)
+    Ok(items)
 }
 
 /// The private key of a PEM file (PKCS#8, PKCS#1 or SEC1).

@@ -27,7 +27,6 @@ use std::sync::{Arc, RwLock};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, ServerName, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
@@ -161,27 +160,11 @@ pub(crate) fn anchors(path: &Path) -> Result<(RootCertStore, Option<usize>), Tls
 
 /// Every CRL of a PEM file (`roster serve ca revoke` writes one).
 pub fn load_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, TlsError> {
-    let what = "certificate revocation list";
-    let pem = std::fs::read(path).map_err(|source| TlsError::Read {
-        what,
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let crls = CertificateRevocationListDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::Pem {
-            what,
-            path: path.to_path_buf(),
-            msg: format!("not a valid PEM file: {e}"),
-        })?;
-    if crls.is_empty() {
-        return Err(TlsError::Pem {
-            what,
-            path: path.to_path_buf(),
-            msg: "contains no CRL (expected PEM \"BEGIN X509 CRL\")".into(),
-        });
-    }
-    Ok(crls)
+    crate::load_pem(
+        "certificate revocation list",
+        path,
+        "CRL (expected PEM \"BEGIN X509 CRL\")",
+    )
 }
 
 /// The service's verifier of client certificates (see the module

@@ -118,16 +118,28 @@ impl Service {
         });
         let welcome = self.welcome(rank, host, None);
         Self::reply(out, to, Ok(msg::encode(&welcome).into()));
-        if let Some(actual) = actual {
-            if self.discovered.is_some() {
-                self.discovered_rank(now, rank, actual, out);
-            } else if let Some(reason) = self.verify_agent(now, rank, &actual, out) {
-                // Tell the agent why its node is drained.
-                let d = drained_answer(IdSet::from_range(rank, rank), reason);
-                Self::reply(out, to, Ok(d));
-            }
-        }
+        self.reported(now, rank, actual, to, out);
         Ok(None)
+    }
+
+    /// After a welcome (agent or relay): what the node reported is its
+    /// share of R while R is discovered, else it is verified, and a node
+    /// drained for it is told why on its stream `to`.
+    pub(super) fn reported(
+        &mut self,
+        now: f64,
+        rank: u32,
+        actual: Option<Rset>,
+        to: ReplyTo,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(actual) = actual else { return };
+        if self.discovered.is_some() {
+            self.discovered_rank(now, rank, actual, out);
+        } else if let Some(reason) = self.verify_agent(now, rank, &actual, out) {
+            let d = drained_answer(IdSet::from_range(rank, rank), reason);
+            Self::reply(out, to, Ok(d));
+        }
     }
 
     /// The first answer of an agent (or relay) session.

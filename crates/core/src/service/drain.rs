@@ -25,40 +25,18 @@ impl Service {
         body: msg::DrainRequest,
         out: &mut Vec<Output>,
     ) -> Handled {
-        let to = req.reply_to();
-        let who = requester(req);
-        let reason = body.reason.as_deref();
         let mode = DrainMode::parse_drain(body.mode.as_deref())?;
         let ids = self.state.decode_targets(&body.targets)?;
         validate_targets(&ids, self.state.size)?;
+        let reason = body.reason.as_deref();
         self.state
             .drain
             .drain(&ids, &self.state.exclude, mode, reason, now)?;
-        let nodelist = self.state.nodelist_of(&ids);
-        out.push(Output::Log {
-            level: Level::Info,
-            msg: format!(
-                "drain idset={} nodelist={} overwrite={} reason={} requester={}",
-                ids.encode(),
-                nodelist,
-                mode.overwrite(),
-                reason.unwrap_or(""),
-                who
-            ),
-        });
-        let mut c = ctx(vec![
-            ("idset", idset_str(&ids)),
-            ("nodelist", Value::String(nodelist)),
-        ]);
-        if let Some(r) = reason {
-            c.insert("reason".into(), Value::from(r));
-        }
-        c.insert("overwrite".into(), Value::from(mode.overwrite()));
-        c.insert(REQUESTER.into(), Value::from(who));
-        self.post_acknowledged(now, "drain", c, to, out);
+        self.post_drain_change(now, "drain", req, &ids, mode, reason, out);
         Ok(None)
     }
 
+    /// `resource.undrain {targets, reason?, mode?}`.
     pub(super) fn undrain_rpc(
         &mut self,
         now: f64,
@@ -66,36 +44,54 @@ impl Service {
         body: msg::DrainRequest,
         out: &mut Vec<Output>,
     ) -> Handled {
-        let to = req.reply_to();
-        let who = requester(req);
-        let targets = body.targets.as_str();
         let mode = DrainMode::parse_undrain(body.mode.as_deref())?;
-        let reason = body.reason.as_deref();
-        let ids = self.state.decode_targets(targets)?;
+        let ids = self.state.decode_targets(&body.targets)?;
         validate_targets(&ids, self.state.size)?;
         self.state.drain.undrain(&ids, mode)?;
-        let nodelist = self.state.nodelist_of(&ids);
+        let reason = body.reason.as_deref();
+        self.post_drain_change(now, "undrain", req, &ids, mode, reason, out);
+        Ok(None)
+    }
+
+    /// Log a drain or undrain of `ids` and post its event, answering the
+    /// requester once it is durable.  Context keys in flux-core's order
+    /// (`reason` before `overwrite` in a drain, after it in an undrain),
+    /// then Roster's requester.
+    #[allow(clippy::too_many_arguments)]
+    fn post_drain_change(
+        &mut self,
+        now: f64,
+        name: &str,
+        req: &Request,
+        ids: &IdSet,
+        mode: DrainMode,
+        reason: Option<&str>,
+        out: &mut Vec<Output>,
+    ) {
+        let who = requester(req);
+        let nodelist = self.state.nodelist_of(ids);
         out.push(Output::Log {
             level: Level::Info,
             msg: format!(
-                "undrain idset={} nodelist={} overwrite={} reason={} requester={}",
-                targets,
-                nodelist,
+                "{name} idset={} nodelist={nodelist} overwrite={} reason={} requester={who}",
+                ids.encode(),
                 mode.overwrite(),
                 reason.unwrap_or(""),
-                who
             ),
         });
         let mut c = ctx(vec![
-            ("idset", idset_str(&ids)),
+            ("idset", idset_str(ids)),
             ("nodelist", Value::String(nodelist)),
-            ("overwrite", Value::from(mode.overwrite())),
         ]);
-        if let Some(r) = reason {
-            c.insert("reason".into(), Value::from(r));
-        }
+        let reason = reason.map(|r| ("reason".to_string(), Value::from(r)));
+        let overwrite = ("overwrite".to_string(), Value::from(mode.overwrite()));
+        let (first, second) = if name == "drain" {
+            (reason, Some(overwrite))
+        } else {
+            (Some(overwrite), reason)
+        };
+        c.extend(first.into_iter().chain(second));
         c.insert(REQUESTER.into(), Value::from(who));
-        self.post_acknowledged(now, "undrain", c, to, out);
-        Ok(None)
+        self.post_acknowledged(now, name, c, req.reply_to(), out);
     }
 }

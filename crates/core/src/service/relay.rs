@@ -91,14 +91,7 @@ impl Service {
         );
         self.relays.hello(self.mono, rank, to, subtree);
         Self::reply(out, to, Ok(msg::encode(&welcome).into()));
-        if let Some(actual) = actual {
-            if self.discovered.is_some() {
-                self.discovered_rank(now, rank, actual, out);
-            } else if let Some(reason) = self.verify_agent(now, rank, &actual, out) {
-                let d = drained_answer(IdSet::from_range(rank, rank), reason);
-                Self::reply(out, to, Ok(d));
-            }
-        }
+        self.reported(now, rank, actual, to, out);
         Ok(None)
     }
 
