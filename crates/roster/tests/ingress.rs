@@ -88,8 +88,21 @@ fn exchange<S: Read + Write>(
     let mut out = Vec::new();
     let mut buf = [0u8; 8192];
     let _ = s.write_all(format!("{head}\r\n").as_bytes());
+    let _ = s.flush();
+    // As a careful client does (`Expect: 100-continue`'s reason): a
+    // refusal decided from the head comes before any body is sent, and is
+    // read before the body could make the server's close a reset that
+    // destroys it.
+    let _ = tcp(s).set_read_timeout(Some(Duration::from_millis(500)));
+    let early = match s.read(&mut buf) {
+        Ok(n) if n > 0 => {
+            out.extend_from_slice(&buf[..n]);
+            true
+        }
+        _ => false,
+    };
     let _ = tcp(s).set_read_timeout(Some(Duration::from_millis(5)));
-    for piece in body.chunks(256 << 10) {
+    for piece in body.chunks(256 << 10).filter(|_| !early) {
         if s.write_all(piece).and_then(|()| s.flush()).is_err() {
             break;
         }
