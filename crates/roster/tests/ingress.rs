@@ -252,6 +252,39 @@ fn oversized_bodies_are_refused_by_role_before_buffering() {
         .unwrap();
 }
 
+/// A client that writes its whole body before reading (as curl does with
+/// a chunked upload) still reads the 413 refused after the first 1 MiB:
+/// the server drains the rest before closing (a lingering close) instead
+/// of resetting the connection under the unread reply.
+#[test]
+fn a_body_refused_midway_is_drained_so_the_refusal_is_read() {
+    let site = TlsSite::new("ingress-linger", "");
+    for round in 0..3 {
+        let mut c = site.tls_from(Ipv4Addr::LOCALHOST, Some("fake1"));
+        let head = "POST /v1/resource.agent-heartbeat HTTP/1.1\r\nhost: localhost\r\n\
+                    connection: close\r\ntransfer-encoding: chunked\r\n\r\n";
+        let big = vec![b' '; 8 << 20];
+        let mut body = format!("{:x}\r\n", big.len()).into_bytes();
+        body.extend_from_slice(&big);
+        body.extend_from_slice(b"\r\n0\r\n\r\n");
+        sock(&c)
+            .set_write_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        c.write_all(head.as_bytes())
+            .and_then(|()| c.write_all(&body))
+            .and_then(|()| c.flush())
+            .unwrap_or_else(|e| panic!("round {round}: the body was cut off: {e}"));
+        sock(&c)
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut got = Vec::new();
+        let _ = c.read_to_end(&mut got);
+        let got = String::from_utf8_lossy(&got);
+        assert!(got.starts_with("HTTP/1.1 413"), "round {round}: {got}");
+        assert!(got.contains("exceeds the limit of 1048576 bytes"), "{got}");
+    }
+}
+
 /// One agent certificate floods its own session with `{}` lines: the
 /// session stops reading when the service loop is behind, so the daemon
 /// stays small and the owner's requests on `unix://` stay quick.

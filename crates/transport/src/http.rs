@@ -253,13 +253,17 @@ pub(crate) async fn serve_connection<S>(
         hold.seen.store(true, Ordering::Release);
         async move { Ok::<_, Infallible>(handle(req, peer, &ctx, hold).await) }
     });
+    let (lent, claim) = crate::linger::lend(stream);
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(head_timeout)
         .max_buf_size(MAX_HEAD_BYTES)
-        .serve_connection(TokioIo::new(stream), svc)
+        .serve_connection(TokioIo::new(lent), svc)
         .with_upgrades();
-    tokio::pin!(conn);
+    let mut conn = Box::pin(conn);
+    // Whether the connection ended by itself (and may have a body still
+    // arriving), rather than at a deadline or at shutdown.
+    let mut linger = false;
     let result = loop {
         let late = async {
             match deadline {
@@ -268,7 +272,10 @@ pub(crate) async fn serve_connection<S>(
             }
         };
         tokio::select! {
-            r = conn.as_mut() => break r,
+            r = conn.as_mut() => {
+                linger = true;
+                break r;
+            }
             _ = late => {
                 deadline = None;
                 let unauth = watch.permit.as_ref().is_some_and(|p| p.is_unauthenticated());
@@ -294,6 +301,11 @@ pub(crate) async fn serve_connection<S>(
     };
     if let Err(e) = result {
         tracing::debug!("connection ended with an error: {e}");
+    }
+    drop(conn);
+    // Not when an upgraded session holds the stream now.
+    if let Some(stream) = claim.take().filter(|_| linger) {
+        crate::linger::close(stream).await;
     }
 }
 

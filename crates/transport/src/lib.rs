@@ -37,6 +37,7 @@ mod bind;
 mod flux;
 mod http;
 mod limits;
+mod linger;
 mod quick;
 mod snapshot;
 pub mod web;
