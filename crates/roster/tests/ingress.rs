@@ -162,6 +162,7 @@ fn unauthenticated_tls_flood_is_capped_per_address() {
     // Let the accept loop see them all.
     std::thread::sleep(Duration::from_millis(500));
     let fds = open_fds(pid);
+    eprintln!("figure: 400 silent TLS connections: {fds} descriptors (before: {before})");
     assert!(
         fds < 250 && fds < before + 64,
         "{fds} descriptors open (before the flood: {before})"
@@ -245,6 +246,10 @@ fn oversized_bodies_are_refused_by_role_before_buffering() {
         }
     });
     let grown = peak_rss(pid).saturating_sub(base);
+    eprintln!(
+        "figure: three 16 MiB bodies: peak RSS grew by {} MB",
+        grown >> 20
+    );
     assert!(grown < 150 << 20, "peak RSS grew by {} MB", grown >> 20);
     // The daemon is fine.
     site.d
@@ -338,6 +343,10 @@ fn a_flooding_agent_session_is_slowed_not_queued() {
         stop.store(true, std::sync::atomic::Ordering::Release);
         prober.join().unwrap()
     });
+    eprintln!(
+        "figure: 8 s session flood: owner status worst {worst:?}, RSS max {} MB",
+        max_rss >> 20
+    );
     assert!(
         worst < Duration::from_secs(2),
         "owner status took {worst:?}"
@@ -362,6 +371,7 @@ fn a_long_head_on_unix_is_answered() {
     c.write_all(req.as_bytes()).unwrap();
     let mut text = String::new();
     c.read_to_string(&mut text).expect("an answer within 5 s");
+    eprintln!("figure: a {}-byte request on unix:// answered", req.len());
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(text.contains("\"online\""), "{text}");
 }
