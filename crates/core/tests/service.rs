@@ -136,6 +136,11 @@ fn drain_persists_before_reply_and_reply_before_followers() {
         json!({"idset": "1", "nodelist": "fake1", "reason": "x", "overwrite": 0,
                "requester": "role owner"})
     );
+    // Byte for byte, keys in flux-core's order.
+    assert_eq!(
+        serde_json::to_string(ev.context.as_ref().unwrap()).unwrap(),
+        r#"{"idset":"1","nodelist":"fake1","reason":"x","overwrite":0,"requester":"role owner"}"#
+    );
 }
 
 /// The events of the journal replies in `out` to `to`.

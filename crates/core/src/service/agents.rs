@@ -217,10 +217,7 @@ impl Service {
         self.post(
             now,
             "resource-define",
-            ctx(vec![(
-                "method",
-                Value::from(Method::DynamicDiscovery.as_str()),
-            )]),
+            define(Method::DynamicDiscovery.as_str()),
             true,
             out,
         );
@@ -282,16 +279,18 @@ impl Service {
         }
         let ids = IdSet::from_range(rank, rank);
         self.state.drain.apply_drain(&ids, now, Some(&v.message), 1);
-        let mut c = ctx(vec![
-            ("idset", idset_str(&ids)),
-            ("nodelist", Value::String(self.state.nodelist_of(&ids))),
-            ("reason", Value::String(v.message.clone())),
-            ("overwrite", Value::from(1)), // RFC 44: REQUIRED; as applied above
-        ]);
-        if let Some(relay) = &self.verify_via {
+        let c = rfc44::context(&rfc44::Drain {
+            idset: ids.encode(),
+            nodelist: self.state.nodelist_of(&ids),
+            reason: Some(v.message.clone()),
+            overwrite: Some(1), // RFC 44: REQUIRED; as applied above
             // Roster's own key: the relay that reported these resources.
-            c.insert("relays".into(), json!({ relay.as_str(): idset_str(&ids) }));
-        }
+            relays: self
+                .verify_via
+                .as_ref()
+                .map(|relay| std::iter::once((relay.clone(), idset_str(&ids))).collect()),
+            requester: None,
+        });
         self.post(now, "drain", c, true, out);
         Some(v.message)
     }
