@@ -154,6 +154,32 @@ fn an_agent_certificate_speaks_for_its_own_host_only() {
 }
 
 #[test]
+fn a_session_line_is_a_one_way_heartbeat() {
+    let mut h = start(settings(2.0, 60.0));
+    let (conn, rank) = h.join("fake1");
+    h.tick();
+    let no_reply = |out: &[Output]| !out.iter().any(|o| matches!(o, Output::Reply { .. }));
+    for _ in 0..3 {
+        h.now += 1.5;
+        let out = h.input(Input::SessionLine {
+            conn,
+            payload: json!({}),
+        });
+        assert!(no_reply(&out), "{out:?}");
+        h.tick();
+        assert!(h.svc.torpid().is_empty());
+    }
+    h.advance(2.5);
+    assert_eq!(h.svc.torpid().encode(), rank.to_string());
+    // A line where no agent said hello: nothing to answer, nothing done.
+    let out = h.input(Input::SessionLine {
+        conn: 999,
+        payload: json!({}),
+    });
+    assert!(no_reply(&out), "{out:?}");
+}
+
+#[test]
 fn hello_maps_hosts_to_ranks_and_batches_online() {
     let mut h = start(settings(30.0, 60.0));
     let (_, r0) = h.join("fake0");

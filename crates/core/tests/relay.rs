@@ -18,7 +18,6 @@ struct H {
     svc: Service,
     now: f64,
     next_conn: u64,
-    tag: u32,
 }
 
 fn start(n: u32, fanout: u32, torpid: f64, offline: f64) -> H {
@@ -38,7 +37,6 @@ fn start(n: u32, fanout: u32, torpid: f64, offline: f64) -> H {
         svc,
         now: 1000.0,
         next_conn: 1,
-        tag: 2,
     }
 }
 
@@ -76,17 +74,15 @@ impl H {
         (conn, w.expect("relay welcome"))
     }
 
-    /// Send a session line; returns what came back on the relay's stream.
+    /// Send a session line (one-way); returns what came back on the
+    /// relay's stream.
     fn line(&mut self, conn: u64, payload: Value) -> Vec<Result<Value, RpcError>> {
-        self.tag += 1;
-        let out = self.input(Input::Request(request(
-            conn,
-            self.tag,
-            "resource.agent-heartbeat",
-            payload,
-            false,
-            Role::Owner,
-        )));
+        let out = self.input(Input::SessionLine { conn, payload });
+        assert!(
+            out.iter()
+                .all(|o| !matches!(o, Output::Reply { to, .. } if to.matchtag != 1)),
+            "only the session's stream is answered: {out:?}"
+        );
         replies_to(&out, stream(conn))
     }
 

@@ -288,7 +288,7 @@ fn stub(rx: smpsc::Receiver<Incoming>, seen: smpsc::Sender<Seen>) {
                 continue;
             }
             Incoming::Request { req, replies, .. } => (req, replies),
-            Incoming::Wake => continue,
+            Incoming::SessionLine { .. } | Incoming::Wake => continue,
         };
         let _ = seen.send(Seen::Request {
             conn: req.conn,

@@ -137,8 +137,13 @@ fn stub(rx: smpsc::Receiver<Incoming>, stats: Arc<Stats>) {
     let mut held = Vec::new();
     let big = "x".repeat(8 << 10);
     while let Ok(m) = rx.recv() {
-        let Incoming::Request { req, replies, slot } = m else {
-            continue;
+        let (req, replies, slot) = match m {
+            Incoming::Request { req, replies, slot } => (req, replies, slot),
+            Incoming::SessionLine { .. } => {
+                stats.session_lines.fetch_add(1, Ordering::SeqCst);
+                continue;
+            }
+            _ => continue,
         };
         drop(slot);
         stats.requests.fetch_add(1, Ordering::SeqCst);
@@ -168,9 +173,6 @@ fn stub(rx: smpsc::Receiver<Incoming>, stats: Arc<Stats>) {
             "resource.hold" => held.push(replies),
             t if t == wire::SESSION_TOPIC => {
                 count(replies.send(Err(RpcError::new(EPERM, "hello refused"))));
-            }
-            t if t == wire::SESSION_LINE_TOPIC => {
-                stats.session_lines.fetch_add(1, Ordering::SeqCst);
             }
             _ => {
                 count(replies.send(Ok(Value::Null.into())));

@@ -301,19 +301,34 @@ impl Service {
     pub(super) fn session_line(
         &mut self,
         now: f64,
-        req: &Request,
+        conn: ConnId,
         line: Result<msg::RelayLine, RpcError>,
         out: &mut Vec<Output>,
     ) -> Handled {
-        if self.relays.session(req.conn).is_some() {
-            return self.relay_line(now, req, line, out);
+        if self.relays.session(conn).is_some() {
+            return self.relay_line(now, conn, line, out);
         }
-        match self.monitor.heard(self.mono, req.conn) {
+        match self.monitor.heard(self.mono, conn) {
             Some(_) => Ok(Some(Value::Null.into())),
             None => Err(RpcError::new(
                 EPROTO,
                 "no agent on this connection: say hello (resource.agent) first",
             )),
+        }
+    }
+
+    /// [`Input::SessionLine`]: [`Service::session_line`] with nobody to
+    /// answer.
+    pub(super) fn session_input(
+        &mut self,
+        now: f64,
+        conn: ConnId,
+        payload: &Value,
+        out: &mut Vec<Output>,
+    ) {
+        if !self.stopped {
+            let line = table::decode::<cat::SessionLine>(payload);
+            let _ = self.session_line(now, conn, line, out);
         }
     }
 

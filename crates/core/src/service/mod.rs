@@ -181,6 +181,7 @@ impl Service {
         let now = self.stamp;
         match input {
             Input::Request(req) => self.request(now, req, out),
+            Input::SessionLine { conn, payload } => self.session_input(now, conn, &payload, out),
             Input::Disconnect(conn) => self.disconnect(conn, out),
             Input::Cancel(to) => self.cancel(to, out),
             Input::Tick => self.tick(now, out),

@@ -102,11 +102,10 @@ impl Service {
     pub(super) fn relay_line(
         &mut self,
         now: f64,
-        req: &Request,
+        conn: ConnId,
         line: Result<msg::RelayLine, RpcError>,
         out: &mut Vec<Output>,
     ) -> Handled {
-        let conn = req.conn;
         let Some(stream) = self.relays.session(conn).map(|s| s.stream) else {
             return Err(proto());
         };
