@@ -352,14 +352,7 @@ impl RelayState {
                     )));
                 }
             }
-            Incoming::SessionLine {
-                conn,
-                payload,
-                slot,
-            } => {
-                drop(slot);
-                self.line(conn, &payload, now);
-            }
+            Incoming::SessionLine { conn, payload, .. } => self.line(conn, &payload, now),
             Incoming::Disconnect(conn) => self.lost(conn),
             Incoming::Wake => {}
         }

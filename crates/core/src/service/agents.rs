@@ -117,29 +117,32 @@ impl Service {
             msg: format!("agent for rank {rank} ({host}) joined"),
         });
         let welcome = self.welcome(rank, host, None);
-        Self::reply(out, to, Ok(msg::encode(&welcome).into()));
-        self.reported(now, rank, actual, to, out);
-        Ok(None)
+        self.welcomed(now, rank, &welcome, actual, to, out)
     }
 
-    /// After a welcome (agent or relay): what the node reported is its
-    /// share of R while R is discovered, else it is verified, and a node
-    /// drained for it is told why on its stream `to`.
-    pub(super) fn reported(
+    /// Send the welcome (agent or relay); then what the node reported is
+    /// its share of R while R is discovered, else it is verified, and a
+    /// node drained for it is told why on its stream `to`.
+    pub(super) fn welcomed(
         &mut self,
         now: f64,
         rank: u32,
+        welcome: &msg::AgentAnswer,
         actual: Option<Rset>,
         to: ReplyTo,
         out: &mut Vec<Output>,
-    ) {
-        let Some(actual) = actual else { return };
+    ) -> Handled {
+        Self::reply(out, to, Ok(msg::encode(welcome).into()));
+        let Some(actual) = actual else {
+            return Ok(None);
+        };
         if self.discovered.is_some() {
             self.discovered_rank(now, rank, actual, out);
         } else if let Some(reason) = self.verify_agent(now, rank, &actual, out) {
             let d = drained_answer(IdSet::from_range(rank, rank), reason);
             Self::reply(out, to, Ok(d));
         }
+        Ok(None)
     }
 
     /// The first answer of an agent (or relay) session.

@@ -90,9 +90,7 @@ impl Service {
             }),
         );
         self.relays.hello(self.mono, rank, to, subtree);
-        Self::reply(out, to, Ok(msg::encode(&welcome).into()));
-        self.reported(now, rank, actual, to, out);
-        Ok(None)
+        self.welcomed(now, rank, &welcome, actual, to, out)
     }
 
     /// A line of a relay session: `gone`, then `hello`, then `lively`,
