@@ -57,11 +57,7 @@ impl Graph {
     /// A `cluster0` graph holding the node described by an hwloc XML
     /// topology (v1 or v2), as described in the module documentation.
     pub fn from_hwloc_xml(xml: &str, opts: &HwlocOptions) -> Result<Graph, ModelError> {
-        let mut g = Graph::new();
-        let cluster = g.intern("cluster");
-        let root = g.add_root(Pool::new(cluster).id(0));
-        g.add_hwloc_node(root, xml, opts)?;
-        Ok(g)
+        in_cluster(|g, root| g.add_hwloc_node(root, xml, opts))
     }
 
     /// Add the node of an hwloc XML topology below `parent` (usually the
@@ -83,11 +79,7 @@ impl Graph {
     /// A `cluster0` graph holding one node with the cores and GPUs of a
     /// discovered topology (no sockets: discovery does not report them).
     pub fn from_topology(t: &Topology, opts: &HwlocOptions) -> Result<Graph, ModelError> {
-        let mut g = Graph::new();
-        let cluster = g.intern("cluster");
-        let root = g.add_root(Pool::new(cluster).id(0));
-        g.add_topology_node(root, t, opts)?;
-        Ok(g)
+        in_cluster(|g, root| g.add_topology_node(root, t, opts))
     }
 
     /// Add one node with the cores and GPUs of `t` below `parent`.
@@ -150,6 +142,17 @@ impl Graph {
         }
         Ok(node)
     }
+}
+
+/// A `cluster0` graph holding what `add` puts below its root.
+fn in_cluster(
+    add: impl FnOnce(&mut Graph, VertexId) -> Result<VertexId, ModelError>,
+) -> Result<Graph, ModelError> {
+    let mut g = Graph::new();
+    let cluster = g.intern("cluster");
+    let root = g.add_root(Pool::new(cluster).id(0));
+    add(&mut g, root)?;
+    Ok(g)
 }
 
 /// Every core and GPU of `t` directly below the node.
