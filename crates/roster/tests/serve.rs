@@ -535,13 +535,7 @@ fn crash_loses_no_acknowledged_drain() {
     let config = fake_config(nodes, "");
     let mut acked: Vec<u32> = Vec::new();
     let mut next = 0u32;
-    let mut seed = 0x9e3779b97f4a7c15u64 ^ u64::from(std::process::id());
-    let mut rand = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rand = xorshift();
     for round in 0..rounds {
         let mut d = start(&s, &config, &[]);
         // everything acknowledged so far survived

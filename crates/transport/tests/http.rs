@@ -1,6 +1,9 @@
 //! The HTTP listeners against a fake service thread.
 
+mod common;
+
 use bytes::Bytes;
+use common::*;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming as Body;
 use hyper::{Request, Response};
@@ -128,11 +131,7 @@ impl Server {
     }
 
     async fn stop(self) {
-        let _ = self.stop.send(true);
-        let r = tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("listeners stop");
-        r.unwrap().unwrap();
+        stop_listeners(self.stop, self.task).await
     }
 }
 

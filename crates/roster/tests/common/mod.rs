@@ -504,3 +504,15 @@ pub fn start_with_tcp(s: &Scratch, config: &str) -> (Daemon, String) {
     );
     (d, addr)
 }
+
+/// A xorshift generator seeded from this process (random enough for
+/// crash-test schedules; the seed differs per run).
+pub fn xorshift() -> impl FnMut() -> u64 {
+    let mut seed = 0x9e3779b97f4a7c15u64 ^ u64::from(std::process::id());
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}

@@ -49,3 +49,15 @@ pub fn flux_request_bytes(
     msg.extend_from_slice(&body);
     msg
 }
+
+/// Stop a `Listeners::run` task and check that it ended cleanly (within 10 s).
+pub async fn stop_listeners(
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Result<(), transport::TransportError>>,
+) {
+    let _ = stop.send(true);
+    let r = tokio::time::timeout(std::time::Duration::from_secs(10), task)
+        .await
+        .expect("listeners stop");
+    r.unwrap().unwrap();
+}
