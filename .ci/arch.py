@@ -40,7 +40,7 @@ INVARIANTS = {
     "serve": "the shell: IO around core; decides nothing the core decides",
     "svcbench": "benchmark driver only; not linked into roster",
     "roster": "the binary: argument parsing and wiring; no service logic",
-    "tls": "certificates and rustls configuration only; no service logic",
+    "tls": "certificates and rustls configuration only; no service logic; writes files with store's atomic write",
     "ha": "etcd log and election only; no service logic",
 }
 

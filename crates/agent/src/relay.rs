@@ -340,8 +340,6 @@ impl RelayState {
                 drop(slot);
                 if req.topic == rpc::wire::SESSION_TOPIC {
                     self.hello(req, replies, now);
-                } else if req.topic == rpc::wire::SESSION_LINE_TOPIC {
-                    self.line(&req, now);
                 } else {
                     let _ = replies.send(Err(RpcError::new(
                         ENOSYS,
@@ -354,6 +352,7 @@ impl RelayState {
                     )));
                 }
             }
+            Incoming::SessionLine { conn, payload, .. } => self.line(conn, &payload, now),
             Incoming::Disconnect(conn) => self.lost(conn),
             Incoming::Wake => {}
         }
@@ -493,8 +492,7 @@ impl RelayState {
 
     /// A child's session line: a leaf's heartbeat, or a child relay's
     /// batch.
-    fn line(&mut self, req: &Request, now: Instant) {
-        let conn = req.conn;
+    fn line(&mut self, conn: ConnId, payload: &Value, now: Instant) {
         let Some(c) = self.children.get_mut(&conn) else {
             return;
         };
@@ -507,7 +505,7 @@ impl RelayState {
             return;
         }
         self.lively_up.insert(c.rank);
-        if let Err(e) = self.relay_line(conn, &req.payload) {
+        if let Err(e) = self.relay_line(conn, payload) {
             if let Some(c) = self.children.get(&conn) {
                 Self::refuse(&c.stream, e);
             }
@@ -1252,24 +1250,12 @@ mod tests {
     }
 
     fn line_at(s: &mut RelayState, kid: &Kid, payload: Value, at: Instant) {
-        let (tx, _) = ReplySender::unbounded(false);
-        s.incoming(
-            Incoming::Request {
-                req: Request {
-                    conn: kid.conn,
-                    matchtag: 2,
-                    topic: rpc::wire::SESSION_LINE_TOPIC.into(),
-                    payload,
-                    streaming: false,
-                    role: Role::Owner,
-                    userid: None,
-                    who: None,
-                },
-                replies: tx,
-                slot: QueueSlot::unbounded(),
-            },
-            at,
-        );
+        let line = Incoming::SessionLine {
+            conn: kid.conn,
+            payload,
+            slot: QueueSlot::unbounded(),
+        };
+        s.incoming(line, at);
     }
 
     #[test]

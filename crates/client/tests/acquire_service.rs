@@ -68,6 +68,9 @@ fn daemon() -> Daemon {
                     routes.retain(|to, _| to.conn != c);
                     svc.handle(now, Input::Disconnect(c), &mut out);
                 }
+                Incoming::SessionLine { conn, payload, .. } => {
+                    svc.handle(now, Input::SessionLine { conn, payload }, &mut out);
+                }
                 Incoming::Wake => {}
             }
             // Persist outputs would be made durable here; none matter.

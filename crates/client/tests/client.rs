@@ -83,7 +83,7 @@ fn service() -> Service {
                     continue;
                 }
                 Incoming::Request { req, replies, .. } => (req, replies),
-                Incoming::Wake => continue,
+                Incoming::SessionLine { .. } | Incoming::Wake => continue,
             };
             let _ = seen_tx.send(Seen {
                 topic: req.topic.clone(),

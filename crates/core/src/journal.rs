@@ -10,8 +10,9 @@
 //! `discovery-method`/`R` when a `resource-define` was dropped.
 
 use eventlog::Event;
+use rpc::events;
 use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::OnceLock;
 
@@ -137,9 +138,9 @@ pub struct Journal {
     events: VecDeque<Entry>,
     max: usize,
     /// From the newest dropped (or previously summarised) `restart`.
-    dropped_restart: Option<(Value, Value)>,
+    dropped_restart: Option<(String, String)>,
     /// From the newest dropped (or previously summarised) `resource-define`.
-    dropped_method: Option<Value>,
+    dropped_method: Option<String>,
     /// Sequence number of the last event pushed (0: none yet).
     last_seq: u64,
     /// Sequence number of the newest event dropped by truncation (0: none);
@@ -266,38 +267,31 @@ impl Journal {
             };
             last_ts = Some(ev.timestamp);
             last_place = place;
+            let c = ev.context.as_ref();
             match ev.name.as_str() {
                 "restart" => {
-                    let ranks = ev
-                        .get("ranks")
-                        .cloned()
-                        .unwrap_or(Value::String(String::new()));
-                    let nodelist = ev
-                        .get("nodelist")
-                        .cloned()
-                        .unwrap_or(Value::String(String::new()));
-                    self.dropped_restart = Some((ranks, nodelist));
+                    let r: events::Restart = events::read(c).unwrap_or_default();
+                    let (ranks, nodelist) = (r.ranks, r.nodelist);
+                    self.dropped_restart =
+                        Some((ranks.unwrap_or_default(), nodelist.unwrap_or_default()));
                 }
                 "resource-define" => {
-                    self.dropped_method = ev.get("method").cloned();
+                    let d: events::ResourceDefine = events::read(c).unwrap_or_default();
+                    self.dropped_method = d.method;
                 }
                 _ => {}
             }
         }
-        let mut ctx = Map::new();
-        ctx.insert("online".into(), Value::String(state.online));
-        ctx.insert("torpid".into(), Value::String(state.torpid));
-        ctx.insert("drain".into(), state.drain);
-        if let Some((ranks, nodelist)) = &self.dropped_restart {
-            ctx.insert("ranks".into(), ranks.clone());
-            ctx.insert("nodelist".into(), nodelist.clone());
-        }
-        if let Some(method) = &self.dropped_method {
-            ctx.insert("discovery-method".into(), method.clone());
-            if let Some(r) = state.r {
-                ctx.insert("R".into(), r);
-            }
-        }
+        let (ranks, nodelist) = self.dropped_restart.clone().unzip();
+        let ctx = events::context(&events::Truncate {
+            online: state.online,
+            torpid: state.torpid,
+            drain: state.drain,
+            ranks,
+            nodelist,
+            r: self.dropped_method.as_ref().and(state.r),
+            discovery_method: self.dropped_method.clone(),
+        });
         let ts = last_ts.filter(|t| t.is_finite() && *t > 0.0).unwrap_or(0.1);
         // The summary stands where the newest dropped event stood: a reader
         // resuming after it needs nothing that was dropped.
@@ -317,6 +311,7 @@ impl Journal {
 mod tests {
     use super::*;
     use serde_json::json;
+    use serde_json::Map;
 
     fn ev(ts: f64, name: &str, ctx: Value) -> Event {
         Event::with_context(ts, name, ctx).unwrap()

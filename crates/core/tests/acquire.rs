@@ -2,6 +2,9 @@
 //! service core with a simulated clock.
 
 use proptest::prelude::*;
+mod common;
+
+use common::*;
 use roster_core::errno::*;
 use roster_core::*;
 use rpc::{ReplyTo, Request, Role};
@@ -37,17 +40,12 @@ fn settings(exclude: Option<&str>, groups: &[(&str, &str)]) -> Settings {
 }
 
 fn start_full(inventory: Option<Inventory>, settings: Settings) -> H {
-    let mut out = Vec::new();
-    let svc = Service::new(
-        Init {
-            now: 999.0,
-            settings,
-            inventory,
-            ..Default::default()
-        },
-        &mut out,
-    )
-    .expect("start");
+    let (svc, _) = start_service(Init {
+        now: 999.0,
+        settings,
+        inventory,
+        ..Default::default()
+    });
     H {
         svc,
         now: 1000.0,
@@ -93,15 +91,10 @@ impl H {
         who: Option<&str>,
     ) -> (ReplyTo, Vec<Output>) {
         self.now += 1.0;
+        let streaming = topic == "resource.acquire" || topic == "resource.journal";
         let req = Request {
-            conn,
-            matchtag: tag,
-            topic: topic.into(),
-            payload,
-            streaming: topic == "resource.acquire" || topic == "resource.journal",
-            role,
-            userid: None,
             who: who.map(Into::into),
+            ..request(conn, tag, topic, payload, streaming, role)
         };
         let to = req.reply_to();
         let mut out = Vec::new();
@@ -128,17 +121,6 @@ impl H {
         self.svc.handle(self.now, input, &mut out);
         out
     }
-}
-
-fn replies_to(out: &[Output], to: ReplyTo) -> Vec<Result<Value, RpcError>> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Reply { to: t, reply } if *t == to => {
-                Some(reply.clone().map(rpc::Payload::into_value))
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 fn payloads(out: &[Output], to: ReplyTo) -> Vec<Value> {

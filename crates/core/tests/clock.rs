@@ -3,9 +3,12 @@
 //! clock back and forward while monotonic time runs on.
 
 use eventlog::Event;
+mod common;
+
+use common::*;
 use roster_core::errno::*;
 use roster_core::*;
-use rpc::{ReplyTo, Request, Role};
+use rpc::{ReplyTo, Role};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -14,8 +17,7 @@ const DAY: f64 = 86400.0;
 const WALL0: f64 = 1_700_000_000.0;
 
 fn inventory() -> Inventory {
-    let text = r#"{"version":1,"execution":{"R_lite":[{"rank":"0-4","children":{"core":"0-3"}}],"nodelist":["fake[0-4]"],"starttime":0.0,"expiration":0.0}}"#;
-    Inventory::from_json_text(text, Method::Configuration).unwrap()
+    inventory_of("0-4", &["fake[0-4]"])
 }
 
 /// A service and a simulated clock: `mono` seconds since start, the wall
@@ -30,8 +32,7 @@ struct H {
 }
 
 fn start_with(init: Init) -> H {
-    let mut out = Vec::new();
-    let svc = Service::new(init, &mut out).expect("start");
+    let (svc, out) = start_service(init);
     H {
         svc,
         mono: 0.0,
@@ -57,26 +58,6 @@ fn start(torpid: f64, offline: f64, batch: f64) -> H {
     })
 }
 
-fn replies(out: &[Output], to: ReplyTo) -> Vec<Result<Value, RpcError>> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Reply { to: t, reply } if *t == to => {
-                Some(reply.clone().map(rpc::Payload::into_value))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-fn persisted(out: &[Output]) -> Vec<Event> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Persist(e) => Some(e.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 impl H {
     fn now(&self) -> Now {
         Now::new(Duration::from_secs_f64(self.mono), self.wall)
@@ -92,16 +73,7 @@ impl H {
     fn request(&mut self, conn: u64, topic: &str, payload: Value, streaming: bool) -> ReplyTo {
         let tag = self.next_tag;
         self.next_tag += 1;
-        let req = Request {
-            conn,
-            matchtag: tag,
-            topic: topic.into(),
-            payload,
-            streaming,
-            role: Role::Owner,
-            userid: None,
-            who: None,
-        };
+        let req = request(conn, tag, topic, payload, streaming, Role::Owner);
         let to = req.reply_to();
         self.input(Input::Request(req));
         self.input(Input::Tick);
@@ -112,7 +84,7 @@ impl H {
         let conn = self.next_conn;
         self.next_conn += 1;
         let to = self.request(conn, "resource.agent", json!({"hostname": host}), true);
-        assert!(replies(&self.log, to)[0].is_ok(), "{host} accepted");
+        assert!(replies_to(&self.log, to)[0].is_ok(), "{host} accepted");
         (conn, to)
     }
 
@@ -125,7 +97,7 @@ impl H {
             json!({"targets": targets, "reason": reason, "mode": "force-overwrite"}),
             false,
         );
-        assert_eq!(replies(&self.log, to), vec![Ok(Value::Null)], "drain");
+        assert_eq!(replies_to(&self.log, to), vec![Ok(Value::Null)], "drain");
     }
 
     fn names(&self) -> Vec<String> {
@@ -162,7 +134,7 @@ fn wall_clock_steps_neither_fire_timers_nor_reorder_events() {
         }
         for (conn, _) in &agents {
             let to = h.request(*conn, "resource.agent-heartbeat", json!({}), false);
-            assert_eq!(replies(&h.log, to), vec![Ok(Value::Null)]);
+            assert_eq!(replies_to(&h.log, to), vec![Ok(Value::Null)]);
         }
         if step % 4 == 0 {
             h.drain("4", &format!("step {step}"));
@@ -178,7 +150,7 @@ fn wall_clock_steps_neither_fire_timers_nor_reorder_events() {
     );
     // Every agent stream is still open.
     for (_, stream) in &agents {
-        assert!(replies(&h.log, *stream).iter().all(Result::is_ok));
+        assert!(replies_to(&h.log, *stream).iter().all(Result::is_ok));
     }
     // Ten drains, recorded and persisted with non-decreasing timestamps;
     // those after the step back carry the last stamp until the wall
@@ -223,11 +195,14 @@ fn heartbeat_lateness_is_detected_on_the_monotonic_clock() {
     }
     h.input(Input::Tick);
     assert_eq!(h.svc.online().encode(), "1");
-    let end = replies(&h.log, stream).pop().unwrap().unwrap_err();
+    let end = replies_to(&h.log, stream).pop().unwrap().unwrap_err();
     assert_eq!(end.errnum, ETIMEDOUT);
     // The heartbeat of the expired agent is refused (it must say hello).
     let to = h.request(conn, "resource.agent-heartbeat", json!({}), false);
-    assert_eq!(replies(&h.log, to)[0].as_ref().unwrap_err().errnum, EPROTO);
+    assert_eq!(
+        replies_to(&h.log, to)[0].as_ref().unwrap_err().errnum,
+        EPROTO
+    );
     let names = h.names();
     assert!(names.contains(&"torpid".to_string()), "{names:?}");
     assert!(names.contains(&"offline".to_string()), "{names:?}");

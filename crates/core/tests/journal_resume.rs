@@ -3,15 +3,13 @@
 //! truncation without a duplicate or a gap, or is told it cannot.
 
 use eventlog::Event;
+mod common;
+
+use common::*;
 use roster_core::errno::*;
 use roster_core::*;
-use rpc::{ReplyTo, Request, Role};
+use rpc::{ReplyTo, Role};
 use serde_json::{json, Value};
-
-fn r4() -> Inventory {
-    let text = r#"{"version":1,"execution":{"R_lite":[{"rank":"0-3","children":{"core":"0-3"}}],"nodelist":["fake[0-3]"],"starttime":0.0,"expiration":0.0}}"#;
-    Inventory::from_json_text(text, Method::Configuration).unwrap()
-}
 
 struct H {
     svc: Service,
@@ -23,22 +21,17 @@ struct H {
 
 impl H {
     fn start(run: u64, stored: Vec<Event>, journal_max: usize) -> H {
-        let mut out = Vec::new();
-        let svc = Service::new(
-            Init {
-                now: 1000.0 + run as f64 * 100.0,
-                inventory: Some(r4()),
-                stored_events: stored.clone(),
-                settings: Settings {
-                    journal_max,
-                    ..Default::default()
-                },
-                run,
+        let (svc, out) = start_service(Init {
+            now: 1000.0 + run as f64 * 100.0,
+            inventory: Some(r4()),
+            stored_events: stored.clone(),
+            settings: Settings {
+                journal_max,
                 ..Default::default()
             },
-            &mut out,
-        )
-        .expect("start");
+            run,
+            ..Default::default()
+        });
         let mut log = stored;
         log.extend(persisted(&out));
         H {
@@ -59,16 +52,7 @@ impl H {
 
     fn journal(&mut self, payload: Value) -> (ReplyTo, Vec<Result<Value, RpcError>>) {
         self.conn += 1;
-        let req = Request {
-            conn: self.conn,
-            matchtag: 1,
-            topic: "resource.journal".into(),
-            payload,
-            streaming: true,
-            role: Role::Owner,
-            userid: None,
-            who: None,
-        };
+        let req = request(self.conn, 1, "resource.journal", payload, true, Role::Owner);
         let to = req.reply_to();
         let out = self.handle(Input::Request(req));
         (to, replies_to(&out, to))
@@ -76,41 +60,19 @@ impl H {
 
     fn drain(&mut self, rank: u32, reason: &str) -> Vec<Output> {
         self.conn += 1;
-        let req = Request {
-            conn: self.conn,
-            matchtag: 1,
-            topic: "resource.drain".into(),
-            payload: json!({"targets": rank.to_string(), "reason": reason, "mode": "overwrite"}),
-            streaming: false,
-            role: Role::Owner,
-            userid: None,
-            who: None,
-        };
+        let req = request(
+            self.conn,
+            1,
+            "resource.drain",
+            json!({"targets": rank.to_string(), "reason": reason, "mode": "overwrite"}),
+            false,
+            Role::Owner,
+        );
         let to = req.reply_to();
         let out = self.handle(Input::Request(req));
         assert_eq!(replies_to(&out, to), vec![Ok(Value::Null)], "{out:?}");
         out
     }
-}
-
-fn replies_to(out: &[Output], to: ReplyTo) -> Vec<Result<Value, RpcError>> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Reply { to: t, reply } if *t == to => {
-                Some(reply.clone().map(rpc::Payload::into_value))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-fn persisted(out: &[Output]) -> Vec<Event> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Persist(e) => Some(e.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The events of replies, as `name` or `name:reason`.

@@ -1,14 +1,16 @@
 //! Agents and liveness in the service core, with a simulated clock.
 
+mod common;
+
+use common::*;
 use roster_core::errno::*;
 use roster_core::*;
-use rpc::{ReplyTo, Request, Role};
+use rpc::{ReplyTo, Role};
 use serde_json::{json, Value};
 
 /// fake[0-3], cores 0-3; fake3 appears twice (ranks 3 and 4).
 fn inventory() -> Inventory {
-    let text = r#"{"version":1,"execution":{"R_lite":[{"rank":"0-4","children":{"core":"0-3"}}],"nodelist":["fake[0-3]","fake3"],"starttime":0.0,"expiration":0.0}}"#;
-    Inventory::from_json_text(text, Method::Configuration).unwrap()
+    inventory_of("0-4", &["fake[0-3]", "fake3"])
 }
 
 struct H {
@@ -20,17 +22,12 @@ struct H {
 }
 
 fn start(settings: Settings) -> H {
-    let mut out = Vec::new();
-    let svc = Service::new(
-        Init {
-            now: 1000.0,
-            inventory: Some(inventory()),
-            settings,
-            ..Default::default()
-        },
-        &mut out,
-    )
-    .expect("start");
+    let (svc, _) = start_service(Init {
+        now: 1000.0,
+        inventory: Some(inventory()),
+        settings,
+        ..Default::default()
+    });
     H {
         svc,
         now: 1000.0,
@@ -64,19 +61,10 @@ impl H {
     fn hello(&mut self, payload: Value, role: Role) -> (u64, Result<Value, RpcError>) {
         let conn = self.next_conn;
         self.next_conn += 1;
-        let req = Request {
-            conn,
-            matchtag: 1,
-            topic: "resource.agent".into(),
-            payload,
-            streaming: true,
-            role,
-            userid: None,
-            who: None,
-        };
+        let req = request(conn, 1, "resource.agent", payload, true, role);
         let out = self.input(Input::Request(req));
         let to = ReplyTo { conn, matchtag: 1 };
-        let first = replies(&out, to).into_iter().next().expect("a reply");
+        let first = replies_to(&out, to).into_iter().next().expect("a reply");
         (conn, first)
     }
 
@@ -87,18 +75,16 @@ impl H {
     }
 
     fn heartbeat(&mut self, conn: u64, tag: u32) -> Result<Value, RpcError> {
-        let req = Request {
+        let req = request(
             conn,
-            matchtag: tag,
-            topic: "resource.agent-heartbeat".into(),
-            payload: json!({}),
-            streaming: false,
-            role: Role::Owner,
-            userid: None,
-            who: None,
-        };
+            tag,
+            "resource.agent-heartbeat",
+            json!({}),
+            false,
+            Role::Owner,
+        );
         let out = self.input(Input::Request(req));
-        replies(
+        replies_to(
             &out,
             ReplyTo {
                 conn,
@@ -118,17 +104,6 @@ impl H {
         self.now += secs;
         self.tick()
     }
-}
-
-fn replies(out: &[Output], to: ReplyTo) -> Vec<Result<Value, RpcError>> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Reply { to: t, reply } if *t == to => {
-                Some(reply.clone().map(rpc::Payload::into_value))
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 fn journal_tail(svc: &Service, n: usize) -> Vec<(String, String)> {
@@ -176,6 +151,32 @@ fn an_agent_certificate_speaks_for_its_own_host_only() {
         let (_, r) = h.hello(json!({"hostname": "fake2"}), role.clone());
         assert_eq!(r.unwrap_err().errnum, rpc::errno::EPERM, "{role:?}");
     }
+}
+
+#[test]
+fn a_session_line_is_a_one_way_heartbeat() {
+    let mut h = start(settings(2.0, 60.0));
+    let (conn, rank) = h.join("fake1");
+    h.tick();
+    let no_reply = |out: &[Output]| !out.iter().any(|o| matches!(o, Output::Reply { .. }));
+    for _ in 0..3 {
+        h.now += 1.5;
+        let out = h.input(Input::SessionLine {
+            conn,
+            payload: json!({}),
+        });
+        assert!(no_reply(&out), "{out:?}");
+        h.tick();
+        assert!(h.svc.torpid().is_empty());
+    }
+    h.advance(2.5);
+    assert_eq!(h.svc.torpid().encode(), rank.to_string());
+    // A line where no agent said hello: nothing to answer, nothing done.
+    let out = h.input(Input::SessionLine {
+        conn: 999,
+        payload: json!({}),
+    });
+    assert!(no_reply(&out), "{out:?}");
 }
 
 #[test]
@@ -246,18 +247,16 @@ fn refusals() {
     assert_eq!(e.errnum, EPROTO);
     assert!(e.errstr.unwrap().contains("exactly one node"));
     // Non-streaming hello.
-    let out = h.input(Input::Request(Request {
-        conn: 999,
-        matchtag: 1,
-        topic: "resource.agent".into(),
-        payload: json!({"hostname": "fake1"}),
-        streaming: false,
-        role: Role::Owner,
-        userid: None,
-        who: None,
-    }));
+    let out = h.input(Input::Request(request(
+        999,
+        1,
+        "resource.agent",
+        json!({"hostname": "fake1"}),
+        false,
+        Role::Owner,
+    )));
     assert_eq!(
-        replies(
+        replies_to(
             &out,
             ReplyTo {
                 conn: 999,
@@ -323,17 +322,15 @@ fn torpid_then_lively_then_offline_timeout() {
     assert!(h.svc.drained().is_empty());
     assert_eq!(h.svc.online().encode(), "0-2");
     let ss = {
-        let out = h.input(Input::Request(Request {
-            conn: 500,
-            matchtag: 1,
-            topic: "resource.status".into(),
-            payload: json!({}),
-            streaming: false,
-            role: Role::Owner,
-            userid: None,
-            who: None,
-        }));
-        replies(
+        let out = h.input(Input::Request(request(
+            500,
+            1,
+            "resource.status",
+            json!({}),
+            false,
+            Role::Owner,
+        )));
+        replies_to(
             &out,
             ReplyTo {
                 conn: 500,
@@ -359,7 +356,7 @@ fn torpid_then_lively_then_offline_timeout() {
     h.heartbeat(c0, 5).unwrap();
     h.heartbeat(c1, 4).unwrap();
     let out = h.tick();
-    let end = replies(
+    let end = replies_to(
         &out,
         ReplyTo {
             conn: c2,
@@ -480,7 +477,7 @@ fn shutdown_ends_agent_streams() {
     let mut h = start(settings(30.0, 60.0));
     let (c0, _) = h.join("fake0");
     let out = h.input(Input::Shutdown);
-    let end = replies(
+    let end = replies_to(
         &out,
         ReplyTo {
             conn: c0,
@@ -507,32 +504,28 @@ fn many_agents_one_event_each_way() {
     .unwrap();
     let before = svc.journal().events().count();
     for i in 0..16384u32 {
-        let req = Request {
-            conn: 10 + u64::from(i),
-            matchtag: 1,
-            topic: "resource.agent".into(),
-            payload: json!({"hostname": format!("n{i}")}),
-            streaming: true,
-            role: Role::Owner,
-            userid: None,
-            who: None,
-        };
+        let req = request(
+            10 + u64::from(i),
+            1,
+            "resource.agent",
+            json!({"hostname": format!("n{i}")}),
+            true,
+            Role::Owner,
+        );
         svc.handle(1.0, Input::Request(req), &mut out);
     }
     svc.handle(1.0, Input::Tick, &mut out);
     assert_eq!(svc.online().encode(), "0-16383");
     // Beat all but 100 (ranks 1000-1099).
     for i in (0..16384u32).filter(|i| !(1000..1100).contains(i)) {
-        let req = Request {
-            conn: 10 + u64::from(i),
-            matchtag: 2,
-            topic: "resource.agent-heartbeat".into(),
-            payload: Value::Null,
-            streaming: false,
-            role: Role::Owner,
-            userid: None,
-            who: None,
-        };
+        let req = request(
+            10 + u64::from(i),
+            2,
+            "resource.agent-heartbeat",
+            Value::Null,
+            false,
+            Role::Owner,
+        );
         svc.handle(20.0, Input::Request(req), &mut out);
     }
     svc.handle(31.5, Input::Tick, &mut out);
@@ -577,17 +570,12 @@ fn transitions_close_in_time_share_one_event() {
 
 #[test]
 fn dynamic_discovery_assembles_r_from_the_agents() {
-    let mut out = Vec::new();
-    let svc = Service::new(
-        Init {
-            now: 1.0,
-            settings: settings(30.0, 60.0),
-            discover_hosts: Some(vec!["d0".into(), "d1".into()]),
-            ..Default::default()
-        },
-        &mut out,
-    )
-    .expect("start");
+    let (svc, _) = start_service(Init {
+        now: 1.0,
+        settings: settings(30.0, 60.0),
+        discover_hosts: Some(vec!["d0".into(), "d1".into()]),
+        ..Default::default()
+    });
     let mut h = H {
         svc,
         now: 2.0,

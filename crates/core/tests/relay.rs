@@ -1,63 +1,43 @@
 //! Relay sessions in the service core: a relay speaks for its subtree in
 //! batches (hello groups, lively/gone idsets), with a simulated clock.
 
+mod common;
+
+use common::*;
 use roster_core::errno::*;
 use roster_core::*;
-use rpc::{ReplyTo, Request, Role};
+use rpc::{ReplyTo, Role};
 use serde_json::{json, Value};
 
 /// `n` nodes sim[0-(n-1)], cores 0-3.
 fn inventory(n: u32) -> Inventory {
-    let text = format!(
-        r#"{{"version":1,"execution":{{"R_lite":[{{"rank":"0-{}","children":{{"core":"0-3"}}}}],"nodelist":["sim[0-{}]"],"starttime":0.0,"expiration":0.0}}}}"#,
-        n - 1,
-        n - 1
-    );
-    Inventory::from_json_text(&text, Method::Configuration).unwrap()
+    inventory_of(&format!("0-{}", n - 1), &[&format!("sim[0-{}]", n - 1)])
 }
 
 struct H {
     svc: Service,
     now: f64,
     next_conn: u64,
-    tag: u32,
 }
 
 fn start(n: u32, fanout: u32, torpid: f64, offline: f64) -> H {
-    let mut out = Vec::new();
-    let svc = Service::new(
-        Init {
-            now: 1000.0,
-            inventory: Some(inventory(n)),
-            settings: Settings {
-                torpid_max: torpid,
-                offline_timeout: offline,
-                liveness_batch: 0.0,
-                relay_fanout: fanout,
-                ..Default::default()
-            },
+    let (svc, _) = start_service(Init {
+        now: 1000.0,
+        inventory: Some(inventory(n)),
+        settings: Settings {
+            torpid_max: torpid,
+            offline_timeout: offline,
+            liveness_batch: 0.0,
+            relay_fanout: fanout,
             ..Default::default()
         },
-        &mut out,
-    )
-    .expect("start");
+        ..Default::default()
+    });
     H {
         svc,
         now: 1000.0,
         next_conn: 1,
-        tag: 2,
     }
-}
-
-fn replies(out: &[Output], to: ReplyTo) -> Vec<Result<Value, RpcError>> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Reply { to: t, reply } if *t == to => {
-                Some(reply.clone().map(rpc::Payload::into_value))
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 fn stream(conn: u64) -> ReplyTo {
@@ -78,17 +58,15 @@ impl H {
     fn hello_as(&mut self, role: Role, payload: Value) -> (u64, Result<Value, RpcError>) {
         let conn = self.next_conn;
         self.next_conn += 1;
-        let out = self.input(Input::Request(Request {
+        let out = self.input(Input::Request(request(
             conn,
-            matchtag: 1,
-            topic: "resource.agent".into(),
+            1,
+            "resource.agent",
             payload,
-            streaming: true,
+            true,
             role,
-            userid: None,
-            who: None,
-        }));
-        (conn, replies(&out, stream(conn)).remove(0))
+        )));
+        (conn, replies_to(&out, stream(conn)).remove(0))
     }
 
     fn relay(&mut self, host: &str) -> (u64, Value) {
@@ -96,20 +74,16 @@ impl H {
         (conn, w.expect("relay welcome"))
     }
 
-    /// Send a session line; returns what came back on the relay's stream.
+    /// Send a session line (one-way); returns what came back on the
+    /// relay's stream.
     fn line(&mut self, conn: u64, payload: Value) -> Vec<Result<Value, RpcError>> {
-        self.tag += 1;
-        let out = self.input(Input::Request(Request {
-            conn,
-            matchtag: self.tag,
-            topic: "resource.agent-heartbeat".into(),
-            payload,
-            streaming: false,
-            role: Role::Owner,
-            userid: None,
-            who: None,
-        }));
-        replies(&out, stream(conn))
+        let out = self.input(Input::SessionLine { conn, payload });
+        assert!(
+            out.iter()
+                .all(|o| !matches!(o, Output::Reply { to, .. } if to.matchtag != 1)),
+            "only the session's stream is answered: {out:?}"
+        );
+        replies_to(&out, stream(conn))
     }
 
     fn advance(&mut self, secs: f64) -> Vec<Output> {
@@ -313,17 +287,8 @@ fn verification_drains_are_answered_per_group() {
     // A direct agent hears of its own drain after the welcome.
     let conn = h.next_conn;
     h.next_conn += 1;
-    let out = h.input(Input::Request(Request {
-        conn,
-        matchtag: 1,
-        topic: "resource.agent".into(),
-        payload: json!({"hostname": "sim6", "R": {"version":1,"execution":{"R_lite":[{"rank":"0","children":{"core":"0"}}],"nodelist":["x"],"starttime":0.0,"expiration":0.0}}}),
-        streaming: true,
-        role: Role::Owner,
-        userid: None,
-        who: None,
-    }));
-    let r = replies(&out, stream(conn));
+    let out = h.input(Input::Request(request(conn, 1, "resource.agent", json!({"hostname": "sim6", "R": {"version":1,"execution":{"R_lite":[{"rank":"0","children":{"core":"0"}}],"nodelist":["x"],"starttime":0.0,"expiration":0.0}}}), true, Role::Owner)));
+    let r = replies_to(&out, stream(conn));
     assert_eq!(r.len(), 2);
     assert_eq!(
         r[1].as_ref().unwrap()["drained"][0]["reason"],
@@ -342,7 +307,7 @@ fn relay_timers_end_silent_children_then_the_relay() {
     for _ in 0..7 {
         h.line(r0, json!({"lively": "1-5"}));
         let out = h.advance(0.5);
-        let r = replies(&out, stream(r0));
+        let r = replies_to(&out, stream(r0));
         if let Some(Ok(v)) = r.first() {
             assert_eq!(v["ended"][0]["ranks"], "6", "{v}");
             assert_eq!(v["ended"][0]["errnum"], ETIMEDOUT);
@@ -353,7 +318,7 @@ fn relay_timers_end_silent_children_then_the_relay() {
     assert_eq!(events(&h.svc, "offline"), vec!["6"]);
     // The relay falls silent: its stream ends, everything offline.
     let out = h.advance(3.5);
-    let r = replies(&out, stream(r0));
+    let r = replies_to(&out, stream(r0));
     assert_eq!(r.last().unwrap().as_ref().unwrap_err().errnum, ETIMEDOUT);
     assert_eq!(h.online(), "");
     assert_eq!(h.svc.agents(), 0);

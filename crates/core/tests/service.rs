@@ -1,16 +1,14 @@
 //! The service core driven directly, with a simulated clock.
 
 use eventlog::Event;
+mod common;
+
+use common::*;
 use roster_core::errno::*;
 use roster_core::*;
 use rpc::catalog::Shape;
 use rpc::{ReplyTo, Request, Role};
 use serde_json::{json, Value};
-
-fn r4() -> Inventory {
-    let text = r#"{"version":1,"execution":{"R_lite":[{"rank":"0-3","children":{"core":"0-3"}}],"nodelist":["fake[0-3]"],"starttime":0.0,"expiration":0.0}}"#;
-    Inventory::from_json_text(text, Method::Configuration).unwrap()
-}
 
 struct Harness {
     svc: Service,
@@ -19,8 +17,7 @@ struct Harness {
 }
 
 fn start_with(init: Init) -> (Harness, Vec<Output>) {
-    let mut out = Vec::new();
-    let svc = Service::new(init, &mut out).expect("start");
+    let (svc, out) = start_service(init);
     (
         Harness {
             svc,
@@ -51,16 +48,7 @@ impl Harness {
         self.now += 1.0;
         let conn = self.next_conn;
         self.next_conn += 1;
-        let req = Request {
-            conn,
-            matchtag: 1,
-            topic: topic.into(),
-            payload,
-            streaming,
-            role,
-            userid: None,
-            who: None,
-        };
+        let req = request(conn, 1, topic, payload, streaming, role);
         let to = req.reply_to();
         let mut out = Vec::new();
         self.svc.handle(self.now, Input::Request(req), &mut out);
@@ -74,26 +62,6 @@ impl Harness {
         assert_eq!(replies.len(), 1, "{topic}: {out:?}");
         replies.into_iter().next().unwrap()
     }
-}
-
-fn replies_to(out: &[Output], to: ReplyTo) -> Vec<Result<Value, RpcError>> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Reply { to: t, reply } if *t == to => {
-                Some(reply.clone().map(rpc::Payload::into_value))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-fn persisted(out: &[Output]) -> Vec<Event> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Persist(e) => Some(e.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 fn err(r: Result<Value, RpcError>) -> (i32, String) {
@@ -168,6 +136,11 @@ fn drain_persists_before_reply_and_reply_before_followers() {
         json!({"idset": "1", "nodelist": "fake1", "reason": "x", "overwrite": 0,
                "requester": "role owner"})
     );
+    // Byte for byte, keys in flux-core's order.
+    assert_eq!(
+        serde_json::to_string(ev.context.as_ref().unwrap()).unwrap(),
+        r#"{"idset":"1","nodelist":"fake1","reason":"x","overwrite":0,"requester":"role owner"}"#
+    );
 }
 
 /// The events of the journal replies in `out` to `to`.
@@ -184,14 +157,9 @@ fn drains_record_their_requester_for_roster_readers_only() {
     let who = |h: &mut Harness, topic: &str, payload: Value, userid, who: Option<&str>| {
         h.now += 1.0;
         let req = Request {
-            conn: 100 + h.now as u64,
-            matchtag: 1,
-            topic: topic.into(),
-            payload,
-            streaming: false,
-            role: Role::Admin,
             userid,
             who: who.map(Into::into),
+            ..request(100 + h.now as u64, 1, topic, payload, false, Role::Admin)
         };
         let mut out = Vec::new();
         h.svc.handle(h.now, Input::Request(req), &mut out);
@@ -552,16 +520,14 @@ fn journal_cancel_and_disconnect() {
     );
     assert!(replies_to(&out, jto).is_empty());
     let mut out = Vec::new();
-    let req = Request {
-        conn: jto.conn,
-        matchtag: 2,
-        topic: "resource.journal-cancel".into(),
-        payload: json!({"matchtag": 1}),
-        streaming: false,
-        role: Role::Owner,
-        userid: None,
-        who: None,
-    };
+    let req = request(
+        jto.conn,
+        2,
+        "resource.journal-cancel",
+        json!({"matchtag": 1}),
+        false,
+        Role::Owner,
+    );
     h.svc.handle(2000.0, Input::Request(req), &mut out);
     assert_eq!(replies_to(&out, jto), vec![Err(RpcError::bare(ENODATA))]);
     assert_eq!(h.svc.followers(), 0);

@@ -183,6 +183,19 @@ enum Entry {
 }
 
 impl Entry {
+    /// A numeric range's fields: prefix, lo, hi, width.
+    fn range_parts(&self) -> Option<(&Arc<str>, u64, u64, u32)> {
+        match self {
+            Entry::Range {
+                prefix,
+                lo,
+                hi,
+                width,
+            } => Some((prefix, *lo, *hi, *width)),
+            _ => None,
+        }
+    }
+
     fn count(&self) -> u64 {
         match self {
             Entry::Single(_) => 1,
@@ -621,14 +634,9 @@ impl Hostlist {
 
     /// Append one entry, merging a numeric range into the tail when possible.
     fn append_entry(&mut self, e: Entry) {
-        match e {
-            Entry::Range {
-                prefix,
-                lo,
-                hi,
-                width,
-            } => self.append_range_arc(prefix, lo, hi, width),
-            other => self.push_entry(other),
+        match e.range_parts() {
+            Some((prefix, lo, hi, width)) => self.append_range_arc(prefix.clone(), lo, hi, width),
+            None => self.push_entry(e),
         }
     }
 

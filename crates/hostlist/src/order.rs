@@ -95,19 +95,6 @@ fn recount(hl: &mut Hostlist) {
         .fold(0u64, |acc, e| acc.saturating_add(e.count()));
 }
 
-/// Numeric fields of a range entry.
-fn range_parts(e: &Entry) -> Option<(&Arc<str>, u64, u64, u32)> {
-    match e {
-        Entry::Range {
-            prefix,
-            lo,
-            hi,
-            width,
-        } => Some((prefix, *lo, *hi, *width)),
-        _ => None,
-    }
-}
-
 /// flux-core's `hostrange_intersect(prev, next)`: the duplicated numbers
 /// `next.lo ..= min(prev.hi, next.hi)` when the ranges overlap by more than
 /// one end point (`prev.hi > next.lo`).
@@ -117,8 +104,8 @@ fn range_parts(e: &Entry) -> Option<(&Arc<str>, u64, u64, u32)> {
 /// neighbour that sorted after it (`a[8-10],a[00,7-10]`), and flux-core then
 /// aborts; here such a pair is left alone (`prev.lo <= next.lo` is required).
 pub(crate) fn intersect(prev: &Entry, next: &Entry) -> Option<(u64, u64)> {
-    let (pp, plo, phi, pw) = range_parts(prev)?;
-    let (np, nlo, nhi, nw) = range_parts(next)?;
+    let (pp, plo, phi, pw) = prev.range_parts()?;
+    let (np, nlo, nhi, nw) = next.range_parts()?;
     (same_str(pp, np) && phi > nlo && plo <= nlo && width_compatible(plo, pw, nlo, nw))
         .then(|| (nlo, phi.min(nhi)))
 }
@@ -126,7 +113,7 @@ pub(crate) fn intersect(prev: &Entry, next: &Entry) -> Option<(u64, u64)> {
 /// True when sorted neighbours `a`, `b` belong to one coalescing group:
 /// numbered ranges with the same prefix and compatible zero padding.
 fn same_group(a: &Entry, b: &Entry) -> bool {
-    match (range_parts(a), range_parts(b)) {
+    match (a.range_parts(), b.range_parts()) {
         (Some((pa, la, _, wa)), Some((pb, lb, _, wb))) => {
             same_str(pa, pb) && width_compatible(la, wa, lb, wb)
         }
@@ -186,7 +173,7 @@ fn coalesce(entries: Vec<Entry>) -> Vec<Entry> {
 
 /// The closed form of [`coalesce`] for one overlapping group.
 fn emit_group(group: &[Entry], out: &mut Vec<Entry>) {
-    let Some((prefix, _, _, width)) = group.first().and_then(range_parts) else {
+    let Some((prefix, _, _, width)) = group.first().and_then(Entry::range_parts) else {
         out.extend(group.iter().cloned());
         return;
     };
@@ -194,7 +181,7 @@ fn emit_group(group: &[Entry], out: &mut Vec<Entry>) {
     // Multiplicity of each number: +1 at lo, -1 after hi.
     let mut events: Vec<(u128, i64)> = Vec::with_capacity(group.len() * 2);
     for e in group {
-        if let Some((_, lo, hi, _)) = range_parts(e) {
+        if let Some((_, lo, hi, _)) = e.range_parts() {
             events.push((u128::from(lo), 1));
             events.push((u128::from(hi) + 1, -1));
         }

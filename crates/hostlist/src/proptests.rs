@@ -140,15 +140,7 @@ fn query_string() -> impl Strategy<Value = String> {
 // ---------------------------------------------------------------- literal flux-core sort
 
 fn parts(e: &Entry) -> Option<(&str, u64, u64, u32)> {
-    match e {
-        Entry::Range {
-            prefix,
-            lo,
-            hi,
-            width,
-        } => Some((prefix, *lo, *hi, *width)),
-        _ => None,
-    }
+    e.range_parts().map(|(p, lo, hi, w)| (&**p, lo, hi, w))
 }
 
 /// `hostlist_sort()` transcribed literally: stable sort, then the coalesce

@@ -28,17 +28,8 @@ pub enum HostRun<'a> {
 /// The prefix of a numbered entry whose hosts split back into exactly this
 /// prefix and number (the prefix does not end with a digit).
 fn plain_prefix(e: &Entry) -> Option<(&Arc<str>, u64, u64, u32)> {
-    match e {
-        Entry::Range {
-            prefix,
-            lo,
-            hi,
-            width,
-        } if !prefix.as_bytes().last().is_some_and(u8::is_ascii_digit) => {
-            Some((prefix, *lo, *hi, *width))
-        }
-        _ => None,
-    }
+    e.range_parts()
+        .filter(|(prefix, ..)| !prefix.as_bytes().last().is_some_and(u8::is_ascii_digit))
 }
 
 /// The last number with as many digits as `n`.

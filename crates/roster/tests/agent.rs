@@ -7,66 +7,15 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// A running `roster agent`, killed on drop.
-struct Agent {
-    child: Option<Child>,
-    log: std::path::PathBuf,
-}
-
-impl Agent {
-    fn pid(&self) -> i32 {
-        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
-    }
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.pid(), sig) };
-    }
-    /// Wait for the exit status (within 10 s).
-    fn wait(&mut self) -> std::process::ExitStatus {
-        let mut c = self.child.take().expect("agent running");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(st) = c.try_wait().unwrap() {
-                return st;
-            }
-            assert!(Instant::now() < deadline, "agent did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // A stopped agent must be continued to die promptly.
-            unsafe { libc::kill(c.id() as i32, libc::SIGCONT) };
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 fn agent(s: &Scratch, uri: &str, name: &str, args: &[&str]) -> Agent {
-    let log = s.path(&format!("agent-{name}.log"));
-    let child = roster()
-        .args(["agent", "--uri", uri])
-        .args(args)
-        .env_remove("ROSTER_TOKEN_FILE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("spawn roster agent");
-    Agent {
-        child: Some(child),
-        log,
-    }
+    Agent::spawn(
+        s,
+        &format!("agent-{name}"),
+        &[&["--uri", uri][..], args].concat(),
+    )
 }
 
 /// An agent for a fake host with cores 0-3 and a fast heartbeat.

@@ -1,38 +1,18 @@
 //! `roster graph` end to end: loading R, JGF (Fluxion's verbose and
 //! compact forms) and hwloc XML, and the resource-query-like commands.
 
-use serde_json::{json, Value};
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
 
-struct Out {
-    stdout: String,
-    stderr: String,
-    code: i32,
-}
+use common::{run_stdin, Out};
+
+use serde_json::{json, Value};
 
 fn data(f: &str) -> String {
     format!("{}/tests/data/graph/{f}", env!("CARGO_MANIFEST_DIR"))
 }
 
 fn run(args: &[&str], stdin: &str) -> Out {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_roster"))
-        .arg("graph")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn roster");
-    if let Some(mut si) = child.stdin.take() {
-        let _ = si.write_all(stdin.as_bytes());
-    }
-    let o = child.wait_with_output().expect("wait roster");
-    Out {
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        code: o.status.code().unwrap_or(-1),
-    }
+    run_stdin(&[&["graph"][..], args].concat(), stdin)
 }
 
 /// Commands with `@NAME` replaced by the path of a test data file.

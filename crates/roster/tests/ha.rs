@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::etcd::{cluster, cluster_tls, EtcdCluster};
-use common::{event_names, try_start, Daemon, Scratch};
+use common::{event_names, try_start, xorshift, Daemon, Scratch};
 use serde_json::{json, Value};
 
 fn config(etcd: &EtcdCluster, prefix: &str) -> String {
@@ -561,13 +561,7 @@ fn crash_loop_over_etcd_loses_no_acknowledged_drain() {
     let mut leader = 0usize;
     let mut acked: Vec<u32> = Vec::new();
     let mut next = 0u32;
-    let mut seed = 0x9e3779b97f4a7c15u64 ^ u64::from(std::process::id());
-    let mut rand = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rand = xorshift();
     for round in 0..rounds {
         let uri = servers[leader].as_ref().expect("leader").uri.clone();
         let first = next;

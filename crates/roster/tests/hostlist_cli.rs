@@ -3,14 +3,12 @@
 //! of the Python command (argparse behaviour, re-parsing of hosts, the idset
 //! form of `-x`, exit codes).
 
+mod common;
+
+use common::Out;
+
 use std::io::Write;
 use std::process::{Command, Stdio};
-
-struct Out {
-    stdout: String,
-    stderr: String,
-    code: i32,
-}
 
 fn run_with(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Out {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_roster"));
@@ -37,14 +35,9 @@ fn run_with(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Out {
     if let (Some(text), Some(mut w)) = (stdin, child.stdin.take()) {
         let _ = w.write_all(text.as_bytes());
     }
-    let out = match child.wait_with_output() {
-        Ok(o) => o,
+    match child.wait_with_output() {
+        Ok(o) => o.into(),
         Err(e) => panic!("roster hostlist failed to run: {e}"),
-    };
-    Out {
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        code: out.status.code().unwrap_or(-1),
     }
 }
 

@@ -13,13 +13,7 @@ fn serve_limit_keys_are_checked_and_applied() {
         "bad.toml",
         &format!("{}[serve]\nmax-inflight = 0\n", fake_config(2, "")),
     );
-    let o = roster()
-        .args(["serve", "--check", "--config"])
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = check_fails(&bad);
     assert!(
         err.contains("[serve]: max-inflight must be at least 1, got 0"),
         "{err}"

@@ -52,20 +52,7 @@ fn dechunk(mut s: &str) -> String {
 }
 
 fn daemon_with_tcp(s: &Scratch, nodes: u32) -> (Daemon, String) {
-    daemon_with_tcp_config(s, &fake_config(nodes, ""))
-}
-
-fn daemon_with_tcp_config(s: &Scratch, config: &str) -> (Daemon, String) {
-    let token = s.write("token", "s3cret\n");
-    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let addr = format!("127.0.0.1:{}", free_port());
-    let tcp = format!("tcp://{addr}");
-    let d = start(
-        s,
-        config,
-        &["--listen", &tcp, "--token-file", token.to_str().unwrap()],
-    );
-    (d, addr)
+    start_with_tcp(s, &fake_config(nodes, ""))
 }
 
 fn gauge(text: &str, state: &str) -> Option<u64> {
@@ -143,7 +130,7 @@ fn wait_for(addr: &str, key: &str, want: i64) -> String {
 #[test]
 fn node_states_are_disjoint_and_the_status_probe_is_no_error() {
     let s = Scratch::new("metrics-states");
-    let (d, addr) = daemon_with_tcp_config(
+    let (d, addr) = start_with_tcp(
         &s,
         &fake_config(7, "exclude = \"5\"\ntorpid-max = \"1s\"\n"),
     );

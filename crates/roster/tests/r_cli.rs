@@ -1,32 +1,11 @@
 //! `roster R` against flux-core's t0026-flux-R.t and the reference notes.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
 
-struct Out {
-    stdout: String,
-    stderr: String,
-    code: i32,
-}
+use common::{run_stdin, Out};
 
 fn run(args: &[&str], stdin: &str) -> Out {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_roster"))
-        .arg("R")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn roster");
-    if let Some(mut si) = child.stdin.take() {
-        let _ = si.write_all(stdin.as_bytes());
-    }
-    let o = child.wait_with_output().expect("wait roster");
-    Out {
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        code: o.status.code().unwrap_or(-1),
-    }
+    run_stdin(&[&["R"][..], args].concat(), stdin)
 }
 
 /// Run and require success; returns stdout.

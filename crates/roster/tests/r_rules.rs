@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fake_config, roster, start, Scratch};
+use common::{check, fake_config, roster, start, Scratch};
 use serde_json::{json, Value};
 
 const EXPIRATION_RULE: &str =
@@ -53,11 +53,7 @@ fn serve_check_refuses_what_rfc20_forbids() {
                 rpath.display()
             ),
         );
-        let o = roster()
-            .args(["serve", "--check", "--config"])
-            .arg(&cfg)
-            .output()
-            .unwrap();
+        let o = check(&cfg);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{r}: {err}");
         assert!(err.contains(&why), "{r}: {err}");

@@ -9,63 +9,17 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::process::{Child, Stdio};
+
 use std::time::{Duration, Instant};
-
-struct Proc {
-    child: Option<Child>,
-    log: std::path::PathBuf,
-}
-
-impl Proc {
-    fn signal(&self, sig: i32) {
-        if let Some(c) = &self.child {
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(c.id() as i32, sig) };
-        }
-    }
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn spawn(s: &Scratch, name: &str, args: &[&str]) -> Proc {
-    let log = s.path(&format!("{name}.log"));
-    let child = roster()
-        .arg("agent")
-        .args(args)
-        .env_remove("ROSTER_TOKEN_FILE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("spawn roster agent");
-    Proc {
-        child: Some(child),
-        log,
-    }
-}
 
 fn sock(s: &Scratch, name: &str) -> String {
     format!("unix://{}", s.path(&format!("{name}.sock")).display())
 }
 
 /// A relay for `host` below `parent`, listening on `<host>.sock`.
-fn relay(s: &Scratch, parent: &str, host: &str) -> Proc {
+fn relay(s: &Scratch, parent: &str, host: &str) -> Agent {
     let listen = sock(s, host);
-    spawn(
+    Agent::spawn(
         s,
         host,
         &[
@@ -84,8 +38,8 @@ fn relay(s: &Scratch, parent: &str, host: &str) -> Proc {
     )
 }
 
-fn leaf(s: &Scratch, parent: &str, host: &str) -> Proc {
-    spawn(
+fn leaf(s: &Scratch, parent: &str, host: &str) -> Agent {
+    Agent::spawn(
         s,
         &format!("{host}-leaf"),
         &[
@@ -129,7 +83,7 @@ fn config(n: u32, extra: &str) -> String {
     )
 }
 
-fn wait_log(p: &Proc, text: &str, secs: f64) {
+fn wait_log(p: &Agent, text: &str, secs: f64) {
     let start = Instant::now();
     while !p.log_text().contains(text) {
         assert!(
@@ -232,7 +186,7 @@ fn verification_drain_reaches_the_leaf_through_the_relay() {
     let s = Scratch::new("relay-verify");
     let d = start(&s, &config(3, ""), &[]);
     let _r0 = relay(&s, &d.uri, "fake0");
-    let l1 = spawn(
+    let l1 = Agent::spawn(
         &s,
         "fake1-leaf",
         &[
@@ -266,7 +220,7 @@ fn simulator_relays_in_one_process() {
         &[],
     );
     let spawned = Instant::now();
-    let mut sim = spawn(
+    let mut sim = Agent::spawn(
         &s,
         "sim",
         &[
@@ -326,7 +280,7 @@ fn scale_131072_nodes_through_relays() {
         "[resource]\ntorpid-max = \"5s\"\noffline-timeout = \"120s\"\n[[resource.config]]\nhosts = \"sim[0-131071]\"\ncores = \"0-3\"\n",
         &[],
     );
-    let mut sim = spawn(
+    let mut sim = Agent::spawn(
         &s,
         "sim",
         &[
@@ -401,7 +355,7 @@ fn relays_listen_on_tls_and_check_each_childs_certificate() {
         );
         a.extend(extra.iter().map(|x| x.to_string()));
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        spawn(&s, &format!("{name}-as-{who}"), &a)
+        Agent::spawn(&s, &format!("{name}-as-{who}"), &a)
     };
     let p0 = free_port();
     let relay0 = format!("tls://127.0.0.1:{p0}");
@@ -440,7 +394,7 @@ fn relays_listen_on_tls_and_check_each_childs_certificate() {
         "the certificate of fake1 may not speak for host fake6",
         10.0,
     );
-    let st = liar.child.as_mut().unwrap().wait().unwrap();
+    let st = liar.wait();
     assert!(!st.success());
     assert_eq!(status(&d)["online"], "0-2,5");
     // A stalled leaf behind the TLS relay: torpid at torpid-max (2 s)
@@ -458,7 +412,7 @@ fn relays_listen_on_tls_and_check_each_childs_certificate() {
     let token = s.write("token", "s3cret\n");
     std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let plain = format!("tcp://0.0.0.0:{}", free_port());
-    let mut bad = spawn(
+    let mut bad = Agent::spawn(
         &s,
         "plain",
         &[
@@ -475,7 +429,7 @@ fn relays_listen_on_tls_and_check_each_childs_certificate() {
             &plain,
         ],
     );
-    let st = bad.child.as_mut().unwrap().wait().unwrap();
+    let st = bad.wait();
     assert!(!st.success());
     assert!(
         bad.log_text()
@@ -484,7 +438,7 @@ fn relays_listen_on_tls_and_check_each_childs_certificate() {
         bad.log_text()
     );
     // tls:// without this node's certificate: a clear refusal.
-    let mut nocert = spawn(
+    let mut nocert = Agent::spawn(
         &s,
         "nocert",
         &[
@@ -499,7 +453,7 @@ fn relays_listen_on_tls_and_check_each_childs_certificate() {
             &format!("tls://127.0.0.1:{}", free_port()),
         ],
     );
-    let st = nocert.child.as_mut().unwrap().wait().unwrap();
+    let st = nocert.wait();
     assert!(!st.success());
     assert!(
         nocert
@@ -545,11 +499,11 @@ fn an_agent_certificate_may_not_relay() {
             .map(|x| x.to_string()),
         );
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        spawn(&s, name, &a)
+        Agent::spawn(&s, name, &a)
     };
     let mut bad = relay1("fake1-agent-cert");
     let _leaf = leaf(&s, &sock(&s, "fake1"), "fake3");
-    let st = bad.child.as_mut().unwrap().wait().unwrap();
+    let st = bad.wait();
     assert!(!st.success());
     let msg =
         "a relay session requires the relay role: the certificate of fake1 has the agent role";
@@ -618,7 +572,7 @@ fn a_relay_refuses_revoked_children_after_sighup() {
                 .map(|x| x.to_string()),
         );
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        spawn(&s, name, &a)
+        Agent::spawn(&s, name, &a)
     };
     let crl = format!("{pki}/ca.crl");
     let r0 = node(

@@ -4,15 +4,9 @@
 
 mod common;
 
-use common::{fake_config, roster, Daemon, Scratch};
+use common::{fake_config, roster, Daemon, Out, Scratch};
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
-
-struct Out {
-    stdout: String,
-    stderr: String,
-    code: i32,
-}
 
 /// A daemon on `fake[0-3]`, all online (the daemon is dropped before its
 /// directory).
@@ -30,12 +24,7 @@ fn start(name: &str) -> Option<Server> {
 }
 
 fn run(s: &Server, args: &[&str]) -> Out {
-    let o = s.d.resource(args);
-    Out {
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        code: o.status.code().unwrap_or(-1),
-    }
+    s.d.resource(args).into()
 }
 
 fn ok(s: &Server, args: &[&str]) -> String {

@@ -18,48 +18,31 @@ fn drained(d: &Daemon) -> String {
 #[test]
 fn check_validates_config_and_exits() {
     let s = Scratch::new("check");
-    let good = s.write("good.toml", &fake_config(4, ""));
-    let o = roster()
-        .args(["serve", "--check", "--config"])
-        .arg(&good)
-        .output()
-        .unwrap();
+    let o = check(&s.write("good.toml", &fake_config(4, "")));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("R has 4 nodes (0-3)"), "{out}");
 
-    let bad = s.write("bad.toml", "[resource]\nnoverify = true\nbogus-key = 1\n");
-    let o = roster()
-        .args(["serve", "--check", "--config"])
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("bogus-key"), "{err}");
-
-    let badx = s.write("badx.toml", &fake_config(4, "exclude = \"fake[3-4]\""));
-    let o = roster()
-        .args(["serve", "--check", "--config"])
-        .arg(&badx)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("invalid hosts: fake4"), "{err}");
-
-    let badr = s.write(
-        "badr.toml",
-        "[[resource.config]]\nhosts = \"foo[\"\ncores = \"0\"\n",
-    );
-    let o = roster()
-        .args(["serve", "--check", "--config"])
-        .arg(&badr)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("invalid hostlist 'foo['"), "{err}");
+    for (name, text, want) in [
+        (
+            "bad.toml",
+            "[resource]\nnoverify = true\nbogus-key = 1\n".to_string(),
+            "bogus-key",
+        ),
+        (
+            "badx.toml",
+            fake_config(4, "exclude = \"fake[3-4]\""),
+            "invalid hosts: fake4",
+        ),
+        (
+            "badr.toml",
+            "[[resource.config]]\nhosts = \"foo[\"\ncores = \"0\"\n".to_string(),
+            "invalid hostlist 'foo['",
+        ),
+    ] {
+        let err = check_fails(&s.write(name, &text));
+        assert!(err.contains(want), "{err}");
+    }
 }
 
 #[test]
@@ -552,13 +535,7 @@ fn crash_loses_no_acknowledged_drain() {
     let config = fake_config(nodes, "");
     let mut acked: Vec<u32> = Vec::new();
     let mut next = 0u32;
-    let mut seed = 0x9e3779b97f4a7c15u64 ^ u64::from(std::process::id());
-    let mut rand = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rand = xorshift();
     for round in 0..rounds {
         let mut d = start(&s, &config, &[]);
         // everything acknowledged so far survived
@@ -743,14 +720,10 @@ fn config_typo_gets_did_you_mean_with_file_and_line() {
         "c.toml",
         "[resource]\nnoverify = true\nexclud = \"a1\"\n\n[[resource.config]]\nhosts = \"a[0-1]\"\ncores = \"0-1\"\n",
     );
-    let o = roster()
-        .args(["serve", "--check", "--config", cfg.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    let err = check_fails(&cfg);
     let f = cfg.display();
     assert_eq!(
-        String::from_utf8_lossy(&o.stderr),
+        err,
         format!(
             "roster serve: {f}: [resource]: unknown key 'exclud'\n\
              roster serve: hint: {f}:3: did you mean 'exclude'?\n"
@@ -760,10 +733,7 @@ fn config_typo_gets_did_you_mean_with_file_and_line() {
         "d.toml",
         "[[resource.config]]\nhosts = \"a[0-1]\"\n[serv]\nstatedir = \"/x\"\n",
     );
-    let o = roster()
-        .args(["serve", "--check", "--config", cfg.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let o = check(&cfg);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.ends_with(&format!(

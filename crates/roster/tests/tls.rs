@@ -7,40 +7,9 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-struct Agent {
-    child: Option<Child>,
-    log: std::path::PathBuf,
-}
-
-impl Agent {
-    fn wait(&mut self) -> std::process::ExitStatus {
-        let mut c = self.child.take().expect("agent running");
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(st) = c.try_wait().unwrap() {
-                return st;
-            }
-            assert!(Instant::now() < deadline, "agent did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 struct Site {
     s: Scratch,
@@ -54,23 +23,27 @@ impl Site {
     }
 
     fn agent(&self, cert: &str, host: &str) -> Agent {
-        let log = self.s.path(&format!("agent-{cert}-{host}.log"));
-        let child = roster()
-            .args(["agent", "--uri", &self.tls_uri])
-            .args(["--ca", &self.pki("ca.pem")])
-            .args(["--cert", &self.pki(&format!("{cert}.pem"))])
-            .args(["--key", &self.pki(&format!("{cert}.key"))])
-            .args(["--hostname", host, "--cores", "0-3", "--heartbeat", "0.2"])
-            .env_remove("ROSTER_TOKEN_FILE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("spawn roster agent");
-        Agent {
-            child: Some(child),
-            log,
-        }
+        let (ca, pem, key) = (
+            self.pki("ca.pem"),
+            self.pki(&format!("{cert}.pem")),
+            self.pki(&format!("{cert}.key")),
+        );
+        let args = [
+            "--uri",
+            &self.tls_uri,
+            "--ca",
+            &ca,
+            "--cert",
+            &pem,
+            "--key",
+            &key,
+        ];
+        let rest = ["--hostname", host, "--cores", "0-3", "--heartbeat", "0.2"];
+        Agent::spawn(
+            &self.s,
+            &format!("agent-{cert}-{host}"),
+            &[&args[..], &rest].concat(),
+        )
     }
 
     /// A client presenting `who`'s certificate.
@@ -213,10 +186,7 @@ fn revoked_certificates_are_refused_after_sighup() {
     wait_failures(before + 1);
     // The agent's next connection is refused too: kill it, it stays
     // offline, while fake0 (not revoked) still joins.
-    drop(a1.child.take().map(|mut c| {
-        let _ = c.kill();
-        c.wait()
-    }));
+    a1.kill();
     site.wait_online("");
     let _a1 = site.agent("fake1", "fake1");
     let _a0 = site.agent("fake0", "fake0");

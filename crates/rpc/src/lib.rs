@@ -18,6 +18,7 @@
 
 pub mod catalog;
 pub mod errno;
+pub mod events;
 pub mod msg;
 pub mod relay;
 pub mod uri;

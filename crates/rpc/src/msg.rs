@@ -4,7 +4,7 @@
 //! read an absent payload as `{}` ([`decode`]).  Documents that belong to
 //! another codec (R, RFC 18 events) stay JSON values here and are handed
 //! whole to that codec (`rset`, `eventlog`); nothing here picks them
-//! apart.
+//! apart (the RFC 44 event contexts are [`crate::events`]).
 
 use idset::IdSet;
 use serde::de::{DeserializeOwned, Deserializer, Error as _};

@@ -84,12 +84,8 @@ impl Lanes {
     /// nothing waiting is an agent session's (for its `Disconnect`).
     pub fn push(&mut self, msg: Incoming, agent_conn: impl Fn(ConnId) -> bool) {
         let lane = match &msg {
-            Incoming::Request { req, .. } => {
-                let lane = Lane::of(req);
-                let w = self.waiting.entry(req.conn).or_insert((lane, 0));
-                w.1 += 1;
-                w.0
-            }
+            Incoming::Request { req, .. } => self.wait(req.conn, Lane::of(req)),
+            Incoming::SessionLine { conn, .. } => self.wait(*conn, Lane::Agent),
             Incoming::Disconnect(conn) => match self.waiting.get(conn) {
                 Some((lane, _)) => *lane,
                 None if agent_conn(*conn) => Lane::Agent,
@@ -99,6 +95,13 @@ impl Lanes {
             Incoming::Wake => return,
         };
         self.queue(lane).push_back(msg);
+    }
+
+    /// One more input waits from `conn`; its lane is its first one's.
+    fn wait(&mut self, conn: ConnId, lane: Lane) -> Lane {
+        let w = self.waiting.entry(conn).or_insert((lane, 0));
+        w.1 += 1;
+        w.0
     }
 
     fn queue(&mut self, lane: Lane) -> &mut VecDeque<Incoming> {
@@ -142,12 +145,15 @@ impl Lanes {
         let n = q.len().min(max);
         let batch: Vec<Incoming> = q.drain(..n).collect();
         for m in &batch {
-            if let Incoming::Request { req, .. } = m {
-                if let Some(w) = self.waiting.get_mut(&req.conn) {
-                    w.1 -= 1;
-                    if w.1 == 0 {
-                        self.waiting.remove(&req.conn);
-                    }
+            let conn = match m {
+                Incoming::Request { req, .. } => req.conn,
+                Incoming::SessionLine { conn, .. } => *conn,
+                _ => continue,
+            };
+            if let Some(w) = self.waiting.get_mut(&conn) {
+                w.1 -= 1;
+                if w.1 == 0 {
+                    self.waiting.remove(&conn);
                 }
             }
         }
@@ -187,6 +193,15 @@ mod tests {
         }
     }
 
+    /// A later line of an agent session (one-way).
+    fn line(conn: ConnId) -> Incoming {
+        Incoming::SessionLine {
+            conn,
+            payload: serde_json::json!({}),
+            slot: QueueSlot::unbounded(),
+        }
+    }
+
     fn describe(batch: &[Incoming]) -> Vec<(ConnId, &'static str)> {
         batch
             .iter()
@@ -199,6 +214,7 @@ mod tests {
                         Lane::Guest => "guest",
                     },
                 ),
+                Incoming::SessionLine { conn, .. } => (*conn, "agent"),
                 Incoming::Disconnect(c) => (*c, "disconnect"),
                 Incoming::Wake => (0, "wake"),
             })
@@ -209,7 +225,7 @@ mod tests {
     fn a_client_request_goes_before_waiting_agent_lines() {
         let mut l = Lanes::default();
         for c in 0..1000 {
-            l.push(req(c, wire::SESSION_LINE_TOPIC, Role::Owner), |_| false);
+            l.push(line(c), |_| false);
         }
         l.push(req(5000, "resource.status", Role::Owner), |_| false);
         l.push(Incoming::Disconnect(5000), |_| false);
@@ -236,7 +252,7 @@ mod tests {
             l.push(req(c, "resource.status", Role::Owner), |_| false);
         }
         for c in 10_000..10_010 {
-            l.push(req(c, wire::SESSION_LINE_TOPIC, Role::Owner), |_| false);
+            l.push(line(c), |_| false);
         }
         for c in 20_000..20_010 {
             l.push(req(c, "resource.status", Role::Guest), |_| false);
@@ -264,7 +280,7 @@ mod tests {
         let agent = |c| c == 7;
         // Agent hello and lines still waiting: the disconnect follows them.
         l.push(req(1, wire::SESSION_TOPIC, Role::Owner), agent);
-        l.push(req(1, wire::SESSION_LINE_TOPIC, Role::Owner), agent);
+        l.push(line(1), agent);
         l.push(Incoming::Disconnect(1), agent);
         // A guest's pipelined requests, then its disconnect.
         l.push(req(2, "resource.status", Role::Guest), agent);

@@ -13,16 +13,13 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::io_text;
 use libc::EFBIG;
 use rpc::errno::{EINVAL, ENOENT, EPERM};
 use rpc::RpcError;
 
 /// The largest file a reload reads (an R of 131,072 nodes is a few MiB).
 pub const MAX_RELOAD_BYTES: u64 = 64 << 20;
-
-fn io_text(e: &std::io::Error) -> String {
-    crate::io_text(e)
-}
 
 /// The reload directory of a configuration: `reload-dir`, else the
 /// directory of `[resource] path`, else that of the configuration file.

@@ -470,6 +470,8 @@ impl Shell {
                 }
                 Input::Request(req)
             }
+            // (Its queue slot goes with the message.)
+            Incoming::SessionLine { conn, payload, .. } => Input::SessionLine { conn, payload },
             Incoming::Disconnect(conn) => {
                 if let Some(gone) = self.routes.remove(&conn) {
                     for _ in gone.values().filter(|r| r.is_agent()) {

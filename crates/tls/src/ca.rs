@@ -12,8 +12,7 @@
 //! own files.  `revoke` adds a certificate's serial number to the CA's
 //! revocation list, `ca.crl` (what `[serve] tls-crl` reads).
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -42,6 +41,8 @@ pub enum CaError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Write(#[from] store::EventLogError),
     #[error("{} exists already: not overwriting a certificate authority", .0.display())]
     Exists(PathBuf),
     #[error("{} exists already: not overwriting it (--force replaces it)", .0.display())]
@@ -108,30 +109,23 @@ fn random_serial() -> Result<SerialNumber, CaError> {
     Ok(SerialNumber::from_slice(&b))
 }
 
-/// Write `data` to `path` (mode `mode`) through a temporary file and a
-/// rename, so a reader never sees half a key.
+/// Write `data` to `path` with the store's atomic write (a temporary file
+/// of mode 0600, fsynced, renamed, the directory fsynced), so a reader
+/// never sees half a key; then give it `mode`.
 fn write_file(path: &Path, data: &[u8], mode: u32, exclusive: bool) -> Result<(), CaError> {
     if exclusive && path.exists() {
         return Err(CaError::Exists(path.to_path_buf()));
     }
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(io(&tmp))?;
-    f.write_all(data).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(io(path))
+    store::write_file_atomic(&store::RealFs, path, data)?;
+    if mode != 0o600 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io(path))?;
+    }
+    Ok(())
 }
 
 /// Create `dir` if missing, mode 0700 whatever the umask (it will hold
 /// keys); an existing directory is left as it is.
 fn private_dir(dir: &Path) -> Result<(), CaError> {
-    use std::os::unix::fs::PermissionsExt;
     if dir.is_dir() {
         return Ok(());
     }
@@ -411,7 +405,6 @@ pub fn revoke(ca_dir: &Path, cert_dir: &Path, name: &str, days: u32) -> Result<R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn init_refuses_to_overwrite_and_keys_are_private() {

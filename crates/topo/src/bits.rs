@@ -313,6 +313,7 @@ mod tests {
         assert!(valid_pci_busid("0035:03:00.0"));
         assert!(!valid_pci_busid("0000:a3:00"));
         assert!(!valid_pci_busid("junk"));
+        assert!(!valid_pci_busid("0000:g1:00.0"));
         assert_eq!(
             pci_class_from_type("0302 [10de:1db1] [10de:1212] a1"),
             0x302

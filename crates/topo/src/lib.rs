@@ -92,6 +92,22 @@ pub fn discover_from_root(root: &Path) -> Result<Topology, TopoError> {
 
 /// Read an hwloc XML topology (v1 or v2 format).
 pub fn from_hwloc_xml(xml: &str) -> Result<Topology, TopoError> {
+    xml::parse(xml).map(|(t, _)| t)
+}
+
+/// Where an hwloc XML topology places its cores and GPUs: below a socket
+/// (a `Package` with an allowed CPU, numbered in hwloc's logical order) or
+/// below none.  `cores[i]` is core `i`'s socket, `gpus[k]` GPU `k`'s.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    pub sockets: usize,
+    pub cores: Vec<Option<usize>>,
+    pub gpus: Vec<Option<usize>>,
+}
+
+/// [`from_hwloc_xml`] with the [`Placement`] of what it found (the one
+/// reading of the document the `model` crate's graph is built from).
+pub fn from_hwloc_xml_placed(xml: &str) -> Result<(Topology, Placement), TopoError> {
     xml::parse(xml)
 }
 

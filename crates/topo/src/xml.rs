@@ -29,6 +29,10 @@
 //!   classes and DMA OS devices are dropped (their children move up), and a
 //!   PCI object with a malformed `pci_busid` is ignored the same way.
 //!
+//! * **Placement** ([`Placement`], for the `model` crate's graph): each kept
+//!   core and GPU below its nearest kept `Package` (numbered in logical
+//!   order), or below none.
+//!
 //! Not modelled: cache attribute coherence checks, distance matrices, and
 //! the exact set of spellings `hwloc_type_sscanf` accepts (we accept the
 //! names hwloc writes, case-insensitively, plus the v1 aliases).
@@ -36,7 +40,7 @@
 use idset::IdSet;
 
 use crate::bits::{parse_hwloc_bitmap, pci_class_from_type, valid_pci_busid};
-use crate::{TopoError, Topology};
+use crate::{Placement, TopoError, Topology};
 
 /// Object types as hwloc 2.x knows them after import.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,7 +217,7 @@ fn check_nesting(xml: &str) -> Result<(), TopoError> {
 }
 
 /// Read an hwloc XML topology (see the module documentation).
-pub(crate) fn parse(xml: &str) -> Result<Topology, TopoError> {
+pub(crate) fn parse(xml: &str) -> Result<(Topology, Placement), TopoError> {
     check_nesting(xml)?;
     let opts = roxmltree::ParsingOptions {
         allow_dtd: true,
@@ -481,24 +485,50 @@ pub(crate) fn parse(xml: &str) -> Result<Topology, TopoError> {
     }
     let hostname = root.hostname.clone();
 
-    // Cores: kept unless their cpuset has no allowed CPU left.
+    // Cores and packages: kept unless their cpuset has no allowed CPU left.
     let allowed = root_allowed.filter(|a| !a.is_empty());
-    let ncores = objs
-        .iter()
-        .filter(|o| o.ty == Ty::Core)
-        .filter(|o| match (&o.cpuset, &allowed) {
-            (Some(cs), Some(a)) => cs.intersects(a),
-            (Some(cs), None) => !cs.is_empty(),
-            (None, _) => false,
-        })
-        .count();
-
-    let ngpus = count_gpus(&objs);
-    Ok(Topology {
+    let kept = |o: &Obj| match (&o.cpuset, &allowed) {
+        (Some(cs), Some(a)) => cs.intersects(a),
+        (Some(cs), None) => !cs.is_empty(),
+        (None, _) => false,
+    };
+    // Kept packages by logical index (normal objects are in document order).
+    let mut socket_of = vec![None; objs.len()];
+    let mut sockets = 0;
+    for (i, o) in objs.iter().enumerate() {
+        if o.ty == Ty::Package && kept(o) {
+            socket_of[i] = Some(sockets);
+            sockets += 1;
+        }
+    }
+    let socket_above = |idx: usize| {
+        let mut p = objs.get(idx).and_then(|o| o.parent);
+        while let Some(i) = p {
+            if let Some(s) = socket_of.get(i).copied().flatten() {
+                return Some(s);
+            }
+            p = objs.get(i).and_then(|o| o.parent);
+        }
+        None
+    };
+    let cores: Vec<Option<usize>> = (0..objs.len())
+        .filter(|&i| objs[i].ty == Ty::Core && kept(&objs[i]))
+        .map(socket_above)
+        .collect();
+    let gpus: Vec<Option<usize>> = gpu_osdevs(&objs).into_iter().map(socket_above).collect();
+    let topology = Topology {
         hostname,
-        cores: dense(ncores),
-        gpus: dense(ngpus),
-    })
+        cores: dense(cores.len()),
+        gpus: dense(gpus.len()),
+    };
+    Ok((
+        topology,
+        Placement {
+            sockets,
+            cores,
+            gpus,
+        },
+    ))
 }
 
 fn kind_name(k: Kind) -> &'static str {
@@ -604,14 +634,15 @@ fn pci_class_is_important(class: u32) -> bool {
         || class == 0x0502
 }
 
-/// flux-core's GPU rule (see the module documentation).
-fn count_gpus(objs: &[Obj]) -> usize {
+/// flux-core's GPU rule (see the module documentation): the OS devices
+/// counted as GPUs, in logical order.
+fn gpu_osdevs(objs: &[Obj]) -> Vec<usize> {
     let n_pci = objs.iter().filter(|o| o.ty == Ty::PciDev).count();
+    let mut gpus = Vec::new();
     if n_pci == 0 {
-        return 0;
+        return gpus;
     }
     let mut visited: Vec<(Option<usize>, &str)> = Vec::with_capacity(n_pci);
-    let mut count = 0usize;
     for idx in osdev_order(objs) {
         let Some(obj) = objs.get(idx) else { continue };
         let Some(backend) = obj.backend.as_deref() else {
@@ -627,9 +658,9 @@ fn count_gpus(objs: &[Obj]) -> usize {
         if visited.len() < n_pci {
             visited.push((pcidev, backend));
         }
-        count += 1;
+        gpus.push(idx);
     }
-    count
+    gpus
 }
 
 fn pci_ancestor(objs: &[Obj], idx: usize) -> Option<usize> {

@@ -76,6 +76,14 @@ pub enum Incoming {
         replies: ReplySender,
         slot: QueueSlot,
     },
+    /// A later line of an admitted agent session (a heartbeat, or a
+    /// relay's line): one-way, nothing answers it.  `slot` as for
+    /// `Request`.
+    SessionLine {
+        conn: rpc::ConnId,
+        payload: serde_json::Value,
+        slot: QueueSlot,
+    },
     /// The connection is gone: drop every request it still has, without
     /// replying.  Sent exactly once per [`rpc::ConnId`] handed out in a
     /// `Request`.

@@ -346,16 +346,6 @@ impl ReplySender {
     }
 }
 
-/// Where the replies of agent session lines go: nowhere.  One sender for
-/// the process (a channel per session would cost each session a block of
-/// reply slots for nothing).
-pub(crate) fn discard() -> ReplySender {
-    static DISCARD: std::sync::OnceLock<ReplySender> = std::sync::OnceLock::new();
-    DISCARD
-        .get_or_init(|| ReplySender::new(OutQueue::new(1), false).0)
-        .clone()
-}
-
 /// Watches the outbound queue of one request's connection without
 /// keeping the request open: live while a [`ReplySender`] of the request
 /// exists (the service holds it until the last reply) and its last reply
@@ -534,8 +524,8 @@ impl LoopTx {
     /// full queue: a lost heartbeat would mark the node.
     pub(crate) async fn session_line(
         &self,
-        req: rpc::Request,
-        replies: ReplySender,
+        conn: rpc::ConnId,
+        payload: serde_json::Value,
     ) -> Result<(), Refused> {
         let q = &self.queue;
         while q.queued.load(Ordering::Acquire) >= q.session_room {
@@ -552,7 +542,11 @@ impl LoopTx {
         q.queued.fetch_add(1, Ordering::AcqRel);
         let slot = QueueSlot(Some(Arc::clone(q)));
         self.tx
-            .send(Incoming::Request { req, replies, slot })
+            .send(Incoming::SessionLine {
+                conn,
+                payload,
+                slot,
+            })
             .map_err(|_| Refused::Gone)
     }
 
@@ -844,30 +838,26 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let l = LoopTx::new(tx, 4, None);
         let q = OutQueue::new(1000);
-        let line = |tag| rpc::Request {
-            conn: 1,
-            matchtag: tag,
-            topic: rpc::wire::SESSION_LINE_TOPIC.into(),
-            payload: Value::Null,
-            streaming: false,
-            role: rpc::Role::Agent("n1".into()),
-            userid: None,
-            who: None,
-        };
         let s = || ReplySender::new(Arc::clone(&q), false).0;
-        l.session_line(line(2), s()).await.unwrap();
-        l.session_line(line(3), s()).await.unwrap();
+        l.session_line(1, json!({})).await.unwrap();
+        l.session_line(1, json!({})).await.unwrap();
         // Half the queue is the sessions': the next line waits ...
         let l2 = l.clone();
-        let q2 = Arc::clone(&q);
-        let waiting = tokio::spawn(async move {
-            l2.session_line(line(4), ReplySender::new(q2, false).0)
-                .await
-        });
+        let waiting = tokio::spawn(async move { l2.session_line(1, json!({})).await });
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!waiting.is_finished(), "a third line waits for room");
         // ... while clients still get the other half.
-        assert!(l.request_in_order(line(9), s()).is_ok());
+        let client = rpc::Request {
+            conn: 2,
+            matchtag: 1,
+            topic: rpc::wire::SESSION_LINE_TOPIC.into(),
+            payload: Value::Null,
+            streaming: false,
+            role: rpc::Role::Owner,
+            userid: None,
+            who: None,
+        };
+        assert!(l.request_in_order(client, s()).is_ok());
         // The loop takes two (one still leaves half the queue full): the
         // line goes in.
         drop(rx.recv().unwrap());

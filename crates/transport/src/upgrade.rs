@@ -134,8 +134,6 @@ where
     let line_limit = limits.body_bytes(wire::SESSION_LINE_TOPIC, &role);
     let session = RawSession {
         conn,
-        role,
-        userid,
         tx: tx.clone(),
         limit: line_limit,
         write_timeout: timeout,
@@ -178,8 +176,6 @@ fn closing(mut resp: Response<ReplyBody>) -> Response<ReplyBody> {
 /// One accepted session on its raw stream.
 pub(crate) struct RawSession {
     pub(crate) conn: rpc::ConnId,
-    pub(crate) role: Role,
-    pub(crate) userid: Option<u32>,
     pub(crate) tx: LoopTx,
     /// Longest session line.
     pub(crate) limit: usize,
@@ -210,9 +206,6 @@ impl RawSession {
         // between lines.
         let mut partial: Vec<u8> = Vec::new();
         let mut reading = true;
-        let mut matchtag: u32 = 2;
-        // Replies to session lines go nowhere.
-        let discard = crate::limits::discard();
         loop {
             let mut chunk = [0u8; READ_CHUNK];
             tokio::select! {
@@ -233,7 +226,7 @@ impl RawSession {
                     let reason = match n {
                         Ok(0) => Some(RpcError::new(ENODATA, "the agent ended its session")),
                         Ok(n) => {
-                            self.lines(&mut partial, &chunk[..n], &mut matchtag, &discard).await
+                            self.lines(&mut partial, &chunk[..n]).await
                         }
                         Err(e) => {
                             tracing::debug!(conn = self.conn, "agent session read error: {e}");
@@ -276,17 +269,11 @@ impl RawSession {
         }
     }
 
-    /// Turn the complete lines of `partial` + `data` into session-line
-    /// requests; `Some(error)` ends the session.  Waits while the service
-    /// loop is behind ([`LoopTx::session_line`]): nothing more is read
-    /// from the agent meanwhile.
-    async fn lines(
-        &self,
-        partial: &mut Vec<u8>,
-        mut data: &[u8],
-        matchtag: &mut u32,
-        discard: &ReplySender,
-    ) -> Option<RpcError> {
+    /// Hand the complete lines of `partial` + `data` to the service
+    /// (one-way inputs); `Some(error)` ends the session.  Waits while the
+    /// service loop is behind ([`LoopTx::session_line`]): nothing more is
+    /// read from the agent meanwhile.
+    async fn lines(&self, partial: &mut Vec<u8>, mut data: &[u8]) -> Option<RpcError> {
         while let Some(i) = data.iter().position(|&b| b == b'\n') {
             let line: &[u8] = if partial.is_empty() {
                 &data[..i]
@@ -297,7 +284,7 @@ impl RawSession {
             if line.len() > self.limit {
                 return Some(session_line_too_long(self.limit));
             }
-            if let Some(e) = self.line(line, matchtag, discard).await {
+            if let Some(e) = self.line(line).await {
                 return Some(e);
             }
             *partial = Vec::new();
@@ -310,12 +297,7 @@ impl RawSession {
         None
     }
 
-    async fn line(
-        &self,
-        line: &[u8],
-        matchtag: &mut u32,
-        discard: &ReplySender,
-    ) -> Option<RpcError> {
+    async fn line(&self, line: &[u8]) -> Option<RpcError> {
         if self.end.is_ended() {
             // The session's stream is over: nothing more goes to the service.
             return None;
@@ -327,18 +309,7 @@ impl RawSession {
             Ok(v) => v,
             Err(e) => return Some(e),
         };
-        let req = rpc::Request {
-            conn: self.conn,
-            matchtag: *matchtag,
-            topic: wire::SESSION_LINE_TOPIC.to_string(),
-            payload,
-            streaming: false,
-            role: self.role.clone(),
-            userid: self.userid,
-            who: None,
-        };
-        *matchtag = matchtag.checked_add(1).unwrap_or(2);
-        if self.tx.session_line(req, discard.clone()).await.is_err() {
+        if self.tx.session_line(self.conn, payload).await.is_err() {
             return Some(RpcError::new(EIO, "the service is not running"));
         }
         None

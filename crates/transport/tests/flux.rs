@@ -17,6 +17,9 @@
 //! * the client accepts a response only with ROUTE set and no routes, its
 //!   matchtag, and a non-zero rolemask.
 
+mod common;
+
+use common::*;
 use rpc::errno::{EINVAL, ENODATA, ENOSYS, EPERM};
 use rpc::uri::Uri;
 use rpc::{ConnId, Role, RpcError};
@@ -33,27 +36,15 @@ use transport::{Incoming, ListenOptions, Listeners, TransportError};
 // ---------------------------------------------------------------------------
 // The independent client.
 
-const MAGIC: u32 = 0xffee_0012;
 const F_TOPIC: u8 = 0x01;
 const F_PAYLOAD: u8 = 0x02;
 const F_NORESPONSE: u8 = 0x04;
 const F_ROUTE: u8 = 0x08;
 const F_STREAMING: u8 = 0x40;
-const T_REQUEST: u8 = 1;
 const T_RESPONSE: u8 = 2;
 const ANY: u32 = 0xffff_ffff;
 const OWNER_LOCAL: u32 = 1 | 4;
 const USER_LOCAL: u32 = 2 | 4;
-
-fn put_frame(out: &mut Vec<u8>, data: &[u8]) {
-    if data.len() < 255 {
-        out.push(data.len() as u8);
-    } else {
-        out.push(0xff);
-        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    }
-    out.extend_from_slice(data);
-}
 
 /// A request as libflux sends it: ROUTE with an empty stack, userid
 /// UNKNOWN, rolemask 0.
@@ -64,26 +55,8 @@ fn request_bytes(
     nodeid: u32,
     matchtag: u32,
 ) -> Vec<u8> {
-    let mut body = Vec::new();
-    put_frame(&mut body, b"");
-    put_frame(&mut body, topic.as_bytes());
-    let mut flags = F_ROUTE | F_TOPIC | extra_flags;
-    if let Some(p) = payload {
-        let mut p = p.as_bytes().to_vec();
-        p.push(0);
-        put_frame(&mut body, &p);
-        flags |= F_PAYLOAD;
-    }
-    let mut proto = vec![0x8e, 1, T_REQUEST, flags];
-    proto.extend_from_slice(&0xffff_ffffu32.to_be_bytes());
-    proto.extend_from_slice(&0u32.to_be_bytes());
-    proto.extend_from_slice(&nodeid.to_be_bytes());
-    proto.extend_from_slice(&matchtag.to_be_bytes());
-    put_frame(&mut body, &proto);
-    let mut msg = MAGIC.to_ne_bytes().to_vec();
-    msg.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    msg.extend_from_slice(&body);
-    msg
+    let payload = payload.map(str::as_bytes);
+    flux_request_bytes(topic, payload, extra_flags, nodeid, matchtag)
 }
 
 #[derive(Debug)]
@@ -288,7 +261,7 @@ fn stub(rx: smpsc::Receiver<Incoming>, seen: smpsc::Sender<Seen>) {
                 continue;
             }
             Incoming::Request { req, replies, .. } => (req, replies),
-            Incoming::Wake => continue,
+            Incoming::SessionLine { .. } | Incoming::Wake => continue,
         };
         let _ = seen.send(Seen::Request {
             conn: req.conn,

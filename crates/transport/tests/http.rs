@@ -1,6 +1,9 @@
 //! The HTTP listeners against a fake service thread.
 
+mod common;
+
 use bytes::Bytes;
+use common::*;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming as Body;
 use hyper::{Request, Response};
@@ -22,6 +25,8 @@ type Pending = (rpc::Request, transport::ReplySender);
 /// The service side as the tests see it.
 struct Fake {
     requests: smpsc::Receiver<Pending>,
+    /// Agent session lines (one-way): connection and payload.
+    lines: smpsc::Receiver<(ConnId, Value)>,
     disconnects: smpsc::Receiver<ConnId>,
 }
 
@@ -30,6 +35,12 @@ impl Fake {
         self.requests
             .recv_timeout(Duration::from_secs(10))
             .expect("a request reaches the service")
+    }
+
+    fn line(&self) -> (ConnId, Value) {
+        self.lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a session line reaches the service")
     }
 
     fn disconnect(&self) -> ConnId {
@@ -54,6 +65,7 @@ impl Fake {
         let Fake {
             requests,
             disconnects,
+            ..
         } = self;
         std::thread::spawn(move || {
             while let Ok((req, tx)) = requests.recv() {
@@ -119,11 +131,7 @@ impl Server {
     }
 
     async fn stop(self) {
-        let _ = self.stop.send(true);
-        let r = tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("listeners stop");
-        r.unwrap().unwrap();
+        stop_listeners(self.stop, self.task).await
     }
 }
 
@@ -150,12 +158,16 @@ async fn start_with(opts: ListenOptions) -> (Server, Fake) {
     let addrs = listeners.addresses();
     let (tx, rx) = smpsc::channel();
     let (req_tx, requests) = smpsc::channel();
+    let (line_tx, lines) = smpsc::channel();
     let (disc_tx, disconnects) = smpsc::channel();
     std::thread::spawn(move || {
         while let Ok(m) = rx.recv() {
             match m {
                 Incoming::Request { req, replies, .. } => {
                     let _ = req_tx.send((req, replies));
+                }
+                Incoming::SessionLine { conn, payload, .. } => {
+                    let _ = line_tx.send((conn, payload));
                 }
                 Incoming::Disconnect(c) => {
                     let _ = disc_tx.send(c);
@@ -175,6 +187,7 @@ async fn start_with(opts: ListenOptions) -> (Server, Fake) {
         },
         Fake {
             requests,
+            lines,
             disconnects,
         },
     )
@@ -956,17 +969,12 @@ async fn upgraded_agent_session_is_a_raw_ndjson_stream() {
     );
     // No chunk framing after the head: the welcome line follows it as is.
     assert!(seen.ends_with("\r\n\r\n{\"rank\":0}\n"), "{seen:?}");
-    // Lines (split anywhere, blank ones skipped) are requests on the
-    // same connection.
+    // Lines (split anywhere, blank ones skipped) are one-way inputs on
+    // the same connection.
     s.write_all(b"{\"n\":1}\n\n{\"n\"").await.unwrap();
     s.write_all(b":2}\n").await.unwrap();
-    for (tag, n) in [(2, 1), (3, 2)] {
-        let (hb, _) = fake.request();
-        assert_eq!(hb.topic, "resource.agent-heartbeat");
-        assert_eq!(hb.conn, h.conn);
-        assert_eq!(hb.matchtag, tag);
-        assert!(!hb.streaming);
-        assert_eq!(hb.payload, json!({ "n": n }));
+    for n in [1, 2] {
+        assert_eq!(fake.line(), (h.conn, json!({ "n": n })));
     }
     tx.send(Ok(json!({"ping": 1}).into())).unwrap();
     read_until(&mut s, &mut seen, "{\"ping\":1}\n").await;

@@ -5,6 +5,9 @@
 //! that does not finish arriving, a connection that stays silent.  (A
 //! relay's child listeners are these same `Listeners`.)
 
+mod common;
+
+use common::*;
 use rpc::uri::Uri;
 use std::sync::mpsc as smpsc;
 use std::sync::Arc;
@@ -171,30 +174,7 @@ impl Server {
 
 /// A Flux request message (RFC 3) with `payload`.
 fn flux_message(topic: &str, payload: &[u8]) -> Vec<u8> {
-    fn frame(out: &mut Vec<u8>, b: &[u8]) {
-        if b.len() < 255 {
-            out.push(b.len() as u8);
-        } else {
-            out.push(0xff);
-            out.extend_from_slice(&(b.len() as u32).to_be_bytes());
-        }
-        out.extend_from_slice(b);
-    }
-    let mut body = Vec::new();
-    frame(&mut body, b"");
-    frame(&mut body, topic.as_bytes());
-    let mut p = payload.to_vec();
-    p.push(0);
-    frame(&mut body, &p);
-    let mut proto = vec![0x8e, 1, 1, 0x01 | 0x02 | 0x08];
-    for v in [u32::MAX, 0, u32::MAX, 1] {
-        proto.extend_from_slice(&v.to_be_bytes());
-    }
-    frame(&mut body, &proto);
-    let mut msg = 0xffee_0012u32.to_ne_bytes().to_vec();
-    msg.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    msg.extend_from_slice(&body);
-    msg
+    flux_request_bytes(topic, Some(payload), 0, u32::MAX, 1)
 }
 
 /// What the client sees.

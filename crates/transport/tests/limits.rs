@@ -7,6 +7,9 @@
 //! uid 65534 with a raw `setresuid` (per thread on Linux; `SO_PEERCRED` is
 //! fixed at `connect`); otherwise the owner is set to another uid.
 
+mod common;
+
+use common::*;
 use rpc::errno::{EAGAIN, EOVERFLOW, EPERM};
 use rpc::uri::Uri;
 use rpc::{wire, RpcError};
@@ -21,7 +24,6 @@ use tokio::net::UnixStream;
 use tokio::sync::watch;
 use transport::{Incoming, Limits, ListenOptions, Listeners, ReplyRefused};
 
-const MAGIC: u32 = 0xffee_0012;
 const GUEST_UID: u32 = 65534;
 
 fn my_uid() -> u32 {
@@ -66,38 +68,10 @@ fn guest_connect(path: &Path) -> UnixStream {
     UnixStream::from_std(s).unwrap()
 }
 
-fn put_frame(out: &mut Vec<u8>, data: &[u8]) {
-    if data.len() < 255 {
-        out.push(data.len() as u8);
-    } else {
-        out.push(0xff);
-        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    }
-    out.extend_from_slice(data);
-}
-
 /// A Flux request as libflux encodes it (RFC 3).
 fn flux_request(topic: &str, payload: Option<&str>, streaming: bool, matchtag: u32) -> Vec<u8> {
-    let mut body = Vec::new();
-    put_frame(&mut body, b"");
-    put_frame(&mut body, topic.as_bytes());
-    let mut flags = 0x08 | 0x01 | if streaming { 0x40 } else { 0 };
-    if let Some(p) = payload {
-        let mut p = p.as_bytes().to_vec();
-        p.push(0);
-        put_frame(&mut body, &p);
-        flags |= 0x02;
-    }
-    let mut proto = vec![0x8e, 1, 1, flags];
-    proto.extend_from_slice(&0xffff_ffffu32.to_be_bytes());
-    proto.extend_from_slice(&0u32.to_be_bytes());
-    proto.extend_from_slice(&0xffff_ffffu32.to_be_bytes());
-    proto.extend_from_slice(&matchtag.to_be_bytes());
-    put_frame(&mut body, &proto);
-    let mut msg = MAGIC.to_ne_bytes().to_vec();
-    msg.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    msg.extend_from_slice(&body);
-    msg
+    let flags = if streaming { 0x40 } else { 0 };
+    flux_request_bytes(topic, payload.map(str::as_bytes), flags, u32::MAX, matchtag)
 }
 
 /// One response: (matchtag, errnum, payload bytes); None at EOF.
@@ -137,8 +111,13 @@ fn stub(rx: smpsc::Receiver<Incoming>, stats: Arc<Stats>) {
     let mut held = Vec::new();
     let big = "x".repeat(8 << 10);
     while let Ok(m) = rx.recv() {
-        let Incoming::Request { req, replies, slot } = m else {
-            continue;
+        let (req, replies, slot) = match m {
+            Incoming::Request { req, replies, slot } => (req, replies, slot),
+            Incoming::SessionLine { .. } => {
+                stats.session_lines.fetch_add(1, Ordering::SeqCst);
+                continue;
+            }
+            _ => continue,
         };
         drop(slot);
         stats.requests.fetch_add(1, Ordering::SeqCst);
@@ -168,9 +147,6 @@ fn stub(rx: smpsc::Receiver<Incoming>, stats: Arc<Stats>) {
             "resource.hold" => held.push(replies),
             t if t == wire::SESSION_TOPIC => {
                 count(replies.send(Err(RpcError::new(EPERM, "hello refused"))));
-            }
-            t if t == wire::SESSION_LINE_TOPIC => {
-                stats.session_lines.fetch_add(1, Ordering::SeqCst);
             }
             _ => {
                 count(replies.send(Ok(Value::Null.into())));

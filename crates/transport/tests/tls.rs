@@ -4,7 +4,10 @@
 //! (plain TCP off loopback), and that a token never crosses the wire in
 //! clear text.
 
+mod common;
+
 use bytes::Bytes;
+use common::*;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -101,11 +104,7 @@ struct Server {
 
 impl Server {
     async fn stop(self) {
-        let _ = self.stop.send(true);
-        let r = tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("listeners stop");
-        r.unwrap().unwrap();
+        stop_listeners(self.stop, self.task).await
     }
 }
 

@@ -4,6 +4,7 @@
 //! (see the parent module's docs for the model).
 
 use super::*;
+use rpc::events;
 
 impl Acquire {
     /// Move targets towards their desired groups (see the module docs).
@@ -199,8 +200,9 @@ impl Acquire {
     pub fn on_event(&mut self, ev: &Event, t: &Truth, out: &mut Vec<Output>) {
         match ev.name.as_str() {
             "resource-define" => {
-                let method = ev.get("method").and_then(Value::as_str);
-                if method != Some("configuration") {
+                let d: events::ResourceDefine =
+                    events::read(ev.context.as_ref()).unwrap_or_default();
+                if d.method.as_deref() != Some("configuration") {
                     self.shrink_mode = true;
                 }
                 if t.inventory.is_none() {
@@ -215,7 +217,9 @@ impl Acquire {
                 }
             }
             "resource-update" => {
-                if let Some(exp) = ev.get("expiration").and_then(Value::as_f64) {
+                let u: events::ResourceUpdate =
+                    events::read(ev.context.as_ref()).unwrap_or_default();
+                if let Some(exp) = u.expiration {
                     if exp >= 0.0 {
                         let tos: Vec<ReplyTo> = self
                             .holders

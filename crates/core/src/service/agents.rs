@@ -117,29 +117,32 @@ impl Service {
             msg: format!("agent for rank {rank} ({host}) joined"),
         });
         let welcome = self.welcome(rank, host, None);
-        Self::reply(out, to, Ok(msg::encode(&welcome).into()));
-        self.reported(now, rank, actual, to, out);
-        Ok(None)
+        self.welcomed(now, rank, &welcome, actual, to, out)
     }
 
-    /// After a welcome (agent or relay): what the node reported is its
-    /// share of R while R is discovered, else it is verified, and a node
-    /// drained for it is told why on its stream `to`.
-    pub(super) fn reported(
+    /// Send the welcome (agent or relay); then what the node reported is
+    /// its share of R while R is discovered, else it is verified, and a
+    /// node drained for it is told why on its stream `to`.
+    pub(super) fn welcomed(
         &mut self,
         now: f64,
         rank: u32,
+        welcome: &msg::AgentAnswer,
         actual: Option<Rset>,
         to: ReplyTo,
         out: &mut Vec<Output>,
-    ) {
-        let Some(actual) = actual else { return };
+    ) -> Handled {
+        Self::reply(out, to, Ok(msg::encode(welcome).into()));
+        let Some(actual) = actual else {
+            return Ok(None);
+        };
         if self.discovered.is_some() {
             self.discovered_rank(now, rank, actual, out);
         } else if let Some(reason) = self.verify_agent(now, rank, &actual, out) {
             let d = drained_answer(IdSet::from_range(rank, rank), reason);
             Self::reply(out, to, Ok(d));
         }
+        Ok(None)
     }
 
     /// The first answer of an agent (or relay) session.
@@ -217,10 +220,7 @@ impl Service {
         self.post(
             now,
             "resource-define",
-            ctx(vec![(
-                "method",
-                Value::from(Method::DynamicDiscovery.as_str()),
-            )]),
+            define(Method::DynamicDiscovery.as_str()),
             true,
             out,
         );
@@ -282,16 +282,18 @@ impl Service {
         }
         let ids = IdSet::from_range(rank, rank);
         self.state.drain.apply_drain(&ids, now, Some(&v.message), 1);
-        let mut c = ctx(vec![
-            ("idset", idset_str(&ids)),
-            ("nodelist", Value::String(self.state.nodelist_of(&ids))),
-            ("reason", Value::String(v.message.clone())),
-            ("overwrite", Value::from(1)), // RFC 44: REQUIRED; as applied above
-        ]);
-        if let Some(relay) = &self.verify_via {
+        let c = rfc44::context(&rfc44::Drain {
+            idset: ids.encode(),
+            nodelist: self.state.nodelist_of(&ids),
+            reason: Some(v.message.clone()),
+            overwrite: Some(1), // RFC 44: REQUIRED; as applied above
             // Roster's own key: the relay that reported these resources.
-            c.insert("relays".into(), json!({ relay.as_str(): idset_str(&ids) }));
-        }
+            relays: self
+                .verify_via
+                .as_ref()
+                .map(|relay| std::iter::once((relay.clone(), idset_str(&ids))).collect()),
+            requester: None,
+        });
         self.post(now, "drain", c, true, out);
         Some(v.message)
     }
@@ -302,19 +304,34 @@ impl Service {
     pub(super) fn session_line(
         &mut self,
         now: f64,
-        req: &Request,
+        conn: ConnId,
         line: Result<msg::RelayLine, RpcError>,
         out: &mut Vec<Output>,
     ) -> Handled {
-        if self.relays.session(req.conn).is_some() {
-            return self.relay_line(now, req, line, out);
+        if self.relays.session(conn).is_some() {
+            return self.relay_line(now, conn, line, out);
         }
-        match self.monitor.heard(self.mono, req.conn) {
+        match self.monitor.heard(self.mono, conn) {
             Some(_) => Ok(Some(Value::Null.into())),
             None => Err(RpcError::new(
                 EPROTO,
                 "no agent on this connection: say hello (resource.agent) first",
             )),
+        }
+    }
+
+    /// [`Input::SessionLine`]: [`Service::session_line`] with nobody to
+    /// answer.
+    pub(super) fn session_input(
+        &mut self,
+        now: f64,
+        conn: ConnId,
+        payload: &Value,
+        out: &mut Vec<Output>,
+    ) {
+        if !self.stopped {
+            let line = table::decode::<cat::SessionLine>(payload);
+            let _ = self.session_line(now, conn, line, out);
         }
     }
 

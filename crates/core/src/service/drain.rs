@@ -4,10 +4,9 @@
 
 use super::*;
 use crate::drain::{validate_targets, DrainMode};
-use crate::journal::REQUESTER;
 
 /// Who asked: what the transport or shell named, else the uid, else the
-/// role (recorded under [`REQUESTER`] and logged).
+/// role (recorded under [`crate::journal::REQUESTER`] and logged).
 fn requester(req: &Request) -> String {
     match (&req.who, req.userid) {
         (Some(who), _) => who.to_string(),
@@ -79,19 +78,26 @@ impl Service {
                 reason.unwrap_or(""),
             ),
         });
-        let mut c = ctx(vec![
-            ("idset", idset_str(ids)),
-            ("nodelist", Value::String(nodelist)),
-        ]);
-        let reason = reason.map(|r| ("reason".to_string(), Value::from(r)));
-        let overwrite = ("overwrite".to_string(), Value::from(mode.overwrite()));
-        let (first, second) = if name == "drain" {
-            (reason, Some(overwrite))
+        let (idset, overwrite) = (ids.encode(), Some(mode.overwrite()));
+        let (reason, requester) = (reason.map(str::to_string), Some(who));
+        let c = if name == "drain" {
+            rfc44::context(&rfc44::Drain {
+                idset,
+                nodelist,
+                reason,
+                overwrite,
+                relays: None,
+                requester,
+            })
         } else {
-            (Some(overwrite), reason)
+            rfc44::context(&rfc44::Undrain {
+                idset,
+                nodelist,
+                overwrite,
+                reason,
+                requester,
+            })
         };
-        c.extend(first.into_iter().chain(second));
-        c.insert(REQUESTER.into(), Value::from(who));
         self.post_acknowledged(now, name, c, req.reply_to(), out);
     }
 }

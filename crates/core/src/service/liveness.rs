@@ -75,10 +75,9 @@ impl Service {
     /// `lively`) for `ids`, unless it is empty.
     fn post_liveness(&mut self, now: f64, name: &str, ids: &IdSet, out: &mut Vec<Output>) {
         if !ids.is_empty() {
-            let mut c = ctx(vec![("idset", idset_str(ids))]);
             // Roster's own key: the relays that reported these ranks,
             // `{"HOST": "IDSET", ...}` (absent when no relay did).
-            let via: Map<String, Value> = self
+            let via: rfc44::Relays = self
                 .liveness_via
                 .iter()
                 .filter_map(|(host, v)| {
@@ -86,9 +85,10 @@ impl Service {
                     (!mine.is_empty()).then(|| (host.clone(), idset_str(&mine)))
                 })
                 .collect();
-            if !via.is_empty() {
-                c.insert("relays".into(), Value::Object(via));
-            }
+            let c = rfc44::context(&rfc44::Liveness {
+                idset: ids.encode(),
+                relays: (!via.is_empty()).then_some(via),
+            });
             self.post(now, name, c, false, out);
         }
     }

@@ -177,10 +177,11 @@ impl Service {
         let reconcile = svc.state.drain.drained().intersection(&svc.state.exclude);
         if !reconcile.is_empty() {
             svc.state.drain.apply_undrain(&reconcile);
-            let c = ctx(vec![
-                ("idset", idset_str(&reconcile)),
-                ("nodelist", Value::String(svc.state.nodelist_of(&reconcile))),
-            ]);
+            let c = rfc44::context(&rfc44::Undrain {
+                idset: reconcile.encode(),
+                nodelist: svc.state.nodelist_of(&reconcile),
+                ..Default::default()
+            });
             svc.post(now, "undrain", c, true, out);
         }
         // 4. Liveness.
@@ -190,7 +191,10 @@ impl Service {
             svc.post(
                 now,
                 "online",
-                ctx(vec![("idset", idset_str(&all))]),
+                rfc44::context(&rfc44::Liveness {
+                    idset: all.encode(),
+                    relays: None,
+                }),
                 false,
                 out,
             );
@@ -200,11 +204,11 @@ impl Service {
         } else {
             IdSet::new()
         };
-        let c = ctx(vec![
-            ("ranks", idset_str(&ranks)),
-            ("online", idset_str(&svc.state.online)),
-            ("nodelist", Value::String(svc.state.nodelist_of(&ranks))),
-        ]);
+        let c = rfc44::context(&rfc44::Restart {
+            ranks: Some(ranks.encode()),
+            online: Some(svc.state.online.encode()),
+            nodelist: Some(svc.state.nodelist_of(&ranks)),
+        });
         svc.post(now, "restart", c, false, out);
         // 5. Define R.
         if let Some(inv) = &svc.state.inventory {
@@ -212,8 +216,7 @@ impl Service {
             if method != Method::Kvs {
                 out.push(Output::WriteR(inv.json.clone()));
             }
-            let c = ctx(vec![("method", Value::from(method.as_str()))]);
-            svc.post(now, "resource-define", c, true, out);
+            svc.post(now, "resource-define", define(method.as_str()), true, out);
         }
     }
 
@@ -260,46 +263,35 @@ impl Service {
             line,
             reason: reason.to_string(),
         };
-        match ev.name.as_str() {
-            "drain" | "undrain" => {
-                let what = if ev.name == "drain" {
-                    "drain parse error"
-                } else {
-                    "undrain parse error"
-                };
-                let (Some(Value::String(ids)), Some(Value::String(nl))) =
-                    (ev.get("idset"), ev.get("nodelist"))
-                else {
-                    return Err(err(what));
-                };
-                let ids = IdSet::parse(ids).map_err(|_| err(what))?;
-                let targets = self.state.remap(&ids, nl);
-                if targets.is_empty() {
-                    return Ok(());
-                }
-                if ev.name == "drain" {
-                    let reason = match ev.get("reason") {
-                        None | Some(Value::Null) => None,
-                        Some(Value::String(s)) => Some(s.as_str()),
-                        Some(_) => return Err(err(what)),
-                    };
-                    let overwrite = match ev.get("overwrite") {
-                        None => 1,
-                        Some(v) => match v.as_u64() {
-                            Some(o @ 0..=2) => o as u8,
-                            _ => return Err(err(what)),
-                        },
-                    };
-                    self.state
-                        .drain
-                        .apply_drain(&targets, ev.timestamp, reason, overwrite);
-                } else {
-                    self.state.drain.apply_undrain(&targets);
-                }
-                Ok(())
-            }
-            _ => Ok(()),
+        let c = ev.context.as_ref();
+        let what = match ev.name.as_str() {
+            "drain" => "drain parse error",
+            "undrain" => "undrain parse error",
+            _ => return Ok(()),
+        };
+        let bad = || err(what);
+        // The targets first (an undrain reads only them), then, for a drain
+        // of targets this instance still has, the reason and mode.
+        let u: rfc44::Undrain = rfc44::read(c).ok_or_else(bad)?;
+        let ids = IdSet::parse(&u.idset).map_err(|_| bad())?;
+        let targets = self.state.remap(&ids, &u.nodelist);
+        if targets.is_empty() {
+            return Ok(());
         }
+        if ev.name == "undrain" {
+            self.state.drain.apply_undrain(&targets);
+            return Ok(());
+        }
+        let d: rfc44::Drain = rfc44::read(c).ok_or_else(bad)?;
+        let overwrite = d.overwrite.unwrap_or(1);
+        if overwrite > 2 {
+            return Err(bad());
+        }
+        let reason = d.reason.as_deref();
+        self.state
+            .drain
+            .apply_drain(&targets, ev.timestamp, reason, overwrite);
+        Ok(())
     }
 
     /// The drain checkpoint: groups of (rounded timestamp, reason) with

@@ -58,6 +58,7 @@ use crate::monitor::Monitor;
 use crate::relays::Relays;
 use idset::IdSet;
 use rpc::catalog::{self as cat, Call};
+use rpc::events as rfc44;
 use rpc::{msg, ConnId, Payload, Reply, ReplyTo, Request, Role};
 use rset::Rset;
 use serde_json::{json, Map, Value};
@@ -149,8 +150,11 @@ fn idset_str(ids: &IdSet) -> Value {
     Value::String(ids.encode())
 }
 
-fn ctx(pairs: Vec<(&str, Value)>) -> Map<String, Value> {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+/// A `resource-define` context.
+fn define(method: &str) -> Map<String, Value> {
+    rfc44::context(&rfc44::ResourceDefine {
+        method: Some(method.into()),
+    })
 }
 
 fn proto() -> RpcError {
@@ -177,6 +181,7 @@ impl Service {
         let now = self.stamp;
         match input {
             Input::Request(req) => self.request(now, req, out),
+            Input::SessionLine { conn, payload } => self.session_input(now, conn, &payload, out),
             Input::Disconnect(conn) => self.disconnect(conn, out),
             Input::Cancel(to) => self.cancel(to, out),
             Input::Tick => self.tick(now, out),

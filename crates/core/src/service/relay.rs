@@ -90,9 +90,7 @@ impl Service {
             }),
         );
         self.relays.hello(self.mono, rank, to, subtree);
-        Self::reply(out, to, Ok(msg::encode(&welcome).into()));
-        self.reported(now, rank, actual, to, out);
-        Ok(None)
+        self.welcomed(now, rank, &welcome, actual, to, out)
     }
 
     /// A line of a relay session: `gone`, then `hello`, then `lively`,
@@ -102,11 +100,10 @@ impl Service {
     pub(super) fn relay_line(
         &mut self,
         now: f64,
-        req: &Request,
+        conn: ConnId,
         line: Result<msg::RelayLine, RpcError>,
         out: &mut Vec<Output>,
     ) -> Handled {
-        let conn = req.conn;
         let Some(stream) = self.relays.session(conn).map(|s| s.stream) else {
             return Err(proto());
         };

@@ -77,13 +77,7 @@ impl Service {
         let inv = Inventory::from_rset(rset, Method::Reload);
         out.push(Output::WriteR(inv.json.clone()));
         self.set_inventory(inv);
-        self.post_acknowledged(
-            now,
-            "resource-define",
-            ctx(vec![("method", Value::from("reload"))]),
-            to,
-            out,
-        );
+        self.post_acknowledged(now, "resource-define", define("reload"), to, out);
     }
 
     /// `resource.expiration-update {expiration}`.
@@ -120,7 +114,9 @@ impl Service {
         self.post_acknowledged(
             now,
             "resource-update",
-            ctx(vec![("expiration", json!(exp))]),
+            rfc44::context(&rfc44::ResourceUpdate {
+                expiration: Some(exp),
+            }),
             to,
             out,
         );

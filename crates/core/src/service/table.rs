@@ -28,8 +28,8 @@ impl std::fmt::Debug for Topic {
 /// The typed request of a call, or the error its malformed payload gets:
 /// flux-core's bare "Protocol error" on flux topics; on Roster's own, what
 /// the request is, the key and the reason.
-pub(super) fn decode<C: Call>(req: &Request) -> Result<C::Request, RpcError> {
-    rpc::msg::decode(&req.payload).map_err(|e| {
+pub(super) fn decode<C: Call>(payload: &Value) -> Result<C::Request, RpcError> {
+    rpc::msg::decode(payload).map_err(|e| {
         if C::INFO.flux {
             proto()
         } else {
@@ -45,7 +45,7 @@ macro_rules! bind {
             Topic {
                 info: &<cat::$call as Call>::INFO,
                 run: |s, now, req, out| {
-                    let body = decode::<cat::$call>(req)?;
+                    let body = decode::<cat::$call>(&req.payload)?;
                     Service::$handler(s, now, req, body, out)
                 },
             },
@@ -77,12 +77,14 @@ bind! {
 }
 
 /// The session line is bound by hand: a relay's malformed line ends its
-/// session, so the handler sees the decoding error.
+/// session, so the handler sees the decoding error.  (An agent session's
+/// lines come as [`Input::SessionLine`]; this is the same line sent as a
+/// request, answered.)
 static SESSION_LINE: Topic = Topic {
     info: &<cat::SessionLine as Call>::INFO,
     run: |s, now, req, out| {
-        let line = decode::<cat::SessionLine>(req);
-        s.session_line(now, req, line, out)
+        let line = decode::<cat::SessionLine>(&req.payload);
+        s.session_line(now, req.conn, line, out)
     },
 };
 

@@ -253,6 +253,13 @@ pub enum Input {
     /// silently at once, as a disconnect would (journal follower, acquire,
     /// waitup, agent stream).
     Cancel(ReplyTo),
+    /// A later line of an agent session (a heartbeat `{}`, or a relay's
+    /// line): one-way, nothing answers it (a relay's answers go down its
+    /// session's stream).  The session's hello already passed the checks.
+    SessionLine {
+        conn: ConnId,
+        payload: Value,
+    },
     /// The result of an [`Output::LoadR`].
     Reloaded {
         to: ReplyTo,

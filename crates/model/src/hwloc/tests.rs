@@ -233,17 +233,3 @@ fn local_topology_is_flat() {
         );
     }
 }
-
-#[test]
-fn bitmaps() {
-    let b = Bits::parse("0x00000003,0xffff0000");
-    assert!(b.intersects(&Bits::parse("0x1,0x0")));
-    assert!(!b.intersects(&Bits::parse("0x0000ffff")));
-    assert!(Bits::parse("0xf...f").intersects(&Bits::parse("0x0,0x0,0x1")));
-    assert!(Bits::parse("0xf...f,0x0").intersects(&Bits::parse("0x1,0x0,0x0")));
-    assert!(Bits::parse("0x0,,0x0").is_empty());
-    assert!(Bits::parse("zz").is_empty());
-    assert!(busid_ok("0000:c1:00.0"));
-    assert!(!busid_ok("0000:c1:00"));
-    assert!(!busid_ok("0000:g1:00.0"));
-}

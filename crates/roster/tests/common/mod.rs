@@ -370,3 +370,149 @@ pub fn rss_bytes(pid: u32) -> u64 {
 pub fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
+
+/// A running `roster agent` (plain, relay or simulator), its stderr in
+/// `log`; killed on drop (continued first, should it be stopped).
+pub struct Agent {
+    child: Option<Child>,
+    pub log: PathBuf,
+}
+
+impl Agent {
+    /// `roster agent ARGS`, its stderr in `NAME.log` of the scratch dir.
+    pub fn spawn(s: &Scratch, name: &str, args: &[&str]) -> Agent {
+        let log = s.path(&format!("{name}.log"));
+        let child = roster()
+            .arg("agent")
+            .args(args)
+            .env_remove("ROSTER_TOKEN_FILE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn roster agent");
+        Agent {
+            child: Some(child),
+            log,
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
+    }
+
+    pub fn signal(&self, sig: i32) {
+        if self.child.is_some() {
+            signal(self.pid(), sig);
+        }
+    }
+
+    /// Wait for the exit status (within 60 s).
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("agent running");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                return st;
+            }
+            assert!(Instant::now() < deadline, "agent did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // A stopped agent must be continued to die promptly.
+            signal(c.id() as i32, libc::SIGCONT);
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `roster serve --check --config CONFIG`.
+pub fn check(config: &Path) -> Output {
+    roster()
+        .args(["serve", "--check", "--config"])
+        .arg(config)
+        .output()
+        .unwrap()
+}
+
+/// [`check`] of a configuration that must be refused (exit 1): its stderr.
+pub fn check_fails(config: &Path) -> String {
+    let o = check(config);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    err
+}
+
+/// What a finished command printed, and its exit code (-1: killed).
+pub struct Out {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: i32,
+}
+
+impl From<Output> for Out {
+    fn from(o: Output) -> Out {
+        Out {
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+            code: o.status.code().unwrap_or(-1),
+        }
+    }
+}
+
+/// `roster ARGS` with `stdin` written to its standard input.
+pub fn run_stdin(args: &[&str], stdin: &str) -> Out {
+    use std::io::Write;
+    let mut child = roster()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn roster");
+    if let Some(mut si) = child.stdin.take() {
+        let _ = si.write_all(stdin.as_bytes());
+    }
+    child.wait_with_output().expect("wait roster").into()
+}
+
+/// A daemon also listening on loopback TCP with the bearer token
+/// `s3cret`; returns it and the TCP address.
+pub fn start_with_tcp(s: &Scratch, config: &str) -> (Daemon, String) {
+    let token = s.write("token", "s3cret\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let tcp = format!("tcp://{addr}");
+    let d = start(
+        s,
+        config,
+        &["--listen", &tcp, "--token-file", token.to_str().unwrap()],
+    );
+    (d, addr)
+}
+
+/// A xorshift generator seeded from this process (random enough for
+/// crash-test schedules; the seed differs per run).
+pub fn xorshift() -> impl FnMut() -> u64 {
+    let mut seed = 0x9e3779b97f4a7c15u64 ^ u64::from(std::process::id());
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
