@@ -2,11 +2,27 @@
 //! combination (flux-resource.py's `split_by_property_combinations`),
 //! shared by the list view and the service's summary of it.
 
+use crate::zhash::{Name, ZTable};
 use crate::{Constraint, RError, Rset};
 use serde_json::Value;
 use std::collections::HashMap;
 
 impl Rset {
+    /// The order [`Rset::property_names`] lists the property names of a
+    /// set in when they first appear, walking its nodes by rank, in
+    /// `first_seen` order (flux keeps them in a hash table: the order is
+    /// the table's, not the order of appearance).
+    pub fn property_order<'a>(first_seen: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+        let mut table: ZTable<()> = ZTable::new();
+        for name in first_seen {
+            let name = Name::new(name);
+            if table.lookup(&name).is_none() {
+                table.insert(name, ());
+            }
+        }
+        table.iter().map(|(k, _)| k.as_str().to_string()).collect()
+    }
+
     /// One subset per distinct set of properties, in the order flux
     /// generates the constraints (see [`split_by_properties`]); an error
     /// when a property name makes no valid constraint.
