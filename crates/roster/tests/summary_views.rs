@@ -11,8 +11,10 @@ use common::{roster, start, Scratch};
 use serde_json::json;
 use std::process::Stdio;
 
-/// 256 nodes `node[001-256]`: four shapes, racks, a few other properties.
-fn r_json() -> String {
+/// 256 nodes `node[001-256]`: four shapes, racks, a few other
+/// properties (with `simple`, at most one property a node: the service
+/// takes its rank-set path for `list`).
+fn r_json(simple: bool) -> String {
     let mut lite = Vec::new();
     for (ranks, cores, gpus) in [
         ("0-63", "0-31", None),
@@ -27,15 +29,20 @@ fn r_json() -> String {
         lite.push(json!({"rank": ranks, "children": children}));
     }
     let every16: Vec<String> = (0..256).step_by(16).map(|r| r.to_string()).collect();
+    let properties = if simple {
+        json!({"rack2": "128-191", "debug": "0-15", "gpu": "64-127,192-255", "bigmem": "16,32,48"})
+    } else {
+        json!({
+            "rack0": "0-63", "rack1": "64-127", "rack2": "128-191", "rack3": "192-255",
+            "debug": "0-15", "gpu": "64-127,192-255", "bigmem": every16.join(","),
+        })
+    };
     json!({
         "version": 1,
         "execution": {
             "R_lite": lite,
             "nodelist": ["node[001-256]"],
-            "properties": {
-                "rack0": "0-63", "rack1": "64-127", "rack2": "128-191", "rack3": "192-255",
-                "debug": "0-15", "gpu": "64-127,192-255", "bigmem": every16.join(","),
-            },
+            "properties": properties,
             "starttime": 0.0,
             "expiration": 0.0
         }
@@ -67,8 +74,21 @@ fn run(uri: &str, args: &[&str], old_path: bool) -> (Option<i32>, String, String
 
 #[test]
 fn summary_views_print_what_the_payload_views_print() {
-    let s = Scratch::new("summary-views");
-    let r = s.write("R.json", &r_json());
+    compare(false);
+}
+
+#[test]
+fn summary_views_of_single_property_nodes() {
+    compare(true);
+}
+
+fn compare(simple: bool) {
+    let s = Scratch::new(if simple {
+        "summary-views-1"
+    } else {
+        "summary-views"
+    });
+    let r = s.write("R.json", &r_json(simple));
     let config = format!(
         "[resource]\nnoverify = true\npath = \"{}\"\nexclude = \"250-255\"\n",
         r.display()
