@@ -1001,7 +1001,7 @@ impl ListPlan {
         let has = |s: &str| self.states.iter().any(|x| x == s);
         self.view != ListView::R
             && self.opts.queues.is_empty()
-            && !self.opts.include.as_deref().is_some_and(|s| !s.is_empty())
+            && self.opts.include.as_deref().is_none_or(str::is_empty)
             && !(has("free") && has("up"))
     }
 
