@@ -21,8 +21,9 @@ RUNS=${1:-15}
 
 if [ -z "${ROSTER:-}" ]; then
   nice -n 5 cargo build --release --locked -q -p roster --bin roster
-  ROSTER=$PWD/${CARGO_TARGET_DIR:-target}/release/roster
-  [ -x "$ROSTER" ] || ROSTER=${CARGO_TARGET_DIR}/release/roster
+  T=${CARGO_TARGET_DIR:-target}
+  case $T in /*) ;; *) T=$PWD/$T ;; esac
+  ROSTER=$T/release/roster
 fi
 R=$ROSTER
 WORK=$(mktemp -d /tmp/roster-summary.XXXXXX)
