@@ -64,8 +64,8 @@ pub use config::{
 pub use engine::{parse, Chunk, FieldRef};
 pub use eventlog::{EventFormat, EventLogFormatter, TimeFormat};
 pub use list::{
-    list_headings, list_prepare, ListInput, ListLine, ListOptions, ListPlan, ListView,
-    LIST_JSON_VERSION, LIST_VALID_STATES,
+    list_headings, list_prepare, ListCell, ListCells, ListInput, ListLine, ListOptions, ListPlan,
+    ListView, LIST_JSON_VERSION, LIST_VALID_STATES,
 };
 pub use output::{headings, Deduplicator, Headings, OutputFormat};
 pub use pycompat::wcswidth;
@@ -74,7 +74,7 @@ pub use pycompat::{FixedZone, LocalDateTime, LocalZone};
 pub use pycompat::{PyError, PyResult};
 pub use status::{
     allocated_ranks, drain_list_prepare, housekeeping_ranks, status_headings, status_prepare,
-    StatusInput, StatusLine, StatusOptions, StatusPlan, STATUS_DEFAULT_STATES, STATUS_JSON_VERSION,
-    STATUS_VALID_STATES,
+    StatusInput, StatusLine, StatusOptions, StatusPlan, StatusSets, STATUS_DEFAULT_STATES,
+    STATUS_JSON_VERSION, STATUS_VALID_STATES,
 };
 pub use value::{FieldValue, FormatItem};

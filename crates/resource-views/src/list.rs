@@ -11,10 +11,9 @@ use hostlist::Hostlist;
 use idset::IdSet;
 use pycompat::error::{PyError, PyResult};
 use pycompat::time::LocalZone;
-use rset::{Constraint, Rset};
+use rset::Rset;
 use serde_json::Value;
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 /// Valid states for `list`, `info` and `R`.
 pub const LIST_VALID_STATES: [&str; 5] = ["up", "down", "allocated", "free", "all"];
@@ -262,11 +261,6 @@ impl SchedResources {
     }
 }
 
-/// Property names of `r` in `get_properties()` order.
-fn property_names(r: &Rset) -> Vec<String> {
-    r.property_names()
-}
-
 /// flux-resource.py's `ResourceSetExtra`: a resource set with a state and
 /// queue information.
 #[derive(Debug)]
@@ -474,88 +468,10 @@ impl ListLine {
     }
 }
 
-/// itertools.combinations order over `n` names: sizes 1..n in
-/// lexicographic index order, then the empty set last.
-fn combination_rank(indices: &[usize], n: usize) -> (usize, Vec<usize>) {
-    if indices.is_empty() {
-        (n + 1, Vec::new())
-    } else {
-        (indices.len(), indices.to_vec())
-    }
-}
-
-/// `split_by_property_combinations(rset)`: one subset per distinct set of
-/// properties, in the order flux generates the constraints.
-///
-/// flux matches every node against every combination's constraint.  A
-/// constraint names every property, each required or negated, so only the
-/// nodes with exactly that property set can match it; they are matched
-/// (with flux's lookups, which shape the copies' property tables) and the
-/// others skipped.  That shortcut does not hold when a property is also a
-/// hostname (a constraint property matches the node of that name too);
-/// then every node is tried, as flux does.
+/// `split_by_property_combinations(rset)` ([`Rset::split_by_properties`]).
 fn split_by_properties(r: &Rset) -> PyResult<Vec<Rset>> {
-    let names = property_names(r);
-    let nodes = r.node_properties();
-    let name_is_host = nodes
-        .iter()
-        .any(|(_, h, _)| h.is_some_and(|h| names.iter().any(|n| n == h)));
-    // Each node's combination (sorted name indices), and the combinations
-    // in order of first appearance.
-    let mut combo_of: HashMap<Vec<usize>, usize> = HashMap::new();
-    let mut combos: Vec<Vec<usize>> = Vec::new();
-    let mut node_combo: HashMap<u32, usize> = HashMap::with_capacity(nodes.len());
-    for (rank, _, props) in &nodes {
-        let mut idx: Vec<usize> = props
-            .iter()
-            .filter_map(|p| names.iter().position(|n| n == p))
-            .collect();
-        idx.sort_unstable();
-        let i = match combo_of.get(&idx) {
-            Some(i) => *i,
-            None => {
-                combos.push(idx.clone());
-                combo_of.insert(idx, combos.len() - 1);
-                combos.len() - 1
-            }
-        };
-        node_combo.insert(*rank, i);
-    }
-    let mut order: Vec<usize> = (0..combos.len()).collect();
-    order.sort_by_key(|&i| combos.get(i).map(|c| combination_rank(c, names.len())));
-    let mut compiled = Vec::with_capacity(order.len());
-    for &i in &order {
-        let c = combos.get(i).map(Vec::as_slice).unwrap_or(&[]);
-        let props: Vec<Value> = names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                if c.contains(&i) {
-                    Value::String(n.clone())
-                } else {
-                    Value::String(format!("^{n}"))
-                }
-            })
-            .collect();
-        let constraint = serde_json::json!({ "properties": props });
-        compiled.push(
-            Constraint::from_json(&constraint)
-                .map_err(|e| PyError::Value(format!("copy_constraint: {e}")))?,
-        );
-    }
-    if name_is_host {
-        return Ok(compiled.iter().map(|c| r.copy_matching(c)).collect());
-    }
-    // position of each combination in `order`
-    let mut slot = vec![0usize; combos.len()];
-    for (pos, &i) in order.iter().enumerate() {
-        if let Some(s) = slot.get_mut(i) {
-            *s = pos;
-        }
-    }
-    Ok(r.copy_matching_groups(&compiled, |rank| {
-        node_combo.get(&rank).and_then(|i| slot.get(*i).copied())
-    }))
+    r.split_by_properties()
+        .map_err(|e| PyError::Value(format!("copy_constraint: {e}")))
 }
 
 const UNIQ_FIELDS: [&str; 4] = ["state", "properties", "propertiesx", "queue"];
@@ -748,16 +664,7 @@ impl ListPlan {
         zone: &dyn LocalZone,
     ) -> PyResult<Vec<ListLine>> {
         let fields = formatter.fields();
-        let mut uniq_fmt = String::new();
-        if fields.len() > 1 || fields.iter().any(|f| f == "state") {
-            for f in &fields {
-                if UNIQ_FIELDS.contains(&f.as_str()) {
-                    uniq_fmt.push('{');
-                    uniq_fmt.push_str(f);
-                    uniq_fmt.push_str("}:");
-                }
-            }
-        }
+        let uniq_fmt = uniq_format(&fields);
         let key_fmt = OutputFormat::new(&uniq_fmt, formatter.headings())?;
         let queues: Vec<Option<String>> = if !self.opts.queues.is_empty() {
             self.opts.queues.iter().map(|q| Some(q.clone())).collect()
@@ -817,6 +724,410 @@ impl ListPlan {
             }
         }
         Ok(lines)
+    }
+}
+
+/// The format that tells lines apart (`uniq_fmt`): the fields of
+/// [`UNIQ_FIELDS`] the format shows, unless it shows one field only and
+/// that is not `state`.
+fn uniq_format(fields: &[String]) -> String {
+    let mut uniq_fmt = String::new();
+    if fields.len() > 1 || fields.iter().any(|f| f == "state") {
+        for f in fields {
+            if UNIQ_FIELDS.contains(&f.as_str()) {
+                uniq_fmt.push('{');
+                uniq_fmt.push_str(f);
+                uniq_fmt.push_str("}:");
+            }
+        }
+    }
+    uniq_fmt
+}
+
+/// The nodes of one state with one property set, as the service
+/// summarises them (Roster's `resource.summary`): what a line of `list`
+/// shows of them.
+#[derive(Debug, Clone, Default)]
+pub struct ListCell {
+    /// Property names in the order the line prints them.
+    pub properties: Vec<String>,
+    pub ranks: IdSet,
+    /// Hostnames in rank order (`""` when a node has none).
+    pub nodelist: String,
+    pub nnodes: u64,
+    pub ncores: u64,
+    pub ngpus: u64,
+}
+
+/// `list`'s states split by property set, in the order the list view
+/// splits them; `free` as a listing without `up` computes it.
+#[derive(Debug, Clone, Default)]
+pub struct ListCells {
+    pub all: Vec<ListCell>,
+    pub down: Vec<ListCell>,
+    pub allocated: Vec<ListCell>,
+    pub up: Vec<ListCell>,
+    pub free: Vec<ListCell>,
+    /// R's ranks and hostnames in rank order (lines that unite cells of
+    /// several states or property sets take their hosts from these).
+    pub r_ranks: IdSet,
+    pub r_nodelist: Hostlist,
+}
+
+impl ListCells {
+    fn get(&self, state: &str) -> &[ListCell] {
+        match state {
+            "down" => &self.down,
+            "allocated" => &self.allocated,
+            "up" => &self.up,
+            "free" => &self.free,
+            _ => &self.all,
+        }
+    }
+
+    /// The hosts of `ranks` in rank order, pushed one by one as
+    /// `rlist_nodelist` does; `None` if a rank has none.
+    fn hosts_of(&self, ranks: &IdSet) -> Option<Hostlist> {
+        let mut before = Vec::with_capacity(self.r_ranks.ranges().len());
+        let mut n = 0u64;
+        for &(lo, hi) in self.r_ranks.ranges() {
+            before.push((lo, hi, n));
+            n += u64::from(hi - lo) + 1;
+        }
+        let mut hl = Hostlist::new();
+        for r in ranks.iter() {
+            let k = before.partition_point(|&(_, hi, _)| hi < r);
+            let &(lo, _, b) = before.get(k).filter(|(lo, _, _)| *lo <= r)?;
+            let i = usize::try_from(b + u64::from(r - lo)).ok()?;
+            hl.push(&self.r_nodelist.nth(i)?);
+        }
+        Some(hl)
+    }
+}
+
+/// A line of `list` made of cells (see [`ListPlan::render_cells`]).
+struct CellLine<'a> {
+    state: String,
+    /// The cells in it (their rank sets disjoint).
+    cells: Vec<&'a ListCell>,
+    all: &'a ListCells,
+}
+
+impl CellLine<'_> {
+    fn ranks(&self) -> IdSet {
+        match self.cells.as_slice() {
+            [one] => one.ranks.clone(),
+            cells => {
+                let mut r = IdSet::new();
+                for c in cells {
+                    r.add(&c.ranks);
+                }
+                r
+            }
+        }
+    }
+
+    fn sum(&self, f: impl Fn(&ListCell) -> u64) -> i64 {
+        self.cells.iter().map(|c| f(c)).sum::<u64>() as i64
+    }
+
+    /// Properties of the line: those of its first cell (a line unites
+    /// cells of several property sets only when it does not show them).
+    fn properties(&self) -> String {
+        self.cells
+            .first()
+            .map(|c| c.properties.join(","))
+            .unwrap_or_default()
+    }
+
+    fn nodelist(&self) -> String {
+        match self.cells.as_slice() {
+            [] => String::new(),
+            [one] => one.nodelist.clone(),
+            _ => self
+                .all
+                .hosts_of(&self.ranks())
+                .map(|h| h.encode())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn min_rank(&self) -> u64 {
+        self.cells
+            .iter()
+            .filter_map(|c| c.ranks.first())
+            .min()
+            .map_or(u64::from(u32::MAX), u64::from)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.cells.iter().all(|c| c.ranks.is_empty())
+    }
+
+    /// [`ListLine::to_json`] of the same line.
+    fn to_json(&self) -> Value {
+        let split = |s: String| -> Vec<String> {
+            s.split(',')
+                .filter(|p| !p.is_empty())
+                .map(String::from)
+                .collect()
+        };
+        serde_json::json!({
+            "state": self.state,
+            "properties": split(self.properties()),
+            "queues": Vec::<String>::new(),
+            "nnodes": self.sum(|c| c.nnodes),
+            "ncores": self.sum(|c| c.ncores),
+            "ngpus": self.sum(|c| c.ngpus),
+            "ranks": self.ranks().encode(),
+            "nodelist": self.nodelist(),
+        })
+    }
+}
+
+impl FormatItem for CellLine<'_> {
+    fn class_path(&self) -> String {
+        "__main__.ResourceSetExtra".into()
+    }
+
+    /// As [`ListLine`]'s, for a service without queues.
+    fn attr(&self, name: &str) -> Option<FieldValue> {
+        Some(match name {
+            "state" => FieldValue::Str(self.state.clone()),
+            "queue" => FieldValue::Str(String::new()),
+            "properties" | "propertiesx" => FieldValue::Str(self.properties()),
+            "nnodes" => FieldValue::Int(self.sum(|c| c.nnodes)),
+            "ncores" => FieldValue::Int(self.sum(|c| c.ncores)),
+            "ngpus" => FieldValue::Int(self.sum(|c| c.ngpus)),
+            "ranks" => {
+                let r = self.ranks().encode();
+                FieldValue::Object {
+                    type_name: "IDset".into(),
+                    repr: format!("IDset('{r}')"),
+                    truthy: !r.is_empty(),
+                    text: r,
+                }
+            }
+            "nodelist" => {
+                let hl = self.nodelist();
+                FieldValue::Object {
+                    type_name: "Hostlist".into(),
+                    repr: format!("Hostlist('{hl}')"),
+                    truthy: !hl.is_empty(),
+                    text: hl,
+                }
+            }
+            _ => return None,
+        })
+    }
+}
+
+/// The fields a line of cells can show.
+const CELL_FIELDS: [&str; 9] = [
+    "state",
+    "queue",
+    "properties",
+    "propertiesx",
+    "nnodes",
+    "ncores",
+    "ngpus",
+    "ranks",
+    "nodelist",
+];
+
+impl ListPlan {
+    /// [`ListPlan::render`] from the service's cells, for a service
+    /// without queues (Roster's `config.get` is `{}`).  `None` where the
+    /// cells cannot say what the view would print (`R`, `-q`, `-i`, the
+    /// `rlist` field, `free` with `up`, lines that would unite
+    /// overlapping sets): the caller renders from `resource.sched-status`.
+    pub fn render_cells(
+        &self,
+        cells: &ListCells,
+        config: &FormatConfig,
+        env: Env<'_>,
+        zone: &dyn LocalZone,
+    ) -> Option<CmdOutput> {
+        if !self.cells_apply() {
+            return None;
+        }
+        let fmt = match config.get_format_string(&self.opts.format, env) {
+            Ok(FormatChoice::Format(f)) => f,
+            Ok(FormatChoice::Print(text)) => return Some(CmdOutput::ok(text)),
+            Err(e) => return Some(CmdOutput::exception(String::new(), &e)),
+        };
+        let hd = list_headings();
+        let mut formatter = match OutputFormat::new(&fmt, &hd) {
+            Ok(f) => f,
+            Err(e) => return Some(CmdOutput::exception(String::new(), &e)),
+        };
+        let lines = match self.cell_lines(cells, &formatter, zone)? {
+            Ok(l) => l,
+            Err(e) => return Some(CmdOutput::exception(String::new(), &e)),
+        };
+        let mut items: Vec<&dyn FormatItem> = lines.iter().map(|l| l as &dyn FormatItem).collect();
+        let mut out = String::new();
+        Some(
+            match formatter.print_items(&mut items, self.opts.no_header, zone, &mut out) {
+                Ok(()) => CmdOutput::ok(out),
+                Err(e) => CmdOutput::exception(out, &e),
+            },
+        )
+    }
+
+    /// [`ListPlan::render_json`] from the service's cells (see
+    /// [`ListPlan::render_cells`]).
+    pub fn render_json_cells(&self, cells: &ListCells, zone: &dyn LocalZone) -> Option<CmdOutput> {
+        if !self.cells_apply() {
+            return None;
+        }
+        let formatter = match OutputFormat::new(LIST_JSON_KEY, &list_headings()) {
+            Ok(f) => f,
+            Err(e) => return Some(CmdOutput::exception(String::new(), &e)),
+        };
+        Some(match self.cell_lines(cells, &formatter, zone)? {
+            Ok(lines) => {
+                let lines: Vec<Value> = lines.iter().map(CellLine::to_json).collect();
+                let doc = serde_json::json!({ "version": LIST_JSON_VERSION, "lines": lines });
+                CmdOutput::ok(format!("{doc}\n"))
+            }
+            Err(e) => CmdOutput::exception(String::new(), &e),
+        })
+    }
+
+    /// Whether [`ListPlan::render_cells`] may render this view (it may
+    /// still decline for the format).
+    pub fn cells_apply(&self) -> bool {
+        let has = |s: &str| self.states.iter().any(|x| x == s);
+        self.view != ListView::R
+            && self.opts.queues.is_empty()
+            && self.opts.include.as_deref().is_none_or(str::is_empty)
+            && !(has("free") && has("up"))
+    }
+
+    /// [`ListPlan::uniq_lines`] then [`ListPlan::ordered`] on cells;
+    /// `None` where they could differ (see [`ListPlan::render_cells`]).
+    fn cell_lines<'a>(
+        &self,
+        cells: &'a ListCells,
+        formatter: &OutputFormat,
+        zone: &dyn LocalZone,
+    ) -> Option<PyResult<Vec<CellLine<'a>>>> {
+        let fields = formatter.fields();
+        if fields.iter().any(|f| !CELL_FIELDS.contains(&f.as_str())) {
+            return None;
+        }
+        let uniq_fmt = uniq_format(&fields);
+        let mut lines: Vec<CellLine<'a>> = Vec::new();
+        if uniq_fmt.is_empty() {
+            // ListPlan::merged_line: one line, the union of the states.
+            if !fields.iter().all(|f| CONTENT_FIELDS.contains(&f.as_str())) {
+                return None;
+            }
+            let Some(first) = self.states.first() else {
+                return Some(Ok(lines));
+            };
+            let mut line = CellLine {
+                state: first.clone(),
+                cells: Vec::new(),
+                all: cells,
+            };
+            let mut seen: Vec<&str> = Vec::new();
+            for state in &self.states {
+                if seen.contains(&state.as_str()) {
+                    continue;
+                }
+                seen.push(state);
+                for c in cells.get(state) {
+                    if line.cells.iter().any(|x| x.ranks.intersects(&c.ranks)) {
+                        return None;
+                    }
+                    line.cells.push(c);
+                }
+            }
+            lines.push(line);
+        } else {
+            let key_fmt = match OutputFormat::new(&uniq_fmt, formatter.headings()) {
+                Ok(f) => f,
+                Err(e) => return Some(Err(e)),
+            };
+            let mut keys: Vec<String> = Vec::new();
+            let mut seen: Vec<&str> = Vec::new();
+            for state in &self.states {
+                // a repeated state adds the same nodes to the same lines
+                let again = seen.contains(&state.as_str());
+                seen.push(state);
+                let own = cells.get(state);
+                let made: Vec<CellLine<'a>> = if own.is_empty() {
+                    vec![CellLine {
+                        state: state.clone(),
+                        cells: Vec::new(),
+                        all: cells,
+                    }]
+                } else {
+                    own.iter()
+                        .map(|c| CellLine {
+                            state: state.clone(),
+                            cells: vec![c],
+                            all: cells,
+                        })
+                        .collect()
+                };
+                for line in made {
+                    let key = match key_fmt.format(&line, zone) {
+                        Ok(k) => k,
+                        Err(e) => return Some(Err(e)),
+                    };
+                    match keys.iter().position(|k| *k == key) {
+                        Some(i) => {
+                            let existing = lines.get_mut(i)?;
+                            if again
+                                && line
+                                    .cells
+                                    .iter()
+                                    .all(|c| existing.cells.iter().any(|x| std::ptr::eq(*x, *c)))
+                            {
+                                continue;
+                            }
+                            if line.cells.iter().any(|c| {
+                                existing.cells.iter().any(|x| x.ranks.intersects(&c.ranks))
+                            }) {
+                                return None;
+                            }
+                            // the properties shown are the first cell's:
+                            // only the same property set may join a line
+                            // that shows them
+                            let props =
+                                |l: &CellLine<'a>| l.cells.first().map(|c| c.properties.clone());
+                            if !existing.cells.is_empty()
+                                && !line.cells.is_empty()
+                                && props(existing) != props(&line)
+                                && fields.iter().any(|f| f.starts_with("properties"))
+                            {
+                                return None;
+                            }
+                            existing.cells.extend(line.cells);
+                        }
+                        None => {
+                            keys.push(key);
+                            lines.push(line);
+                        }
+                    }
+                }
+            }
+        }
+        // ListPlan::ordered
+        let statepos = |s: &str| self.states.iter().rposition(|x| x == s).unwrap_or(0);
+        let mut keyed: Vec<((usize, u64), CellLine<'a>)> = lines
+            .into_iter()
+            .map(|l| ((statepos(&l.state), l.min_rank()), l))
+            .collect();
+        keyed.sort_by_key(|(k, _)| *k);
+        let mut lines: Vec<CellLine<'a>> = keyed.into_iter().map(|(_, l)| l).collect();
+        if self.opts.skip_empty {
+            lines.retain(|l| !l.is_empty());
+        }
+        Some(Ok(lines))
     }
 }
 

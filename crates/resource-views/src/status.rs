@@ -100,6 +100,27 @@ pub struct StatusInput<'a> {
     pub config: Option<&'a Value>,
 }
 
+/// What a status rendering needs, as the service summarises it
+/// (Roster's `resource.summary`): R's ranks and hostnames, and the sets
+/// of `resource.status` and `resource.sched-status`.
+#[derive(Debug, Clone, Default)]
+pub struct StatusSets {
+    /// R's ranks.
+    pub ranks: IdSet,
+    /// R's hostnames in rank order (empty if a node has none).
+    pub nodelist: Hostlist,
+    pub online: IdSet,
+    pub offline: IdSet,
+    pub exclude: IdSet,
+    pub torpid: IdSet,
+    /// Ranks with an allocation.
+    pub allocated: IdSet,
+    /// Ranks running housekeeping.
+    pub housekeeping: IdSet,
+    /// Drained ranks by timestamp and reason, in `resource.status` order.
+    pub drain: Vec<(IdSet, f64, String)>,
+}
+
 /// States validated and the format resolved; ready to render.
 #[derive(Debug, Clone)]
 pub struct StatusPlan {
@@ -277,7 +298,53 @@ impl ResourceStatus {
                 )))
             }
         }
-        let r_ranks = summary.ranks;
+        Ok(ResourceStatus::build(
+            nodelist,
+            summary.ranks,
+            [offline_raw, online_raw, exclude_raw, torpid_raw],
+            drain_raw,
+            input.allocated.clone(),
+            input.housekeeping.clone(),
+        ))
+    }
+
+    /// From the service's summary of the same sets.
+    fn from_sets(sets: &StatusSets) -> ResourceStatus {
+        let drain_raw = sets
+            .drain
+            .iter()
+            .map(|(ranks, timestamp, reason)| {
+                let info = DrainInfo {
+                    // what the number reads as in a `resource.status` reply
+                    timestamp: FieldValue::from_json(&Value::from(*timestamp)),
+                    reason: FieldValue::Str(reason.clone()),
+                };
+                (ranks.clone(), info)
+            })
+            .collect();
+        ResourceStatus::build(
+            sets.nodelist.clone(),
+            sets.ranks.clone(),
+            [
+                sets.offline.clone(),
+                sets.online.clone(),
+                sets.exclude.clone(),
+                sets.torpid.clone(),
+            ],
+            drain_raw,
+            sets.allocated.clone(),
+            sets.housekeeping.clone(),
+        )
+    }
+
+    fn build(
+        nodelist: Hostlist,
+        r_ranks: IdSet,
+        [offline_raw, online_raw, exclude_raw, torpid_raw]: [IdSet; 4],
+        drain_raw: Vec<(IdSet, DrainInfo)>,
+        allocated_ranks: IdSet,
+        housekeeping: IdSet,
+    ) -> ResourceStatus {
         let r_before = r_ranks
             .ranges()
             .iter()
@@ -297,8 +364,8 @@ impl ResourceStatus {
             exclude_raw,
             torpid_raw,
             drain_raw,
-            allocated_ranks: input.allocated.clone(),
-            housekeeping: input.housekeeping.clone(),
+            allocated_ranks,
+            housekeeping,
             all: IdSet::new(),
             offline: IdSet::new(),
             online: IdSet::new(),
@@ -311,7 +378,7 @@ impl ResourceStatus {
             lookup: Vec::new(),
         };
         rs.recalculate(None);
-        Ok(rs)
+        rs
     }
 
     fn recalculate(&mut self, include: Option<&IdSet>) {
@@ -393,9 +460,15 @@ impl ResourceStatus {
 
     /// The drain entry `rank` takes its reason and time from.
     fn drain_info(&self, rank: u32) -> Option<&DrainInfo> {
+        let i = self.drain_entry(rank)?;
+        self.drain_raw.get(i).map(|(_, info)| info)
+    }
+
+    /// The index of that entry in `drain_raw`.
+    fn drain_entry(&self, rank: u32) -> Option<usize> {
         let k = self.lookup.partition_point(|&(_, hi, _)| hi < rank);
         match self.lookup.get(k) {
-            Some(&(lo, _, i)) if lo <= rank => self.drain_raw.get(i).map(|(_, info)| info),
+            Some(&(lo, _, i)) if lo <= rank => Some(i),
             _ => None,
         }
     }
@@ -909,11 +982,7 @@ impl StatusPlan {
 
     /// Second phase: render the output from the RPC results.
     pub fn render(&self, input: &StatusInput<'_>, zone: &dyn LocalZone) -> CmdOutput {
-        let mut out = String::new();
-        match self.render_into(input, zone, &mut out) {
-            Ok(()) => CmdOutput::ok(out),
-            Err(e) => CmdOutput::exception(out, &e),
-        }
+        self.render_with(|f| self.lines(input, f, zone), zone)
     }
 
     /// `--json`: the lines the text view would show (same `-s`, `-i`,
@@ -921,11 +990,37 @@ impl StatusPlan {
     /// status, drain reason and drain time, whatever `-o` says.  The
     /// document is [`STATUS_JSON_VERSION`]'s schema (README: JSON output).
     pub fn render_json(&self, input: &StatusInput<'_>, zone: &dyn LocalZone) -> CmdOutput {
+        self.render_json_with(|f| self.lines(input, f, zone))
+    }
+
+    /// [`StatusPlan::render`] from the service's summary; `None` when the
+    /// view needs R itself (`-q`): the caller renders from the payloads.
+    pub fn render_sets(&self, sets: &StatusSets, zone: &dyn LocalZone) -> Option<CmdOutput> {
+        self.opts.queues.is_empty().then(|| {
+            self.render_with(
+                |f| self.lines_of(ResourceStatus::from_sets(sets), f, zone),
+                zone,
+            )
+        })
+    }
+
+    /// [`StatusPlan::render_json`] from the service's summary (see
+    /// [`StatusPlan::render_sets`]).
+    pub fn render_json_sets(&self, sets: &StatusSets, zone: &dyn LocalZone) -> Option<CmdOutput> {
+        self.opts.queues.is_empty().then(|| {
+            self.render_json_with(|f| self.lines_of(ResourceStatus::from_sets(sets), f, zone))
+        })
+    }
+
+    fn render_json_with(
+        &self,
+        lines: impl FnOnce(&OutputFormat) -> PyResult<Vec<StatusLine>>,
+    ) -> CmdOutput {
         let formatter = match OutputFormat::new(STATUS_JSON_KEY, &status_headings()) {
             Ok(f) => f,
             Err(e) => return CmdOutput::exception(String::new(), &e),
         };
-        match self.lines(input, &formatter, zone) {
+        match lines(&formatter) {
             Ok(lines) => {
                 let doc = serde_json::json!({
                     "version": STATUS_JSON_VERSION,
@@ -937,20 +1032,27 @@ impl StatusPlan {
         }
     }
 
-    fn render_into(
+    fn render_with(
         &self,
-        input: &StatusInput<'_>,
+        lines: impl FnOnce(&OutputFormat) -> PyResult<Vec<StatusLine>>,
         zone: &dyn LocalZone,
-        out: &mut String,
-    ) -> PyResult<()> {
-        let hd = status_headings();
-        let mut formatter = OutputFormat::new(&self.fmt, &hd)?;
-        if !self.opts.color {
-            formatter = formatter.copy(&["color_up", "color_off"], false)?;
+    ) -> CmdOutput {
+        let mut out = String::new();
+        let run = || -> PyResult<()> {
+            let hd = status_headings();
+            let mut formatter = OutputFormat::new(&self.fmt, &hd)?;
+            if !self.opts.color {
+                formatter = formatter.copy(&["color_up", "color_off"], false)?;
+            }
+            let lines = lines(&formatter)?;
+            let mut items: Vec<&dyn FormatItem> =
+                lines.iter().map(|l| l as &dyn FormatItem).collect();
+            formatter.print_items(&mut items, self.opts.no_header, zone, &mut out)
+        };
+        match run() {
+            Ok(()) => CmdOutput::ok(out),
+            Err(e) => CmdOutput::exception(out, &e),
         }
-        let lines = self.lines(input, &formatter, zone)?;
-        let mut items: Vec<&dyn FormatItem> = lines.iter().map(|l| l as &dyn FormatItem).collect();
-        formatter.print_items(&mut items, self.opts.no_header, zone, out)
     }
 
     /// The status lines, merged where `formatter` shows no difference.
@@ -960,15 +1062,25 @@ impl StatusPlan {
         formatter: &OutputFormat,
         zone: &dyn LocalZone,
     ) -> PyResult<Vec<StatusLine>> {
-        let opts = &self.opts;
-        let states = &self.states;
         let mut rs = ResourceStatus::new(input)?;
-        if !opts.queues.is_empty() {
+        if !self.opts.queues.is_empty() {
             let rset = resource_set(Some(key(input.status, "R")?))?;
-            let ranks = ranks_by_queue(&rset, input.config, &opts.queues)
+            let ranks = ranks_by_queue(&rset, input.config, &self.opts.queues)
                 .map_err(|e| PyError::Value(format!("--queue: {e}")))?;
             rs.recalculate(Some(&ranks));
         }
+        self.lines_of(rs, formatter, zone)
+    }
+
+    /// [`StatusPlan::lines`] once the sets are known (and `-q` applied).
+    fn lines_of(
+        &self,
+        mut rs: ResourceStatus,
+        formatter: &OutputFormat,
+        zone: &dyn LocalZone,
+    ) -> PyResult<Vec<StatusLine>> {
+        let opts = &self.opts;
+        let states = &self.states;
         if let Some(inc) = &opts.include {
             if !inc.is_empty() {
                 rs.filter_include(inc)
@@ -1068,6 +1180,14 @@ fn statuslines(
         } else {
             ranks.iter().map(|r| (r, r)).collect()
         };
+        if per_piece {
+            if let Some(lines) = drain_group_lines(rs, state, &pieces, &excluded)? {
+                for line in lines {
+                    result.append(line, zone, StatusLine::update)?;
+                }
+                continue;
+            }
+        }
         for (lo, hi) in pieces {
             let online = rs.online.contains(lo);
             if excluded(online) {
@@ -1109,6 +1229,67 @@ fn statuslines(
         line.finish();
     }
     Ok(lines)
+}
+
+/// The drained lines of `state` one per drain entry and online status
+/// rather than one per piece: the pieces of one entry and status differ
+/// only in their hosts and ranks, which the merge of their lines unites
+/// (the hosts sorted once at the end, see [`HostShape`]).  Thousands of
+/// scattered drained ranks thus make a few lines, not thousands to
+/// format and merge.  Lines come in the order of their first piece, as
+/// the piece by piece merge orders them.  `None` when some piece would
+/// raise an error: the caller then goes piece by piece and raises it
+/// where flux would.
+fn drain_group_lines(
+    rs: &ResourceStatus,
+    state: &str,
+    pieces: &[(u32, u32)],
+    excluded: &dyn Fn(bool) -> bool,
+) -> PyResult<Option<Vec<StatusLine>>> {
+    let mut index: std::collections::HashMap<(usize, bool), usize> =
+        std::collections::HashMap::new();
+    let mut lines: Vec<StatusLine> = Vec::new();
+    for &(lo, hi) in pieces {
+        let online = rs.online.contains(lo);
+        if excluded(online) {
+            continue;
+        }
+        if !rs.all.contains(lo) {
+            return Ok(None);
+        }
+        let Some(entry) = rs.drain_entry(lo) else {
+            return Ok(None);
+        };
+        let i = match index.get(&(entry, online)) {
+            Some(&i) => i,
+            None => {
+                let Some((_, info)) = rs.drain_raw.get(entry) else {
+                    return Ok(None);
+                };
+                index.insert((entry, online), lines.len());
+                lines.push(StatusLine {
+                    state: state.into(),
+                    online,
+                    ranks: IdSet::new(),
+                    hostlist: Hostlist::new(),
+                    reason: info.reason.clone(),
+                    timestamp: info.timestamp.clone(),
+                    unsorted: false,
+                    shape: None,
+                    per_rank: true,
+                });
+                lines.len() - 1
+            }
+        };
+        if let Some(line) = lines.get_mut(i) {
+            if rs.push_hosts(&mut line.hostlist, lo, hi).is_err() {
+                return Ok(None);
+            }
+            line.ranks.insert_range(lo, hi);
+            line.unsorted = line.unsorted || hi > lo || line.ranks.len() > 1;
+        }
+    }
+    Ok(Some(lines))
 }
 
 #[cfg(test)]

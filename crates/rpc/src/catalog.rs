@@ -172,6 +172,11 @@ topics! {
     /// down, allocated), as flux-core's.
     SchedStatus = Topic::new("resource.sched-status", Read, One).standby()
         => msg::Empty, msg::SchedStatusResponse;
+    /// `resource.summary {list?}` (Roster's): the sets `status`, the
+    /// drain listing and (asked for) `list` print, computed once per
+    /// state change by the service.
+    Summary = Topic::new("resource.summary", Read, One).standby().roster("summary")
+        => msg::SummaryRequest, msg::SummaryResponse;
     /// `resource.get`: the whole R and its `resource-define` method.
     Get = Topic::new("resource.get", User, One).standby()
         => msg::Empty, msg::GetResponse;
@@ -311,6 +316,7 @@ mod tests {
             [
                 Status::TOPIC,
                 SchedStatus::TOPIC,
+                Summary::TOPIC,
                 Get::TOPIC,
                 AttrGet::TOPIC,
                 ConfigGet::TOPIC

@@ -263,6 +263,92 @@ pub struct StatusResponse {
     pub torpid: String,
 }
 
+/// `resource.summary {list?}` (Roster's): with `list`, the `list`
+/// part of the reply too (it is large on big instances).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SummaryRequest {
+    #[serde(default)]
+    pub list: bool,
+}
+
+/// `resource.summary`: what `roster resource status`, `drain` and `list`
+/// print, computed by the service (once per state change) so that the
+/// command reads and prints instead of expanding R into nodes.  Idsets
+/// and hostlists are their RFC 22 / RFC 29 strings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SummaryResponse {
+    /// Absent when the nodelist would not read back as the same list (a
+    /// client then computes from `resource.status`).
+    #[serde(default)]
+    pub status: Option<StatusSummary>,
+    /// The scheduler's view split by state and property set; absent
+    /// when not asked for, or when it cannot be summarised (no R, a node
+    /// without resources, a hostname that is also a property name): the
+    /// client then computes it from `resource.sched-status`.
+    #[serde(default)]
+    pub list: Option<ListSummary>,
+}
+
+/// The sets `status` and the drain listing show, as `resource.status`
+/// has them, with R reduced to its ranks and hostnames.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatusSummary {
+    /// R's ranks.
+    #[serde(default)]
+    pub ranks: String,
+    /// R's hostnames in rank order (`""` when a node has none).
+    #[serde(default)]
+    pub nodelist: String,
+    #[serde(default)]
+    pub online: String,
+    #[serde(default)]
+    pub offline: String,
+    #[serde(default)]
+    pub exclude: String,
+    #[serde(default)]
+    pub torpid: String,
+    /// Ranks with an allocation (`resource.sched-status`'s `allocated`).
+    #[serde(default)]
+    pub allocated: String,
+    /// Drained ranks by (timestamp, reason), in `resource.status` order.
+    #[serde(default)]
+    pub drain: Vec<DrainGroup>,
+}
+
+/// Drained ranks sharing a timestamp and a reason.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DrainGroup {
+    pub ranks: String,
+    pub timestamp: f64,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// `list`'s states, each split by property set as `flux resource list`
+/// splits them (in its order): one cell per property set.  `free` is
+/// the `free` of a listing that does not also ask for `up`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ListSummary {
+    pub all: Vec<ListCell>,
+    pub down: Vec<ListCell>,
+    pub allocated: Vec<ListCell>,
+    pub up: Vec<ListCell>,
+    pub free: Vec<ListCell>,
+}
+
+/// The nodes of one state with one property set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ListCell {
+    /// Property names, in the order the list prints them.
+    pub properties: Vec<String>,
+    pub ranks: String,
+    /// Their hostnames in rank order (`""` when a node has none).
+    pub nodelist: String,
+    pub nnodes: u64,
+    pub ncores: u64,
+    pub ngpus: u64,
+}
+
 /// One drain group of `resource.status`: the ranks of an idset key share
 /// this timestamp and reason.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -59,6 +59,7 @@ mod node;
 mod nodelist;
 mod parse;
 mod rset;
+mod split;
 mod summary;
 mod verify;
 pub(crate) mod zhash;

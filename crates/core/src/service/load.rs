@@ -59,6 +59,7 @@ impl Service {
             waitups: Vec::new(),
             sched_cache: None,
             status_cache: None,
+            summary_cache: Default::default(),
             stopped: false,
             acquire: Acquire::default(),
             monitor: Monitor::new(init.settings.torpid_max, init.settings.offline_timeout),

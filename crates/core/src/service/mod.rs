@@ -41,6 +41,7 @@
 //! | `targets` | inventory, host map, exclude/drain/online/torpid/lost sets; target decoding |
 //! | `events` | recording events (persist, journal) and publishing them (acquirers, journal followers) |
 //! | `status` | `status`, `sched-status`, `get` |
+//! | `summary` | `summary`: the status, drain and list views' sets, once per state change |
 //! | `drain` | `drain`, `undrain` |
 //! | `journal` | `journal`, `journal-cancel` |
 //! | `position` | journal positions: resuming a reader after a reconnect, restart or failover |
@@ -77,6 +78,7 @@ mod position;
 mod relay;
 mod reload;
 mod status;
+mod summary;
 mod table;
 mod targets;
 mod types;
@@ -112,6 +114,9 @@ pub struct Service {
     /// dropped by every recorded event and every new inventory: the only
     /// ways their state changes).
     status_cache: Option<Payload>,
+    /// Cached `resource.summary` payloads, without and with the list
+    /// part (dropped with the two above).
+    summary_cache: [Option<Payload>; 2],
     stopped: bool,
     /// RFC 28 acquisition (both variants) and resource groups.
     acquire: Acquire,
@@ -213,6 +218,7 @@ impl Service {
     fn invalidate_caches(&mut self) {
         self.sched_cache = None;
         self.status_cache = None;
+        self.summary_cache = Default::default();
     }
 
     /// The connection went away: drop its requests silently.

@@ -134,6 +134,19 @@ impl Service {
         if let Some(p) = &self.sched_cache {
             return Ok(p.clone());
         }
+        let (all, down, allocated) = self.sched_sets()?;
+        let v = json!({
+            "all": all,
+            "down": down,
+            "allocated": allocated,
+        });
+        let p = Payload::serialised(&v);
+        self.sched_cache = Some(p.clone());
+        Ok(p)
+    }
+
+    /// The `all`, `down` and `allocated` R of `resource.sched-status`.
+    pub(super) fn sched_sets(&self) -> Result<(Value, Value, Value), RpcError> {
         let Some(inv) = &self.state.inventory else {
             return Err(RpcError::new(
                 ENOENT,
@@ -148,14 +161,7 @@ impl Service {
         down_ids.subtract(&self.state.up());
         let mut down = all.copy_ranks(&down_ids);
         down.set_scheduling(None);
-        let v = json!({
-            "all": all.to_json(),
-            "down": down.to_json(),
-            "allocated": Rset::new().to_json(),
-        });
-        let p = Payload::serialised(&v);
-        self.sched_cache = Some(p.clone());
-        Ok(p)
+        Ok((all.to_json(), down.to_json(), Rset::new().to_json()))
     }
 }
 

@@ -56,6 +56,7 @@ macro_rules! bind {
 bind! {
     Status => status_rpc,
     SchedStatus => sched_status_rpc,
+    Summary => summary_rpc,
     Get => get_rpc,
     Drain => drain_rpc,
     Undrain => undrain_rpc,

@@ -31,6 +31,9 @@ pub(super) struct TargetState {
     pub(super) torpid: IdSet,
     /// Targets that left the online set (RFC 28 shrink bookkeeping).
     pub(super) lost: IdSet,
+    /// What `resource.summary`'s list part needs of the inventory
+    /// (built at its first use, dropped with the inventory).
+    pub(super) list_index: std::cell::OnceCell<super::summary::ListIndex>,
 }
 
 impl TargetState {
@@ -45,6 +48,7 @@ impl TargetState {
             online: IdSet::new(),
             torpid: IdSet::new(),
             lost: IdSet::new(),
+            list_index: std::cell::OnceCell::new(),
         }
     }
 
@@ -106,6 +110,7 @@ impl TargetState {
             }
         }
         self.inventory = Some(inv);
+        self.list_index = std::cell::OnceCell::new();
     }
 
     /// The hostlist of some targets (targets without a known host are

@@ -72,6 +72,10 @@ impl Service for Remote {
         Ok(Box::new(Stream::Direct(Box::new(s))))
     }
 
+    fn summary(&mut self, req: &rpc::msg::SummaryRequest) -> Option<Value> {
+        super::service::call::<rpc::catalog::Summary>(self, req).ok()
+    }
+
     /// The journal through the client's resuming follower: a restart or
     /// failover of the service is invisible (no event twice, none missed).
     fn journal(&mut self) -> Result<Box<dyn ReplyStream>, SvcError> {

@@ -82,6 +82,14 @@ pub trait Service {
     fn journal(&mut self) -> Result<Box<dyn ReplyStream>, SvcError> {
         open::<cat::Journal>(self, &Default::default())
     }
+    /// Roster's `resource.summary` (what `status` and `list` print,
+    /// computed by the service), from a service that may offer it; `None`
+    /// when it does not (ENOSYS from a Flux instance or an older Roster,
+    /// any other failure) or is not asked (a scripted test service
+    /// without one).
+    fn summary(&mut self, _req: &msg::SummaryRequest) -> Option<Value> {
+        None
+    }
 }
 
 /// A typed request of the catalogue, one reply.

@@ -5,11 +5,13 @@
 use super::config;
 use super::service::{call, Service, SvcError};
 use super::Ctx;
+use hostlist::Hostlist;
 use idset::IdSet;
 use pycompat::argparse::Namespace;
 use resource_views::{
     allocated_ranks, drain_list_prepare, housekeeping_ranks, list_prepare, no_env, status_prepare,
-    FormatConfig, Level, ListInput, ListOptions, ListView, StatusInput, StatusOptions, Subcommand,
+    CmdOutput, FormatConfig, Level, ListCell, ListCells, ListInput, ListOptions, ListPlan,
+    ListView, StatusInput, StatusOptions, StatusSets, Subcommand,
 };
 use rpc::catalog::{self as cat, Call};
 use rpc::errno::ENOSYS;
@@ -28,6 +30,121 @@ pub fn sched_status(ctx: &Ctx<'_>, svc: &mut dyn Service) -> Result<Value, SvcEr
         }
         r => r,
     }
+}
+
+/// Whether `$FLUX_RESOURCE_LIST_RPC` names the scheduler's view: that
+/// RPC is then asked, not the service's summary.
+fn list_rpc_chosen(ctx: &Ctx<'_>) -> bool {
+    (ctx.env)("FLUX_RESOURCE_LIST_RPC").is_some_and(|t| !t.is_empty())
+}
+
+/// Roster's `resource.summary`: what the views print, computed by the
+/// service.  `None` when the service has no such topic (a Flux instance
+/// or an older Roster: ENOSYS) or it fails: the views then compute from
+/// `resource.status` and `resource.sched-status`, which report errors as
+/// flux does.
+fn summary(svc: &mut dyn Service, list: bool) -> Option<msg::SummaryResponse> {
+    let v = svc.summary(&msg::SummaryRequest { list })?;
+    msg::decode_reply(cat::Summary::TOPIC, &v).ok()
+}
+
+fn status_sets(s: &msg::StatusSummary) -> Option<StatusSets> {
+    let ids = |t: &str| IdSet::parse(t).ok();
+    let drain = s
+        .drain
+        .iter()
+        .map(|g| Some((ids(&g.ranks)?, g.timestamp, g.reason.clone())))
+        .collect::<Option<Vec<_>>>()?;
+    Some(StatusSets {
+        ranks: ids(&s.ranks)?,
+        nodelist: Hostlist::decode(&s.nodelist).ok()?,
+        online: ids(&s.online)?,
+        offline: ids(&s.offline)?,
+        exclude: ids(&s.exclude)?,
+        torpid: ids(&s.torpid)?,
+        allocated: ids(&s.allocated)?,
+        // Roster has no job manager (`job-manager.stats-get` is ENOSYS)
+        housekeeping: IdSet::new(),
+        drain,
+    })
+}
+
+fn list_cells(l: msg::ListSummary, sets: StatusSets) -> Option<ListCells> {
+    let cells = |v: Vec<msg::ListCell>| {
+        v.into_iter()
+            .map(|c| {
+                Some(ListCell {
+                    properties: c.properties,
+                    ranks: IdSet::parse(&c.ranks).ok()?,
+                    nodelist: c.nodelist,
+                    nnodes: c.nnodes,
+                    ncores: c.ncores,
+                    ngpus: c.ngpus,
+                })
+            })
+            .collect::<Option<Vec<_>>>()
+    };
+    Some(ListCells {
+        all: cells(l.all)?,
+        down: cells(l.down)?,
+        allocated: cells(l.allocated)?,
+        up: cells(l.up)?,
+        free: cells(l.free)?,
+        r_ranks: sets.ranks,
+        r_nodelist: sets.nodelist,
+    })
+}
+
+/// `status` and the drain listing from the service's summary, where it
+/// applies.
+fn status_from_summary(
+    plan: &resource_views::StatusPlan,
+    opts: &StatusOptions,
+    ctx: &Ctx<'_>,
+    svc: &mut dyn Service,
+    json: bool,
+) -> Option<CmdOutput> {
+    if !opts.queues.is_empty() || list_rpc_chosen(ctx) {
+        return None;
+    }
+    let s = summary(svc, false)?;
+    let sets = status_sets(s.status.as_ref()?)?;
+    if json {
+        plan.render_json_sets(&sets, ctx.zone)
+    } else {
+        plan.render_sets(&sets, ctx.zone)
+    }
+}
+
+/// `list` and `info` from the service's summary, where it applies: the
+/// exit status, or `None`.
+fn list_from_summary(
+    plan: &ListPlan,
+    json: bool,
+    ctx: &mut Ctx<'_>,
+    svc: &mut dyn Service,
+    view: ListView,
+) -> Option<i32> {
+    if !plan.cells_apply() || list_rpc_chosen(ctx) {
+        return None;
+    }
+    let s = summary(svc, true)?;
+    let sets = status_sets(s.status.as_ref()?)?;
+    let cells = list_cells(s.list?, sets)?;
+    let out = if json {
+        plan.render_json_cells(&cells, ctx.zone)?
+    } else {
+        let cfg = if view == ListView::R {
+            FormatConfig::new(Subcommand::List)
+        } else {
+            match config::load(Subcommand::List, ctx.env) {
+                Ok(c) => c,
+                Err(e) => return Some(ctx.fail(&e)),
+            }
+        };
+        plan.render_cells(&cells, &cfg, ctx.env, ctx.zone)?
+    };
+    Some(ctx.emit(&out))
 }
 
 /// The empty `resource.status` payload flux substitutes for empty input.
@@ -113,6 +230,9 @@ fn status_render(
             Err(e) => return ctx.fail(&e),
         }
     } else {
+        if let Some(out) = status_from_summary(plan, opts, ctx, svc, json) {
+            return ctx.emit(&out);
+        }
         let status = match call::<cat::Status>(svc, &msg::Empty {}) {
             Ok(v) => v,
             Err(e) => return ctx.rpc_fail(&e),
@@ -228,6 +348,12 @@ pub fn list(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service, view: List
         Ok(p) => p.leak_sets(),
         Err(out) => return ctx.emit(&out),
     };
+    let json = ns.flag("json") && view != ListView::R;
+    if !ns.flag("from_stdin") {
+        if let Some(code) = list_from_summary(&plan, json, ctx, svc, view) {
+            return code;
+        }
+    }
     let (sched, config) = if ns.flag("from_stdin") {
         let sched = match read_stdin_json(ctx, false) {
             Ok(v) => v.unwrap_or(Value::Null),
@@ -268,7 +394,7 @@ pub fn list(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service, view: List
         sched_status: &sched,
         config: config.as_ref(),
     };
-    let out = if ns.flag("json") && view != ListView::R {
+    let out = if json {
         plan.render_json(&input, ctx.zone)
     } else {
         plan.render(&input, &cfg, ctx.env, ctx.zone)
