@@ -225,6 +225,56 @@ fn revoked_certificates_are_refused_after_sighup() {
     assert_eq!(site.online(), "0");
 }
 
+/// `roster serve ca renew`: a renewed certificate keeps its name and
+/// role (an admin stays an admin, an agent still joins as its host),
+/// with a new serial number; the key is kept unless `--new-key`; the
+/// CA's own files are refused as `issue` refuses them.
+#[test]
+fn renewed_certificates_keep_their_name_and_role() {
+    let site = site("tls-renew");
+    let pki = site.pki("");
+    let pem = std::fs::read(site.pki("alice.pem")).unwrap();
+    let key = std::fs::read(site.pki("alice.key")).unwrap();
+    let out = ca(&["renew", &pki, "alice", "--days", "30"]);
+    assert!(out.contains("same key, valid 30 day(s)"), "{out}");
+    assert_ne!(std::fs::read(site.pki("alice.pem")).unwrap(), pem);
+    assert_eq!(std::fs::read(site.pki("alice.key")).unwrap(), key);
+    site.client("alice")
+        .rpc(
+            "resource.drain",
+            json!({"targets": "2", "reason": "renewed"}),
+        )
+        .unwrap();
+    let key0 = std::fs::read(site.pki("fake0.key")).unwrap();
+    let out = ca(&["renew", &pki, "fake0", "--new-key", "--days", "2"]);
+    assert!(out.contains("new key"), "{out}");
+    assert_ne!(std::fs::read(site.pki("fake0.key")).unwrap(), key0);
+    let _a0 = site.agent("fake0", "fake0");
+    site.wait_online("0");
+    // the renewed agent certificate is still an agent's: no drain
+    let e = site
+        .client("fake0")
+        .rpc("resource.drain", json!({"targets": "1"}))
+        .unwrap_err();
+    assert!(e.to_string().contains("requires the admin role"), "{e}");
+    let ca_key = std::fs::read(site.pki("ca.key")).unwrap();
+    for name in ["ca", "nobody"] {
+        let o = roster()
+            .args(["serve", "ca", "renew", &pki, name])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&o.stderr);
+        let want = if name == "ca" {
+            "roster serve ca: 'ca' would overwrite the certificate authority's own certificate: choose another name"
+        } else {
+            "no certificate issued to 'nobody' there"
+        };
+        assert!(err.contains(want), "{err}");
+    }
+    assert_eq!(std::fs::read(site.pki("ca.key")).unwrap(), ca_key);
+}
+
 #[test]
 fn verification_self_drain_still_works_for_its_own_rank() {
     let site = site_with("tls-verify", "");
