@@ -29,7 +29,7 @@ fn http_json(addr: &str, method: &str, path: &str, body: Option<&Value>) -> Valu
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i;
         }
-        let n = s.read(&mut byte).expect("read reply head");
+        let n = read_retrying(&mut s, &mut byte).expect("read reply head");
         assert!(n > 0, "connection closed before the reply head");
         buf.extend_from_slice(&byte[..n]);
     };
@@ -41,12 +41,23 @@ fn http_json(addr: &str, method: &str, path: &str, body: Option<&Value>) -> Valu
         .unwrap_or_else(|| panic!("no content-length: {head}"));
     let mut body = buf[head_end + 4..].to_vec();
     while body.len() < len {
-        let n = s.read(&mut byte).expect("read reply body");
+        let n = read_retrying(&mut s, &mut byte).expect("read reply body");
         assert!(n > 0, "connection closed mid-body");
         body.extend_from_slice(&byte[..n]);
     }
     let body = String::from_utf8_lossy(&body[..len]).to_string();
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {head}\n{body}"))
+}
+
+/// `read`, again after EINTR (a signal reaching the test process, e.g.
+/// a child's exit, must not fail a WebDriver call).
+fn read_retrying(s: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match s.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
 }
 
 /// chromedriver plus one headless Chromium session.
