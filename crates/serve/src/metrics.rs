@@ -605,7 +605,8 @@ const INDEX_HTML: &str = include_str!("web/index.html");
 
 /// The `GET` routes: `/metrics`, `/healthz`, `/readyz`, and the web view:
 /// `/` (the page), `/api/status` (`resource.status`, which guests may
-/// read) and `/api/journal` (the `resource.journal` stream, which needs
+/// read), `/api/sched-status` (`resource.sched-status`, the same) and
+/// `/api/journal` (the `resource.journal` stream, which needs
 /// the `user` role as over RPC).  The routes grant at most `guest` and
 /// `user` rights: the listener caps them at the caller's role, so a guest
 /// is refused the journal with EPERM (its page polls `/api/status`
@@ -633,6 +634,15 @@ impl WebHandler for Web {
             "/api/status" => {
                 return Some(WebRoute::Rpc {
                     topic: cat::Status::TOPIC,
+                    streaming: false,
+                    role: rpc::Role::Guest,
+                })
+            }
+            // The scheduler's view (`allocated`): a guest's read, as
+            // over RPC.
+            "/api/sched-status" => {
+                return Some(WebRoute::Rpc {
+                    topic: cat::SchedStatus::TOPIC,
                     streaming: false,
                     role: rpc::Role::Guest,
                 })

@@ -116,6 +116,10 @@ pub struct Service {
     acquire: Acquire,
     /// Agents and their heartbeat timers.
     monitor: Monitor,
+    /// What schedulers say they allocated (`resource.allocated-set`), by
+    /// credential (`Request::who`, else the uid, else the role): kept
+    /// until that credential replaces it, for the life of the service.
+    allocated: BTreeMap<String, IdSet>,
     /// Relay sessions (agents speaking for a subtree).
     relays: Relays,
     /// The fan-out of the relay tree (k-ary over ranks).
@@ -346,6 +350,14 @@ impl Service {
     /// The current assignment of targets to resource groups.
     pub fn group_assignment(&self) -> &[(String, IdSet)] {
         self.acquire.assignment()
+    }
+    /// The targets schedulers say they allocated (`resource.allocated-set`).
+    pub fn allocated(&self) -> IdSet {
+        let mut all = IdSet::new();
+        for ids in self.allocated.values() {
+            all.add(ids);
+        }
+        all
     }
     /// The configured named resource groups.
     pub fn groups(&self) -> &[(String, IdSet)] {
