@@ -816,3 +816,74 @@ fn allocated_set_feeds_sched_status() {
     assert_eq!(e.errnum, EPROTO);
     assert_eq!(h.allocated_ranks(), "");
 }
+
+/// `resource.agent-enrol`: the enrolment role reaches it and nothing
+/// else; a host of R is handed to the shell to sign (`Output::Enrol`,
+/// naming who asked), any other name is refused.
+#[test]
+fn agent_enrol_is_for_hosts_of_r_and_the_enrol_role() {
+    let mut h = start(settings(30.0, 60.0));
+    let enrol = |h: &mut H, host: &str, role: Role| {
+        let req = Request {
+            conn: 70,
+            matchtag: 1,
+            topic: "resource.agent-enrol".into(),
+            payload: json!({"hostname": host, "csr": "PEM"}),
+            streaming: false,
+            role,
+            userid: None,
+            who: Some("token:enrol".into()),
+        };
+        h.input(Input::Request(req))
+    };
+    let out = enrol(&mut h, "fake2", Role::Enrol);
+    let asked: Vec<_> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Enrol {
+                hostname,
+                csr,
+                requester,
+                ..
+            } => Some((hostname.as_str(), csr.as_str(), requester.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, vec![("fake2", "PEM", "token:enrol")]);
+    let out = enrol(&mut h, "nothere", Role::Enrol);
+    let r = replies(
+        &out,
+        ReplyTo {
+            conn: 70,
+            matchtag: 1,
+        },
+    );
+    let e = r[0].clone().unwrap_err();
+    assert_eq!(e.errnum, ENOENT);
+    assert_eq!(
+        e.message(),
+        "agent enrol: unknown host nothere: it is not in the nodelist of R"
+    );
+    // other roles may not enrol; the enrol role may do nothing else
+    for role in [Role::User, Role::Admin, Role::Agent("fake2".into())] {
+        let out = enrol(&mut h, "fake2", role.clone());
+        let r = replies(
+            &out,
+            ReplyTo {
+                conn: 70,
+                matchtag: 1,
+            },
+        );
+        assert_eq!(r[0].clone().unwrap_err().errnum, EPERM, "{role:?}");
+    }
+    for topic in [
+        "resource.status",
+        "resource.sched-status",
+        "resource.agents",
+    ] {
+        let e = h.call_on(71, topic, json!({}), Role::Enrol).unwrap_err();
+        assert_eq!(e.errnum, EPERM, "{topic}");
+    }
+    let (_, r) = h.hello(json!({"hostname": "fake2"}), Role::Enrol);
+    assert_eq!(r.unwrap_err().errnum, EPERM);
+}

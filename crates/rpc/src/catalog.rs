@@ -160,7 +160,7 @@ macro_rules! topics {
     };
 }
 
-use Need::{Admin, Agent, Read, Scheduler, User};
+use Need::{Admin, Agent, Enrol, Read, Scheduler, User};
 use Shape::{One, Stream};
 
 topics! {
@@ -233,6 +233,11 @@ topics! {
     /// heartbeat and agent version (`roster resource show`).
     Agents = Topic::new("resource.agents", User, One).read_only().roster("agents")
         => msg::AgentsRequest, msg::AgentsResponse;
+    /// `resource.agent-enrol {hostname, csr}` (Roster's): the agent
+    /// certificate of a host of R, signed by the service's CA (`[serve]
+    /// enrol-ca`), for the holder of the enrolment token.
+    AgentEnrol = Topic::new("resource.agent-enrol", Enrol, One).roster("agent enrol")
+        => msg::AgentEnrolRequest, msg::AgentEnrolResponse;
     /// A later line of an agent session: a heartbeat (`{}`), or a relay's
     /// batch (`msg::RelayLine`).  One-way: nothing answers it.
     SessionLine = Topic::new("resource.agent-heartbeat", Agent, One).body(1 << 20).roster("relay line")

@@ -367,6 +367,23 @@ pub struct AllocatedSetRequest {
     pub targets: String,
 }
 
+/// `resource.agent-enrol {hostname, csr}` (Roster's): a new agent asks
+/// for its certificate with the enrolment token.  `csr` is a PEM
+/// certificate signing request whose subject common name is `hostname`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentEnrolRequest {
+    pub hostname: String,
+    pub csr: String,
+}
+
+/// The answer to `resource.agent-enrol`: the agent's certificate and the
+/// CA's (both PEM).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentEnrolResponse {
+    pub cert: String,
+    pub ca: String,
+}
+
 /// The longest `version` an agent hello may carry, bytes.
 pub const MAX_AGENT_VERSION: usize = 64;
 

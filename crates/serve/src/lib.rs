@@ -124,6 +124,9 @@ pub struct Plan {
     /// service's certificate and the revocation list are re-read on
     /// SIGHUP.
     pub tls_files: Option<TlsFiles>,
+    /// `[serve] enrol-ca`: the CA directory that signs enrolled agents'
+    /// certificates (`resource.agent-enrol`).
+    pub enrol_ca: Option<PathBuf>,
     /// Where `resource.reload` may read ([`reload::reload_dir`]).
     pub reload_dir: Option<PathBuf>,
     pub monitor_force_up: bool,
@@ -209,10 +212,12 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         let role = match role.as_str() {
             "user" => rpc::Role::User,
             "scheduler" => rpc::Role::Scheduler,
+            "enrol" => rpc::Role::Enrol,
             _ => rpc::Role::Admin,
         };
         role_tokens.push((role, read_token(path)?));
     }
+    let enrol_ca = enrol_ca(serve.enrol_ca.clone(), &role_tokens)?;
     let tls_key = opts.tls_key.clone().or(serve.tls_key);
     if let Some(k) = &tls_key {
         modes::private("TLS key", k)?;
@@ -235,6 +240,7 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         role_tokens,
         tls,
         tls_files,
+        enrol_ca,
         monitor_force_up: opts.monitor_force_up || serve.monitor_force_up,
         parent_r: opts.parent_r.clone().or(serve.parent_r),
         limits: limits_of(&serve.limits),
@@ -281,6 +287,34 @@ pub fn validate(plan: &Plan) -> Result<(), ServeError> {
     }
     transport::check_listen(&plan.listen, &listen_options(plan))?;
     Ok(())
+}
+
+/// `[serve] enrol-ca`, checked: a directory holding `ca.pem` and a
+/// private `ca.key`.  The enrolment token needs it, and it needs the
+/// token (else nobody but the owner could enrol).
+fn enrol_ca(
+    dir: Option<PathBuf>,
+    role_tokens: &[(rpc::Role, String)],
+) -> Result<Option<PathBuf>, ServeError> {
+    let token = role_tokens.iter().any(|(r, _)| *r == rpc::Role::Enrol);
+    let Some(dir) = dir else {
+        if token {
+            return Err(ServeError::Tls(
+                "[serve.auth] enrol-token-file is set but [serve] enrol-ca is not (the CA directory that signs enrolled agents)".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    for f in [tls::ca::CA_CERT, tls::ca::CA_KEY] {
+        if !dir.join(f).is_file() {
+            return Err(ServeError::Tls(format!(
+                "enrol-ca {}: no {f} there (roster serve ca init makes a CA)",
+                dir.display()
+            )));
+        }
+    }
+    modes::private("CA key", &dir.join(tls::ca::CA_KEY))?;
+    Ok(Some(dir))
 }
 
 /// The TLS files of the `tls://` listeners: what SIGHUP reads again, and
@@ -637,6 +671,7 @@ pub fn prepare_on(
     // the older events it summarises).
     let mut shell = service_loop::Shell::new(core, dir, plan.config_path.clone());
     shell.set_reload_dir(plan.reload_dir.clone());
+    shell.set_enrol_ca(plan.enrol_ca.clone());
     shell.set_replayed(replayed);
     shell.persist(&out)?;
     Ok((shell, out))

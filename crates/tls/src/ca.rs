@@ -119,7 +119,12 @@ fn random_serial() -> Result<SerialNumber, CaError> {
 
 /// Write `data` to `path` (mode `mode`) through a temporary file and a
 /// rename, so a reader never sees half a key.
-fn write_file(path: &Path, data: &[u8], mode: u32, exclusive: bool) -> Result<(), CaError> {
+pub(crate) fn write_file(
+    path: &Path,
+    data: &[u8],
+    mode: u32,
+    exclusive: bool,
+) -> Result<(), CaError> {
     if exclusive && path.exists() {
         return Err(CaError::Exists(path.to_path_buf()));
     }
@@ -235,7 +240,7 @@ pub(crate) fn load_ca(ca_dir: &Path) -> Result<(rcgen::Certificate, KeyPair), Ca
 
 /// A usable file name, and (when certificates are written to the CA's
 /// own directory) not one of the CA's files.
-fn check_name(name: &str, same_dir: bool) -> Result<(), CaError> {
+pub(crate) fn check_name(name: &str, same_dir: bool) -> Result<(), CaError> {
     if name.is_empty() || name.contains('/') || name.starts_with('.') {
         return Err(CaError::Name(
             name.to_string(),
@@ -299,31 +304,7 @@ pub fn issue_opts(
     private_dir(out_dir)?;
     let mut out = Vec::with_capacity(names.len());
     for name in names {
-        let mut sans: Vec<String> = vec![name.clone()];
-        sans.extend(extra_sans.iter().filter(|s| *s != name).cloned());
-        let mut params =
-            CertificateParams::new(sans).map_err(|e| CaError::Name(name.clone(), e.to_string()))?;
-        // An IP address first makes CN the name an agent is known by.
-        params
-            .subject_alt_names
-            .sort_by_key(|s| !matches!(s, SanType::DnsName(_)));
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, name.as_str());
-        dn.push(DnType::OrganizationalUnitName, role);
-        params.distinguished_name = dn;
-        params.is_ca = IsCa::ExplicitNoCa;
-        // ECDSA keys sign (the TLS handshake): digitalSignature only.
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        if SERVING_ROLES.contains(&role) {
-            params
-                .extended_key_usages
-                .push(ExtendedKeyUsagePurpose::ServerAuth);
-        }
-        params.use_authority_key_identifier_extension = true;
-        params.not_before = validity.not_before.into();
-        params.not_after = validity.not_after.into();
-        params.serial_number = Some(random_serial()?);
+        let params = leaf_params(name, role, extra_sans, validity)?;
         let key = KeyPair::generate().map_err(gen)?;
         let cert = params.signed_by(&key, &ca, &ca_key).map_err(gen)?;
         let cert_path = out_dir.join(format!("{name}.pem"));
@@ -337,6 +318,69 @@ pub fn issue_opts(
         });
     }
     Ok(out)
+}
+
+/// The certificate `issue` makes for `name` (without its key): subject
+/// `CN=NAME, OU=ROLE`, the names, key usages, validity and a new serial.
+fn leaf_params(
+    name: &str,
+    role: &str,
+    extra_sans: &[String],
+    validity: Validity,
+) -> Result<CertificateParams, CaError> {
+    let mut sans: Vec<String> = vec![name.to_string()];
+    sans.extend(extra_sans.iter().filter(|s| *s != name).cloned());
+    let mut params =
+        CertificateParams::new(sans).map_err(|e| CaError::Name(name.to_string(), e.to_string()))?;
+    // An IP address first makes CN the name an agent is known by.
+    params
+        .subject_alt_names
+        .sort_by_key(|s| !matches!(s, SanType::DnsName(_)));
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, name);
+    dn.push(DnType::OrganizationalUnitName, role);
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::ExplicitNoCa;
+    // ECDSA keys sign (the TLS handshake): digitalSignature only.
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    if SERVING_ROLES.contains(&role) {
+        params
+            .extended_key_usages
+            .push(ExtendedKeyUsagePurpose::ServerAuth);
+    }
+    params.use_authority_key_identifier_extension = true;
+    params.not_before = validity.not_before.into();
+    params.not_after = validity.not_after.into();
+    params.serial_number = Some(random_serial()?);
+    Ok(params)
+}
+
+/// Sign the certificate `issue` would make for `name` over a public key
+/// the CA never saw the private half of (a signing request's): its PEM
+/// and serial number (hexadecimal).
+pub(crate) fn sign_public_key(
+    ca_dir: &Path,
+    name: &str,
+    role: &str,
+    extra_sans: &[String],
+    validity: Validity,
+    public_key: rcgen::PublicKey,
+) -> Result<(String, String), CaError> {
+    if !ROLES.contains(&role) {
+        return Err(CaError::Role(role.to_string()));
+    }
+    let params = leaf_params(name, role, extra_sans, validity)?;
+    let serial = params
+        .serial_number
+        .as_ref()
+        .map(|s| hex(s.as_ref()))
+        .unwrap_or_default();
+    let (ca, ca_key) = load_ca(ca_dir)?;
+    let cert = rcgen::CertificateSigningRequestParams { params, public_key }
+        .signed_by(&ca, &ca_key)
+        .map_err(gen)?;
+    Ok((cert.pem(), serial))
 }
 
 /// What [`renew`] did.

@@ -16,6 +16,7 @@
 //! * [`ca`]: the certificate authority helper behind `roster serve ca`.
 
 pub mod ca;
+pub mod enrol;
 mod roles;
 pub mod served;
 pub mod verify;

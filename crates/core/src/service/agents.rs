@@ -186,6 +186,44 @@ impl Service {
         Ok(Some(msg::encode(&resp).into()))
     }
 
+    /// `resource.agent-enrol {hostname, csr}`: the host must be one of R
+    /// (an enrolment token obtains no certificate for any other name);
+    /// the shell checks the request against the name, signs it with its
+    /// CA (or refuses: no CA, enrolled already) and answers.
+    pub(super) fn agent_enrol(
+        &mut self,
+        _now: f64,
+        req: &Request,
+        body: msg::AgentEnrolRequest,
+        out: &mut Vec<Output>,
+    ) -> Handled {
+        let host = body.hostname.as_str();
+        if host.is_empty() {
+            return Err(RpcError::new(
+                EPROTO,
+                "agent enrol: hostname (a non-empty string) is required",
+            ));
+        }
+        if !self.state.host_ranks.contains_key(host) {
+            let msg = format!("agent enrol: unknown host {host}: it is not in the nodelist of R");
+            out.push(Output::Log {
+                level: Level::Warn,
+                msg: format!(
+                    "refused an enrolment by {}: {msg}",
+                    super::drain::requester(req)
+                ),
+            });
+            return Err(RpcError::new(ENOENT, msg));
+        }
+        out.push(Output::Enrol {
+            to: req.reply_to(),
+            hostname: host.to_string(),
+            csr: body.csr,
+            requester: super::drain::requester(req),
+        });
+        Ok(None)
+    }
+
     /// After a welcome (agent or relay): what the node reported is its
     /// share of R while R is discovered, else it is verified, and a node
     /// drained for it is told why on its stream `to`.

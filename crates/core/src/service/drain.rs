@@ -8,7 +8,7 @@ use crate::journal::REQUESTER;
 
 /// Who asked: what the transport or shell named, else the uid, else the
 /// role (recorded under [`REQUESTER`] and logged).
-fn requester(req: &Request) -> String {
+pub(super) fn requester(req: &Request) -> String {
     match (&req.who, req.userid) {
         (Some(who), _) => who.to_string(),
         (None, Some(uid)) => format!("uid {uid}"),

@@ -194,11 +194,7 @@ impl Service {
                 return Err(RpcError::new(EINVAL, "idset is out of range"));
             }
         }
-        let key = match (&req.who, req.userid) {
-            (Some(w), _) => w.to_string(),
-            (None, Some(uid)) => format!("uid {uid}"),
-            (None, None) => format!("role {:?}", req.role),
-        };
+        let key = super::drain::requester(req);
         let changed = if ids.is_empty() {
             self.allocated.remove(&key).is_some()
         } else {

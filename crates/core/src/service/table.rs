@@ -74,6 +74,7 @@ bind! {
     AllocatedSet => allocated_set,
     AgentHello => agent_hello,
     Agents => agents_rpc,
+    AgentEnrol => agent_enrol,
     AttrGet => attr_get,
     ConfigGet => config_get,
 }
