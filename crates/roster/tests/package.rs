@@ -105,7 +105,10 @@ fn the_package_holds_what_an_admin_needs() {
             .and_then(|r| r.split(')').next())
             .unwrap_or_else(|| panic!("no libc6 dependency: {info}"));
         let v: Vec<u32> = need.split('.').filter_map(|p| p.parse().ok()).collect();
-        assert!(v.as_slice() <= [2, 31].as_slice(), "needs glibc {need}: {info}");
+        assert!(
+            v.as_slice() <= [2, 31].as_slice(),
+            "needs glibc {need}: {info}"
+        );
     }
     assert!(
         info.contains("conffiles") && info.contains("postinst"),
