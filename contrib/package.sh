@@ -14,8 +14,18 @@
 # Needs: cargo, protoc (Debian protobuf-compiler: the etcd client's
 # build), dpkg-deb, strip (binutils), gzip.  CARGO_TARGET_DIR is honoured
 # for the build; the package is always written under the checkout's
-# target/package.  The binary needs the glibc it was built against (or
-# newer): build on the oldest release you deploy to.
+# target/package.
+#
+# glibc: a binary needs the glibc it was linked against, or newer.  With
+# cargo-zigbuild on the PATH (pip install ziglang cargo-zigbuild) the
+# binary is linked against glibc $ROSTER_GLIBC (default 2.31: Debian 11,
+# Ubuntu 20.04) whatever the build host has, and the script checks that
+# no newer symbol version slipped in; without it (or with ROSTER_GLIBC=)
+# it is linked against the build host's glibc (Debian 12's binary needs
+# 2.34), so build on the oldest release you deploy to.  The static musl
+# target is not used: its Rust standard library is a rustup component
+# (rustup target add x86_64-unknown-linux-musl) an offline build host may
+# not have.  The package's Depends names the glibc the binary needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -32,9 +42,25 @@ arch=$(dpkg --print-architecture)
 [[ -n $version ]] || { echo "contrib/package.sh: no version in Cargo.toml [workspace.package]" >&2; exit 1; }
 
 target=${CARGO_TARGET_DIR:-$repo/target}
-echo "contrib/package.sh: cargo build --release --features etcd" >&2
-cargo build --release --locked -p roster --features roster/etcd
-bin=$target/release/roster
+glibc_want=${ROSTER_GLIBC-2.31}
+if [[ -n $glibc_want ]] && command -v cargo-zigbuild >/dev/null; then
+    triple=$(rustc -vV | sed -n 's/^host: //p')
+    echo "contrib/package.sh: cargo zigbuild --release --features etcd --target $triple.$glibc_want" >&2
+    cargo zigbuild --release --locked -p roster --features roster/etcd --target "$triple.$glibc_want"
+    bin=$target/$triple/release/roster
+    newest=$(objdump -T "$bin" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
+    if [[ $(printf '%s\n%s\n' "$newest" "$glibc_want" | sort -V | tail -1) != "$glibc_want" ]]; then
+        echo "contrib/package.sh: $bin needs GLIBC_$newest, newer than $glibc_want" >&2
+        exit 1
+    fi
+else
+    if [[ -n $glibc_want ]]; then
+        echo "contrib/package.sh: cargo-zigbuild not found: linking against this host's glibc (the package then needs it or newer)" >&2
+    fi
+    echo "contrib/package.sh: cargo build --release --features etcd" >&2
+    cargo build --release --locked -p roster --features roster/etcd
+    bin=$target/release/roster
+fi
 
 out=$repo/target/package
 root=$out/roster_${version}_${arch}

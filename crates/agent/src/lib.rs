@@ -107,6 +107,7 @@ impl AgentConfig {
             r: self.r.clone(),
             rank: self.rank,
             relay: false,
+            version: Some(env!("CARGO_PKG_VERSION").to_string()),
         }
     }
 }

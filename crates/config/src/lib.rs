@@ -59,6 +59,7 @@
 //! | `tls-client-ca` | string | CA certificate (PEM) that signs client certificates; without it TLS clients need a token |
 //! | `tls-crl` | string | revocation list(s) (PEM CRLs, `roster serve ca revoke` writes one) checked at every TLS handshake; re-read on SIGHUP; needs `tls-client-ca` |
 //! | `reload-dir` | string | the directory `resource.reload` may read files from (default: the directory of `[resource] path`) |
+//! | `enrol-ca` | string | the CA directory (`ca.pem`, `ca.key`) that signs the certificates of agents enrolled with `[serve.auth] enrol-token-file` |
 //!
 //! # `[serve.auth]` keys (roles of TLS clients)
 //!
@@ -284,6 +285,9 @@ pub struct ServeConfig {
     pub tls_crl: Option<PathBuf>,
     /// `reload-dir`.
     pub reload_dir: Option<PathBuf>,
+    /// `enrol-ca`: the CA directory (ca.pem, ca.key) that signs agents
+    /// enrolled with the enrolment token.
+    pub enrol_ca: Option<PathBuf>,
     /// `[serve.auth]`.
     pub auth: AuthConfig,
     /// `backend` and the `etcd-*` keys: where the state lives.
@@ -667,6 +671,7 @@ const SERVE_KEYS: &[&str] = &[
     "tls-client-ca",
     "tls-crl",
     "reload-dir",
+    "enrol-ca",
     "auth",
     "max-connections",
     "max-connections-per-peer",
@@ -732,6 +737,7 @@ const AUTH_TOKEN_KEYS: &[&str] = &[
     "user-token-file",
     "scheduler-token-file",
     "admin-token-file",
+    "enrol-token-file",
 ];
 
 fn parse_auth(t: &TableCtx) -> Result<AuthConfig, ConfigError> {
@@ -813,6 +819,7 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
     s.tls_client_ca = t.string("tls-client-ca")?.map(PathBuf::from);
     s.tls_crl = t.string("tls-crl")?.map(PathBuf::from);
     s.reload_dir = t.string("reload-dir")?.map(PathBuf::from);
+    s.enrol_ca = t.string("enrol-ca")?.map(PathBuf::from);
     match t.table.get("auth") {
         None => {}
         Some(toml::Value::Table(auth)) => {

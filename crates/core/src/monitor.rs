@@ -74,6 +74,20 @@ pub struct Monitor {
     torpid_changes: BTreeMap<u32, bool>,
     /// No timer can fire before this time.
     next_check: f64,
+    /// rank → when its last agent was last heard from, and the version
+    /// its hello said (kept after the agent leaves; one entry per rank
+    /// an agent ever held).
+    seen: HashMap<u32, Seen>,
+}
+
+/// What is known of the last agent of a rank.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Seen {
+    /// Monotonic seconds (`None`: a relay's rank, timed by the relays).
+    pub last: Option<f64>,
+    pub version: Option<std::sync::Arc<str>>,
+    /// An agent holds the rank now.
+    pub connected: bool,
 }
 
 fn ids_where(m: &BTreeMap<u32, bool>, want: bool) -> IdSet {
@@ -103,7 +117,24 @@ impl Monitor {
             online_changes: BTreeMap::new(),
             torpid_changes: BTreeMap::new(),
             next_check: f64::INFINITY,
+            seen: HashMap::new(),
         }
+    }
+
+    /// What is known of `rank`'s agent (its last heartbeat, live or
+    /// not), if an agent ever held it.
+    pub fn seen(&self, rank: u32) -> Option<Seen> {
+        let mut s = self.seen.get(&rank)?.clone();
+        if let Some(a) = self.owner(rank).and_then(|c| self.agents.get(&c)) {
+            s.last = Some(a.last);
+            s.connected = true;
+        }
+        Some(s)
+    }
+
+    /// The version the agent of `rank` said in its hello.
+    pub fn set_version(&mut self, rank: u32, version: Option<std::sync::Arc<str>>) {
+        self.seen.entry(rank).or_default().version = version;
     }
 
     pub fn torpid_max(&self) -> f64 {
@@ -176,6 +207,7 @@ impl Monitor {
             },
         );
         self.owners.insert(rank, stream.conn);
+        self.seen.entry(rank).or_default().last = Some(now);
         self.online_changes.insert(rank, true);
         if let Some(t) = self.first_deadline(now, false) {
             self.next_check = self.next_check.min(t);
@@ -207,6 +239,9 @@ impl Monitor {
     fn forget(&mut self, a: &Agent) {
         if self.owners.get(&a.rank) == Some(&a.stream.conn) {
             self.owners.remove(&a.rank);
+            let s = self.seen.entry(a.rank).or_default();
+            s.last = Some(s.last.map_or(a.last, |l| l.max(a.last)));
+            s.connected = false;
         }
         self.online_changes.insert(a.rank, false);
         if a.torpid {

@@ -140,6 +140,28 @@ impl Relays {
         &self.claimed
     }
 
+    /// The ranks of `targets` relays speak for now, with when each was
+    /// last heard of (monotonic seconds) and the relay's own rank: one
+    /// entry per cohort met, O(sessions × cohorts) range operations.
+    pub fn heard_of(&self, targets: &IdSet) -> Vec<(u32, f64, IdSet)> {
+        let mut out = Vec::new();
+        if !self.claimed.intersects(targets) {
+            return out;
+        }
+        for s in self.sessions.values() {
+            if !s.owned.intersects(targets) {
+                continue;
+            }
+            for (t, ids) in &s.cohorts {
+                let mine = ids.intersection(targets);
+                if !mine.is_empty() {
+                    out.push((s.rank, *t, mine));
+                }
+            }
+        }
+        out
+    }
+
     pub fn session(&self, conn: ConnId) -> Option<&RelaySession> {
         self.sessions.get(&conn)
     }

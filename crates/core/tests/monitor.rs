@@ -625,3 +625,253 @@ fn dynamic_discovery_assembles_r_from_the_agents() {
         .unwrap();
     assert_eq!(h.svc.drained().encode(), "0");
 }
+
+impl H {
+    fn agents(&mut self, payload: Value, role: Role) -> Result<Value, RpcError> {
+        let conn = self.next_conn;
+        self.next_conn += 1;
+        let req = Request {
+            conn,
+            matchtag: 1,
+            topic: "resource.agents".into(),
+            payload,
+            streaming: false,
+            role,
+            userid: None,
+            who: None,
+        };
+        let out = self.input(Input::Request(req));
+        replies(&out, ReplyTo { conn, matchtag: 1 })
+            .into_iter()
+            .next()
+            .expect("a reply")
+    }
+}
+
+/// `resource.agents`: each rank's last heartbeat on the service's clock
+/// (kept after the agent leaves) and the version its hello said.
+#[test]
+fn agents_report_last_heartbeat_and_version() {
+    let mut h = start(settings(30.0, 60.0));
+    let (c0, r) = h.hello(
+        json!({"hostname": "fake0", "version": "1.2.3"}),
+        Role::Owner,
+    );
+    assert_eq!(r.unwrap()["rank"], 0);
+    let (c1, _) = h.join("fake1");
+    h.advance(5.0);
+    assert!(h.heartbeat(c0, 2).is_ok());
+    h.advance(3.0);
+    let v = h.agents(json!({}), Role::User).unwrap();
+    assert_eq!(
+        v,
+        json!({"agents": [
+            {"rank": 0, "heartbeat": 1005.0, "version": "1.2.3", "connected": true},
+            {"rank": 1, "heartbeat": 1000.0, "version": null, "connected": true},
+        ]})
+    );
+    // gone: the last heartbeat stays, not connected
+    h.input(Input::Disconnect(c1));
+    h.advance(1.0);
+    let v = h.agents(json!({"targets": "1-2"}), Role::User).unwrap();
+    assert_eq!(
+        v,
+        json!({"agents": [
+            {"rank": 1, "heartbeat": 1000.0, "version": null, "connected": false},
+        ]})
+    );
+    let _ = c0;
+    // a version that is not a short printable text is refused
+    let long = "x".repeat(65);
+    for bad in [json!(long), json!("1.0\n"), json!(3)] {
+        let (_, r) = h.hello(json!({"hostname": "fake2", "version": bad}), Role::Owner);
+        assert_eq!(r.unwrap_err().errnum, EPROTO, "{bad}");
+    }
+    // guests may not read it; a bad idset is the request's error
+    let e = h.agents(json!({}), Role::Guest).unwrap_err();
+    assert_eq!(e.errnum, EPERM);
+    let e = h.agents(json!({"targets": "x"}), Role::User).unwrap_err();
+    assert_eq!(e.errnum, EPROTO);
+    assert!(e.message().starts_with("agents: "), "{}", e.message());
+}
+
+impl H {
+    fn call_on(
+        &mut self,
+        conn: u64,
+        topic: &str,
+        payload: Value,
+        role: Role,
+    ) -> Result<Value, RpcError> {
+        let req = Request {
+            conn,
+            matchtag: 7,
+            topic: topic.into(),
+            payload,
+            streaming: false,
+            role,
+            userid: None,
+            // one credential per connection number below 100
+            who: (conn < 100).then(|| format!("cert:sched{conn}").into()),
+        };
+        let out = self.input(Input::Request(req));
+        replies(&out, ReplyTo { conn, matchtag: 7 })
+            .into_iter()
+            .next()
+            .expect("a reply")
+    }
+
+    fn allocated_ranks(&mut self) -> String {
+        let v = self
+            .call_on(900, "resource.sched-status", json!({}), Role::Guest)
+            .unwrap();
+        let r = rset::Rset::from_json(&v["allocated"]).unwrap();
+        r.ranks().encode()
+    }
+}
+
+/// `resource.allocated-set`: a scheduler's allocation shows in
+/// `sched-status` (the union of every credential's), replaced by the same
+/// credential's next call, kept when its connection closes; only a
+/// scheduler may say it.
+#[test]
+fn allocated_set_feeds_sched_status() {
+    let mut h = start(settings(30.0, 60.0));
+    assert_eq!(h.allocated_ranks(), "");
+    h.call_on(
+        50,
+        "resource.allocated-set",
+        json!({"targets": "1-2"}),
+        Role::Scheduler,
+    )
+    .unwrap();
+    assert_eq!(h.allocated_ranks(), "1-2");
+    h.call_on(
+        51,
+        "resource.allocated-set",
+        json!({"targets": "fake0"}),
+        Role::Scheduler,
+    )
+    .unwrap();
+    assert_eq!(h.allocated_ranks(), "0-2");
+    h.call_on(
+        50,
+        "resource.allocated-set",
+        json!({"targets": "2"}),
+        Role::Scheduler,
+    )
+    .unwrap();
+    assert_eq!(h.allocated_ranks(), "0,2");
+    h.input(Input::Disconnect(51));
+    assert_eq!(h.allocated_ranks(), "0,2");
+    h.call_on(
+        51,
+        "resource.allocated-set",
+        json!({"targets": ""}),
+        Role::Scheduler,
+    )
+    .unwrap();
+    assert_eq!(h.allocated_ranks(), "2");
+    h.call_on(
+        50,
+        "resource.allocated-set",
+        json!({"targets": ""}),
+        Role::Scheduler,
+    )
+    .unwrap();
+    assert_eq!(h.allocated_ranks(), "");
+    let e = h
+        .call_on(
+            52,
+            "resource.allocated-set",
+            json!({"targets": "1"}),
+            Role::User,
+        )
+        .unwrap_err();
+    assert_eq!(e.errnum, EPERM);
+    let e = h
+        .call_on(
+            52,
+            "resource.allocated-set",
+            json!({"targets": "9"}),
+            Role::Owner,
+        )
+        .unwrap_err();
+    assert_eq!(e.errnum, EINVAL);
+    let e = h
+        .call_on(52, "resource.allocated-set", json!({}), Role::Owner)
+        .unwrap_err();
+    assert_eq!(e.errnum, EPROTO);
+    assert_eq!(h.allocated_ranks(), "");
+}
+
+/// `resource.agent-enrol`: the enrolment role reaches it and nothing
+/// else; a host of R is handed to the shell to sign (`Output::Enrol`,
+/// naming who asked), any other name is refused.
+#[test]
+fn agent_enrol_is_for_hosts_of_r_and_the_enrol_role() {
+    let mut h = start(settings(30.0, 60.0));
+    let enrol = |h: &mut H, host: &str, role: Role| {
+        let req = Request {
+            conn: 70,
+            matchtag: 1,
+            topic: "resource.agent-enrol".into(),
+            payload: json!({"hostname": host, "csr": "PEM"}),
+            streaming: false,
+            role,
+            userid: None,
+            who: Some("token:enrol".into()),
+        };
+        h.input(Input::Request(req))
+    };
+    let out = enrol(&mut h, "fake2", Role::Enrol);
+    let asked: Vec<_> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Enrol {
+                hostname,
+                csr,
+                requester,
+                ..
+            } => Some((hostname.as_str(), csr.as_str(), requester.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, vec![("fake2", "PEM", "token:enrol")]);
+    let out = enrol(&mut h, "nothere", Role::Enrol);
+    let r = replies(
+        &out,
+        ReplyTo {
+            conn: 70,
+            matchtag: 1,
+        },
+    );
+    let e = r[0].clone().unwrap_err();
+    assert_eq!(e.errnum, ENOENT);
+    assert_eq!(
+        e.message(),
+        "agent enrol: unknown host nothere: it is not in the nodelist of R"
+    );
+    // other roles may not enrol; the enrol role may do nothing else
+    for role in [Role::User, Role::Admin, Role::Agent("fake2".into())] {
+        let out = enrol(&mut h, "fake2", role.clone());
+        let r = replies(
+            &out,
+            ReplyTo {
+                conn: 70,
+                matchtag: 1,
+            },
+        );
+        assert_eq!(r[0].clone().unwrap_err().errnum, EPERM, "{role:?}");
+    }
+    for topic in [
+        "resource.status",
+        "resource.sched-status",
+        "resource.agents",
+    ] {
+        let e = h.call_on(71, topic, json!({}), Role::Enrol).unwrap_err();
+        assert_eq!(e.errnum, EPERM, "{topic}");
+    }
+    let (_, r) = h.hello(json!({"hostname": "fake2"}), Role::Enrol);
+    assert_eq!(r.unwrap_err().errnum, EPERM);
+}

@@ -412,3 +412,36 @@ fn the_relays_torpid_idset_marks_ranks_torpid_and_lively() {
         "relay line: torpid: invalid type: integer `3`, expected an idset string"
     );
 }
+
+/// `resource.agents` for a relay's children: the time the relay last
+/// said they were lively, and the relay that speaks for them; the
+/// relay's own rank has its version.
+#[test]
+fn agents_names_the_relay_and_its_last_lively_line() {
+    let mut h = start(7, 2, 30.0, 60.0);
+    let (conn, _) = h.hello(json!({"hostname": "sim1", "relay": true, "version": "9.9"}));
+    let a = h.line(conn, json!({"hello": [{"ranks": "3-4", "cores": "0-3"}]}));
+    assert_eq!(a, vec![Ok(json!({"accepted": "3-4"}))]);
+    h.advance(2.0);
+    h.line(conn, json!({"lively": "4"}));
+    h.advance(1.0);
+    let out = h.input(Input::Request(Request {
+        conn: 99,
+        matchtag: 1,
+        topic: "resource.agents".into(),
+        payload: json!({"targets": "0-4"}),
+        streaming: false,
+        role: Role::User,
+        userid: None,
+        who: None,
+    }));
+    let v = replies(&out, stream(99)).remove(0).unwrap();
+    assert_eq!(
+        v,
+        json!({"agents": [
+            {"rank": 1, "heartbeat": 1002.0, "version": "9.9", "connected": true},
+            {"rank": 3, "heartbeat": 1000.0, "version": null, "via": "sim1", "connected": true},
+            {"rank": 4, "heartbeat": 1002.0, "version": null, "via": "sim1", "connected": true},
+        ]})
+    );
+}

@@ -101,7 +101,7 @@ impl H {
 }
 
 /// The status part as a client computes it from `resource.status`.
-fn status_from_reply(st: &Value) -> StatusSummary {
+fn status_from_reply(st: &Value, ss: &Value) -> StatusSummary {
     let r = RSummary::from_json(&st["R"]).expect("R");
     let drain = st["drain"]
         .as_object()
@@ -121,19 +121,26 @@ fn status_from_reply(st: &Value) -> StatusSummary {
         offline: s("offline"),
         exclude: s("exclude"),
         torpid: s("torpid"),
-        allocated: String::new(),
+        allocated: Rset::from_json(&ss["allocated"])
+            .expect("allocated")
+            .ranks()
+            .encode(),
         drain,
     }
 }
 
 /// The list part as `flux resource list` computes it from
-/// `resource.sched-status` (Roster allocates nothing).
+/// `resource.sched-status` (what `resource.allocated-set` said is
+/// `allocated`).
 fn list_from_reply(ss: &Value) -> ListSummary {
     let read = |k: &str| Rset::from_json(&ss[k]).expect("R");
     let (all, down, allocated) = (read("all"), read("down"), read("allocated"));
-    assert!(allocated.is_empty());
     let up = all.copy_diff(&down).expect("up");
-    let free = all.copy_diff_copy(&down).expect("free");
+    let free = if allocated.is_empty() {
+        all.copy_diff_copy(&down).expect("free")
+    } else {
+        up.copy_diff(&allocated).expect("free")
+    };
     let cells = |r: &Rset| -> Vec<ListCell> {
         r.split_by_properties()
             .expect("split")
@@ -156,7 +163,7 @@ fn list_from_reply(ss: &Value) -> ListSummary {
     ListSummary {
         all: cells(&all),
         down: cells(&down),
-        allocated: Vec::new(),
+        allocated: cells(&allocated),
         up: cells(&up),
         free: cells(&free),
     }
@@ -167,6 +174,8 @@ enum Op {
     Drain(Vec<u32>, u8, u8),
     Undrain(Vec<u32>, u8),
     Up(Vec<u32>),
+    /// A scheduler's `resource.allocated-set`.
+    Allocate(Vec<u32>),
     Down(Vec<u32>),
 }
 
@@ -180,6 +189,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (ranks(), 0u8..3).prop_map(|(r, mode)| Op::Undrain(r, mode)),
         1 => ranks().prop_map(Op::Up),
         1 => ranks().prop_map(Op::Down),
+        1 => ranks().prop_map(Op::Allocate),
     ]
 }
 
@@ -215,6 +225,7 @@ fn apply(h: &mut H, op: &Op) {
         }
         Op::Up(r) => h.rpc("resource.monitor-force-up", json!({"ranks": idset(r)})),
         Op::Down(r) => h.rpc("resource.monitor-force-down", json!({"ranks": idset(r)})),
+        Op::Allocate(r) => h.rpc("resource.allocated-set", json!({"targets": idset(r)})),
     };
 }
 
@@ -238,7 +249,7 @@ proptest! {
             prop_assert_eq!(&kept, &fresh, "after {:?}", op);
             let st = h.rpc("resource.status", json!({})).expect("status");
             let ss = h.rpc("resource.sched-status", json!({})).expect("sched-status");
-            prop_assert_eq!(kept.status.as_ref(), Some(&status_from_reply(&st)), "after {:?}", op);
+            prop_assert_eq!(kept.status.as_ref(), Some(&status_from_reply(&st, &ss)), "after {:?}", op);
             prop_assert_eq!(kept.list.as_ref(), Some(&list_from_reply(&ss)), "after {:?}", op);
             // Without the list part, the same status part.
             let v = h.rpc("resource.summary", json!({})).expect("summary");

@@ -55,6 +55,102 @@ fn daemon_with_tcp(s: &Scratch, nodes: u32) -> (Daemon, String) {
     start_with_tcp(s, &fake_config(nodes, ""))
 }
 
+/// A daemon with a `tls://` listener (its certificate valid 40 days, the
+/// CA 3650, the revocation list's next update in 20) and a loopback
+/// `tcp://` one to scrape.
+fn daemon_with_tls(s: &Scratch, nodes: u32) -> (Daemon, String, u16) {
+    let pki = s.path("pki");
+    let pki = pki.to_str().unwrap();
+    let port = free_port();
+    ca(&["init", pki]);
+    ca(&["issue", pki, "localhost", "--role", "owner", "--days", "40"]);
+    ca(&["issue", pki, "gone"]);
+    ca(&["revoke", pki, "gone", "--days", "20"]);
+    let config = format!(
+        "{}[serve]\ntls-cert = \"{pki}/localhost.pem\"\ntls-key = \"{pki}/localhost.key\"\n\
+         tls-client-ca = \"{pki}/ca.pem\"\ntls-crl = \"{pki}/ca.crl\"\n\
+         listen = [\"tls://127.0.0.1:{port}\"]\n",
+        fake_config(nodes, ""),
+    );
+    let (d, addr) = daemon_with_tcp_config(s, &config);
+    (d, addr, port)
+}
+
+/// Days from now to the value of `key` (a timestamp) in `text`.
+fn days_left(text: &str, key: &str) -> Option<f64> {
+    let at = value(text, key)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    Some((at - now) as f64 / 86_400.0)
+}
+
+/// `roster_tls_expiry_timestamp_seconds` names the service's certificate,
+/// the client CA and the revocation list in force; after `ca renew` of
+/// the service's certificate and SIGHUP it shows the new date (the
+/// certificate served is the new one: a client sees its serial).
+#[test]
+fn tls_expiry_metric_follows_a_renewal_on_sighup() {
+    let s = Scratch::new("metrics-tls");
+    let (d, addr, port) = daemon_with_tls(&s, 2);
+    let (_, text) = http_get(&addr, "/metrics");
+    let cert = "roster_tls_expiry_timestamp_seconds{kind=\"certificate\",name=\"localhost\"} ";
+    let ca_key = "roster_tls_expiry_timestamp_seconds{kind=\"ca\",name=\"Roster CA\"} ";
+    let crl = "roster_tls_expiry_timestamp_seconds{kind=\"crl\",name=\"Roster CA\"} ";
+    for (key, days) in [(cert, 40.0), (ca_key, 3650.0), (crl, 20.0)] {
+        let left = days_left(&text, key).unwrap_or_else(|| panic!("{key} missing:\n{text}"));
+        assert!((left - days).abs() < 0.1, "{key}{left} days:\n{text}");
+    }
+    let pki = s.path("pki");
+    let out = ca(&["renew", pki.to_str().unwrap(), "localhost", "--days", "400"]);
+    assert!(out.contains("same key"), "{out}");
+    // not read again until SIGHUP
+    let (_, text) = http_get(&addr, "/metrics");
+    assert!(
+        (days_left(&text, cert).unwrap() - 40.0).abs() < 0.1,
+        "{text}"
+    );
+    let pid = d.child.as_ref().unwrap().id() as i32;
+    signal(pid, libc::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, text) = http_get(&addr, "/metrics");
+        if days_left(&text, cert).is_some_and(|d| (d - 400.0).abs() < 0.1) {
+            assert!(
+                (days_left(&text, crl).unwrap() - 20.0).abs() < 0.1,
+                "{text}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never 400 days:\n{text}\n{}",
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        d.log_text().contains("localhost.pem and its key"),
+        "{}",
+        d.log_text()
+    );
+    // the service presents the renewed certificate: a TLS client trusting
+    // the CA gets through (the owner token gives it a role)
+    let o = roster()
+        .args([
+            "resource",
+            "--uri",
+            &format!("tls://localhost:{port}"),
+            "--ca",
+        ])
+        .arg(pki.join("ca.pem"))
+        .args(["--token-file", s.path("token").to_str().unwrap(), "status"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 fn gauge(text: &str, state: &str) -> Option<u64> {
     let key = format!("roster_nodes{{state=\"{state}\"}} ");
     text.lines()
@@ -367,7 +463,7 @@ struct Target {
 #[test]
 fn dashboard_and_rules_use_only_real_metrics() {
     let s = Scratch::new("metrics-names");
-    let (d, addr) = daemon_with_tcp(&s, 4);
+    let (d, addr, _) = daemon_with_tls(&s, 4);
     d.ok(&["drain", "1", "fan"]);
     let (_, scrape) = http_get(&addr, "/metrics");
     let real: std::collections::BTreeSet<String> = scrape

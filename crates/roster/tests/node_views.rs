@@ -172,3 +172,87 @@ fn a_token_client_is_recorded_by_its_role() {
     let show: Value = serde_json::from_str(&d.ok(&["show", "--json", "node2"])).unwrap();
     assert_eq!(show[0]["drain"]["requester"], "token:owner", "{show}");
 }
+
+/// Item 6's last lines: `show` names each node's last heartbeat (from
+/// `resource.agents`) and the version its agent said in its hello; a node
+/// no agent spoke for says so, and a gone agent keeps its last heartbeat.
+#[test]
+fn show_names_the_last_heartbeat_and_the_agent_version() {
+    let s = Scratch::new("node-views-agent");
+    let d = start(&s, CONFIG, &[]);
+    let log = s.path("agent.log");
+    let mut agent = roster()
+        .args(["agent", "--uri", &d.uri])
+        .args([
+            "--hostname",
+            "node2",
+            "--cores",
+            "0-3",
+            "--heartbeat",
+            "0.2",
+        ])
+        .env_remove("ROSTER_TOKEN_FILE")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("spawn roster agent");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let doc = loop {
+        let json: Value = serde_json::from_str(&d.ok(&["show", "--json", "node[0,2]"])).unwrap();
+        if json[1]["state"] == "free" && json[1]["heartbeat"].is_object() {
+            break json;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{json}\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // heartbeats every 0.2 s: the last one is recent
+    std::thread::sleep(Duration::from_millis(700));
+    let doc2: Value = serde_json::from_str(&d.ok(&["show", "--json", "node2"])).unwrap();
+    let hb = &doc2[0]["heartbeat"];
+    let t = hb["timestamp"].as_f64().unwrap();
+    assert!(now() - t < 2.0, "{doc2}");
+    assert!(
+        t > doc[1]["heartbeat"]["timestamp"].as_f64().unwrap(),
+        "{doc} {doc2}"
+    );
+    assert_eq!(hb["connected"], true);
+    assert_eq!(doc2[0]["agent_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(doc[0]["heartbeat"], Value::Null);
+    assert_eq!(doc[0]["agent_version"], Value::Null);
+    let text = d.ok(&["show", "node[0,2]"]);
+    assert!(
+        text.contains("  Heartbeat:  none since the service started\n"),
+        "{text}"
+    );
+    assert!(text.contains("  Agent:      unknown\n"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "  Agent:      version {}\n",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{text}"
+    );
+    assert!(text.contains(" ago)\n"), "{text}");
+    // the agent leaves: its last heartbeat stays, marked gone
+    signal(agent.id() as i32, libc::SIGTERM);
+    agent.wait().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let json: Value = serde_json::from_str(&d.ok(&["show", "--json", "node2"])).unwrap();
+        if json[0]["heartbeat"]["connected"] == false {
+            let gone = json[0]["heartbeat"]["timestamp"].as_f64().unwrap();
+            assert!(gone >= t, "{json}");
+            assert_eq!(json[0]["state"], "offline");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{json}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = d.ok(&["show", "node2"]);
+    assert!(text.contains(" ago), agent gone\n"), "{text}");
+}

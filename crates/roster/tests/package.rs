@@ -92,6 +92,24 @@ fn the_package_holds_what_an_admin_needs() {
         .unwrap();
     let info = String::from_utf8_lossy(&info.stdout);
     assert!(info.contains("Package: roster"), "{info}");
+    // with cargo-zigbuild the binary is linked against glibc 2.31: it asks
+    // for no newer one
+    let zig = Command::new("sh")
+        .args(["-c", "command -v cargo-zigbuild"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if zig && std::env::var("ROSTER_GLIBC").is_err() {
+        let need = info
+            .split("libc6 (>= ")
+            .nth(1)
+            .and_then(|r| r.split(')').next())
+            .unwrap_or_else(|| panic!("no libc6 dependency: {info}"));
+        let v: Vec<u32> = need.split('.').filter_map(|p| p.parse().ok()).collect();
+        assert!(
+            v.as_slice() <= [2, 31].as_slice(),
+            "needs glibc {need}: {info}"
+        );
+    }
     assert!(
         info.contains("conffiles") && info.contains("postinst"),
         "{info}"

@@ -195,6 +195,56 @@ fn revoked_certificates_are_refused_after_sighup() {
     assert_eq!(site.online(), "0");
 }
 
+/// `roster serve ca renew`: a renewed certificate keeps its name and
+/// role (an admin stays an admin, an agent still joins as its host),
+/// with a new serial number; the key is kept unless `--new-key`; the
+/// CA's own files are refused as `issue` refuses them.
+#[test]
+fn renewed_certificates_keep_their_name_and_role() {
+    let site = site("tls-renew");
+    let pki = site.pki("");
+    let pem = std::fs::read(site.pki("alice.pem")).unwrap();
+    let key = std::fs::read(site.pki("alice.key")).unwrap();
+    let out = ca(&["renew", &pki, "alice", "--days", "30"]);
+    assert!(out.contains("same key, valid 30 day(s)"), "{out}");
+    assert_ne!(std::fs::read(site.pki("alice.pem")).unwrap(), pem);
+    assert_eq!(std::fs::read(site.pki("alice.key")).unwrap(), key);
+    site.client("alice")
+        .rpc(
+            "resource.drain",
+            json!({"targets": "2", "reason": "renewed"}),
+        )
+        .unwrap();
+    let key0 = std::fs::read(site.pki("fake0.key")).unwrap();
+    let out = ca(&["renew", &pki, "fake0", "--new-key", "--days", "2"]);
+    assert!(out.contains("new key"), "{out}");
+    assert_ne!(std::fs::read(site.pki("fake0.key")).unwrap(), key0);
+    let _a0 = site.agent("fake0", "fake0");
+    site.wait_online("0");
+    // the renewed agent certificate is still an agent's: no drain
+    let e = site
+        .client("fake0")
+        .rpc("resource.drain", json!({"targets": "1"}))
+        .unwrap_err();
+    assert!(e.to_string().contains("requires the admin role"), "{e}");
+    let ca_key = std::fs::read(site.pki("ca.key")).unwrap();
+    for name in ["ca", "nobody"] {
+        let o = roster()
+            .args(["serve", "ca", "renew", &pki, name])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&o.stderr);
+        let want = if name == "ca" {
+            "roster serve ca: 'ca' would overwrite the certificate authority's own certificate: choose another name"
+        } else {
+            "no certificate issued to 'nobody' there"
+        };
+        assert!(err.contains(want), "{err}");
+    }
+    assert_eq!(std::fs::read(site.pki("ca.key")).unwrap(), ca_key);
+}
+
 #[test]
 fn verification_self_drain_still_works_for_its_own_rank() {
     let site = site_with("tls-verify", "");
@@ -672,4 +722,137 @@ fn resource_tls_flag_errors_are_precise() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("certificate"), "{err}");
+}
+
+/// Per-agent enrolment (`[serve.auth] enrol-token-file`, `[serve]
+/// enrol-ca`, `roster agent --enrol TOKEN --pki DIR`): the token obtains
+/// the agent certificate of a host of R only, once (until an admin
+/// revokes it), and nothing else; the agent then joins with it.
+#[test]
+fn an_agent_enrols_with_the_enrolment_token_then_joins() {
+    let s = Scratch::new("tls-enrol");
+    let pki = s.path("pki");
+    let pki = pki.to_str().unwrap().to_string();
+    ca(&["init", &pki]);
+    ca(&[
+        "issue",
+        &pki,
+        "localhost",
+        "--san",
+        "127.0.0.1",
+        "--role",
+        "owner",
+    ]);
+    let token = s.write("enrol.token", "enrol-s3cret\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let port = free_port();
+    let uri = format!("tls://localhost:{port}");
+    let cfg = format!(
+        "[resource]\nnoverify = true\n[[resource.config]]\nhosts = \"fake[0-2]\"\ncores = \"0-3\"\n\
+         [serve]\ntls-cert = \"{pki}/localhost.pem\"\ntls-key = \"{pki}/localhost.key\"\n\
+         tls-client-ca = \"{pki}/ca.pem\"\nenrol-ca = \"{pki}\"\n\
+         [serve.auth]\nenrol-token-file = \"{}\"\n",
+        token.display()
+    );
+    let d = start(&s, &cfg, &["--listen", &format!("tls://127.0.0.1:{port}")]);
+    let spawn = |host: &str, dir: &str, log: &str| {
+        let log = s.path(log);
+        let child = roster()
+            .args(["agent", "--uri", &uri, "--ca", &format!("{pki}/ca.pem")])
+            .args(["--enrol", token.to_str().unwrap()])
+            .args(["--pki", s.path(dir).to_str().unwrap()])
+            .args(["--hostname", host, "--cores", "0-3", "--heartbeat", "0.2"])
+            .env_remove("ROSTER_TOKEN_FILE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn roster agent");
+        Agent {
+            child: Some(child),
+            log,
+        }
+    };
+    let online = || d.rpc("resource.status", json!({})).unwrap()["online"].clone();
+    let wait_online = |want: &str, a: &Agent| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while online() != want {
+            assert!(
+                Instant::now() < deadline,
+                "online {}, wanted {want}:\n{}\n{}",
+                online(),
+                a.log_text(),
+                d.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    };
+    // fake1 enrols, then joins with its new certificate
+    let a1 = spawn("fake1", "node1-pki", "agent1.log");
+    wait_online("1", &a1);
+    let mode = |p: &std::path::Path| {
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).unwrap().permissions())
+            & 0o777
+    };
+    assert_eq!(mode(&s.path("node1-pki/fake1.key")), 0o600);
+    assert_eq!(mode(&s.path("node1-pki")), 0o700);
+    assert!(s.path("pki/fake1.pem").is_file(), "the CA keeps a copy");
+    assert!(
+        d.log_text()
+            .contains("enrolled the agent of fake1 for token:enrol"),
+        "{}",
+        d.log_text()
+    );
+    // it is an agent's certificate: no drain
+    let cfg_tls = tls::client_config(
+        &s.path("pki/ca.pem"),
+        Some((
+            &s.path("node1-pki/fake1.pem"),
+            &s.path("node1-pki/fake1.key"),
+        )),
+    )
+    .unwrap();
+    let c = client::blocking::Client::from_async(
+        client::Client::new(rpc::uri::Uri::parse(&uri).unwrap()).with_tls(cfg_tls),
+    );
+    let e = c
+        .rpc("resource.drain", json!({"targets": "0"}))
+        .unwrap_err();
+    assert!(e.to_string().contains("requires the admin role"), "{e}");
+    // the enrolment token reads nothing
+    let o = roster()
+        .args(["resource", "--uri", &uri, "--ca", &format!("{pki}/ca.pem")])
+        .args(["--token-file", token.to_str().unwrap(), "status"])
+        .env_remove("ROSTER_TOKEN_FILE")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("requires the user role"), "{err}");
+    // a second enrolment of fake1 is refused; so is a host not in R
+    for (host, dir, want) in [
+        ("fake1", "again-pki", "fake1 is enrolled already"),
+        (
+            "nothere",
+            "x-pki",
+            "unknown host nothere: it is not in the nodelist of R",
+        ),
+    ] {
+        let mut a = spawn(host, dir, &format!("agent-{dir}.log"));
+        assert_eq!(a.wait().code(), Some(1), "{}", a.log_text());
+        assert!(a.log_text().contains(want), "{}", a.log_text());
+        assert!(!s.path(&format!("{dir}/{host}.key")).exists());
+        assert!(d.log_text().contains(want), "{}", d.log_text());
+    }
+    // an admin revokes the first certificate: fake1 may enrol again
+    ca(&["revoke", &pki, "fake1"]);
+    drop(a1);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while online() != "" {
+        assert!(Instant::now() < deadline, "{}", d.log_text());
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let a1 = spawn("fake1", "again-pki", "agent1b.log");
+    wait_online("1", &a1);
+    assert!(s.path("again-pki/fake1.pem").is_file());
 }

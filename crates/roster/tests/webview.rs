@@ -29,7 +29,7 @@ fn http_json(addr: &str, method: &str, path: &str, body: Option<&Value>) -> Valu
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i;
         }
-        let n = s.read(&mut byte).expect("read reply head");
+        let n = read_retrying(&mut s, &mut byte).expect("read reply head");
         assert!(n > 0, "connection closed before the reply head");
         buf.extend_from_slice(&byte[..n]);
     };
@@ -41,12 +41,23 @@ fn http_json(addr: &str, method: &str, path: &str, body: Option<&Value>) -> Valu
         .unwrap_or_else(|| panic!("no content-length: {head}"));
     let mut body = buf[head_end + 4..].to_vec();
     while body.len() < len {
-        let n = s.read(&mut byte).expect("read reply body");
+        let n = read_retrying(&mut s, &mut byte).expect("read reply body");
         assert!(n > 0, "connection closed mid-body");
         body.extend_from_slice(&byte[..n]);
     }
     let body = String::from_utf8_lossy(&body[..len]).to_string();
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {head}\n{body}"))
+}
+
+/// `read`, again after EINTR (a signal reaching the test process, e.g.
+/// a child's exit, must not fail a WebDriver call).
+fn read_retrying(s: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match s.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
 }
 
 /// chromedriver plus one headless Chromium session.
@@ -294,6 +305,17 @@ fn web_routes_run_with_the_callers_role() {
     assert_eq!(status, 401);
     let (status, _) = get_first_line(&addr, "/metrics", "Authorization: Bearer nope\r\n");
     assert_eq!(status, 401);
+    // the scheduler's view is a guest's read too, as over RPC
+    d.rpc("resource.allocated-set", json!({"targets": "1"}))
+        .unwrap();
+    let (status, line) = get_first_line(&addr, "/api/sched-status", "");
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        v["allocated"]["execution"]["R_lite"][0]["rank"], "1",
+        "{line}"
+    );
+    assert!(v["all"].is_object(), "{line}");
 }
 
 /// R16k with 30 % drained: first paint time, a screenshot under docs/.
@@ -489,4 +511,90 @@ fn filter_in_the_url_pin_a_node_and_hosts_in_events() {
     for shape in ["■", "◆", "□", "◩", "✕"] {
         assert!(legend.as_str().unwrap().contains(shape), "{legend}");
     }
+}
+
+/// `allocated` (what a scheduler said with `resource.allocated-set`, read
+/// from `/api/sched-status`) is a state of its own: its count, its colour
+/// (Okabe-Ito reddish purple) with a white centre, the state filter; a
+/// drained node stays drained; cleared, the node is up again.
+#[test]
+fn allocated_nodes_are_their_own_state() {
+    if !need("chromium", "chromium chromium-driver")
+        || !need("chromedriver", "chromium chromium-driver")
+    {
+        return;
+    }
+    let s = Scratch::new("webview-alloc");
+    let token = s.write("token", "s3cret\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let d = start(
+        &s,
+        &fake_config(8, ""),
+        &[
+            "--listen",
+            &format!("tcp://{addr}"),
+            "--token-file",
+            token.to_str().unwrap(),
+            "--monitor-force-up",
+        ],
+    );
+    d.rpc("resource.allocated-set", json!({"targets": "fake[2-3]"}))
+        .unwrap();
+    d.ok(&["drain", "3", "fan"]);
+    let b = Browser::start(1000, 800);
+    b.goto(&format!("http://{addr}/?state=allocated#token=s3cret"));
+    let ready = "return !!(window.roster && window.roster.n === 8 && window.roster.schedReads > 0 \
+                 && document.getElementById('status').textContent === 'live')";
+    b.wait_for(ready, &json!(true), Duration::from_secs(20))
+        .expect("page loaded, following the journal and the scheduler's view");
+    let count = |state: &str| {
+        format!("return document.querySelector('[data-state={state}] b').textContent")
+    };
+    b.wait_for(&count("allocated"), &json!("1"), Duration::from_secs(3))
+        .unwrap_or_else(|v| panic!("allocated count: {v}"));
+    assert_eq!(b.eval(&count("up")), json!("6"));
+    assert_eq!(b.eval(&count("drained")), json!("1"));
+    assert_eq!(
+        b.eval("return document.getElementById('matching').textContent"),
+        json!("matching: 1")
+    );
+    // the cell's corner is the allocated colour, its centre white
+    let pixel = |dx: &str| {
+        format!(
+            "const S = window.roster; const c = document.getElementById('grid').getContext('2d');\
+             const p = c.getImageData((2 % S.cols) * S.cell + {dx}, Math.floor(2 / S.cols) * S.cell + {dx}, 1, 1).data;\
+             return [p[0], p[1], p[2]];"
+        )
+    };
+    b.wait_for(
+        &pixel("1"),
+        &json!([0xcc, 0x79, 0xa7]),
+        Duration::from_secs(2),
+    )
+    .unwrap_or_else(|v| panic!("corner of cell 2: {v}"));
+    b.wait_for(
+        &pixel("Math.floor(S.cell / 2)"),
+        &json!([0xff, 0xff, 0xff]),
+        Duration::from_secs(2),
+    )
+    .unwrap_or_else(|v| panic!("centre of cell 2: {v}"));
+    let legend = b.eval("return document.getElementById('counts').textContent");
+    assert!(
+        legend.as_str().unwrap().contains("▣allocated: 1"),
+        "{legend}"
+    );
+    let tip = b.eval("return describe(2)");
+    assert!(
+        tip.as_str()
+            .unwrap()
+            .starts_with("fake2  rank 2\nallocated"),
+        "{tip}"
+    );
+    // the scheduler releases it: up again at the next read (every 2 s)
+    d.rpc("resource.allocated-set", json!({"targets": ""}))
+        .unwrap();
+    b.wait_for(&count("allocated"), &json!("0"), Duration::from_secs(5))
+        .unwrap_or_else(|v| panic!("allocated count after release: {v}"));
+    assert_eq!(b.eval(&count("up")), json!("7"));
 }

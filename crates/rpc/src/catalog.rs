@@ -160,7 +160,7 @@ macro_rules! topics {
     };
 }
 
-use Need::{Admin, Agent, Read, Scheduler, User};
+use Need::{Admin, Agent, Enrol, Read, Scheduler, User};
 use Shape::{One, Stream};
 
 topics! {
@@ -225,10 +225,24 @@ topics! {
     /// `resource.group-set {group, targets}` (Roster's: set a group).
     GroupSet = Topic::new("resource.group-set", Scheduler, One).body(CONFIGURED).roster("group-set")
         => msg::TargetsOfGroup, msg::Empty;
+    /// `resource.allocated-set {targets}` (Roster's): what a scheduler
+    /// has allocated, shown as `allocated` by `sched-status` (by
+    /// credential, until replaced; not persisted).
+    AllocatedSet = Topic::new("resource.allocated-set", Scheduler, One).body(CONFIGURED).roster("allocated-set")
+        => msg::AllocatedSetRequest, msg::Empty;
     /// `resource.agent {hostname, R?, rank?, relay?}`: the hello of an
     /// agent (or relay) session; the welcome and later answers stream.
     AgentHello = Topic::new("resource.agent", Agent, Stream).body(1 << 20).roster("agent hello")
         => msg::AgentHello, msg::AgentAnswer;
+    /// `resource.agents {targets?}` (Roster's): each rank's last
+    /// heartbeat and agent version (`roster resource show`).
+    Agents = Topic::new("resource.agents", User, One).read_only().roster("agents")
+        => msg::AgentsRequest, msg::AgentsResponse;
+    /// `resource.agent-enrol {hostname, csr}` (Roster's): the agent
+    /// certificate of a host of R, signed by the service's CA (`[serve]
+    /// enrol-ca`), for the holder of the enrolment token.
+    AgentEnrol = Topic::new("resource.agent-enrol", Enrol, One).roster("agent enrol")
+        => msg::AgentEnrolRequest, msg::AgentEnrolResponse;
     /// A later line of an agent session: a heartbeat (`{}`), or a relay's
     /// batch (`msg::RelayLine`).  One-way: nothing answers it.
     SessionLine = Topic::new("resource.agent-heartbeat", Agent, One).body(1 << 20).roster("relay line")

@@ -60,6 +60,10 @@ pub enum Role {
     /// (speak for the subtree the service assigns it): `[serve.auth]
     /// relay`, or a certificate with `OU=relay`.
     Relay(Arc<str>),
+    /// The holder of the enrolment token (`[serve.auth]
+    /// enrol-token-file`): it may only ask for the agent certificate of a
+    /// host of the cluster (`resource.agent-enrol`), nothing else.
+    Enrol,
 }
 
 /// What a request needs, one per topic (see [`Role::grants`]).
@@ -76,6 +80,8 @@ pub enum Need {
     Admin,
     /// An agent (or the owner): the agent session.
     Agent,
+    /// The enrolment token (or the owner): an agent certificate.
+    Enrol,
 }
 
 impl Need {
@@ -86,6 +92,7 @@ impl Need {
             Need::Scheduler => "scheduler",
             Need::Admin => "admin",
             Need::Agent => "agent",
+            Need::Enrol => "enrol",
         }
     }
 }
@@ -96,6 +103,7 @@ impl Role {
         match (self, need) {
             (Role::Owner, _) => true,
             (Role::Agent(_) | Role::Relay(_), n) => n == Need::Agent,
+            (Role::Enrol, n) => n == Need::Enrol,
             (_, Need::Read) => true,
             (Role::Admin | Role::Scheduler | Role::User, Need::User) => true,
             (Role::Admin, Need::Admin) => true,
@@ -115,6 +123,7 @@ impl Role {
             Role::Guest => "guest",
             Role::Agent(_) => "agent",
             Role::Relay(_) => "relay",
+            Role::Enrol => "enrol",
         }
     }
 

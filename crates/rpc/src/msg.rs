@@ -439,6 +439,75 @@ pub struct AgentHello {
     /// A relay: it will speak for the subtree it is given.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub relay: bool,
+    /// The agent's version (Roster's; servers before it ignore the key,
+    /// as every unknown key); at most [`MAX_AGENT_VERSION`] bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// `resource.allocated-set {targets}` (Roster's): the targets a
+/// scheduler has allocated to jobs (an idset or a hostlist; empty: none),
+/// replacing what the same credential said before.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocatedSetRequest {
+    pub targets: String,
+}
+
+/// `resource.agent-enrol {hostname, csr}` (Roster's): a new agent asks
+/// for its certificate with the enrolment token.  `csr` is a PEM
+/// certificate signing request whose subject common name is `hostname`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentEnrolRequest {
+    pub hostname: String,
+    pub csr: String,
+}
+
+/// The answer to `resource.agent-enrol`: the agent's certificate and the
+/// CA's (both PEM).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentEnrolResponse {
+    pub cert: String,
+    pub ca: String,
+}
+
+/// The longest `version` an agent hello may carry, bytes.
+pub const MAX_AGENT_VERSION: usize = 64;
+
+/// `resource.agents {targets?}` (Roster's): what the service knows of the
+/// agents of `targets` (an RFC 22 idset; absent: every rank).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentsRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_idset")]
+    pub targets: Option<IdSet>,
+}
+
+/// The answer to `resource.agents`: one entry per rank of the targets the
+/// service heard an agent (or a relay) speak for since it started, by
+/// rank.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentsResponse {
+    pub agents: Vec<AgentInfo>,
+}
+
+/// One rank's agent, as the service knows it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    pub rank: u32,
+    /// When the service last heard of it (a hello, a heartbeat, or its
+    /// relay's `lively` line), seconds since the epoch; `null` when it
+    /// has not been heard of since the service started.
+    #[serde(default)]
+    pub heartbeat: Option<f64>,
+    /// The version its last hello said (`null`: an agent that does not
+    /// say, or a rank a relay speaks for).
+    #[serde(default)]
+    pub version: Option<String>,
+    /// The relay (its hostname) that speaks for it, if one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    /// Whether an agent or a relay speaks for it now.
+    #[serde(default)]
+    pub connected: bool,
 }
 
 /// What the service sends down an agent session: the welcome first
@@ -740,9 +809,13 @@ mod tests {
             r: None,
             rank: Some(3),
             relay: true,
+            version: Some("0.1.0".into()),
         };
         let v = encode(&h);
-        assert_eq!(v, json!({"hostname": "n1", "rank": 3, "relay": true}));
+        assert_eq!(
+            v,
+            json!({"hostname": "n1", "rank": 3, "relay": true, "version": "0.1.0"})
+        );
         assert_eq!(decode::<AgentHello>(&v).unwrap(), h);
         let plain = encode(&AgentHello {
             hostname: "n1".into(),

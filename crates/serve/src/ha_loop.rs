@@ -401,6 +401,7 @@ fn leader(
     };
     let mut shell = Shell::with_backing(core, Backing::Etcd(backing), plan.config_path.clone());
     shell.set_reload_dir(plan.reload_dir.clone());
+    shell.set_enrol_ca(plan.enrol_ca.clone());
     shell.set_metrics(Arc::clone(metrics));
     shell.persist(&out)?;
     shell.deliver(out);

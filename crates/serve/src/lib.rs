@@ -120,9 +120,13 @@ pub struct Plan {
     pub role_tokens: Vec<(rpc::Role, String)>,
     /// TLS for `tls://` listeners, when a certificate is configured.
     pub tls: Option<transport::TlsListen>,
-    /// The verifier of client certificates with `[serve] tls-crl`: its
-    /// revocation list is re-read on SIGHUP.
-    pub crl: Option<Arc<tls::ClientVerifier>>,
+    /// The TLS files in force, when a certificate is configured: the
+    /// service's certificate and the revocation list are re-read on
+    /// SIGHUP.
+    pub tls_files: Option<TlsFiles>,
+    /// `[serve] enrol-ca`: the CA directory that signs enrolled agents'
+    /// certificates (`resource.agent-enrol`).
+    pub enrol_ca: Option<PathBuf>,
     /// Where `resource.reload` may read ([`reload::reload_dir`]).
     pub reload_dir: Option<PathBuf>,
     pub monitor_force_up: bool,
@@ -208,15 +212,17 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         let role = match role.as_str() {
             "user" => rpc::Role::User,
             "scheduler" => rpc::Role::Scheduler,
+            "enrol" => rpc::Role::Enrol,
             _ => rpc::Role::Admin,
         };
         role_tokens.push((role, read_token(path)?));
     }
+    let enrol_ca = enrol_ca(serve.enrol_ca.clone(), &role_tokens)?;
     let tls_key = opts.tls_key.clone().or(serve.tls_key);
     if let Some(k) = &tls_key {
         modes::private("TLS key", k)?;
     }
-    let (tls, crl) = tls_listen(
+    let (tls, tls_files) = tls_listen(
         opts.tls_cert.clone().or(serve.tls_cert),
         tls_key,
         opts.tls_client_ca.clone().or(serve.tls_client_ca),
@@ -233,7 +239,8 @@ pub fn plan(opts: &Options) -> Result<Plan, ServeError> {
         token,
         role_tokens,
         tls,
-        crl,
+        tls_files,
+        enrol_ca,
         monitor_force_up: opts.monitor_force_up || serve.monitor_force_up,
         parent_r: opts.parent_r.clone().or(serve.parent_r),
         limits: limits_of(&serve.limits),
@@ -282,12 +289,73 @@ pub fn validate(plan: &Plan) -> Result<(), ServeError> {
     Ok(())
 }
 
+/// `[serve] enrol-ca`, checked: a directory holding `ca.pem` and a
+/// private `ca.key`.  The enrolment token needs it, and it needs the
+/// token (else nobody but the owner could enrol).
+fn enrol_ca(
+    dir: Option<PathBuf>,
+    role_tokens: &[(rpc::Role, String)],
+) -> Result<Option<PathBuf>, ServeError> {
+    let token = role_tokens.iter().any(|(r, _)| *r == rpc::Role::Enrol);
+    let Some(dir) = dir else {
+        if token {
+            return Err(ServeError::Tls(
+                "[serve.auth] enrol-token-file is set but [serve] enrol-ca is not (the CA directory that signs enrolled agents)".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    for f in [tls::ca::CA_CERT, tls::ca::CA_KEY] {
+        if !dir.join(f).is_file() {
+            return Err(ServeError::Tls(format!(
+                "enrol-ca {}: no {f} there (roster serve ca init makes a CA)",
+                dir.display()
+            )));
+        }
+    }
+    modes::private("CA key", &dir.join(tls::ca::CA_KEY))?;
+    Ok(Some(dir))
+}
+
+/// The TLS files of the `tls://` listeners: what SIGHUP reads again, and
+/// what `roster_tls_expiry_timestamp_seconds` reports.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The service's certificate and key (`tls-cert`, `tls-key`).
+    pub cert: Arc<tls::ServerCert>,
+    /// The CAs of `tls-client-ca`, as read at start (they are not read
+    /// again).
+    pub client_ca: Vec<tls::Expiry>,
+    /// The verifier of client certificates with `[serve] tls-crl`: its
+    /// revocation list is re-read on SIGHUP.
+    pub crl: Option<Arc<tls::ClientVerifier>>,
+}
+
+impl TlsFiles {
+    /// (kind, name, seconds since the epoch) of each file in force:
+    /// `certificate` (notAfter of the service's own), `ca`, `crl`
+    /// (nextUpdate).  A file that cannot be read now is left out (and
+    /// logged).
+    pub fn expiries(&self) -> Vec<(&'static str, tls::Expiry)> {
+        let mut out = Vec::new();
+        match tls::served::cert_expiry(&self.cert.leaf()) {
+            Ok(e) => out.push(("certificate", e)),
+            Err(e) => tracing::warn!("{}: {e}", self.cert.cert_path().display()),
+        }
+        out.extend(self.client_ca.iter().map(|e| ("ca", e.clone())));
+        if let Some(path) = self.crl.as_ref().and_then(|v| v.crl()) {
+            match tls::served::crls_expiry(path) {
+                Ok(v) => out.extend(v.into_iter().map(|e| ("crl", e))),
+                Err(e) => tracing::warn!("{e}"),
+            }
+        }
+        out
+    }
+}
+
 /// The TLS settings of `tls://` listeners (none without a certificate),
-/// and the client verifier when it checks a revocation list.
-type TlsPlan = (
-    Option<transport::TlsListen>,
-    Option<Arc<tls::ClientVerifier>>,
-);
+/// and the files SIGHUP reads again.
+type TlsPlan = (Option<transport::TlsListen>, Option<TlsFiles>);
 
 fn tls_listen(
     cert: Option<PathBuf>,
@@ -323,8 +391,13 @@ fn tls_listen(
         .map(|ca| tls::ClientVerifier::new(ca, crl.as_deref()))
         .transpose()
         .map_err(|e| ServeError::Tls(e.to_string()))?;
-    let config = tls::server_config_with(&cert, &key, verifier.clone())
+    let served = tls::ServerCert::load(&cert, &key).map_err(|e| ServeError::Tls(e.to_string()))?;
+    let config = tls::server_config_reloadable(Arc::clone(&served), verifier.clone())
         .map_err(|e| ServeError::Tls(e.to_string()))?;
+    let client_ca_expiry = match &client_ca {
+        Some(p) => tls::served::certs_expiry(p).map_err(|e| ServeError::Tls(e.to_string()))?,
+        None => Vec::new(),
+    };
     let mut roles = tls::RoleMap::default();
     roles.from_units = auth.roles_from_ou;
     for (role, pattern) in &auth.patterns {
@@ -337,7 +410,12 @@ fn tls_listen(
         client_auth: client_ca.is_some(),
         roles,
     };
-    Ok((Some(listen), verifier.filter(|v| v.crl().is_some())))
+    let files = TlsFiles {
+        cert: served,
+        client_ca: client_ca_expiry,
+        crl: verifier.filter(|v| v.crl().is_some()),
+    };
+    Ok((Some(listen), Some(files)))
 }
 
 /// What a topic needs, from the catalogue (the listeners name it when
@@ -593,6 +671,7 @@ pub fn prepare_on(
     // the older events it summarises).
     let mut shell = service_loop::Shell::new(core, dir, plan.config_path.clone());
     shell.set_reload_dir(plan.reload_dir.clone());
+    shell.set_enrol_ca(plan.enrol_ca.clone());
     shell.set_replayed(replayed);
     shell.persist(&out)?;
     Ok((shell, out))
@@ -816,8 +895,12 @@ impl Net {
             .map_err(ServeError::Runtime)?;
         control.set_waker(tx.clone());
         let sig_control = Arc::clone(control);
-        let crl = plan.crl.clone();
-        runtime.spawn(async move { watch_signals(sig_control, crl).await });
+        let files = plan.tls_files.clone();
+        if let Some(f) = &files {
+            metrics.set_tls_expiry(&f.expiries());
+        }
+        let sig_metrics = Arc::clone(metrics);
+        runtime.spawn(async move { watch_signals(sig_control, files, sig_metrics).await });
         // The loop's channel stays open (the waker holds a sender): when
         // the listeners end on their own, the loop is told to stop.
         let net_control = Arc::clone(control);
@@ -849,18 +932,31 @@ impl Net {
     }
 }
 
-/// SIGHUP: read the revocation list again (at once, for the next
-/// handshake; on an error the previous list stays in force).
-fn reload_crl(crl: Option<&tls::ClientVerifier>) {
-    let Some(v) = crl else { return };
-    let path = v.crl().map(|p| p.display().to_string()).unwrap_or_default();
-    match v.reload() {
-        Ok(n) => tracing::info!("SIGHUP: re-read {path} ({n} revocation list(s))"),
-        Err(e) => tracing::error!("SIGHUP: {e}: the previous revocation list stays in force"),
+/// SIGHUP: read the service's certificate and key and the revocation
+/// list again (at once, for the next handshake; on an error the previous
+/// ones stay in force), then their expiry metric.
+fn reload_tls(files: Option<&TlsFiles>, metrics: &metrics::Metrics) {
+    let Some(files) = files else { return };
+    let cert = files.cert.cert_path().display().to_string();
+    match files.cert.reload() {
+        Ok(()) => tracing::info!("SIGHUP: re-read {cert} and its key"),
+        Err(e) => tracing::error!("SIGHUP: {e}: the previous certificate stays in force"),
     }
+    if let Some(v) = &files.crl {
+        let path = v.crl().map(|p| p.display().to_string()).unwrap_or_default();
+        match v.reload() {
+            Ok(n) => tracing::info!("SIGHUP: re-read {path} ({n} revocation list(s))"),
+            Err(e) => tracing::error!("SIGHUP: {e}: the previous revocation list stays in force"),
+        }
+    }
+    metrics.set_tls_expiry(&files.expiries());
 }
 
-pub(crate) async fn watch_signals(control: Arc<Control>, crl: Option<Arc<tls::ClientVerifier>>) {
+pub(crate) async fn watch_signals(
+    control: Arc<Control>,
+    files: Option<TlsFiles>,
+    metrics: Arc<metrics::Metrics>,
+) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -874,7 +970,7 @@ pub(crate) async fn watch_signals(control: Arc<Control>, crl: Option<Arc<tls::Cl
         tokio::select! {
             _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); control.request_stop(); }
             _ = int.recv() => { tracing::info!("SIGINT: shutting down"); control.request_stop(); }
-            _ = hup.recv() => { reload_crl(crl.as_deref()); control.request_reload(); }
+            _ = hup.recv() => { reload_tls(files.as_ref(), &metrics); control.request_reload(); }
         }
     }
 }

@@ -79,6 +79,12 @@ struct BuildLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TlsLabel {
+    kind: String,
+    name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LimitLabel {
     limit: String,
 }
@@ -113,6 +119,7 @@ pub struct Metrics {
     persist_errors: Counter,
     max_fds: Gauge,
     limits: Family<LimitLabel, Gauge>,
+    tls_expiry: Family<TlsLabel, Gauge>,
     /// Open streaming requests, by topic label (pruned as they end).
     probes: Mutex<Probes>,
     ready: AtomicBool,
@@ -265,8 +272,15 @@ impl Metrics {
             "The listeners' configured limits ([serve] max-connections, max-connections-per-peer, max-outbound-bytes, max-queued-requests)",
             limits.clone(),
         );
+        let tls_expiry = Family::<TlsLabel, Gauge>::default();
+        registry.register(
+            "roster_tls_expiry_timestamp_seconds",
+            "When a TLS file in force stops being valid, seconds since the epoch: kind certificate (the service's own, notAfter), ca (tls-client-ca, notAfter), crl (tls-crl, nextUpdate); name is the subject's common name (a CRL's issuer's). Read at start and on SIGHUP",
+            tls_expiry.clone(),
+        );
         Metrics {
             registry,
+            tls_expiry,
             leader,
             persist_errors,
             max_fds,
@@ -329,6 +343,20 @@ impl Metrics {
                     limit: name.to_string(),
                 })
                 .set(i64::try_from(v).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// The expiry dates of the TLS files in force (at start and after
+    /// each SIGHUP): the previous set is replaced.
+    pub fn set_tls_expiry(&self, files: &[(&str, tls::Expiry)]) {
+        self.tls_expiry.clear();
+        for (kind, e) in files {
+            self.tls_expiry
+                .get_or_create(&TlsLabel {
+                    kind: kind.to_string(),
+                    name: e.name.clone(),
+                })
+                .set(e.at);
         }
     }
 
@@ -577,7 +605,8 @@ const INDEX_HTML: &str = include_str!("web/index.html");
 
 /// The `GET` routes: `/metrics`, `/healthz`, `/readyz`, and the web view:
 /// `/` (the page), `/api/status` (`resource.status`, which guests may
-/// read) and `/api/journal` (the `resource.journal` stream, which needs
+/// read), `/api/sched-status` (`resource.sched-status`, the same) and
+/// `/api/journal` (the `resource.journal` stream, which needs
 /// the `user` role as over RPC).  The routes grant at most `guest` and
 /// `user` rights: the listener caps them at the caller's role, so a guest
 /// is refused the journal with EPERM (its page polls `/api/status`
@@ -605,6 +634,15 @@ impl WebHandler for Web {
             "/api/status" => {
                 return Some(WebRoute::Rpc {
                     topic: cat::Status::TOPIC,
+                    streaming: false,
+                    role: rpc::Role::Guest,
+                })
+            }
+            // The scheduler's view (`allocated`): a guest's read, as
+            // over RPC.
+            "/api/sched-status" => {
+                return Some(WebRoute::Rpc {
+                    topic: cat::SchedStatus::TOPIC,
                     streaming: false,
                     role: rpc::Role::Guest,
                 })
@@ -706,6 +744,31 @@ mod tests {
         let text = m.render();
         assert!(text.contains("roster_ha_leader 1"), "{text}");
         assert!(text.contains("roster_persist_errors_total 1"), "{text}");
+    }
+
+    #[test]
+    fn tls_expiry_is_replaced_not_added_to() {
+        let m = Metrics::new();
+        let e = |name: &str, at| tls::Expiry {
+            name: name.into(),
+            at,
+        };
+        m.set_tls_expiry(&[("certificate", e("head", 100)), ("ca", e("Roster CA", 200))]);
+        let text = m.render();
+        for line in [
+            "roster_tls_expiry_timestamp_seconds{kind=\"certificate\",name=\"head\"} 100",
+            "roster_tls_expiry_timestamp_seconds{kind=\"ca\",name=\"Roster CA\"} 200",
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+        m.set_tls_expiry(&[("certificate", e("head2", 300))]);
+        let text = m.render();
+        assert!(
+            text.contains("{kind=\"certificate\",name=\"head2\"} 300"),
+            "{text}"
+        );
+        assert!(!text.contains("name=\"head\""), "{text}");
+        assert!(!text.contains("Roster CA"), "{text}");
     }
 
     #[test]

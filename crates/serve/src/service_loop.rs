@@ -155,12 +155,18 @@ pub struct Shell {
     snapshots: Option<Arc<transport::Snapshots>>,
     /// `resource.reload` reads under this directory only.
     reload_dir: Option<PathBuf>,
+    /// `[serve] enrol-ca`: the CA that signs enrolled agents.
+    enrol_ca: Option<PathBuf>,
     /// Reloads read off the loop: their results, and the loop's input
     /// channel to wake it (set while [`Shell::run`] runs; without it a
     /// reload is read in place).
     reloads: Arc<Mutex<Vec<Reloaded>>>,
     waker: Option<std::sync::mpsc::Sender<Incoming>>,
 }
+
+/// Validity of an enrolled agent's certificate, days (renew it with
+/// `roster serve ca renew`).
+const ENROL_DAYS: u32 = 365;
 
 /// A reload read off the loop: `(to, force, R or the error)`.
 type Reloaded = (rpc::ReplyTo, bool, Result<rset::Rset, rpc::RpcError>);
@@ -187,9 +193,68 @@ impl Shell {
             lanes: Lanes::default(),
             snapshots: None,
             reload_dir: None,
+            enrol_ca: None,
             reloads: Arc::new(Mutex::new(Vec::new())),
             waker: None,
         }
+    }
+
+    /// The CA directory that signs enrolled agents' certificates.
+    pub fn set_enrol_ca(&mut self, dir: Option<PathBuf>) {
+        self.enrol_ca = dir;
+    }
+
+    /// `resource.agent-enrol`, after the core's checks: sign the request
+    /// with the enrolment CA (a few milliseconds, on the loop), keep a
+    /// copy as `HOST.pem` there, log who enrolled, answer.
+    fn enrol(
+        &self,
+        to: rpc::ReplyTo,
+        host: &str,
+        csr: &str,
+        requester: &str,
+        out: &mut Vec<Output>,
+    ) {
+        use rpc::errno::{EEXIST, EINVAL, EIO, ENOSYS};
+        let reply = match &self.enrol_ca {
+            None => Err(rpc::RpcError::new(
+                ENOSYS,
+                "this service enrols no agents ([serve] enrol-ca is not set)",
+            )),
+            Some(dir) => {
+                match tls::enrol::sign(dir, host, csr, tls::ca::Validity::days(ENROL_DAYS)) {
+                    Ok(e) => {
+                        out.push(Output::Log {
+                            level: Level::Info,
+                            msg: format!(
+                                "enrolled the agent of {host} for {requester}: certificate {} (serial {})",
+                                e.path.display(),
+                                e.serial
+                            ),
+                        });
+                        let resp = rpc::msg::AgentEnrolResponse {
+                            cert: e.cert,
+                            ca: e.ca,
+                        };
+                        Ok(rpc::Payload::from(rpc::msg::encode(&resp)))
+                    }
+                    Err(e) => {
+                        let errnum = match &e {
+                            tls::enrol::EnrolError::Enrolled { .. } => EEXIST,
+                            tls::enrol::EnrolError::Ca(_) => EIO,
+                            _ => EINVAL,
+                        };
+                        let msg = format!("agent enrol: {e}");
+                        out.push(Output::Log {
+                            level: Level::Warn,
+                            msg: format!("refused an enrolment of {host} by {requester}: {msg}"),
+                        });
+                        Err(rpc::RpcError::new(errnum, msg))
+                    }
+                }
+            }
+        };
+        out.push(Output::Reply { to, reply });
     }
 
     /// Where `resource.reload` may read ([`crate::reload`]).
@@ -492,6 +557,24 @@ impl Shell {
         self.core.handle(clock(), input, out);
         let mut i = start;
         while i < out.len() {
+            if matches!(out[i], Output::Enrol { .. }) {
+                if let Output::Enrol {
+                    to,
+                    hostname,
+                    csr,
+                    requester,
+                } = out.remove(i)
+                {
+                    let mut answer = Vec::new();
+                    self.enrol(to, &hostname, &csr, &requester, &mut answer);
+                    let n = answer.len();
+                    for (k, o) in answer.into_iter().enumerate() {
+                        out.insert(i + k, o);
+                    }
+                    i += n;
+                }
+                continue;
+            }
             if !matches!(out[i], Output::LoadR { .. }) {
                 i += 1;
                 continue;

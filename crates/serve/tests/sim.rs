@@ -172,7 +172,8 @@ impl Harness {
             backend: config::Backend::Local,
             role_tokens: Vec::new(),
             tls: None,
-            crl: None,
+            tls_files: None,
+            enrol_ca: None,
             reload_dir: rfiles[0].parent().map(PathBuf::from),
             public_read: false,
         };

@@ -9,8 +9,11 @@
 //! for the roles that may serve TLS: agent, relay, owner), written as
 //! `NAME.pem` and `NAME.key` (mode 0600).  An existing `NAME.pem` or
 //! `NAME.key` is replaced only when asked (`force`), and never the CA's
-//! own files.  `revoke` adds a certificate's serial number to the CA's
-//! revocation list, `ca.crl` (what `[serve] tls-crl` reads).
+//! own files.  `renew` signs an issued certificate again (same subject,
+//! names, key usages; a new serial number and validity), keeping its key
+//! unless asked for a new one.  `revoke` adds a certificate's serial
+//! number to the CA's revocation list, `ca.crl` (what `[serve] tls-crl`
+//! reads).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -59,6 +62,12 @@ pub enum CaError {
     Name(String, String),
     #[error("cannot make the certificate: {0}")]
     Gen(String),
+    #[error("{}: not signed by this certificate authority (issuer '{issuer}', CA '{ca}')", path.display())]
+    Foreign {
+        path: PathBuf,
+        issuer: String,
+        ca: String,
+    },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CaError + '_ {
@@ -112,7 +121,12 @@ fn random_serial() -> Result<SerialNumber, CaError> {
 /// Write `data` to `path` with the store's atomic write (a temporary file
 /// of mode 0600, fsynced, renamed, the directory fsynced), so a reader
 /// never sees half a key; then give it `mode`.
-fn write_file(path: &Path, data: &[u8], mode: u32, exclusive: bool) -> Result<(), CaError> {
+pub(crate) fn write_file(
+    path: &Path,
+    data: &[u8],
+    mode: u32,
+    exclusive: bool,
+) -> Result<(), CaError> {
     if exclusive && path.exists() {
         return Err(CaError::Exists(path.to_path_buf()));
     }
@@ -218,6 +232,30 @@ pub(crate) fn load_ca(ca_dir: &Path) -> Result<(rcgen::Certificate, KeyPair), Ca
     Ok((ca, ca_key))
 }
 
+/// A usable file name, and (when certificates are written to the CA's
+/// own directory) not one of the CA's files.
+pub(crate) fn check_name(name: &str, same_dir: bool) -> Result<(), CaError> {
+    if name.is_empty() || name.contains('/') || name.starts_with('.') {
+        return Err(CaError::Name(
+            name.to_string(),
+            "expected a host name or an address".into(),
+        ));
+    }
+    if same_dir {
+        for (file, what) in [(CA_CERT, "certificate"), (CA_KEY, "key"), (CA_CRL, "CRL")] {
+            if file == format!("{name}.pem") || file == format!("{name}.key") {
+                return Err(CaError::CaName(name.to_string(), what));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    canon(a) == canon(b)
+}
+
 /// Check every name before anything is written: a usable file name, not
 /// the CA's own files, and (unless `force`) no existing certificate or
 /// key.
@@ -227,22 +265,9 @@ fn check_names(
     names: &[String],
     force: bool,
 ) -> Result<(), CaError> {
-    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let same_dir = canon(ca_dir) == canon(out_dir);
+    let in_ca_dir = same_dir(ca_dir, out_dir);
     for name in names {
-        if name.is_empty() || name.contains('/') || name.starts_with('.') {
-            return Err(CaError::Name(
-                name.clone(),
-                "expected a host name or an address".into(),
-            ));
-        }
-        if same_dir {
-            for (file, what) in [(CA_CERT, "certificate"), (CA_KEY, "key"), (CA_CRL, "CRL")] {
-                if file == format!("{name}.pem") || file == format!("{name}.key") {
-                    return Err(CaError::CaName(name.clone(), what));
-                }
-            }
-        }
+        check_name(name, in_ca_dir)?;
         if !force {
             for ext in ["pem", "key"] {
                 let p = out_dir.join(format!("{name}.{ext}"));
@@ -273,31 +298,7 @@ pub fn issue_opts(
     private_dir(out_dir)?;
     let mut out = Vec::with_capacity(names.len());
     for name in names {
-        let mut sans: Vec<String> = vec![name.clone()];
-        sans.extend(extra_sans.iter().filter(|s| *s != name).cloned());
-        let mut params =
-            CertificateParams::new(sans).map_err(|e| CaError::Name(name.clone(), e.to_string()))?;
-        // An IP address first makes CN the name an agent is known by.
-        params
-            .subject_alt_names
-            .sort_by_key(|s| !matches!(s, SanType::DnsName(_)));
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, name.as_str());
-        dn.push(DnType::OrganizationalUnitName, role);
-        params.distinguished_name = dn;
-        params.is_ca = IsCa::ExplicitNoCa;
-        // ECDSA keys sign (the TLS handshake): digitalSignature only.
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        if SERVING_ROLES.contains(&role) {
-            params
-                .extended_key_usages
-                .push(ExtendedKeyUsagePurpose::ServerAuth);
-        }
-        params.use_authority_key_identifier_extension = true;
-        params.not_before = validity.not_before.into();
-        params.not_after = validity.not_after.into();
-        params.serial_number = Some(random_serial()?);
+        let params = leaf_params(name, role, extra_sans, validity)?;
         let key = KeyPair::generate().map_err(gen)?;
         let cert = params.signed_by(&key, &ca, &ca_key).map_err(gen)?;
         let cert_path = out_dir.join(format!("{name}.pem"));
@@ -311,6 +312,180 @@ pub fn issue_opts(
         });
     }
     Ok(out)
+}
+
+/// The certificate `issue` makes for `name` (without its key): subject
+/// `CN=NAME, OU=ROLE`, the names, key usages, validity and a new serial.
+fn leaf_params(
+    name: &str,
+    role: &str,
+    extra_sans: &[String],
+    validity: Validity,
+) -> Result<CertificateParams, CaError> {
+    let mut sans: Vec<String> = vec![name.to_string()];
+    sans.extend(extra_sans.iter().filter(|s| *s != name).cloned());
+    let mut params =
+        CertificateParams::new(sans).map_err(|e| CaError::Name(name.to_string(), e.to_string()))?;
+    // An IP address first makes CN the name an agent is known by.
+    params
+        .subject_alt_names
+        .sort_by_key(|s| !matches!(s, SanType::DnsName(_)));
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, name);
+    dn.push(DnType::OrganizationalUnitName, role);
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::ExplicitNoCa;
+    // ECDSA keys sign (the TLS handshake): digitalSignature only.
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    if SERVING_ROLES.contains(&role) {
+        params
+            .extended_key_usages
+            .push(ExtendedKeyUsagePurpose::ServerAuth);
+    }
+    params.use_authority_key_identifier_extension = true;
+    params.not_before = validity.not_before.into();
+    params.not_after = validity.not_after.into();
+    params.serial_number = Some(random_serial()?);
+    Ok(params)
+}
+
+/// Sign the certificate `issue` would make for `name` over a public key
+/// the CA never saw the private half of (a signing request's): its PEM
+/// and serial number (hexadecimal).
+pub(crate) fn sign_public_key(
+    ca_dir: &Path,
+    name: &str,
+    role: &str,
+    extra_sans: &[String],
+    validity: Validity,
+    public_key: rcgen::PublicKey,
+) -> Result<(String, String), CaError> {
+    if !ROLES.contains(&role) {
+        return Err(CaError::Role(role.to_string()));
+    }
+    let params = leaf_params(name, role, extra_sans, validity)?;
+    let serial = params
+        .serial_number
+        .as_ref()
+        .map(|s| hex(s.as_ref()))
+        .unwrap_or_default();
+    let (ca, ca_key) = load_ca(ca_dir)?;
+    let cert = rcgen::CertificateSigningRequestParams { params, public_key }
+        .signed_by(&ca, &ca_key)
+        .map_err(gen)?;
+    Ok((cert.pem(), serial))
+}
+
+/// What [`renew`] did.
+#[derive(Debug, Clone)]
+pub struct Renewed {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The new certificate's serial number, in hexadecimal.
+    pub serial: String,
+    /// The serial number it replaces.
+    pub old_serial: String,
+    /// A new key was made (else the key file is untouched).
+    pub new_key: bool,
+    pub not_after: SystemTime,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Sign `cert_dir/NAME.pem` again with the CA in `ca_dir`: the same
+/// subject (CN and OU: the role), subject alternative names, key usage
+/// and extended key usages, a new serial number and `validity`.  The key
+/// `NAME.key` is kept (the certificate is made for it) unless `new_key`,
+/// which makes a new one.  Each file is replaced atomically (write and
+/// rename; with `new_key`, the key first).  Refuses a name that is one
+/// of the CA's own files, a CA certificate, and a certificate another CA
+/// signed.  The old certificate stays valid until it expires: revoke it
+/// if it must not.
+pub fn renew(
+    ca_dir: &Path,
+    cert_dir: &Path,
+    name: &str,
+    validity: Validity,
+    new_key: bool,
+) -> Result<Renewed, CaError> {
+    check_name(name, same_dir(ca_dir, cert_dir))?;
+    let cert_path = cert_dir.join(format!("{name}.pem"));
+    let key_path = cert_dir.join(format!("{name}.key"));
+    if !cert_path.is_file() {
+        return Err(CaError::NoCert {
+            dir: cert_dir.to_path_buf(),
+            name: name.to_string(),
+        });
+    }
+    let bad = |path: &Path, msg: String| CaError::Bad {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let der =
+        crate::load_certs("certificate", &cert_path).map_err(|e| bad(&cert_path, e.to_string()))?;
+    let (_, x) = x509_parser::parse_x509_certificate(&der[0])
+        .map_err(|e| bad(&cert_path, format!("cannot be parsed: {e}")))?;
+    let old_serial = hex(x.raw_serial());
+    let ca_pem_path = ca_dir.join(CA_CERT);
+    let ca_der = crate::load_certs("certificate", &ca_pem_path)
+        .map_err(|e| bad(&ca_pem_path, e.to_string()))?;
+    let (_, ca_x) = x509_parser::parse_x509_certificate(&ca_der[0])
+        .map_err(|e| bad(&ca_pem_path, format!("cannot be parsed: {e}")))?;
+    if x.issuer().as_raw() != ca_x.subject().as_raw() {
+        return Err(CaError::Foreign {
+            path: cert_path,
+            issuer: x.issuer().to_string(),
+            ca: ca_x.subject().to_string(),
+        });
+    }
+    let mut params = CertificateParams::from_ca_cert_der(&der[0].clone())
+        .map_err(|e| bad(&cert_path, format!("cannot be renewed: {e}")))?;
+    if matches!(params.is_ca, IsCa::Ca(_)) {
+        return Err(bad(
+            &cert_path,
+            "is a CA certificate: not renewing it".into(),
+        ));
+    }
+    params.is_ca = IsCa::ExplicitNoCa;
+    // the subject key identifier is the (maybe new) key's
+    params.key_identifier_method = CertificateParams::default().key_identifier_method;
+    params.use_authority_key_identifier_extension = true;
+    params.not_before = validity.not_before.into();
+    params.not_after = validity.not_after.into();
+    let serial = random_serial()?;
+    let serial_hex = hex(serial.as_ref());
+    params.serial_number = Some(serial);
+    let key = if new_key {
+        KeyPair::generate().map_err(gen)?
+    } else {
+        let pem = std::fs::read_to_string(&key_path).map_err(io(&key_path))?;
+        let key = KeyPair::from_pem(&pem)
+            .map_err(|e| bad(&key_path, format!("not a usable private key: {e}")))?;
+        if key.public_key_raw() != x.public_key().subject_public_key.data.as_ref() {
+            return Err(bad(
+                &key_path,
+                format!("is not the key of {name}.pem (--new-key makes a new one)"),
+            ));
+        }
+        key
+    };
+    let (ca, ca_key) = load_ca(ca_dir)?;
+    let cert = params.signed_by(&key, &ca, &ca_key).map_err(gen)?;
+    if new_key {
+        write_file(&key_path, key.serialize_pem().as_bytes(), 0o600, false)?;
+    }
+    write_file(&cert_path, cert.pem().as_bytes(), 0o644, false)?;
+    Ok(Renewed {
+        cert: cert_path,
+        key: key_path,
+        serial: serial_hex,
+        old_serial,
+        new_key,
+        not_after: validity.not_after,
+    })
 }
 
 /// What [`revoke`] did.
@@ -486,6 +661,153 @@ mod tests {
         assert_eq!(
             crate::PeerCert::parse(&der[0]).unwrap().units,
             vec!["relay".to_string()]
+        );
+    }
+
+    fn parsed(path: &Path) -> (Vec<u8>, String, Vec<String>, Vec<u8>, i64) {
+        let der = crate::load_certs("certificate", path).unwrap();
+        let (_, x) = x509_parser::parse_x509_certificate(&der[0]).unwrap();
+        let sans = x
+            .subject_alternative_name()
+            .unwrap()
+            .map(|s| {
+                s.value
+                    .general_names
+                    .iter()
+                    .map(|g| g.to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let eku = x.extended_key_usage().unwrap().unwrap().value;
+        let ku = x.key_usage().unwrap().unwrap().value;
+        (
+            x.raw_serial().to_vec(),
+            format!(
+                "{} ku={} eku={}{}",
+                x.subject(),
+                ku,
+                eku.client_auth,
+                eku.server_auth
+            ),
+            sans,
+            x.public_key().subject_public_key.data.to_vec(),
+            x.validity().not_after.timestamp(),
+        )
+    }
+
+    #[test]
+    fn renew_keeps_names_role_and_key_with_a_new_serial_and_validity() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        init(d, "Site CA", 10).unwrap();
+        let out = d.join("out");
+        issue(
+            d,
+            &out,
+            &["n1".into()],
+            "relay",
+            &["10.0.0.1".into(), "n1.example".into()],
+            2,
+        )
+        .unwrap();
+        let key_before = std::fs::read(out.join("n1.key")).unwrap();
+        let (serial0, subj0, sans0, pk0, after0) = parsed(&out.join("n1.pem"));
+        let r = renew(d, &out, "n1", Validity::days(90), false).unwrap();
+        let (serial1, subj1, sans1, pk1, after1) = parsed(&out.join("n1.pem"));
+        assert_ne!(serial0, serial1);
+        assert_eq!(r.serial, hex(&serial1));
+        assert_eq!(r.old_serial, hex(&serial0));
+        assert_eq!(subj0, subj1);
+        assert!(subj1.contains("OU=relay"), "{subj1}");
+        assert_eq!(sans0, sans1);
+        assert_eq!(pk0, pk1);
+        assert!(after1 - after0 > 80 * 86_400, "{after0} {after1}");
+        assert_eq!(std::fs::read(out.join("n1.key")).unwrap(), key_before);
+        // the renewed pair still makes a TLS identity the verifier accepts
+        let der = crate::load_certs("certificate", &out.join("n1.pem")).unwrap();
+        let p = crate::PeerCert::parse(&der[0]).unwrap();
+        assert_eq!(p.name, "n1");
+        assert_eq!(p.units, vec!["relay".to_string()]);
+        {
+            use rustls::server::danger::ClientCertVerifier;
+            let v = crate::verify::ClientVerifier::new(&d.join(CA_CERT), None).unwrap();
+            v.verify_client_cert(&der[0], &[], rustls::pki_types::UnixTime::now())
+                .unwrap();
+        }
+        // a new key on request
+        let r = renew(d, &out, "n1", Validity::days(1), true).unwrap();
+        assert!(r.new_key);
+        let (_, subj2, _, pk2, _) = parsed(&out.join("n1.pem"));
+        assert_ne!(pk2, pk1);
+        assert_eq!(subj2, subj1);
+        assert_ne!(std::fs::read(out.join("n1.key")).unwrap(), key_before);
+        let mode = std::fs::metadata(out.join("n1.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // no temporary file left behind
+        let names: Vec<_> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+    }
+
+    #[test]
+    fn renew_refuses_ca_names_foreign_and_mismatched() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        init(d, "Site CA", 10).unwrap();
+        let ca_before = std::fs::read(d.join(CA_CERT)).unwrap();
+        let e = renew(d, d, "ca", Validity::days(1), false).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "'ca' would overwrite the certificate authority's own certificate: choose another name"
+        );
+        assert_eq!(std::fs::read(d.join(CA_CERT)).unwrap(), ca_before);
+        let e = renew(d, d, "nope", Validity::days(1), false).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("no certificate issued to 'nope' there (NAME.pem)"),
+            "{e}"
+        );
+        let e = renew(d, d, "../x", Validity::days(1), false).unwrap_err();
+        assert!(
+            e.to_string().starts_with("invalid certificate name '../x'"),
+            "{e}"
+        );
+        // signed by another CA
+        let other = d.join("other");
+        init(&other, "Other CA", 10).unwrap();
+        issue(&other, &other, &["n2".into()], "agent", &[], 1).unwrap();
+        let before = std::fs::read(other.join("n2.pem")).unwrap();
+        let e = renew(d, &other, "n2", Validity::days(1), false).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("not signed by this certificate authority"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(other.join("n2.pem")).unwrap(), before);
+        // a key that is not the certificate's
+        issue(d, d, &["n3".into(), "n4".into()], "agent", &[], 1).unwrap();
+        std::fs::copy(d.join("n4.key"), d.join("n3.key")).unwrap();
+        let before = std::fs::read(d.join("n3.pem")).unwrap();
+        let e = renew(d, d, "n3", Validity::days(1), false).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("n3.key: is not the key of n3.pem (--new-key makes a new one)"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(d.join("n3.pem")).unwrap(), before);
+        // a CA certificate
+        std::fs::copy(other.join(CA_CERT), other.join("root.pem")).unwrap();
+        std::fs::copy(other.join(CA_KEY), other.join("root.key")).unwrap();
+        let e = renew(&other, &other, "root", Validity::days(1), false).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("is a CA certificate: not renewing it"),
+            "{e}"
         );
     }
 }

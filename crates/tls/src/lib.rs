@@ -16,12 +16,15 @@
 //! * [`ca`]: the certificate authority helper behind `roster serve ca`.
 
 pub mod ca;
+pub mod enrol;
 mod roles;
+pub mod served;
 pub mod verify;
 
 pub use roles::{RoleMap, RoleMapError};
 pub use rustls;
 pub use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+pub use served::{Expiry, ServerCert};
 pub use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
 pub use verify::{ClientVerifier, ServerVerifier};
 
@@ -153,8 +156,15 @@ pub fn server_config_with(
     key: &Path,
     verifier: Option<Arc<ClientVerifier>>,
 ) -> Result<Arc<ServerConfig>, TlsError> {
-    let chain = load_certs("certificate", cert)?;
-    let key = load_key(key)?;
+    server_config_reloadable(ServerCert::load(cert, key)?, verifier)
+}
+
+/// [`server_config_with`] answering with `cert`, which the caller keeps
+/// (to read it again on SIGHUP: [`ServerCert::reload`]).
+pub fn server_config_reloadable(
+    cert: Arc<ServerCert>,
+    verifier: Option<Arc<ClientVerifier>>,
+) -> Result<Arc<ServerConfig>, TlsError> {
     let builder = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Config(e.to_string()))?;
@@ -162,12 +172,7 @@ pub fn server_config_with(
         Some(v) => builder.with_client_cert_verifier(v),
         None => builder.with_no_client_auth(),
     };
-    let mut cfg = builder.with_single_cert(chain, key).map_err(|e| {
-        TlsError::Config(format!(
-            "certificate {} and its key do not go together: {e}",
-            cert.display()
-        ))
-    })?;
+    let mut cfg = builder.with_cert_resolver(cert);
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     // No session resumption: Roster's clients are long-lived agent
     // sessions or one-shot commands, neither keeps a ticket it could use

@@ -81,13 +81,13 @@ pub fn cap(route: &rpc::Role, caller: &rpc::Role) -> rpc::Role {
     use rpc::Role;
     fn level(r: &Role) -> u8 {
         match r {
-            Role::Guest | Role::Agent(_) | Role::Relay(_) => 0,
+            Role::Guest | Role::Agent(_) | Role::Relay(_) | Role::Enrol => 0,
             Role::User => 1,
             Role::Scheduler | Role::Admin => 2,
             Role::Owner => 3,
         }
     }
-    if matches!(caller, Role::Agent(_) | Role::Relay(_)) {
+    if matches!(caller, Role::Agent(_) | Role::Relay(_) | Role::Enrol) {
         return caller.clone();
     }
     match level(route).cmp(&level(caller)) {

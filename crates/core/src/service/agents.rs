@@ -106,18 +106,120 @@ impl Service {
         if self.discovered.is_some() && actual.is_none() {
             return Err(bad_hello("R is required while resources are discovered"));
         }
+        let version = match hello.version.as_deref() {
+            Some(v) if v.len() > msg::MAX_AGENT_VERSION || v.chars().any(char::is_control) => {
+                return Err(bad_hello(format!(
+                    "version: at most {} bytes of printable text",
+                    msg::MAX_AGENT_VERSION
+                )))
+            }
+            v => v.map(Arc::<str>::from),
+        };
         let to = req.reply_to();
         if hello.relay {
             relay::may_relay(&req.role, out)?;
-            return self.relay_hello(now, rank, host, to, actual, out);
+            self.relay_hello(now, rank, host, to, actual, out)?;
+            self.monitor.set_version(rank, version);
+            return Ok(None);
         }
         self.monitor.hello(self.mono, rank, to);
+        self.monitor.set_version(rank, version);
         out.push(Output::Log {
             level: Level::Debug,
             msg: format!("agent for rank {rank} ({host}) joined"),
         });
         let welcome = self.welcome(rank, host, None);
         self.welcomed(now, rank, &welcome, actual, to, out)
+    }
+
+    /// `resource.agents {targets?}`: each rank's last heartbeat (the wall
+    /// clock of the input that brought it: the monotonic age subtracted
+    /// from the current stamp), the agent's version, the relay speaking
+    /// for it.  Ranks no agent or relay ever held since the start are
+    /// left out.
+    pub(super) fn agents_rpc(
+        &mut self,
+        _now: f64,
+        _: &Request,
+        body: msg::AgentsRequest,
+        _: &mut Vec<Output>,
+    ) -> Handled {
+        let all = self.state.all();
+        let targets = match body.targets {
+            Some(t) => t.intersection(&all),
+            None => all,
+        };
+        let wall = |mono: f64| self.stamp - (self.mono - mono).max(0.0);
+        let mut infos: BTreeMap<u32, msg::AgentInfo> = BTreeMap::new();
+        for (relay, t, ids) in self.relays.heard_of(&targets) {
+            let via = self.state.hosts.get(&relay).map(|h| h.to_string());
+            for rank in ids.iter() {
+                infos.insert(
+                    rank,
+                    msg::AgentInfo {
+                        rank,
+                        heartbeat: Some(wall(t)),
+                        version: None,
+                        via: if rank == relay { None } else { via.clone() },
+                        connected: true,
+                    },
+                );
+            }
+        }
+        for rank in targets.iter() {
+            let Some(seen) = self.monitor.seen(rank) else {
+                continue;
+            };
+            let e = infos.entry(rank).or_insert_with(|| msg::AgentInfo {
+                rank,
+                heartbeat: seen.last.map(wall),
+                connected: seen.connected,
+                ..msg::AgentInfo::default()
+            });
+            e.version = seen.version.as_deref().map(str::to_string);
+        }
+        let resp = msg::AgentsResponse {
+            agents: infos.into_values().collect(),
+        };
+        Ok(Some(msg::encode(&resp).into()))
+    }
+
+    /// `resource.agent-enrol {hostname, csr}`: the host must be one of R
+    /// (an enrolment token obtains no certificate for any other name);
+    /// the shell checks the request against the name, signs it with its
+    /// CA (or refuses: no CA, enrolled already) and answers.
+    pub(super) fn agent_enrol(
+        &mut self,
+        _now: f64,
+        req: &Request,
+        body: msg::AgentEnrolRequest,
+        out: &mut Vec<Output>,
+    ) -> Handled {
+        let host = body.hostname.as_str();
+        if host.is_empty() {
+            return Err(RpcError::new(
+                EPROTO,
+                "agent enrol: hostname (a non-empty string) is required",
+            ));
+        }
+        if !self.state.host_ranks.contains_key(host) {
+            let msg = format!("agent enrol: unknown host {host}: it is not in the nodelist of R");
+            out.push(Output::Log {
+                level: Level::Warn,
+                msg: format!(
+                    "refused an enrolment by {}: {msg}",
+                    super::drain::requester(req)
+                ),
+            });
+            return Err(RpcError::new(ENOENT, msg));
+        }
+        out.push(Output::Enrol {
+            to: req.reply_to(),
+            hostname: host.to_string(),
+            csr: body.csr,
+            requester: super::drain::requester(req),
+        });
+        Ok(None)
     }
 
     /// Send the welcome (agent or relay); then what the node reported is

@@ -7,7 +7,7 @@ use crate::drain::{validate_targets, DrainMode};
 
 /// Who asked: what the transport or shell named, else the uid, else the
 /// role (recorded under [`crate::journal::REQUESTER`] and logged).
-fn requester(req: &Request) -> String {
+pub(super) fn requester(req: &Request) -> String {
     match (&req.who, req.userid) {
         (Some(who), _) => who.to_string(),
         (None, Some(uid)) => format!("uid {uid}"),

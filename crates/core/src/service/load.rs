@@ -63,6 +63,7 @@ impl Service {
             stopped: false,
             acquire: Acquire::default(),
             monitor: Monitor::new(init.settings.torpid_max, init.settings.offline_timeout),
+            allocated: BTreeMap::new(),
             relays: Relays::new(init.settings.torpid_max, init.settings.offline_timeout),
             relay_fanout: init.settings.relay_fanout.max(1),
             verify: init.settings.verify.clone(),

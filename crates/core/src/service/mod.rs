@@ -122,6 +122,10 @@ pub struct Service {
     acquire: Acquire,
     /// Agents and their heartbeat timers.
     monitor: Monitor,
+    /// What schedulers say they allocated (`resource.allocated-set`), by
+    /// credential (`Request::who`, else the uid, else the role): kept
+    /// until that credential replaces it, for the life of the service.
+    allocated: BTreeMap<String, IdSet>,
     /// Relay sessions (agents speaking for a subtree).
     relays: Relays,
     /// The fan-out of the relay tree (k-ary over ranks).
@@ -357,6 +361,24 @@ impl Service {
     /// The current assignment of targets to resource groups.
     pub fn group_assignment(&self) -> &[(String, IdSet)] {
         self.acquire.assignment()
+    }
+    /// The targets schedulers say they allocated (`resource.allocated-set`).
+    pub fn allocated(&self) -> IdSet {
+        let mut all = IdSet::new();
+        for ids in self.allocated.values() {
+            all.add(ids);
+        }
+        all
+    }
+    /// [`Service::allocated`] less the ranks R lacks and the excluded
+    /// ones: the `allocated` of `resource.sched-status`.
+    fn allocated_valid(&self) -> IdSet {
+        let Some(inv) = &self.state.inventory else {
+            return IdSet::new();
+        };
+        let mut ids = self.allocated().intersection(inv.ranks());
+        ids.subtract(&self.state.exclude);
+        ids
     }
     /// The configured named resource groups.
     pub fn groups(&self) -> &[(String, IdSet)] {

@@ -161,11 +161,55 @@ impl Service {
         down_ids.subtract(&self.state.up());
         let mut down = all.copy_ranks(&down_ids);
         down.set_scheduling(None);
-        Ok((all.to_json(), down.to_json(), Rset::new().to_json()))
+        let allocated = if self.allocated.is_empty() {
+            Rset::new()
+        } else {
+            let mut a = all.copy_ranks(&self.allocated_valid());
+            a.set_scheduling(None);
+            a
+        };
+        Ok((all.to_json(), down.to_json(), allocated.to_json()))
     }
 }
 
 impl Service {
+    /// `resource.allocated-set {targets}`: the targets the caller (a
+    /// scheduler) has allocated to jobs, replacing what the same
+    /// credential (its certificate or token, else its uid, else its
+    /// role) said before; `sched-status` shows the union of every
+    /// credential's as `allocated` (flux's scheduler fills that key; here
+    /// the scheduler is a client).  Not an event and not persisted: a
+    /// restarted service (or a new leader) knows nothing allocated until
+    /// the scheduler says it again.
+    pub(super) fn allocated_set(
+        &mut self,
+        _: f64,
+        req: &Request,
+        body: msg::AllocatedSetRequest,
+        _: &mut Vec<Output>,
+    ) -> Handled {
+        let ids = if body.targets.trim().is_empty() {
+            IdSet::new()
+        } else {
+            self.state.decode_targets(&body.targets)?
+        };
+        if let Some(last) = ids.last() {
+            if last >= self.state.size {
+                return Err(RpcError::new(EINVAL, "idset is out of range"));
+            }
+        }
+        let key = super::drain::requester(req);
+        let changed = if ids.is_empty() {
+            self.allocated.remove(&key).is_some()
+        } else {
+            self.allocated.insert(key, ids.clone()).as_ref() != Some(&ids)
+        };
+        if changed {
+            self.invalidate_caches();
+        }
+        Ok(Some(msg::encode(&msg::Empty {}).into()))
+    }
+
     /// `attr.get {name}`: the broker attributes flux's tools ask for, as
     /// a single-rank Flux instance answers them.  `local-uri` is a fact
     /// of the listener asked, which answers it itself.

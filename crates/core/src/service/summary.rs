@@ -91,9 +91,9 @@ impl Service {
             offline: offline.encode(),
             exclude: self.state.exclude.encode(),
             torpid: self.state.torpid.encode(),
-            // Roster has no scheduler: nothing is allocated (as
-            // `resource.sched-status` says).
-            allocated: String::new(),
+            // As `resource.sched-status` shows it: what schedulers said
+            // (`resource.allocated-set`), of the ranks not excluded.
+            allocated: self.allocated_valid().encode(),
             drain,
         }))
     }
@@ -172,11 +172,12 @@ impl Service {
         all.subtract(&self.state.exclude);
         let up = all.intersection(&self.state.up());
         let down = all.difference(&up);
+        let allocated = self.allocated_valid();
         ListSummary {
             all: self.simple_cells(index, &all),
             down: self.simple_cells(index, &down),
-            allocated: Vec::new(),
-            free: self.simple_cells(index, &up),
+            allocated: self.simple_cells(index, &allocated),
+            free: self.simple_cells(index, &up.difference(&allocated)),
             up: self.simple_cells(index, &up),
         }
     }

@@ -72,7 +72,10 @@ bind! {
     AcquireMute => acquire_mute,
     Release => release_rpc,
     GroupSet => group_set_rpc,
+    AllocatedSet => allocated_set,
     AgentHello => agent_hello,
+    Agents => agents_rpc,
+    AgentEnrol => agent_enrol,
     AttrGet => attr_get,
     ConfigGet => config_get,
 }

@@ -240,6 +240,15 @@ pub enum Output {
         level: Level,
         msg: String,
     },
+    /// Sign `csr` for `hostname` (a host of R) with the service's CA and
+    /// answer `to` with [`rpc::msg::AgentEnrolResponse`] (the shell holds
+    /// the CA; `requester` names who asked, for the log).
+    Enrol {
+        to: ReplyTo,
+        hostname: String,
+        csr: String,
+        requester: String,
+    },
 }
 
 /// Something that happened.

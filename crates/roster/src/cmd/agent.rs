@@ -50,6 +50,17 @@ struct Args {
     /// (tls://) The key of --cert (default $ROSTER_KEY).
     #[arg(long, value_name = "FILE")]
     key: Option<PathBuf>,
+    /// Enrol first with this enrolment token file ([serve.auth]
+    /// enrol-token-file): make a key and a signing request for this
+    /// host, have the service sign it, write HOST.key and HOST.pem to
+    /// --pki, then connect with them.  With both files already in --pki
+    /// the agent uses them and does not enrol again.  Needs --ca.
+    #[arg(long, value_name = "TOKEN_FILE", requires = "pki", conflicts_with_all = ["simulate", "cert", "key"])]
+    enrol: Option<PathBuf>,
+    /// (with --enrol) Where this host's key and certificate are kept
+    /// (made mode 0700 if missing).
+    #[arg(long, value_name = "DIR", requires = "enrol")]
+    pki: Option<PathBuf>,
     /// Report this hostname instead of the local one.
     #[arg(long, value_name = "NAME", conflicts_with = "simulate")]
     hostname: Option<String>,
@@ -209,8 +220,96 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     }
 }
 
-fn run(args: Args) -> Result<ExitCode, String> {
+/// `--enrol TOKEN_FILE --pki DIR`: this host's certificate and key in
+/// DIR, obtained from the service (`resource.agent-enrol`) unless both
+/// are there already.
+fn enrol(
+    args: &Args,
+    token_file: &std::path::Path,
+    pki: &std::path::Path,
+) -> Result<(PathBuf, PathBuf), String> {
+    let host = args.hostname.clone().unwrap_or_else(agent::local_hostname);
+    if host.is_empty() || host.contains('/') || host.starts_with('.') {
+        return Err(format!("--enrol: '{host}' cannot name a certificate file"));
+    }
+    let cert = pki.join(format!("{host}.pem"));
+    let key = pki.join(format!("{host}.key"));
+    if cert.is_file() && key.is_file() {
+        tracing::info!(
+            "enrolled already: using {} and {}",
+            cert.display(),
+            key.display()
+        );
+        return Ok((cert, key));
+    }
+    if args.ca.is_none() && std::env::var_os("ROSTER_CA").is_none() {
+        return Err(
+            "--enrol needs --ca (or $ROSTER_CA): the CA that signed the service's certificate"
+                .into(),
+        );
+    }
+    let (key_pem, csr) = tls::enrol::request(&host).map_err(|e| format!("--enrol: {e}"))?;
+    let files = client::TlsFiles {
+        ca: args.ca.clone(),
+        cert: None,
+        key: None,
+    };
+    let c = client::blocking::Client::from_env_tls(args.uri.as_deref(), Some(token_file), files)
+        .map_err(|e| format!("--enrol: {e}"))?;
+    let resp = c
+        .call::<rpc::catalog::AgentEnrol>(&rpc::msg::AgentEnrolRequest {
+            hostname: host.clone(),
+            csr,
+        })
+        .map_err(|e| format!("--enrol: {e}"))?;
+    write_private_dir(pki)?;
+    write_atomically(&key, key_pem.as_bytes(), 0o600)?;
+    write_atomically(&cert, resp.cert.as_bytes(), 0o644)?;
+    tracing::info!(
+        "enrolled {host}: wrote {} and {}",
+        key.display(),
+        cert.display()
+    );
+    Ok((cert, key))
+}
+
+fn write_private_dir(dir: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// Write through a temporary file and a rename (a reader never sees half
+/// a key), mode `mode` whatever the umask.
+fn write_atomically(path: &std::path::Path, data: &[u8], mode: u32) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |e: std::io::Error| format!("{}: {e}", path.display());
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(err)?;
+    f.write_all(data).map_err(err)?;
+    f.sync_all().map_err(err)?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(err)
+}
+
+fn run(mut args: Args) -> Result<ExitCode, String> {
     crate::logging::init(args.verbose, args.log_format);
+    if let (Some(token_file), Some(pki)) = (args.enrol.clone(), args.pki.clone()) {
+        let (cert, key) = enrol(&args, &token_file, &pki)?;
+        args.cert = Some(cert);
+        args.key = Some(key);
+    }
     let tls_files = client::TlsFiles {
         ca: args.ca.clone(),
         cert: args.cert.clone(),

@@ -71,14 +71,15 @@ pub fn command() -> clap::Command {
     let ca = <CaArgs as clap::CommandFactory>::command()
         .name("ca")
         .bin_name("roster serve ca")
-        .about("A certificate authority for a Roster site (init, issue, revoke)");
+        .about("A certificate authority for a Roster site (init, issue, renew, revoke)");
     <Args as clap::CommandFactory>::command().subcommand(ca)
 }
 
 /// A certificate authority for a Roster site: `roster serve ca init DIR`
 /// makes one; `roster serve ca issue DIR HOSTLIST` signs a certificate
 /// (NAME.pem, NAME.key) for every host of HOSTLIST; `roster serve ca
-/// revoke DIR NAME` adds NAME.pem to the revocation list DIR/ca.crl.
+/// renew DIR NAME` signs NAME.pem again for a new period; `roster serve
+/// ca revoke DIR NAME` adds NAME.pem to the revocation list DIR/ca.crl.
 #[derive(Debug, Parser)]
 #[command(
     name = "roster serve ca",
@@ -125,6 +126,25 @@ enum CaArgs {
         #[arg(long, value_name = "OUTDIR")]
         out: Option<PathBuf>,
     },
+    /// Sign the certificate NAME.pem again with the CA in DIR: the same
+    /// subject (name and role), names and key usages, a new serial number
+    /// and validity.  The key NAME.key is kept unless --new-key.  Each
+    /// file is replaced atomically; the CA's own files never.  The old
+    /// certificate stays valid until it expires (revoke it if it must
+    /// not).
+    Renew {
+        dir: PathBuf,
+        name: String,
+        /// Where NAME.pem and NAME.key are (the --out of `issue`; default DIR).
+        #[arg(long, value_name = "CERTDIR")]
+        certs: Option<PathBuf>,
+        /// Validity in days, from now.
+        #[arg(long, default_value_t = 365)]
+        days: u32,
+        /// Make a new key (NAME.key, mode 0600) too.
+        #[arg(long)]
+        new_key: bool,
+    },
     /// Revoke the certificate NAME.pem: add its serial number to the
     /// CA's revocation list DIR/ca.crl (made if missing), which a service
     /// with `[serve] tls-crl` checks at every handshake (re-read on
@@ -162,6 +182,30 @@ fn ca_main(args: Vec<OsString>) -> ExitCode {
             }
             Err(e) => fail(&e),
         },
+        CaArgs::Renew {
+            dir,
+            name,
+            certs,
+            days,
+            new_key,
+        } => {
+            let certs = certs.unwrap_or_else(|| dir.clone());
+            let validity = tls::ca::Validity::days(days);
+            match tls::ca::renew(&dir, &certs, &name, validity, new_key) {
+                Ok(r) => {
+                    let key = if r.new_key { "new key" } else { "same key" };
+                    println!(
+                        "{} {}: serial {} (was {}), {key}, valid {days} day(s)",
+                        r.cert.display(),
+                        r.key.display(),
+                        r.serial,
+                        r.old_serial,
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            }
+        }
         CaArgs::Revoke {
             dir,
             name,

@@ -395,6 +395,16 @@ pub fn show(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
         Err(e) => return ctx.rpc_fail(&e),
     };
     let past = replay_until(&events, f64::INFINITY);
+    // Roster's `resource.agents`; a server without it leaves them unknown.
+    let agents: Option<BTreeMap<u32, msg::AgentInfo>> = call::<cat::Agents>(
+        svc,
+        &msg::AgentsRequest {
+            targets: Some(ranks.clone()),
+        },
+    )
+    .ok()
+    .and_then(|v| msg::decode::<msg::AgentsResponse>(&v).ok())
+    .map(|r| r.agents.into_iter().map(|a| (a.rank, a)).collect());
     let st = &cur.status;
     let (online, torpid, excluded) = (
         parse_ids(&st.online),
@@ -469,8 +479,8 @@ pub fn show(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
             "last_drain": last_drain,
             "properties": info.properties,
             "resources": children,
-            "heartbeat": Value::Null,
-            "agent_version": Value::Null,
+            "heartbeat": heartbeat_doc(agents.as_ref(), rank, now, ctx),
+            "agent_version": agents.as_ref().and_then(|a| a.get(&rank)).and_then(|a| a.version.clone()),
         }));
     }
     if ns.flag("json") {
@@ -575,7 +585,63 @@ fn show_text(s: &mut String, d: &Value, now: f64, first: Option<f64>) {
         })
         .unwrap_or_default();
     let _ = writeln!(s, "  Resources:  {}", res.join(" "));
-    let _ = writeln!(s, "  Heartbeat:  not reported by the service");
+    let hb = &d["heartbeat"];
+    let _ = match hb["timestamp"].as_f64() {
+        Some(t) => writeln!(
+            s,
+            "  Heartbeat:  {} ({} ago){}{}",
+            hb["time"].as_str().unwrap_or(""),
+            age(now - t),
+            hb["via"]
+                .as_str()
+                .map(|v| format!(" via relay {v}"))
+                .unwrap_or_default(),
+            if hb["connected"] == true {
+                ""
+            } else {
+                ", agent gone"
+            }
+        ),
+        None if hb["known"] == false => writeln!(s, "  Heartbeat:  not reported by the service"),
+        None => writeln!(s, "  Heartbeat:  none since the service started"),
+    };
+    let _ = writeln!(
+        s,
+        "  Agent:      {}",
+        match d["agent_version"].as_str() {
+            Some(v) => format!("version {v}"),
+            None if hb["timestamp"].is_f64() => "version not reported".to_string(),
+            None => "unknown".to_string(),
+        }
+    );
+}
+
+/// The `heartbeat` of `show --json`: `{timestamp, time, age, connected,
+/// via}` from `resource.agents`; `{known: false}` when the service did
+/// not answer it (an older server), `null` when no agent spoke for the
+/// rank since the service started.
+fn heartbeat_doc(
+    agents: Option<&BTreeMap<u32, msg::AgentInfo>>,
+    rank: u32,
+    now: f64,
+    ctx: &Ctx<'_>,
+) -> Value {
+    let Some(agents) = agents else {
+        return json!({"known": false});
+    };
+    match agents.get(&rank) {
+        Some(a) => match a.heartbeat {
+            Some(t) => json!({
+                "timestamp": t,
+                "time": when(t, ctx.zone),
+                "age": age(now - t),
+                "connected": a.connected,
+                "via": a.via,
+            }),
+            None => Value::Null,
+        },
+        None => Value::Null,
+    }
 }
 
 /// `roster resource history TARGETS [--since WHEN] [--json]`.
