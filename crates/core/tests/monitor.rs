@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use roster_core::errno::*;
 use roster_core::*;
-use rpc::{ReplyTo, Role};
+use rpc::{ReplyTo, Request, Role};
 use serde_json::{json, Value};
 
 /// fake[0-3], cores 0-3; fake3 appears twice (ranks 3 and 4).
@@ -641,7 +641,7 @@ impl H {
             who: None,
         };
         let out = self.input(Input::Request(req));
-        replies(&out, ReplyTo { conn, matchtag: 1 })
+        replies_to(&out, ReplyTo { conn, matchtag: 1 })
             .into_iter()
             .next()
             .expect("a reply")
@@ -715,7 +715,7 @@ impl H {
             who: (conn < 100).then(|| format!("cert:sched{conn}").into()),
         };
         let out = self.input(Input::Request(req));
-        replies(&out, ReplyTo { conn, matchtag: 7 })
+        replies_to(&out, ReplyTo { conn, matchtag: 7 })
             .into_iter()
             .next()
             .expect("a reply")
@@ -839,7 +839,7 @@ fn agent_enrol_is_for_hosts_of_r_and_the_enrol_role() {
         .collect();
     assert_eq!(asked, vec![("fake2", "PEM", "token:enrol")]);
     let out = enrol(&mut h, "nothere", Role::Enrol);
-    let r = replies(
+    let r = replies_to(
         &out,
         ReplyTo {
             conn: 70,
@@ -855,7 +855,7 @@ fn agent_enrol_is_for_hosts_of_r_and_the_enrol_role() {
     // other roles may not enrol; the enrol role may do nothing else
     for role in [Role::User, Role::Admin, Role::Agent("fake2".into())] {
         let out = enrol(&mut h, "fake2", role.clone());
-        let r = replies(
+        let r = replies_to(
             &out,
             ReplyTo {
                 conn: 70,

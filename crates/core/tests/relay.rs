@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use roster_core::errno::*;
 use roster_core::*;
-use rpc::{ReplyTo, Role};
+use rpc::{ReplyTo, Request, Role};
 use serde_json::{json, Value};
 
 /// `n` nodes sim[0-(n-1)], cores 0-3.
@@ -435,7 +435,7 @@ fn agents_names_the_relay_and_its_last_lively_line() {
         userid: None,
         who: None,
     }));
-    let v = replies(&out, stream(99)).remove(0).unwrap();
+    let v = replies_to(&out, stream(99)).remove(0).unwrap();
     assert_eq!(
         v,
         json!({"agents": [

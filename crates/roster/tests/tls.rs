@@ -755,23 +755,25 @@ fn an_agent_enrols_with_the_enrolment_token_then_joins() {
         token.display()
     );
     let d = start(&s, &cfg, &["--listen", &format!("tls://127.0.0.1:{port}")]);
-    let spawn = |host: &str, dir: &str, log: &str| {
-        let log = s.path(log);
-        let child = roster()
-            .args(["agent", "--uri", &uri, "--ca", &format!("{pki}/ca.pem")])
-            .args(["--enrol", token.to_str().unwrap()])
-            .args(["--pki", s.path(dir).to_str().unwrap()])
-            .args(["--hostname", host, "--cores", "0-3", "--heartbeat", "0.2"])
-            .env_remove("ROSTER_TOKEN_FILE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("spawn roster agent");
-        Agent {
-            child: Some(child),
-            log,
-        }
+    let spawn = |host: &str, dir: &str, name: &str| {
+        let (pki_dir, ca) = (s.path(dir), format!("{pki}/ca.pem"));
+        let args = [
+            "--uri",
+            &uri,
+            "--ca",
+            &ca,
+            "--enrol",
+            token.to_str().unwrap(),
+            "--pki",
+            pki_dir.to_str().unwrap(),
+            "--hostname",
+            host,
+            "--cores",
+            "0-3",
+            "--heartbeat",
+            "0.2",
+        ];
+        Agent::spawn(&s, name, &args)
     };
     let online = || d.rpc("resource.status", json!({})).unwrap()["online"].clone();
     let wait_online = |want: &str, a: &Agent| {
@@ -788,7 +790,7 @@ fn an_agent_enrols_with_the_enrolment_token_then_joins() {
         }
     };
     // fake1 enrols, then joins with its new certificate
-    let a1 = spawn("fake1", "node1-pki", "agent1.log");
+    let a1 = spawn("fake1", "node1-pki", "agent1");
     wait_online("1", &a1);
     let mode = |p: &std::path::Path| {
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).unwrap().permissions())
@@ -852,7 +854,7 @@ fn an_agent_enrols_with_the_enrolment_token_then_joins() {
         assert!(Instant::now() < deadline, "{}", d.log_text());
         std::thread::sleep(Duration::from_millis(25));
     }
-    let a1 = spawn("fake1", "again-pki", "agent1b.log");
+    let a1 = spawn("fake1", "again-pki", "agent1b");
     wait_online("1", &a1);
     assert!(s.path("again-pki/fake1.pem").is_file());
 }
