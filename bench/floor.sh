@@ -108,7 +108,10 @@ cli_rows() {
   cli() { # key label target
     local m
     m=$(awk -F'\t' -v k="$1" '$1 == k {print $2}' <<<"$out")
-    row "$2" "$m ms" "$floor ms" "$(awk -v a="$m" -v b="$floor" 'BEGIN{printf "%.1f×", a / b}')" "$3"
+    case "$m" in
+      failed*) row "$2" "**$m**" "$floor ms" "—" "$3" ;;
+      *) row "$2" "$m ms" "$floor ms" "$(awk -v a="$m" -v b="$floor" 'BEGIN{printf "%.1f×", a / b}')" "$3" ;;
+    esac
   }
   cli status16 '`roster resource status`, R16k, 30 % drained' "≤ 2.5×"
   cli list16 '`roster resource list`, R16k, 30 % drained' "≤ 4×"

@@ -39,7 +39,7 @@
 //!   RUNS rounds (plus one round not counted) and print
 //!   `LABEL<TAB>median ms` per command: whole-process timings whose
 //!   ratios share the machine's load (bench/floor.sh).  A command that
-//!   fails stops it.
+//!   fails is not run again: `LABEL<TAB>failed (its exit status)`.
 //! * `fsync --dir DIR [--n 2000] [--warmup 20]`: the floor under durable
 //!   drains, no service: append one drain-event-sized line to a fresh
 //!   file in DIR and `fdatasync` it, N times; the note gives the rate in
@@ -760,36 +760,46 @@ fn cmd_alternate(words: &[String]) -> Result<()> {
     if pairs.is_empty() || pairs.len() % 2 != 0 {
         return Err(usage());
     }
-    let cmds: Vec<(&str, Vec<&str>)> = pairs
-        .chunks(2)
-        .map(|p| (p[0].as_str(), p[1].split_whitespace().collect()))
-        .collect();
+    let mut cmds: Vec<(&str, Vec<&str>)> = Vec::new();
+    for p in pairs.chunks(2) {
+        let argv: Vec<&str> = p[1].split_whitespace().collect();
+        if argv.is_empty() {
+            return Err(usage());
+        }
+        cmds.push((p[0].as_str(), argv));
+    }
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); cmds.len()];
+    // A command that fails is not run again; its line says so.
+    let mut failed: Vec<Option<String>> = vec![None; cmds.len()];
     for round in 0..=runs {
-        for (i, (label, argv)) in cmds.iter().enumerate() {
-            let (prog, args) = argv.split_first().ok_or_else(usage)?;
+        for (i, (_, argv)) in cmds.iter().enumerate() {
+            if failed[i].is_some() {
+                continue;
+            }
             let t = Instant::now();
-            let status = Command::new(prog)
-                .args(args)
+            let status = Command::new(argv[0])
+                .args(&argv[1..])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status()
-                .map_err(io_err(Path::new(prog)))?;
+                .map_err(io_err(Path::new(argv[0])))?;
             let d = t.elapsed();
             if !status.success() {
-                return Err(BenchError::Other(format!(
-                    "{label}: {prog} failed: {status}"
-                )));
-            }
-            if round > 0 {
+                failed[i] = Some(status.to_string());
+            } else if round > 0 {
                 times[i].push(d);
             }
         }
     }
-    for ((label, _), mut t) in cmds.iter().zip(times) {
-        t.sort();
-        println!("{label}\t{:.3}", ms(pct(&t, 0.5)));
+    for (((label, _), mut t), fail) in cmds.iter().zip(times).zip(failed) {
+        match fail {
+            Some(why) => println!("{label}\tfailed ({why})"),
+            None => {
+                t.sort();
+                println!("{label}\t{:.3}", ms(pct(&t, 0.5)));
+            }
+        }
     }
     Ok(())
 }

@@ -23,6 +23,9 @@ type Pending = (rpc::Request, transport::ReplySender);
 struct Fake {
     requests: smpsc::Receiver<Pending>,
     disconnects: smpsc::Receiver<ConnId>,
+    /// Where the fake, like the service, counts a connection gone once
+    /// it sent the last reply of a request whose sender `ends_conn`.
+    ended: smpsc::Sender<ConnId>,
 }
 
 impl Fake {
@@ -54,9 +57,14 @@ impl Fake {
         let Fake {
             requests,
             disconnects,
+            ended,
         } = self;
         std::thread::spawn(move || {
             while let Ok((req, tx)) = requests.recv() {
+                // A one-reply request's connection ends with its reply
+                // (the service's part of the disconnect, see
+                // `ReplySender::ends_conn`).
+                let ends = (!req.streaming && tx.ends_conn()).then_some(req.conn);
                 match req.topic.as_str() {
                     "test.echo" | "resource.drain" => {
                         let _ = tx.send(Ok(req.payload.into()));
@@ -89,6 +97,9 @@ impl Fake {
                             format!("No service matching {} is registered", req.topic),
                         )));
                     }
+                }
+                if let Some(conn) = ends.filter(|_| req.topic != "test.drop") {
+                    let _ = ended.send(conn);
                 }
             }
         });
@@ -151,6 +162,7 @@ async fn start_with(opts: ListenOptions) -> (Server, Fake) {
     let (tx, rx) = smpsc::channel();
     let (req_tx, requests) = smpsc::channel();
     let (disc_tx, disconnects) = smpsc::channel();
+    let ended = disc_tx.clone();
     std::thread::spawn(move || {
         while let Ok(m) = rx.recv() {
             match m {
@@ -176,6 +188,7 @@ async fn start_with(opts: ListenOptions) -> (Server, Fake) {
         Fake {
             requests,
             disconnects,
+            ended,
         },
     )
 }
