@@ -1206,7 +1206,7 @@ mod tests {
 
     struct Kid {
         conn: ConnId,
-        rx: mpsc::UnboundedReceiver<rpc::Reply>,
+        rx: transport::ReplyReceiver,
     }
 
     impl Kid {
@@ -1325,7 +1325,7 @@ mod tests {
             &mut s,
             &Kid {
                 conn: 1,
-                rx: mpsc::unbounded_channel().1,
+                rx: ReplySender::unbounded(false).1,
             },
             json!({"hello": [{"ranks": "2-4", "cores": "0"}]}),
         );
@@ -1347,7 +1347,7 @@ mod tests {
             &mut s,
             &Kid {
                 conn: 1,
-                rx: mpsc::unbounded_channel().1,
+                rx: ReplySender::unbounded(false).1,
             },
             json!({"lively": "2-4"}),
         );
@@ -1356,7 +1356,7 @@ mod tests {
             &mut s,
             &Kid {
                 conn: 1,
-                rx: mpsc::unbounded_channel().1,
+                rx: ReplySender::unbounded(false).1,
             },
             json!({"gone": "4"}),
         );

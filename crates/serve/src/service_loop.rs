@@ -30,8 +30,73 @@ struct Route {
     /// told so by its listener) instead of slowing the loop.
     tx: ReplySender,
     streaming: bool,
-    topic: String,
+    /// The catalogue's name of the topic (`unknown` for any other: its
+    /// answer is ENOSYS, counted as `unknown`).
+    topic: &'static str,
     start: Instant,
+}
+
+/// The open requests of one connection: one, nearly always (an HTTP
+/// request, an agent session), held without a table of its own (a table
+/// per idle agent session would cost 16k agents 5 MB).
+#[derive(Debug)]
+enum ConnRoutes {
+    One(u32, Route),
+    Many(HashMap<u32, Route>),
+}
+
+impl ConnRoutes {
+    fn get(&self, matchtag: u32) -> Option<&Route> {
+        match self {
+            ConnRoutes::One(m, r) => (*m == matchtag).then_some(r),
+            ConnRoutes::Many(map) => map.get(&matchtag),
+        }
+    }
+
+    /// Add a route; the one it replaces, if any.
+    fn insert(&mut self, matchtag: u32, route: Route) -> Option<Route> {
+        match self {
+            ConnRoutes::One(m, r) if *m == matchtag => Some(std::mem::replace(r, route)),
+            ConnRoutes::Many(map) => map.insert(matchtag, route),
+            ConnRoutes::One(..) => {
+                let mut map = HashMap::new();
+                if let ConnRoutes::One(m, r) =
+                    std::mem::replace(self, ConnRoutes::Many(HashMap::new()))
+                {
+                    map.insert(m, r);
+                }
+                map.insert(matchtag, route);
+                *self = ConnRoutes::Many(map);
+                None
+            }
+        }
+    }
+
+    /// Remove a route; `true` when none is left.
+    fn remove(&mut self, matchtag: u32) -> bool {
+        match self {
+            ConnRoutes::One(m, _) => *m == matchtag,
+            ConnRoutes::Many(map) => {
+                map.remove(&matchtag);
+                map.is_empty()
+            }
+        }
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Route> {
+        let (one, many) = match self {
+            ConnRoutes::One(_, r) => (Some(r), None),
+            ConnRoutes::Many(map) => (None, Some(map.values())),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+
+    fn into_values(self) -> Vec<Route> {
+        match self {
+            ConnRoutes::One(_, r) => vec![r],
+            ConnRoutes::Many(map) => map.into_values().collect(),
+        }
+    }
 }
 
 impl Route {
@@ -136,11 +201,16 @@ fn flush_events(
 pub struct Shell {
     core: Service,
     backing: Backing,
-    routes: HashMap<ConnId, HashMap<u32, Route>>,
+    routes: HashMap<ConnId, ConnRoutes>,
     /// Streams refused by their listener before their end (the client
     /// fell behind or is gone): the core is told ([`Input::Cancel`]) once
     /// the batch is delivered.
     gone: Vec<ReplyTo>,
+    /// Connections that ended with the last reply just delivered (an HTTP
+    /// request's own, [`ReplySender::ends_conn`]): the core is told
+    /// ([`Input::Disconnect`]) once the batch is delivered, without the
+    /// listener's `Disconnect` and a wake-up of the loop for it.
+    ended: Vec<ConnId>,
     config_path: Option<PathBuf>,
     /// Messages taken from the listeners but not handled because the
     /// leadership was lost first (etcd backend): answered by the standby.
@@ -186,6 +256,7 @@ impl Shell {
             backing,
             routes: HashMap::new(),
             gone: Vec::new(),
+            ended: Vec::new(),
             config_path,
             unhandled: Vec::new(),
             metrics: Arc::new(Metrics::new()),
@@ -418,10 +489,7 @@ impl Shell {
         let mut pending: Vec<Event> = Vec::new();
         for o in out {
             match o {
-                Output::Persist(ev) => {
-                    log_event(ev);
-                    pending.push(ev.clone());
-                }
+                Output::Persist(ev) => pending.push(ev.clone()),
                 Output::WriteR(v) => {
                     flush_events(dir, &self.metrics, &mut pending)?;
                     dir.write_r(&v.to_string())?;
@@ -436,12 +504,22 @@ impl Shell {
         flush_events(dir, &self.metrics, &mut pending)
     }
 
-    /// Send replies and log lines (after [`Shell::persist`]).
+    /// Send replies, then write the log lines, the persisted events' among
+    /// them, in order (after [`Shell::persist`]): a reply does not wait
+    /// for the log's writes.
     pub fn deliver(&mut self, out: Vec<Output>) {
         self.publish();
+        let mut logs = Vec::new();
         for o in out {
             match o {
                 Output::Reply { to, reply } => self.send(to, reply),
+                o @ (Output::Persist(_) | Output::Log { .. }) => logs.push(o),
+                _ => {}
+            }
+        }
+        for o in logs {
+            match o {
+                Output::Persist(ev) => log_event(&ev),
                 Output::Log { level, msg } => {
                     let msg = bounded(&msg);
                     match level {
@@ -460,13 +538,13 @@ impl Shell {
         let Some(conn) = self.routes.get_mut(&to.conn) else {
             return; // the client is gone
         };
-        let Some(route) = conn.get(&to.matchtag) else {
+        let Some(route) = conn.get(to.matchtag) else {
             return;
         };
         let last = !route.streaming || reply.is_err();
         if last {
             let errnum = reply.as_ref().err().map(|e| e.errnum);
-            let (topic, outcome) = crate::metrics::rpc_labels(&route.topic, errnum);
+            let (topic, outcome) = crate::metrics::rpc_labels(route.topic, errnum);
             let latency = (!route.streaming).then(|| route.start.elapsed());
             self.metrics.rpc_done(topic, outcome, latency);
             if route.is_agent() {
@@ -483,11 +561,11 @@ impl Shell {
             // must stop producing for it now, not at the disconnect.
             self.gone.push(to);
         }
-        if last || refused {
-            conn.remove(&to.matchtag);
-            if conn.is_empty() {
-                self.routes.remove(&to.conn);
-            }
+        if last && !refused && route.tx.ends_conn() {
+            self.ended.push(to.conn);
+        }
+        if (last || refused) && conn.remove(to.matchtag) {
+            self.routes.remove(&to.conn);
         }
     }
 
@@ -516,20 +594,24 @@ impl Shell {
                 let route = Route {
                     tx: replies,
                     streaming: req.streaming,
-                    topic: req.topic.clone(),
+                    topic: rpc::catalog::lookup(&req.topic).map_or("unknown", |t| t.name),
                     start: Instant::now(),
                 };
                 if route.is_agent() {
                     self.metrics.agent_opened();
                 }
                 if route.streaming {
-                    self.metrics.stream_opened(&route.topic, route.tx.probe());
+                    self.metrics.stream_opened(route.topic, route.tx.probe());
                 }
-                let old = self
-                    .routes
-                    .entry(req.conn)
-                    .or_default()
-                    .insert(req.matchtag, route);
+                let old = match self.routes.entry(req.conn) {
+                    std::collections::hash_map::Entry::Occupied(mut e) => {
+                        e.get_mut().insert(req.matchtag, route)
+                    }
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(ConnRoutes::One(req.matchtag, route));
+                        None
+                    }
+                };
                 if old.is_some_and(|r| r.is_agent()) {
                     self.metrics.agent_closed();
                 }
@@ -538,15 +620,20 @@ impl Shell {
             // (Its queue slot goes with the message.)
             Incoming::SessionLine { conn, payload, .. } => Input::SessionLine { conn, payload },
             Incoming::Disconnect(conn) => {
-                if let Some(gone) = self.routes.remove(&conn) {
-                    for _ in gone.values().filter(|r| r.is_agent()) {
-                        self.metrics.agent_closed();
-                    }
-                }
+                self.disconnect(conn);
                 Input::Disconnect(conn)
             }
             // Dropped by `take` before it gets here; a tick is harmless.
             Incoming::Wake => Input::Tick,
+        }
+    }
+
+    /// Forget the routes of a connection that is gone.
+    fn disconnect(&mut self, conn: ConnId) {
+        if let Some(gone) = self.routes.remove(&conn) {
+            for _ in gone.values().filter(|r| r.is_agent()) {
+                self.metrics.agent_closed();
+            }
         }
     }
 
@@ -632,23 +719,28 @@ impl Shell {
                 if let ServeError::Deposed(why) = &e {
                     self.step_down(why);
                 }
-                for r in self.routes.values().flat_map(|c| c.values()) {
+                for r in self.routes.values().flat_map(ConnRoutes::values) {
                     if r.is_agent() {
                         self.metrics.agent_closed();
                     }
                 }
                 self.routes.clear();
                 self.gone.clear();
+                self.ended.clear();
                 return Err(e);
             }
             self.deliver(out);
             self.metrics.refresh(&self.core, Instant::now(), false);
-            if self.gone.is_empty() {
-                return Ok(());
-            }
             out = Vec::new();
+            for conn in std::mem::take(&mut self.ended) {
+                self.disconnect(conn);
+                self.core.handle(clock(), Input::Disconnect(conn), &mut out);
+            }
             for to in std::mem::take(&mut self.gone) {
                 self.core.handle(clock(), Input::Cancel(to), &mut out);
+            }
+            if out.is_empty() {
+                return Ok(());
             }
         }
     }
@@ -659,7 +751,7 @@ impl Shell {
     pub(crate) fn step_down(&mut self, why: &str) {
         let text = format!("this server lost the leadership ({why}): reconnect to the new leader");
         for (_, conn) in self.routes.drain() {
-            for (_, route) in conn {
+            for route in conn.into_values() {
                 if route.is_agent() {
                     // The metrics outlive this leadership (etcd backend).
                     self.metrics.agent_closed();

@@ -40,7 +40,7 @@ fn a_client_request_is_served_before_waiting_agent_lines() {
     let answered = |lines: &mut Vec<_>| {
         lines
             .iter_mut()
-            .filter(|r: &&mut tokio::sync::mpsc::UnboundedReceiver<rpc::Reply>| !r.is_empty())
+            .filter(|r: &&mut transport::ReplyReceiver| !r.is_empty())
             .count()
     };
 

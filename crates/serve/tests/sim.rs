@@ -557,7 +557,7 @@ fn persist_error_stops_the_loop_without_acknowledging_and_restart_replays() {
         // Nothing was answered: the reply channel was dropped unanswered.
         assert!(matches!(
             rrx.try_recv(),
-            Err(tokio::sync::mpsc::error::TryRecvError::Disconnected)
+            Err(transport::TryRecvError::Disconnected)
         ));
         drop(shell);
         // A power loss, then a restart: the acknowledged drain is there.

@@ -34,6 +34,16 @@
 //!   its socket answers `resource.status`.
 //! * `gen-eventlog --out FILE [--events 100000] [--nodes 16384]`: a
 //!   `resource-define` then alternating single-rank drain/undrain events.
+//! * `alternate RUNS LABEL CMD [LABEL CMD...]`: run each command (split
+//!   on blanks, no shell, output discarded) once per round, in turn, for
+//!   RUNS rounds (plus one round not counted) and print
+//!   `LABEL<TAB>median ms` per command: whole-process timings whose
+//!   ratios share the machine's load (bench/floor.sh).  A command that
+//!   fails is not run again: `LABEL<TAB>failed (its exit status)`.
+//! * `fsync --dir DIR [--n 2000] [--warmup 20]`: the floor under durable
+//!   drains, no service: append one drain-event-sized line to a fresh
+//!   file in DIR and `fdatasync` it, N times; the note gives the rate in
+//!   the form `drains` prints (`N/s overall`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -697,23 +707,125 @@ fn cmd_gen_eventlog(o: &Opts) -> Result<()> {
     Ok(())
 }
 
+/// The statedir file system's own rate of durable appends: what one
+/// sequential client's drains are compared with (bench/floor.sh).
+fn cmd_fsync(o: &Opts) -> Result<()> {
+    use std::io::Write;
+    let dir = PathBuf::from(o.str("dir")?);
+    let n = o.num("n", 2000)?.max(1);
+    let warmup = o.num("warmup", 20)?;
+    let path = dir.join(format!("svcbench-fsync.{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .create_new(true)
+        .append(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    let line = "{\"timestamp\":1764000000.123456,\"name\":\"drain\",\"context\":{\"idset\":\"12345\",\"nodelist\":\"node12345\",\"reason\":\"reason-17\",\"overwrite\":0}}\n";
+    let mut samples = Vec::with_capacity(n);
+    let mut once = || -> std::io::Result<Duration> {
+        let t = Instant::now();
+        f.write_all(line.as_bytes())?;
+        f.sync_data()?;
+        Ok(t.elapsed())
+    };
+    let result = (|| {
+        for _ in 0..warmup {
+            once()?;
+        }
+        let start = Instant::now();
+        for _ in 0..n {
+            samples.push(once()?);
+        }
+        Ok(start.elapsed())
+    })();
+    let _ = std::fs::remove_file(&path);
+    let total = result.map_err(io_err(&path))?;
+    let rate = n as f64 / total.as_secs_f64();
+    row(
+        "floor: append one event line + fdatasync",
+        samples,
+        &format!(
+            "{rate:.0}/s overall ({n} in {:.2} s); no service",
+            total.as_secs_f64()
+        ),
+    );
+    Ok(())
+}
+
+/// `alternate RUNS LABEL CMD...` (positional: a command has blanks).
+fn cmd_alternate(words: &[String]) -> Result<()> {
+    let usage = || BenchError::Usage("alternate RUNS LABEL CMD [LABEL CMD...]".into());
+    let (runs, pairs) = words.split_first().ok_or_else(usage)?;
+    let runs: usize = runs.parse().map_err(|_| usage())?;
+    if pairs.is_empty() || pairs.len() % 2 != 0 {
+        return Err(usage());
+    }
+    let mut cmds: Vec<(&str, Vec<&str>)> = Vec::new();
+    for p in pairs.chunks(2) {
+        let argv: Vec<&str> = p[1].split_whitespace().collect();
+        if argv.is_empty() {
+            return Err(usage());
+        }
+        cmds.push((p[0].as_str(), argv));
+    }
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); cmds.len()];
+    // A command that fails is not run again; its line says so.
+    let mut failed: Vec<Option<String>> = vec![None; cmds.len()];
+    for round in 0..=runs {
+        for (i, (_, argv)) in cmds.iter().enumerate() {
+            if failed[i].is_some() {
+                continue;
+            }
+            let t = Instant::now();
+            let status = Command::new(argv[0])
+                .args(&argv[1..])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .map_err(io_err(Path::new(argv[0])))?;
+            let d = t.elapsed();
+            if !status.success() {
+                failed[i] = Some(status.to_string());
+            } else if round > 0 {
+                times[i].push(d);
+            }
+        }
+    }
+    for (((label, _), mut t), fail) in cmds.iter().zip(times).zip(failed) {
+        match fail {
+            Some(why) => println!("{label}\tfailed ({why})"),
+            None => {
+                t.sort();
+                println!("{label}\t{:.3}", ms(pct(&t, 0.5)));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = args.split_first() else {
-        eprintln!("usage: svcbench rpc|concurrent|drains|drain-big|journal|startup|gen-eventlog --key value...");
+        eprintln!("usage: svcbench rpc|concurrent|warm|drains|drain-big|journal|startup|gen-eventlog|fsync --key value... | alternate RUNS LABEL CMD...");
         return ExitCode::from(2);
     };
-    let result = Opts::parse(rest).and_then(|o| match cmd.as_str() {
-        "rpc" => cmd_rpc(&o),
-        "concurrent" => cmd_concurrent(&o),
-        "warm" => cmd_warm(&o),
-        "drains" => cmd_drains(&o),
-        "drain-big" => cmd_drain_big(&o),
-        "journal" => cmd_journal(&o),
-        "startup" => cmd_startup(&o),
-        "gen-eventlog" => cmd_gen_eventlog(&o),
-        other => Err(BenchError::Usage(format!("unknown sub-command {other}"))),
-    });
+    let result = if cmd == "alternate" {
+        cmd_alternate(rest)
+    } else {
+        Opts::parse(rest).and_then(|o| match cmd.as_str() {
+            "rpc" => cmd_rpc(&o),
+            "concurrent" => cmd_concurrent(&o),
+            "warm" => cmd_warm(&o),
+            "drains" => cmd_drains(&o),
+            "drain-big" => cmd_drain_big(&o),
+            "journal" => cmd_journal(&o),
+            "startup" => cmd_startup(&o),
+            "gen-eventlog" => cmd_gen_eventlog(&o),
+            "fsync" => cmd_fsync(&o),
+            other => Err(BenchError::Usage(format!("unknown sub-command {other}"))),
+        })
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -1,7 +1,9 @@
 //! One HTTP connection: requests in, replies out, per [`rpc::wire`].
 
 use crate::bind::shutdown_signalled;
-use crate::limits::{reply_cost, ConnPermit, Handed, Limits, LoopTx, OutQueue, ReplySender};
+use crate::limits::{
+    reply_cost, ConnPermit, Handed, Limits, LoopTx, OutQueue, ReplyReceiver, ReplySender,
+};
 use crate::{next_conn_id, ListenOptions, SHUTDOWN_GRACE};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -93,6 +95,11 @@ impl Ctx {
 
     pub(crate) fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// The channel to the service loop.
+    pub(crate) fn loop_tx(&self) -> &LoopTx {
+        &self.tx
     }
 
     /// The published read-only replies, if the service publishes any.
@@ -314,13 +321,32 @@ pub(crate) async fn serve_connection<S>(
 /// away (hyper drops the handler future or the response body).
 pub(crate) struct DisconnectGuard {
     pub(crate) conn: rpc::ConnId,
-    pub(crate) tx: LoopTx,
+    tx: LoopTx,
+    armed: bool,
+}
+
+impl DisconnectGuard {
+    pub(crate) fn new(conn: rpc::ConnId, tx: LoopTx) -> DisconnectGuard {
+        DisconnectGuard {
+            conn,
+            tx,
+            armed: true,
+        }
+    }
+
+    /// The service needs no `Disconnect`: it took the request's last
+    /// reply as one ([`ReplySender::ends_conn`]).
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
+    }
 }
 
 impl Drop for DisconnectGuard {
     fn drop(&mut self) {
         // The service may be gone already; nothing to tell then.
-        self.tx.disconnect(self.conn);
+        if self.armed {
+            self.tx.disconnect(self.conn);
+        }
     }
 }
 
@@ -328,7 +354,7 @@ impl Drop for DisconnectGuard {
 pub(crate) enum ReplyBody {
     Full(Option<Bytes>),
     Stream {
-        rx: mpsc::UnboundedReceiver<Reply>,
+        rx: ReplyReceiver,
         /// The request's outbound queue: a reply leaves it when hyper
         /// takes it (hyper polls the body only when it can write).
         queue: Arc<OutQueue>,
@@ -709,6 +735,9 @@ async fn dispatch(
     let conn = next_conn_id();
     let queue = OutQueue::new(ctx.limits.outbound_bytes(&role));
     let (replies, mut rx) = ReplySender::new(Arc::clone(&queue), streaming);
+    // This request is its connection id's only one: the service takes its
+    // last reply as the disconnect.
+    let replies = replies.ending_conn();
     let request = rpc::Request {
         conn,
         matchtag: 1,
@@ -726,10 +755,7 @@ async fn dispatch(
     };
     // Answered from a snapshot: the service never saw the request, there
     // is no Disconnect to send (and never a stream).
-    let guard = (handed == Handed::Queued).then(|| DisconnectGuard {
-        conn,
-        tx: ctx.tx.clone(),
-    });
+    let guard = (handed == Handed::Queued).then(|| DisconnectGuard::new(conn, ctx.tx.clone()));
     if streaming {
         if let Some(guard) = guard {
             return ndjson_stream(rx, queue, guard);
@@ -740,8 +766,13 @@ async fn dispatch(
     let reply = rx.recv().await;
     if let Some(r) = &reply {
         queue.release(reply_cost(r));
+        // The service counts the connection gone with this reply.
+        if let Some(g) = guard {
+            g.disarm();
+        }
+    } else {
+        drop(guard);
     }
-    drop(guard);
     match reply {
         Some(reply) => reply_response(reply),
         None => rpc_error_response(&RpcError::new(
@@ -806,7 +837,7 @@ async fn web_route<B>(
 /// A response whose body is the request's replies as NDJSON lines, as
 /// they arrive; `guard` sends the Disconnect when the body is dropped.
 fn ndjson_stream(
-    rx: mpsc::UnboundedReceiver<Reply>,
+    rx: ReplyReceiver,
     queue: Arc<OutQueue>,
     guard: DisconnectGuard,
 ) -> Response<ReplyBody> {

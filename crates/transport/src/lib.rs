@@ -56,7 +56,8 @@ use std::time::Duration;
 
 pub use bind::{check as check_listen, Listeners};
 pub use limits::{
-    overflow_error, reply_cost, Limits, QueueProbe, QueueSlot, ReplyRefused, ReplySender,
+    overflow_error, reply_cost, Limits, QueueProbe, QueueSlot, ReplyReceiver, ReplyRefused,
+    ReplySender, TryRecvError,
 };
 pub use snapshot::{Observer, Snapshots};
 pub use tls::TlsListen;
@@ -85,8 +86,10 @@ pub enum Incoming {
         slot: QueueSlot,
     },
     /// The connection is gone: drop every request it still has, without
-    /// replying.  Sent exactly once per [`rpc::ConnId`] handed out in a
-    /// `Request`.
+    /// replying.  Sent once per [`rpc::ConnId`] handed out in a `Request`,
+    /// unless the request's [`ReplySender::ends_conn`] (the service then
+    /// takes its last reply as the disconnect; a `Disconnect` may still
+    /// come if the client went away meanwhile, and a second is harmless).
     Disconnect(rpc::ConnId),
     /// Not from a listener: the shell wakes the loop that reads this
     /// channel (a signal's request, work finished off the loop) so that

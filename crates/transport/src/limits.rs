@@ -15,7 +15,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 
 /// The listeners' limits (`[serve]` keys of the same names, kebab-case).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -254,55 +254,215 @@ pub enum ReplyRefused {
 /// Where the service sends the replies of one request.  Never blocks:
 /// a reply that does not fit the connection's outbound queue is refused
 /// (and the client told, see [`ReplyRefused::Overflow`]).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ReplySender {
-    tx: mpsc::UnboundedSender<Reply>,
+    chan: Arc<ReplyChan>,
     queue: Arc<OutQueue>,
     streaming: bool,
-    /// Set once the request's last reply was queued or refused.
-    ended: Arc<AtomicBool>,
+    /// The request's connection ends with its last reply (an HTTP
+    /// request has a connection id of its own): the service takes that
+    /// reply as the connection's `Disconnect` ([`ReplySender::ends_conn`]).
+    ends_conn: bool,
+}
+
+/// The replies of one request between the service and its listener: a
+/// queue that holds no memory while it is empty (an idle agent session
+/// keeps one for hours; a tokio channel would keep a block of 32 reply
+/// slots and its cache-padded state, 1.5 KB, for each).
+#[derive(Debug, Default)]
+struct ReplyChan {
+    state: Mutex<ChanState>,
+    /// Live [`ReplySender`]s of the request (clones included).
+    senders: AtomicUsize,
+    /// The [`ReplyReceiver`] is gone.
+    receiver_gone: AtomicBool,
+    /// The request's last reply was queued or refused.
+    ended: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct ChanState {
+    replies: std::collections::VecDeque<Reply>,
+    /// The receiver waiting for a reply (or for the last sender to go).
+    waker: Option<std::task::Waker>,
+}
+
+impl ReplyChan {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ChanState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wake(&self, mut state: std::sync::MutexGuard<'_, ChanState>) {
+        let waker = state.waker.take();
+        drop(state);
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// The listener's end of a request's replies ([`ReplySender`]): `None`
+/// once every sender is gone and every reply was taken.
+#[derive(Debug)]
+pub struct ReplyReceiver {
+    chan: Arc<ReplyChan>,
+}
+
+/// Why [`ReplyReceiver::try_recv`] gave no reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TryRecvError {
+    #[error("no reply queued")]
+    Empty,
+    #[error("every sender is gone")]
+    Disconnected,
+}
+
+impl ReplyReceiver {
+    /// The next reply; `Ready(None)` when there will be none.
+    pub fn poll_recv(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Reply>> {
+        let mut s = self.chan.lock();
+        match self.take(&mut s) {
+            Ok(r) => std::task::Poll::Ready(Some(r)),
+            Err(TryRecvError::Disconnected) => std::task::Poll::Ready(None),
+            Err(TryRecvError::Empty) => {
+                match &mut s.waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    w => *w = Some(cx.waker().clone()),
+                }
+                std::task::Poll::Pending
+            }
+        }
+    }
+
+    /// Wait for the next reply (`None`: there will be none).
+    pub async fn recv(&mut self) -> Option<Reply> {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// The next reply if one is queued.
+    pub fn try_recv(&mut self) -> Result<Reply, TryRecvError> {
+        let mut s = self.chan.lock();
+        self.take(&mut s)
+    }
+
+    /// Is no reply queued?
+    pub fn is_empty(&self) -> bool {
+        self.chan.lock().replies.is_empty()
+    }
+
+    fn take(&self, s: &mut ChanState) -> Result<Reply, TryRecvError> {
+        if let Some(r) = s.replies.pop_front() {
+            if s.replies.is_empty() {
+                // Idle again: hold no memory.
+                s.replies = std::collections::VecDeque::new();
+            }
+            return Ok(r);
+        }
+        match self.chan.senders.load(Ordering::Acquire) {
+            0 => Err(TryRecvError::Disconnected),
+            _ => Err(TryRecvError::Empty),
+        }
+    }
+}
+
+impl Drop for ReplyReceiver {
+    fn drop(&mut self) {
+        self.chan.receiver_gone.store(true, Ordering::Release);
+        let dropped = std::mem::take(&mut self.chan.lock().replies);
+        drop(dropped);
+    }
+}
+
+impl Clone for ReplySender {
+    fn clone(&self) -> Self {
+        self.chan.senders.fetch_add(1, Ordering::AcqRel);
+        ReplySender {
+            chan: Arc::clone(&self.chan),
+            queue: Arc::clone(&self.queue),
+            streaming: self.streaming,
+            ends_conn: self.ends_conn,
+        }
+    }
+}
+
+impl Drop for ReplySender {
+    fn drop(&mut self) {
+        if self.chan.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // The last one: a waiting receiver learns there is no more.
+            let s = self.chan.lock();
+            self.chan.wake(s);
+        }
+    }
 }
 
 impl ReplySender {
-    pub(crate) fn new(
-        queue: Arc<OutQueue>,
-        streaming: bool,
-    ) -> (ReplySender, mpsc::UnboundedReceiver<Reply>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    pub(crate) fn new(queue: Arc<OutQueue>, streaming: bool) -> (ReplySender, ReplyReceiver) {
+        let chan = Arc::new(ReplyChan {
+            senders: AtomicUsize::new(1),
+            ..ReplyChan::default()
+        });
         let s = ReplySender {
-            tx,
+            chan: Arc::clone(&chan),
             queue,
             streaming,
-            ended: Arc::new(AtomicBool::new(false)),
+            ends_conn: false,
         };
-        (s, rx)
+        (s, ReplyReceiver { chan })
+    }
+
+    /// The sender of a request that is its connection's only one: once
+    /// its last reply is queued, the service treats the connection as gone
+    /// (no `Disconnect` comes for it then; one still may, if the client
+    /// went away first, and a second is harmless).
+    pub(crate) fn ending_conn(mut self) -> ReplySender {
+        self.ends_conn = true;
+        self
+    }
+
+    /// Does the connection end with this request's last reply?  The
+    /// service then handles the disconnect itself, right after
+    /// delivering that reply: one wake-up of the service loop less per
+    /// client call.
+    pub fn ends_conn(&self) -> bool {
+        self.ends_conn
     }
 
     /// A sender whose queue has no byte limit (tests, internal requests).
-    pub fn unbounded(streaming: bool) -> (ReplySender, mpsc::UnboundedReceiver<Reply>) {
+    pub fn unbounded(streaming: bool) -> (ReplySender, ReplyReceiver) {
         ReplySender::new(OutQueue::new(usize::MAX), streaming)
     }
 
     /// A sender whose connection may queue at most `limit` bytes of
     /// replies (tests of a client that does not read).
-    pub fn limited(limit: usize, streaming: bool) -> (ReplySender, mpsc::UnboundedReceiver<Reply>) {
+    pub fn limited(limit: usize, streaming: bool) -> (ReplySender, ReplyReceiver) {
         ReplySender::new(OutQueue::new(limit), streaming)
+    }
+
+    /// Queue `reply` for the receiver; `false` if it is gone.
+    fn push(&self, reply: Reply) -> bool {
+        if self.chan.receiver_gone.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut s = self.chan.lock();
+        s.replies.push_back(reply);
+        self.chan.wake(s);
+        true
     }
 
     /// Queue one reply for the client.
     pub fn send(&self, reply: Reply) -> Result<(), ReplyRefused> {
-        if self.ended.load(Ordering::Acquire) || self.tx.is_closed() {
+        if self.chan.ended.load(Ordering::Acquire) || self.is_closed() {
             return Err(ReplyRefused::Closed);
         }
         let cost = reply_cost(&reply);
         let last = !self.streaming || reply.is_err();
         if !self.queue.charge(cost) {
-            self.ended.store(true, Ordering::Release);
+            self.chan.ended.store(true, Ordering::Release);
             if self.streaming {
                 let e: Reply = Err(overflow_error(self.queue.limit()));
                 let c = reply_cost(&e);
                 self.queue.charge_anyway(c);
-                if self.tx.send(e).is_err() {
+                if !self.push(e) {
                     self.queue.release(c);
                 }
             } else {
@@ -311,17 +471,19 @@ impl ReplySender {
             return Err(ReplyRefused::Overflow);
         }
         if last {
-            self.ended.store(true, Ordering::Release);
+            self.chan.ended.store(true, Ordering::Release);
         }
-        self.tx.send(reply).map_err(|_| {
+        if self.push(reply) {
+            Ok(())
+        } else {
             self.queue.release(cost);
-            ReplyRefused::Closed
-        })
+            Err(ReplyRefused::Closed)
+        }
     }
 
     /// Is the receiving side gone?
     pub fn is_closed(&self) -> bool {
-        self.tx.is_closed()
+        self.chan.receiver_gone.load(Ordering::Acquire)
     }
 
     /// A handle to watch this request's outbound queue (metrics) that
@@ -329,20 +491,14 @@ impl ReplySender {
     pub fn probe(&self) -> QueueProbe {
         QueueProbe {
             queue: Arc::clone(&self.queue),
-            tx: self.tx.downgrade(),
-            ended: Arc::clone(&self.ended),
+            chan: Arc::clone(&self.chan),
         }
     }
 
     /// Was the request's last reply queued (or refused), or is the
     /// receiving side gone?
     pub fn is_ended(&self) -> bool {
-        self.ended.load(Ordering::Acquire) || self.tx.is_closed()
-    }
-
-    /// Resolves when the receiving side is gone.
-    pub async fn closed(&self) {
-        self.tx.closed().await
+        self.chan.ended.load(Ordering::Acquire) || self.is_closed()
     }
 }
 
@@ -353,16 +509,15 @@ impl ReplySender {
 #[derive(Debug, Clone)]
 pub struct QueueProbe {
     queue: Arc<OutQueue>,
-    tx: mpsc::WeakUnboundedSender<Reply>,
-    ended: Arc<AtomicBool>,
+    chan: Arc<ReplyChan>,
 }
 
 impl QueueProbe {
     /// Is the request still open?
     pub fn is_live(&self) -> bool {
-        !self.ended.load(Ordering::Acquire)
-            && self.tx.strong_count() > 0
-            && self.tx.upgrade().is_some_and(|tx| !tx.is_closed())
+        !self.chan.ended.load(Ordering::Acquire)
+            && self.chan.senders.load(Ordering::Acquire) > 0
+            && !self.chan.receiver_gone.load(Ordering::Acquire)
     }
 
     /// Bytes of replies queued for the connection and not yet written.
@@ -730,6 +885,50 @@ pub(crate) fn admit(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn replies_come_in_order_then_none_once_every_sender_is_gone() {
+        let (s, mut rx) = ReplySender::unbounded(true);
+        let s2 = s.clone();
+        assert!(rx.is_empty());
+        assert_eq!(rx.try_recv().err(), Some(TryRecvError::Empty));
+        s.send(Ok(json!(1).into())).unwrap();
+        s2.send(Ok(json!(2).into())).unwrap();
+        assert!(!rx.is_empty());
+        drop(s);
+        assert!(rx.try_recv().is_ok_and(|r| r == Ok(json!(1).into())));
+        assert!(rx.try_recv().is_ok_and(|r| r == Ok(json!(2).into())));
+        assert_eq!(rx.try_recv().err(), Some(TryRecvError::Empty), "s2 lives");
+        drop(s2);
+        assert_eq!(rx.try_recv().err(), Some(TryRecvError::Disconnected));
+        // A waiting receiver is woken by a reply and by the last sender's end.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (s, mut rx) = ReplySender::unbounded(true);
+            let t = tokio::spawn(async move { (rx.recv().await, rx.recv().await) });
+            tokio::task::yield_now().await;
+            s.send(Ok(json!("x").into())).unwrap();
+            tokio::task::yield_now().await;
+            drop(s);
+            let (first, end) = t.await.unwrap();
+            assert_eq!(first, Some(Ok(json!("x").into())));
+            assert_eq!(end, None);
+        });
+    }
+
+    #[test]
+    fn a_sender_sees_its_receiver_gone() {
+        let (s, rx) = ReplySender::unbounded(false);
+        assert!(!s.is_closed());
+        drop(rx);
+        assert!(s.is_closed() && s.is_ended());
+        assert_eq!(s.send(Ok(json!(1).into())), Err(ReplyRefused::Closed));
+        // Only the senders of an HTTP request end their connection.
+        assert!(!s.ends_conn());
+        assert!(ReplySender::unbounded(false).0.ending_conn().ends_conn());
+    }
 
     #[test]
     fn queue_refuses_beyond_the_limit_but_takes_one_big_reply() {

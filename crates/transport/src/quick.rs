@@ -15,6 +15,12 @@
 //! answers it the same way, which saves the HTTP connection (another
 //! 15 % of the daemon's CPU per call in that burst).
 //!
+//! A one-shot request without a snapshot (a drain, `resource.get`) that
+//! the caller's role may send is taken the same way and handed to the
+//! service loop by the connection's task, which writes the reply's bytes
+//! and closes ([`dispatch`]): a client call costs no HTTP connection
+//! either, and its reply is written as soon as the service sends it.
+//!
 //! Anything else is declined *before a byte is consumed*: the request is
 //! only peeked at, so a declined connection goes to the normal HTTP path
 //! (`http::serve_connection`) exactly as it arrived, and that path gives
@@ -24,7 +30,9 @@
 //! * a request not entirely in the socket within [`WAIT_FOR_REQUEST`] of
 //!   its connection's accept, or followed by more bytes;
 //! * anything but `POST /v1/TOPIC` in HTTP/1.1 with `Connection: close`,
-//!   where TOPIC has a published snapshot the caller's role may read;
+//!   where TOPIC has a published snapshot the caller's role may read, or
+//!   is a topic of the catalogue (not the agent session) the role may
+//!   use;
 //! * `Transfer-Encoding`, `Expect`, `Upgrade` or the streaming header;
 //! * a body over the caller's request limit, or that is not JSON; a reply
 //!   over the caller's outbound limit.
@@ -181,6 +189,9 @@ enum Look {
     NotYet,
     /// Not for this path: nothing was consumed.
     Declined,
+    /// A one-shot request for the service loop, taken out of the socket:
+    /// [`dispatch`] hands it over and writes its reply.
+    Taken(rpc::Request),
 }
 
 /// Look at the request waiting on a non-blocking Unix connection and
@@ -207,14 +218,37 @@ fn look(fd: BorrowedFd<'_>, uid: Option<u32>, ctx: &Ctx, when: &str) -> Look {
         Parsed::Partial => return Look::NotYet,
         Parsed::Other => return Look::Declined,
     };
-    let (role, _) = ctx.unix_role(uid);
-    if one.body.len() > ctx.limits().body_bytes(one.topic, &role)
-        || wire::payload_of(one.body).is_err()
-    {
+    let (role, userid) = ctx.unix_role(uid);
+    if one.body.len() > ctx.limits().body_bytes(one.topic, &role) {
         return Look::Declined;
     }
-    let Some((topic, payload)) = snapshots.answer_for(one.topic, &role, false) else {
+    let Ok(body) = wire::payload_of(one.body) else {
         return Look::Declined;
+    };
+    let Some((topic, payload)) = snapshots.answer_for(one.topic, &role, false) else {
+        // For the service loop, when the role may use the topic (a
+        // refusal, an unknown topic, an agent session: the HTTP path's
+        // answers).
+        if one.topic == wire::SESSION_TOPIC
+            || !rpc::catalog::lookup(one.topic).is_some_and(|t| role.grants(t.need))
+        {
+            return Look::Declined;
+        }
+        let req = rpc::Request {
+            conn: crate::next_conn_id(),
+            matchtag: 1,
+            topic: one.topic.to_string(),
+            payload: body,
+            streaming: false,
+            role,
+            userid,
+            who: None,
+        };
+        let len = one.len;
+        return match take(fd, &mut buf, len) {
+            true => Look::Taken(req),
+            false => Look::Gone,
+        };
     };
     // The published text itself (no copy), or the body the HTTP path
     // would make of another payload.
@@ -227,12 +261,8 @@ fn look(fd: BorrowedFd<'_>, uid: Option<u32>, ctx: &Ctx, when: &str) -> Look {
     }
     // From here on the request is ours: take it out of the socket.
     let len = one.len;
-    let mut taken = 0;
-    while taken < len {
-        match rustix::net::recv(fd, &mut buf[taken..len], RecvFlags::empty()) {
-            Ok((0, _)) | Err(_) => return Look::Gone,
-            Ok((k, _)) => taken += k,
-        }
+    if !take(fd, &mut buf, len) {
+        return Look::Gone;
     }
     let out = reply_bytes(
         body.as_bytes(),
@@ -246,6 +276,131 @@ fn look(fd: BorrowedFd<'_>, uid: Option<u32>, ctx: &Ctx, when: &str) -> Look {
     snapshots.answered(topic, start.elapsed());
     tracing::debug!(topic, "answered {when}");
     Look::Answered(out, sent)
+}
+
+/// Take the `len` bytes of a request (all in the socket) out of it;
+/// `false` if the client is gone.
+fn take(fd: BorrowedFd<'_>, buf: &mut [u8; PEEK_BYTES], len: usize) -> bool {
+    let mut taken = 0;
+    while taken < len {
+        match rustix::net::recv(fd, &mut buf[taken..len], RecvFlags::empty()) {
+            Ok((0, _)) | Err(_) => return false,
+            Ok((k, _)) => taken += k,
+        }
+    }
+    true
+}
+
+/// The bytes the HTTP path sends for `reply` to a `Connection: close`
+/// request (status, headers in hyper's order, body).
+pub(crate) fn reply_response_bytes(reply: &rpc::Reply, date: &str) -> Vec<u8> {
+    let (status, errnum, body) = match reply {
+        Ok(rpc::Payload::Json(s)) if &**s != "null" => (200, None, s.to_string()),
+        Ok(p) => (200, None, wire::payload_body(p)),
+        Err(e) => (
+            wire::http_status(e.errnum),
+            Some(e.errnum),
+            serde_json::to_string(&wire::error_json(e)).unwrap_or_default(),
+        ),
+    };
+    let reason = hyper::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let mut out = Vec::with_capacity(body.len() + 160);
+    out.extend_from_slice(format!("HTTP/1.1 {status} {reason}\r\n").as_bytes());
+    if !body.is_empty() {
+        out.extend_from_slice(b"content-type: ");
+        out.extend_from_slice(wire::JSON.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if let Some(n) = errnum {
+        out.extend_from_slice(format!("{}: {n}\r\n", wire::ERRNUM_HEADER).as_bytes());
+    }
+    out.extend_from_slice(b"connection: close\r\ncontent-length: ");
+    out.extend_from_slice(body.len().to_string().as_bytes());
+    out.extend_from_slice(b"\r\ndate: ");
+    out.extend_from_slice(date.as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
+    out.extend_from_slice(body.as_bytes());
+    out
+}
+
+/// Hand a request taken out of its socket to the service loop and write
+/// its reply, in a task of its own (no HTTP connection state: a third of
+/// the daemon's work per call, see bench/RESULTS.md).  The connection id
+/// is the request's own: the service takes its reply as the disconnect;
+/// a client gone before it (end of stream while waiting) is told to the
+/// service as usual.
+fn dispatch(
+    stream: tokio::net::UnixStream,
+    req: rpc::Request,
+    ctx: &Ctx,
+    hold: (ConnPermit, mpsc::Sender<()>),
+) {
+    let tx = ctx.loop_tx().clone();
+    let limits = ctx.limits().clone();
+    tokio::spawn(async move {
+        let _hold = hold;
+        dispatched(stream, req, &tx, &limits).await;
+    });
+}
+
+/// [`dispatch`], in the caller's task.
+async fn dispatched(
+    mut stream: tokio::net::UnixStream,
+    req: rpc::Request,
+    tx: &crate::limits::LoopTx,
+    limits: &crate::Limits,
+) {
+    let conn = req.conn;
+    let queue = crate::limits::OutQueue::new(limits.outbound_bytes(&req.role));
+    let (replies, mut rx) = crate::limits::ReplySender::new(queue, false);
+    let reply = match tx.request(req, replies.ending_conn()) {
+        Err(e) => Err(e.error()),
+        Ok(_) => {
+            let mut watching = true;
+            loop {
+                tokio::select! {
+                    biased;
+                    r = rx.recv() => break r.unwrap_or_else(|| {
+                        tx.disconnect(conn);
+                        Err(rpc::RpcError::new(
+                            rpc::errno::EIO,
+                            "service ended the request without a reply",
+                        ))
+                    }),
+                    r = stream.readable(), if watching => {
+                        // After a whole `Connection: close` request only
+                        // its end may come: then the client is gone.
+                        let peek = || rustix::net::recv(stream.as_fd(), &mut [0u8; 1][..], RecvFlags::PEEK);
+                        match (r, peek()) {
+                            (Err(_), _) | (_, Ok((0, _))) | (_, Err(rustix::io::Errno::CONNRESET)) => {
+                                tx.disconnect(conn);
+                                return;
+                            }
+                            (_, Err(rustix::io::Errno::AGAIN)) => {
+                                // A spurious wake-up: wait for the next.
+                                let _ = stream.try_io(Interest::READABLE, || -> io::Result<()> {
+                                    Err(io::ErrorKind::WouldBlock.into())
+                                });
+                            }
+                            // More bytes: ignored, as the HTTP path does
+                            // after a `close`.
+                            _ => watching = false,
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+    write_rest(
+        &mut stream,
+        &reply_response_bytes(&reply, &date),
+        limits.request_timeout,
+    )
+    .await;
 }
 
 /// Answer the request on a just-accepted (non-blocking) Unix connection
@@ -276,6 +431,19 @@ pub(crate) fn try_answer(
         Look::Gone => Answer::Done,
         Look::NotYet => Answer::NotYet(stream, permit),
         Look::Declined => Answer::Declined(stream, permit),
+        Look::Taken(req) => {
+            match tokio::net::UnixStream::from_std(stream) {
+                Ok(s) => dispatch(s, req, ctx, (permit, live.clone())),
+                // Closed unanswered, as a connection that cannot be
+                // registered is on the HTTP path.
+                Err(e) => tracing::warn!(
+                    topic = %req.topic,
+                    "cannot serve a connection: {}",
+                    crate::io_text(&e)
+                ),
+            }
+            Answer::Done
+        }
     }
 }
 
@@ -320,6 +488,10 @@ pub(crate) async fn answer_when_in(
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(_) | Ok(Look::Declined) | Ok(Look::NotYet) => return Some(stream),
             Ok(Look::Gone) => return None,
+            Ok(Look::Taken(req)) => {
+                dispatched(stream, req, ctx.loop_tx(), ctx.limits()).await;
+                return None;
+            }
             Ok(Look::Answered(out, sent)) => {
                 let mut stream = stream;
                 if sent < out.len() {
@@ -478,6 +650,29 @@ mod tests {
                 proptest::prop_assert_eq!(parse(&bytes[..cut]), Parsed::Partial);
             }
         }
+    }
+
+    #[test]
+    fn any_reply_is_written_as_the_http_path_writes_it() {
+        let date = "Fri, 27 Nov 2026 15:06:58 GMT";
+        let ok: rpc::Reply = Ok(rpc::Payload::json("{\"a\":1}"));
+        assert_eq!(
+            reply_response_bytes(&ok, date),
+            reply_bytes(b"{\"a\":1}", date)
+        );
+        let none: rpc::Reply = Ok(serde_json::Value::Null.into());
+        assert_eq!(
+            std::str::from_utf8(&reply_response_bytes(&none, date)).unwrap(),
+            "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 0\r\n\
+             date: Fri, 27 Nov 2026 15:06:58 GMT\r\n\r\n"
+        );
+        let err: rpc::Reply = Err(rpc::RpcError::new(rpc::errno::EINVAL, "bad"));
+        assert_eq!(
+            std::str::from_utf8(&reply_response_bytes(&err, date)).unwrap(),
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+             x-roster-errnum: 22\r\nconnection: close\r\ncontent-length: 28\r\n\
+             date: Fri, 27 Nov 2026 15:06:58 GMT\r\n\r\n{\"errnum\":22,\"errstr\":\"bad\"}"
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::bind::shutdown_signalled;
 use crate::http::{
     error_response, rpc_error_response, too_large, too_slow, ConnHold, DisconnectGuard, ReplyBody,
 };
-use crate::limits::{reply_cost, Limits, LoopTx, OutQueue, ReplySender};
+use crate::limits::{reply_cost, Limits, LoopTx, OutQueue, ReplyReceiver, ReplySender};
 use crate::next_conn_id;
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -33,12 +33,26 @@ use rpc::errno::{ECONNRESET, EIO, ENODATA, EOVERFLOW, EPROTO, ETIMEDOUT};
 use rpc::{wire, Reply, Role, RpcError};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 /// Bytes read from the stream at a time (heartbeats are a few bytes; a
 /// longer line is assembled over several reads).
 const READ_CHUNK: usize = 512;
+
+/// Read what the stream has (empty: its end), into a buffer that exists
+/// only while the read is polled: an idle session holds none.
+async fn read_some<S: AsyncRead + Unpin>(io: &mut S) -> std::io::Result<Vec<u8>> {
+    std::future::poll_fn(|cx| {
+        let mut chunk = [0u8; READ_CHUNK];
+        let mut buf = tokio::io::ReadBuf::new(&mut chunk);
+        match std::pin::Pin::new(&mut *io).poll_read(cx, &mut buf) {
+            std::task::Poll::Ready(Ok(())) => std::task::Poll::Ready(Ok(buf.filled().to_vec())),
+            std::task::Poll::Ready(Err(e)) => std::task::Poll::Ready(Err(e)),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    })
+    .await
+}
 
 /// Does the request ask for the raw session (`Connection: upgrade`,
 /// `Upgrade: roster-agent/1`)?
@@ -103,10 +117,7 @@ where
     }
     // From here on the service knows the connection: every way out tells
     // it the connection is gone.
-    let guard = DisconnectGuard {
-        conn,
-        tx: tx.clone(),
-    };
+    let guard = DisconnectGuard::new(conn, tx.clone());
     let welcome = match tokio::time::timeout_at(deadline, rx.recv()).await {
         Ok(Some(r)) => {
             queue.release(reply_cost(&r));
@@ -142,21 +153,7 @@ where
         end,
         _guard: guard,
     };
-    tokio::spawn(async move {
-        let io = match on_upgrade.await {
-            Ok(io) => TokioIo::new(io),
-            Err(e) => {
-                tracing::debug!(conn, "agent session upgrade failed: {e}");
-                return;
-            }
-        };
-        let mut shutdown = hold.shutdown.clone();
-        tokio::select! {
-            _ = session.run(io, Ok(welcome)) => {}
-            _ = shutdown_signalled(&mut shutdown) => {}
-        }
-        drop(hold);
-    });
+    tokio::spawn(session.serve(on_upgrade, Ok(welcome), hold));
     let mut resp = Response::new(ReplyBody::Full(None));
     *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     resp.headers_mut()
@@ -181,7 +178,7 @@ pub(crate) struct RawSession {
     pub(crate) limit: usize,
     /// Longest a reply may take to be written (the agent must read).
     pub(crate) write_timeout: Duration,
-    pub(crate) rx: mpsc::UnboundedReceiver<Reply>,
+    pub(crate) rx: ReplyReceiver,
     pub(crate) queue: Arc<OutQueue>,
     /// The session's reply sender, to end the stream from this side.
     pub(crate) end: ReplySender,
@@ -190,16 +187,44 @@ pub(crate) struct RawSession {
 }
 
 impl RawSession {
+    /// The session's task, for its whole life: one future holding the
+    /// session once (what an async block captures stays in its task
+    /// besides the copy moved into a future it awaits).
+    async fn serve(
+        mut self,
+        on_upgrade: hyper::upgrade::OnUpgrade,
+        first: Reply,
+        hold: Arc<ConnHold>,
+    ) {
+        let io = match on_upgrade.await {
+            Ok(io) => TokioIo::new(io),
+            Err(e) => {
+                tracing::debug!(conn = self.conn, "agent session upgrade failed: {e}");
+                return;
+            }
+        };
+        let mut shutdown = hold.shutdown.clone();
+        tokio::select! {
+            _ = self.run(io, first) => {}
+            _ = shutdown_signalled(&mut shutdown) => {}
+        }
+    }
+
     /// Write `first`, then serve the stream until it ends: the service
     /// ends it (its last reply is written, then the connection is shut
     /// down), or the agent does (end of stream: ENODATA; read error:
     /// ECONNRESET; a bad or oversized line: its error, written to the
     /// agent before the connection closes).
-    pub(crate) async fn run<S>(mut self, mut io: S, first: Reply)
+    pub(crate) async fn run<S>(&mut self, mut io: S, first: Reply)
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        if !self.write(&mut io, &first).await {
+        // Everything held across an await while the session idles is
+        // part of its task for hours (16k agents on one service): the
+        // read buffer lives only during a poll, and what is seldom
+        // awaited (a reply's write with its timer, a line's hand-off
+        // that may wait for room) is boxed for the time it takes.
+        if !self.write(&mut io, first).await {
             return;
         }
         // The unterminated rest of the input; empty (and unallocated)
@@ -207,27 +232,15 @@ impl RawSession {
         let mut partial: Vec<u8> = Vec::new();
         let mut reading = true;
         loop {
-            let mut chunk = [0u8; READ_CHUNK];
-            tokio::select! {
+            let reply = tokio::select! {
                 biased;
-                reply = self.rx.recv() => {
-                    let Some(reply) = reply else { return };
-                    self.queue.release(reply_cost(&reply));
-                    let last = reply.is_err();
-                    if !self.write(&mut io, &reply).await {
-                        return;
-                    }
-                    if last {
-                        let _ = tokio::time::timeout(self.write_timeout, io.shutdown()).await;
-                        return;
-                    }
-                }
-                n = io.read(&mut chunk), if reading => {
+                reply = self.rx.recv() => reply,
+                n = read_some(&mut io), if reading => {
                     let reason = match n {
-                        Ok(0) => Some(RpcError::new(ENODATA, "the agent ended its session")),
-                        Ok(n) => {
-                            self.lines(&mut partial, &chunk[..n]).await
+                        Ok(data) if data.is_empty() => {
+                            Some(RpcError::new(ENODATA, "the agent ended its session"))
                         }
+                        Ok(data) => Box::pin(self.lines(&mut partial, &data)).await,
                         Err(e) => {
                             tracing::debug!(conn = self.conn, "agent session read error: {e}");
                             Some(RpcError::new(ECONNRESET, "the agent went away"))
@@ -240,20 +253,32 @@ impl RawSession {
                         partial = Vec::new();
                         let _ = self.end.send(Err(reason));
                     }
+                    continue;
                 }
+            };
+            let Some(reply) = reply else { return };
+            self.queue.release(reply_cost(&reply));
+            let last = reply.is_err();
+            if !self.write(&mut io, reply).await {
+                return;
+            }
+            if last {
+                let _ = Box::pin(tokio::time::timeout(self.write_timeout, io.shutdown())).await;
+                return;
             }
         }
     }
 
     /// Write one reply line; `false` if the connection is unusable (a
     /// write error, or the agent did not take it within the timeout).
-    async fn write<S: AsyncWrite + Unpin>(&self, io: &mut S, reply: &Reply) -> bool {
-        let line = wire::reply_line(reply);
+    async fn write<S: AsyncWrite + Unpin>(&self, io: &mut S, reply: Reply) -> bool {
+        let line = wire::reply_line(&reply);
+        drop(reply);
         let w = async {
             io.write_all(line.as_bytes()).await?;
             io.flush().await
         };
-        match tokio::time::timeout(self.write_timeout, w).await {
+        match Box::pin(tokio::time::timeout(self.write_timeout, w)).await {
             Ok(Ok(())) => true,
             Ok(Err(e)) => {
                 tracing::debug!(conn = self.conn, "agent session write error: {e}");

@@ -28,6 +28,9 @@ struct Fake {
     /// Agent session lines (one-way): connection and payload.
     lines: smpsc::Receiver<(ConnId, Value)>,
     disconnects: smpsc::Receiver<ConnId>,
+    /// Where the fake, like the service, counts a connection gone once
+    /// it sent the last reply of a request whose sender `ends_conn`.
+    ended: smpsc::Sender<ConnId>,
 }
 
 impl Fake {
@@ -65,10 +68,15 @@ impl Fake {
         let Fake {
             requests,
             disconnects,
+            ended,
             ..
         } = self;
         std::thread::spawn(move || {
             while let Ok((req, tx)) = requests.recv() {
+                // A one-reply request's connection ends with its reply
+                // (the service's part of the disconnect, see
+                // `ReplySender::ends_conn`).
+                let ends = (!req.streaming && tx.ends_conn()).then_some(req.conn);
                 match req.topic.as_str() {
                     "test.echo" | "resource.drain" => {
                         let _ = tx.send(Ok(req.payload.into()));
@@ -101,6 +109,9 @@ impl Fake {
                             format!("No service matching {} is registered", req.topic),
                         )));
                     }
+                }
+                if let Some(conn) = ends.filter(|_| req.topic != "test.drop") {
+                    let _ = ended.send(conn);
                 }
             }
         });
@@ -160,6 +171,7 @@ async fn start_with(opts: ListenOptions) -> (Server, Fake) {
     let (req_tx, requests) = smpsc::channel();
     let (line_tx, lines) = smpsc::channel();
     let (disc_tx, disconnects) = smpsc::channel();
+    let ended = disc_tx.clone();
     std::thread::spawn(move || {
         while let Ok(m) = rx.recv() {
             match m {
@@ -189,6 +201,7 @@ async fn start_with(opts: ListenOptions) -> (Server, Fake) {
             requests,
             lines,
             disconnects,
+            ended,
         },
     )
 }
