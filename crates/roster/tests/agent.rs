@@ -300,31 +300,38 @@ fn refusals_unknown_host_duplicate_rank_wrong_token() {
     assert!(e.to_string().contains("say hello"), "{e}");
 }
 
+/// A service configured with `hosts` (cores 0-3) and the `timers`, and
+/// `roster agent --simulate hosts` against it; its `heartbeat`, `stall`
+/// and `stall-after` options as given.
+fn simulated(
+    s: &Scratch,
+    hosts: &str,
+    timers: String,
+    [heartbeat, stall, after]: [&str; 3],
+) -> (Daemon, Agent) {
+    let cfg =
+        format!("[resource]\n{timers}[[resource.config]]\nhosts = \"{hosts}\"\ncores = \"0-3\"\n");
+    let d = start(s, &cfg, &[]);
+    let args = [
+        "--simulate",
+        hosts,
+        "--cores",
+        "0-3",
+        "--heartbeat",
+        heartbeat,
+        "--stall",
+        stall,
+        "--stall-after",
+        after,
+    ];
+    let sim = agent(s, &d.uri, "sim", &args);
+    (d, sim)
+}
+
 #[test]
 fn simulator_many_agents_and_stall() {
     let s = Scratch::new("agent-sim");
-    let cfg = format!(
-        "[resource]\n{}[[resource.config]]\nhosts = \"sim[0-199]\"\ncores = \"0-3\"\n",
-        timers("1s", "60s")
-    );
-    let d = start(&s, &cfg, &[]);
-    let mut sim = agent(
-        &s,
-        &d.uri,
-        "sim",
-        &[
-            "--simulate",
-            "sim[0-199]",
-            "--cores",
-            "0-3",
-            "--heartbeat",
-            "0.2",
-            "--stall",
-            "10-19",
-            "--stall-after",
-            "1",
-        ],
-    );
+    let (d, mut sim) = simulated(&s, "sim[0-199]", timers("1s", "60s"), ["0.2", "10-19", "1"]);
     wait_status(&d, "online", "0-199", 20.0);
     wait_status(&d, "torpid", "10-19", 5.0);
     assert_eq!(status(&d)["drain"], json!({}));
@@ -363,27 +370,11 @@ fn scale_16k_agents() {
         return;
     }
     let s = Scratch::new("agent-scale");
-    let cfg = format!(
-        "[resource]\n{}[[resource.config]]\nhosts = \"sim[0-16383]\"\ncores = \"0-3\"\n",
-        timers("5s", "120s")
-    );
-    let d = start(&s, &cfg, &[]);
-    let mut sim = agent(
+    let (d, mut sim) = simulated(
         &s,
-        &d.uri,
-        "sim",
-        &[
-            "--simulate",
-            "sim[0-16383]",
-            "--cores",
-            "0-3",
-            "--heartbeat",
-            "2",
-            "--stall",
-            "100-199",
-            "--stall-after",
-            "15",
-        ],
+        "sim[0-16383]",
+        timers("5s", "120s"),
+        ["2", "100-199", "15"],
     );
     let t = wait_status(&d, "online", "0-16383", 10.0);
     eprintln!("all online after {t:?}");
