@@ -75,11 +75,7 @@ fn join_clean_leave_and_kill_9() {
     let a1 = fake(&s, &d, "fake1");
     let a2 = fake(&s, &d, "fake2");
     wait_status(&d, "online", "0-2", 10.0);
-    assert!(
-        a0.log_text().contains("fake0 joined as rank 0"),
-        "{}",
-        a0.log_text()
-    );
+    assert_contains(&a0.log_text(), "fake0 joined as rank 0");
     // Clean leave: offline at once, exit 0.
     a0.signal(libc::SIGTERM);
     assert!(a0.wait().success());
@@ -212,16 +208,7 @@ fn refusals_unknown_host_duplicate_rank_wrong_token() {
     let token = s.write("token", "s3cret\n");
     std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let wrong = s.write("wrong", "nope\n");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let tcp = format!("tcp://127.0.0.1:{port}");
-    let d = start(
-        &s,
-        &fake_config(2, ""),
-        &["--listen", &tcp, "--token-file", token.to_str().unwrap()],
-    );
+    let (d, tcp) = start_tcp_with_token(&s, 2, &token);
     // Unknown host: refused, with a clear error on both sides.
     let mut a = agent(
         &s,
@@ -258,11 +245,7 @@ fn refusals_unknown_host_duplicate_rank_wrong_token() {
         &["--hostname", "fake1", "--cores", "0-3"],
     );
     assert_eq!(a.wait().code(), Some(1));
-    assert!(
-        a.log_text().contains("requires --token-file"),
-        "{}",
-        a.log_text()
-    );
+    assert_contains(&a.log_text(), "requires --token-file");
     let mut a = agent(
         &s,
         &tcp,
@@ -338,11 +321,7 @@ fn simulator_many_agents_and_stall() {
     sim.signal(libc::SIGKILL);
     let _ = sim.wait();
     wait_status(&d, "online", "", 3.0);
-    assert!(
-        sim.log_text().contains("all 200 agents joined"),
-        "{}",
-        sim.log_text()
-    );
+    assert_contains(&sim.log_text(), "all 200 agents joined");
 }
 
 #[test]
@@ -398,11 +377,7 @@ fn dynamic_discovery_from_agents_reports() {
     let uri = format!("unix://{}", sock.display());
     let spawn = || {
         let log = std::fs::File::create(s.path("serve.log")).unwrap();
-        roster()
-            .args(["serve", "--statedir"])
-            .arg(s.statedir())
-            .args(["--listen", &uri, "--config"])
-            .arg(&cfg)
+        serve_cmd(&s, &uri, &cfg)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -258,11 +258,7 @@ fn simulator_relays_in_one_process() {
     assert_eq!(status(&d)["drain"], json!({}));
     sim.kill();
     wait_status(&d, "online", "", 3.0);
-    assert!(
-        sim.log_text().contains("all 1000 agents joined"),
-        "{}",
-        sim.log_text()
-    );
+    assert_contains(&sim.log_text(), "all 1000 agents joined");
 }
 
 /// The acceptance figures at full scale (slow; `ROSTER_SCALE_TESTS=1`,

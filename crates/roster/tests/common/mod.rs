@@ -92,6 +92,27 @@ pub fn start_env(s: &Scratch, config: &str, args: &[&str], env: &[(&str, &str)])
         .unwrap_or_else(|log| panic!("roster serve did not start:\n{log}"))
 }
 
+/// Assert that `text` (a log, an output) contains `want`, showing it all
+/// when not.
+#[track_caller]
+pub fn assert_contains(text: &str, want: &str) {
+    assert!(text.contains(want), "{want:?} not in:\n{text}");
+}
+
+/// `roster serve --statedir S --listen URI --config CFG`, for the caller
+/// to add arguments, environment and output to and spawn.
+pub fn serve_cmd(s: &Scratch, uri: &str, cfg: &Path) -> Command {
+    let mut c = roster();
+    c.arg("serve")
+        .arg("--statedir")
+        .arg(s.statedir())
+        .arg("--listen")
+        .arg(uri)
+        .arg("--config")
+        .arg(cfg);
+    c
+}
+
 /// [`try_start`] with extra environment variables for the daemon.
 pub fn try_start_env(
     s: &Scratch,
@@ -104,14 +125,7 @@ pub fn try_start_env(
     let uri = format!("unix://{}", sock.display());
     let log = s.path("serve.log");
     let logf = std::fs::File::create(&log).expect("create log");
-    let child = roster()
-        .arg("serve")
-        .arg("--statedir")
-        .arg(s.statedir())
-        .arg("--listen")
-        .arg(&uri)
-        .arg("--config")
-        .arg(&cfg)
+    let child = serve_cmd(s, &uri, &cfg)
         .args(args)
         .envs(env.iter().copied())
         .stdout(Stdio::null())
@@ -340,6 +354,34 @@ pub fn event_names(v: &serde_json::Value) -> Vec<String> {
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
+}
+
+/// A service over `fake_config(nodes, "")` also listening on a free
+/// loopback TCP port whose clients need the token in `token_file`; the
+/// daemon and that listener's URI.
+pub fn start_tcp_with_token(s: &Scratch, nodes: u32, token_file: &Path) -> (Daemon, String) {
+    let tcp = format!("tcp://127.0.0.1:{}", free_port());
+    let token = token_file.to_str().unwrap();
+    let d = start(
+        s,
+        &fake_config(nodes, ""),
+        &["--listen", &tcp, "--token-file", token],
+    );
+    (d, tcp)
+}
+
+/// `pki` in `s`: a CA (`roster serve ca init`) and its certificate for
+/// `localhost`; its path.
+pub fn localhost_pki(s: &Scratch) -> String {
+    let pki = s.path("pki").to_str().unwrap().to_string();
+    ca(&["init", &pki]);
+    ca(&["issue", &pki, "localhost"]);
+    pki
+}
+
+/// The `[serve]` keys naming `localhost_pki`'s certificate and key.
+pub fn cert_and_key(pki: &str) -> String {
+    format!("tls-cert = \"{pki}/localhost.pem\"\ntls-key = \"{pki}/localhost.key\"\n")
 }
 
 /// `roster serve ca ...`, which must succeed; its stdout.
