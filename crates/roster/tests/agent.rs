@@ -205,8 +205,7 @@ fn noverify_disables_verification() {
 #[test]
 fn refusals_unknown_host_duplicate_rank_wrong_token() {
     let s = Scratch::new("agent-refuse");
-    let token = s.write("token", "s3cret\n");
-    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let token = token_file(&s);
     let wrong = s.write("wrong", "nope\n");
     let (d, tcp) = start_tcp_with_token(&s, 2, &token);
     // Unknown host: refused, with a clear error on both sides.

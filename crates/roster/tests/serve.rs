@@ -435,8 +435,7 @@ fn second_daemon_on_the_same_statedir_is_refused() {
 #[test]
 fn guests_read_status_only_and_tcp_needs_the_token() {
     let s = Scratch::new("roles");
-    let token = s.write("token", "s3cret\n");
-    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let token = token_file(&s);
     // a token others can read is refused
     let loose = s.write("loose-token", "s3cret\n");
     std::fs::set_permissions(&loose, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
@@ -736,8 +735,7 @@ fn config_typo_gets_did_you_mean_with_file_and_line() {
 /// exit 1; nothing is started.
 fn refused_by_check_and_serve(name: &str, serve_toml: &str, want: &str) {
     let s = Scratch::new(name);
-    let token = s.write("token", "s3cret\n");
-    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let token = token_file(&s);
     let serve_toml = serve_toml.replace("TOKEN", token.to_str().unwrap());
     let cfg = s.write(
         "roster.toml",

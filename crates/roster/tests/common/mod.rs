@@ -356,6 +356,13 @@ pub fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
+/// `token` in `s`: the bearer token `s3cret`, mode 0600; its path.
+pub fn token_file(s: &Scratch) -> PathBuf {
+    let token = s.write("token", "s3cret\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    token
+}
+
 /// A service over `fake_config(nodes, "")` also listening on a free
 /// loopback TCP port whose clients need the token in `token_file`; the
 /// daemon and that listener's URI.
