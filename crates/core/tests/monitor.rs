@@ -125,6 +125,14 @@ fn ev(name: &str, ids: &str) -> (String, String) {
     (name.to_string(), ids.to_string())
 }
 
+/// The errno ending the agent stream (matchtag 1) of connection `conn`:
+/// its only reply in `out`.
+fn stream_end(out: &[Output], conn: u64) -> i32 {
+    let end = replies_to(out, ReplyTo { conn, matchtag: 1 });
+    assert_eq!(end.len(), 1, "{end:?}");
+    end[0].clone().unwrap_err().errnum
+}
+
 #[test]
 fn an_agent_certificate_speaks_for_its_own_host_only() {
     let mut h = start(settings(30.0, 60.0));
@@ -356,15 +364,7 @@ fn torpid_then_lively_then_offline_timeout() {
     h.heartbeat(c0, 5).unwrap();
     h.heartbeat(c1, 4).unwrap();
     let out = h.tick();
-    let end = replies_to(
-        &out,
-        ReplyTo {
-            conn: c2,
-            matchtag: 1,
-        },
-    );
-    assert_eq!(end.len(), 1);
-    assert_eq!(end[0].clone().unwrap_err().errnum, ETIMEDOUT);
+    assert_eq!(stream_end(&out, c2), ETIMEDOUT);
     assert_eq!(h.svc.online().encode(), "0-1");
     assert!(h.svc.torpid().is_empty());
     assert_eq!(
@@ -477,15 +477,7 @@ fn shutdown_ends_agent_streams() {
     let mut h = start(settings(30.0, 60.0));
     let (c0, _) = h.join("fake0");
     let out = h.input(Input::Shutdown);
-    let end = replies_to(
-        &out,
-        ReplyTo {
-            conn: c0,
-            matchtag: 1,
-        },
-    );
-    assert_eq!(end.len(), 1);
-    assert_eq!(end[0].clone().unwrap_err().errnum, ECANCELED);
+    assert_eq!(stream_end(&out, c0), ECANCELED);
 }
 
 #[test]
