@@ -3,6 +3,7 @@
 mod common;
 
 use common::*;
+use eventlog::Event;
 use roster_core::errno::*;
 use roster_core::*;
 use rpc::{ReplyTo, Role};
@@ -72,6 +73,17 @@ impl H {
         let (conn, r) = self.hello(json!({"hostname": host}), Role::Owner);
         let r = r.expect("accepted");
         (conn, r["rank"].as_u64().unwrap() as u32)
+    }
+
+    /// The `name` events persisted so far.
+    fn persisted(&self, name: &str) -> Vec<Event> {
+        self.log
+            .iter()
+            .filter_map(|o| match o {
+                Output::Persist(e) if e.name == name => Some(e.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     fn heartbeat(&mut self, conn: u64, tag: u32) -> Result<Value, RpcError> {
@@ -413,14 +425,7 @@ fn verification_drains_with_the_upstream_reason() {
         Role::Owner,
     );
     r.unwrap();
-    let drains: Vec<_> = h
-        .log
-        .iter()
-        .filter_map(|o| match o {
-            Output::Persist(e) if e.name == "drain" => Some(e.clone()),
-            _ => None,
-        })
-        .collect();
+    let drains = h.persisted("drain");
     assert_eq!(drains.len(), 1);
     let ctx = drains[0].context.clone().unwrap();
     assert_eq!(
@@ -600,14 +605,7 @@ fn dynamic_discovery_assembles_r_from_the_agents() {
         .filter(|o| matches!(o, Output::WriteR(_)))
         .collect();
     assert_eq!(written.len(), 1);
-    let defined: Vec<_> = h
-        .log
-        .iter()
-        .filter_map(|o| match o {
-            Output::Persist(e) if e.name == "resource-define" => Some(e.clone()),
-            _ => None,
-        })
-        .collect();
+    let defined = h.persisted("resource-define");
     assert_eq!(defined.len(), 1);
     assert_eq!(defined[0].get("method"), Some(&json!("dynamic-discovery")));
     // Later agents are verified against it.
