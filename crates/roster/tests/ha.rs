@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::etcd::{cluster, cluster_tls, EtcdCluster};
-use common::{event_names, try_start, xorshift, Daemon, Scratch};
+use common::{event_names, recv_until, try_start, xorshift, Daemon, Scratch};
 use serde_json::{json, Value};
 
 fn config(etcd: &EtcdCluster, prefix: &str) -> String {
@@ -637,21 +637,7 @@ fn journal_follower_resumes_on_the_new_leader() {
             }
         }
     });
-    let until = |last: &str| -> Vec<String> {
-        let mut got = Vec::new();
-        loop {
-            match rx.recv_timeout(Duration::from_secs(60)) {
-                Ok(n) => {
-                    let done = n == last;
-                    got.push(n);
-                    if done {
-                        return got;
-                    }
-                }
-                Err(e) => panic!("waiting for {last}: {e}; got {got:?}"),
-            }
-        }
-    };
+    let until = |last: &str| recv_until(&rx, last, Duration::from_secs(60), |_| false);
     assert_eq!(
         until("--sentinel--"),
         ["restart", "resource-define", "drain:first", "--sentinel--"]

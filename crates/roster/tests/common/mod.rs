@@ -92,6 +92,30 @@ pub fn start_env(s: &Scratch, config: &str, args: &[&str], env: &[(&str, &str)])
         .unwrap_or_else(|log| panic!("roster serve did not start:\n{log}"))
 }
 
+/// Receive lines from `rx` until `last` arrives (panics after `within`);
+/// the lines `aside` takes (returns true for) are not kept.
+pub fn recv_until(
+    rx: &std::sync::mpsc::Receiver<String>,
+    last: &str,
+    within: Duration,
+    mut aside: impl FnMut(&str) -> bool,
+) -> Vec<String> {
+    let mut got = Vec::new();
+    loop {
+        match rx.recv_timeout(within) {
+            Ok(n) if aside(&n) => {}
+            Ok(n) => {
+                let done = n == last;
+                got.push(n);
+                if done {
+                    return got;
+                }
+            }
+            Err(e) => panic!("waiting for {last}: {e}; got {got:?}"),
+        }
+    }
+}
+
 /// Assert that `text` (a log, an output) contains `want`, showing it all
 /// when not.
 #[track_caller]
