@@ -235,23 +235,31 @@ impl Daemon {
 
     /// SIGKILL and wait: a crash.
     pub fn crash(&mut self) {
-        let mut c = self.child.take().expect("daemon running");
-        let _ = c.kill();
-        let _ = c.wait();
+        reap(Some(self.child.take().expect("daemon running")));
     }
 
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        read_log(&self.log)
     }
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        reap(self.child.take());
     }
+}
+
+/// SIGKILL `child` (if any) and wait for it.
+fn reap(child: Option<Child>) {
+    if let Some(mut c) = child {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// A log file's text (empty when there is none yet).
+fn read_log(log: &Path) -> String {
+    std::fs::read_to_string(log).unwrap_or_default()
 }
 
 /// The persistent eventlog's lines as JSON.
@@ -494,16 +502,15 @@ impl Agent {
     }
 
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
+        if let Some(c) = &self.child {
             // A stopped agent must be continued to die promptly.
             signal(c.id() as i32, libc::SIGCONT);
-            let _ = c.kill();
-            let _ = c.wait();
         }
+        reap(self.child.take());
     }
 
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        read_log(&self.log)
     }
 }
 
