@@ -147,6 +147,31 @@ impl std::fmt::Debug for Conn {
 
 impl Conn {
     /// Await `fut` while driving the connection.
+    /// A reply's status, `errnum` header and body (at most `MAX_REPLY`
+    /// bytes), read while driving the connection.
+    async fn read_reply(
+        &mut self,
+        resp: Response<Incoming>,
+        topic: &str,
+    ) -> Result<(StatusCode, Option<i32>, Bytes), ClientError> {
+        let status = resp.status();
+        let errnum = resp
+            .headers()
+            .get(wire::ERRNUM_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<i32>().ok());
+        let collected = self
+            .drive(Limited::new(resp.into_body(), MAX_REPLY).collect())
+            .await;
+        match collected {
+            Ok(c) => Ok((status, errnum, c.to_bytes())),
+            Err(e) => match e.downcast::<hyper::Error>() {
+                Ok(he) => Err(hyper_err(*he)),
+                Err(other) => Err(ClientError::Protocol(format!("reply to {topic}: {other}"))),
+            },
+        }
+    }
+
     async fn drive<F: Future>(&mut self, fut: F) -> F::Output {
         tokio::pin!(fut);
         loop {
@@ -297,33 +322,8 @@ impl Connection {
             .await
             .map_err(hyper_err)?;
         self.conn.send = Some(send);
-        let status = resp.status();
-        let errnum = resp
-            .headers()
-            .get(wire::ERRNUM_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<i32>().ok());
-        let collected = self
-            .conn
-            .drive(Limited::new(resp.into_body(), MAX_REPLY).collect())
-            .await;
-        let body = match collected {
-            Ok(c) => c.to_bytes(),
-            Err(e) => match e.downcast::<hyper::Error>() {
-                Ok(he) => return Err(hyper_err(*he)),
-                Err(other) => {
-                    return Err(ClientError::Protocol(format!("reply to {topic}: {other}")))
-                }
-            },
-        };
-        if status != StatusCode::OK {
-            return Err(error_reply(status, errnum, &body, topic));
-        }
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Value::Null);
-        }
-        serde_json::from_slice(&body)
-            .map_err(|e| ClientError::Protocol(format!("the reply to {topic} is not JSON: {e}")))
+        let (status, errnum, body) = self.conn.read_reply(resp, topic).await?;
+        parse_reply(status, errnum, &body, topic)
     }
 }
 
@@ -360,38 +360,14 @@ impl Exchange {
             resp,
             topic,
         } = self;
-        let status = resp.status();
-        let errnum = resp
-            .headers()
-            .get(wire::ERRNUM_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<i32>().ok());
-        let collected = conn
-            .drive(Limited::new(resp.into_body(), MAX_REPLY).collect())
-            .await;
-        let body = match collected {
-            Ok(c) => c.to_bytes(),
-            Err(e) => match e.downcast::<hyper::Error>() {
-                Ok(he) => return Err(hyper_err(*he)),
-                Err(other) => {
-                    return Err(ClientError::Protocol(format!("reply to {topic}: {other}")))
-                }
-            },
-        };
+        let (status, errnum, body) = conn.read_reply(resp, &topic).await?;
         Ok((status, errnum, body, topic))
     }
 
     /// The single reply of a non-streaming request.
     pub(crate) async fn reply(self) -> Result<Value, ClientError> {
         let (status, errnum, body, topic) = self.body().await?;
-        if status != StatusCode::OK {
-            return Err(error_reply(status, errnum, &body, &topic));
-        }
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Value::Null);
-        }
-        serde_json::from_slice(&body)
-            .map_err(|e| ClientError::Protocol(format!("the reply to {topic} is not JSON: {e}")))
+        parse_reply(status, errnum, &body, &topic)
     }
 
     /// Turn a streaming exchange into its line stream (or the error the
@@ -417,6 +393,24 @@ impl Exchange {
 
 /// The error of a non-200 reply: the error object of its body, else its
 /// errno header, else a protocol error naming the status.
+/// The value of a single reply: the error it carries, `null` for an
+/// empty body, else its JSON.
+fn parse_reply(
+    status: StatusCode,
+    errnum: Option<i32>,
+    body: &[u8],
+    topic: &str,
+) -> Result<Value, ClientError> {
+    if status != StatusCode::OK {
+        return Err(error_reply(status, errnum, body, topic));
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ClientError::Protocol(format!("the reply to {topic} is not JSON: {e}")))
+}
+
 fn error_reply(status: StatusCode, errnum: Option<i32>, body: &[u8], topic: &str) -> ClientError {
     if let Ok(v) = serde_json::from_slice::<Value>(body) {
         if let Some(e) = wire::as_error(&v) {

@@ -158,15 +158,19 @@ async fn collect(mut s: ReplyStream) -> (Vec<Value>, Option<ClientError>) {
     (items, err)
 }
 
+/// A current-thread runtime for a test's async part.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn async_client_over_unix() {
     let svc = service();
     let c = client::Client::new(svc.unix.clone());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         // Payloads both ways, including none.
         let v = c.rpc("test.echo", json!({"a": [1, "x"]})).await.unwrap();
         assert_eq!(v, json!({"a": [1, "x"]}));
@@ -245,11 +249,7 @@ fn async_client_over_unix() {
 fn dropping_a_stream_cancels_it() {
     let svc = service();
     let c = client::Client::new(svc.unix.clone());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         let mut j = c.journal().await.unwrap();
         assert_eq!(j.next().await.unwrap().unwrap(), json!({"events": []}));
         let seen = svc.seen();
@@ -267,11 +267,7 @@ fn dropping_a_stream_cancels_it() {
 #[test]
 fn connect_errors_and_tokens() {
     let svc = service();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         let missing = Uri::Unix("/nonexistent/roster.sock".into());
         let e = client::Client::new(missing).status().await.unwrap_err();
         assert_eq!(
@@ -425,10 +421,7 @@ fn from_env_defaults() {
 #[test]
 fn one_warm_connection_for_many_calls() {
     let svc = service();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     for uri in [svc.unix.clone(), svc.tcp.clone()] {
         let c = client::Client::new(uri).with_token(TOKEN.into());
         rt.block_on(async {

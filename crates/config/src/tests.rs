@@ -617,67 +617,76 @@ fn directory_merge() {
     assert_eq!(rl.property_ranks("login").to_string(), "0");
 }
 
+/// A directory holding `files` (name, text).
+fn confdir(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let d = tempdir();
+    for (name, text) in files {
+        write(d.path(), name, text);
+    }
+    d
+}
+
+/// The error of reading the configuration directory `dir`, with the path
+/// of each file `F` of it written `{F}`.
+fn merge_err(dir: &Path) -> String {
+    let e = Config::from_path(dir)
+        .err()
+        .unwrap_or_else(|| panic!("no error"));
+    let mut s = e.to_string();
+    for f in ["a.toml", "b.toml", "c.toml"] {
+        s = s.replace(&dir.join(f).display().to_string(), &format!("{{{f}}}"));
+    }
+    s
+}
+
 #[test]
 fn directory_merge_errors_name_files() {
-    let d = tempdir();
-    write(d.path(), "a.toml", "[resource]\npath = \"/a\"\n");
-    write(d.path(), "b.toml", "[resource]\npath = \"/b\"\n");
-    let e = Config::from_path(d.path())
-        .err()
-        .unwrap_or_else(|| panic!("no error"));
-    let a = d.path().join("a.toml").display().to_string();
-    let b = d.path().join("b.toml").display().to_string();
-    assert_eq!(
-        e.to_string(),
-        format!("{b}: resource.path: already defined in {a}")
-    );
-
-    // A table defined whole in one file and a key of it in another.
-    let d = tempdir();
-    write(d.path(), "a.toml", "[resource.groups]\nx = \"0\"\n");
-    write(d.path(), "b.toml", "[resource]\ngroups = \"y\"\n");
-    let e = Config::from_path(d.path())
-        .err()
-        .unwrap_or_else(|| panic!("no error"));
-    let a = d.path().join("a.toml").display().to_string();
-    let b = d.path().join("b.toml").display().to_string();
-    assert_eq!(
-        e.to_string(),
-        format!("{b}: resource.groups: already defined in {a}")
-    );
-
-    // Errors name the file holding the offending key.
-    let d = tempdir();
-    write(d.path(), "a.toml", "[resource]\npath = \"/a\"\n");
-    write(
-        d.path(),
-        "b.toml",
-        "[resource]\nfoo = 1\n[serve]\nstatedir = \"/s\"\n",
-    );
-    write(d.path(), "c.toml", "[resource]\njournal-max = \"x\"\n");
-    let e = Config::from_path(d.path())
-        .err()
-        .unwrap_or_else(|| panic!("no error"));
-    let c = d.path().join("c.toml").display().to_string();
-    assert_eq!(
-        e.to_string(),
-        format!("{c}: [resource]: journal-max must be an integer, got string")
-    );
-    fs::remove_file(d.path().join("c.toml")).unwrap_or(());
-    let e = Config::from_path(d.path())
-        .err()
-        .unwrap_or_else(|| panic!("no error"));
-    let b = d.path().join("b.toml").display().to_string();
-    assert_eq!(e.to_string(), format!("{b}: [resource]: unknown key 'foo'"));
+    let a_path = ("a.toml", "[resource]\npath = \"/a\"\n");
+    // (what, files, error, error once c.toml is removed)
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str, Option<&'a str>);
+    let cases: [Case; 3] = [
+        (
+            "a key defined in two files",
+            &[a_path, ("b.toml", "[resource]\npath = \"/b\"\n")],
+            "{b.toml}: resource.path: already defined in {a.toml}",
+            None,
+        ),
+        (
+            "a table defined whole in one file and a key of it in another",
+            &[
+                ("a.toml", "[resource.groups]\nx = \"0\"\n"),
+                ("b.toml", "[resource]\ngroups = \"y\"\n"),
+            ],
+            "{b.toml}: resource.groups: already defined in {a.toml}",
+            None,
+        ),
+        (
+            "errors name the file holding the offending key",
+            &[
+                a_path,
+                (
+                    "b.toml",
+                    "[resource]\nfoo = 1\n[serve]\nstatedir = \"/s\"\n",
+                ),
+                ("c.toml", "[resource]\njournal-max = \"x\"\n"),
+            ],
+            "{c.toml}: [resource]: journal-max must be an integer, got string",
+            Some("{b.toml}: [resource]: unknown key 'foo'"),
+        ),
+    ];
+    for (what, files, want, without_c) in cases {
+        let d = confdir(files);
+        assert_eq!(merge_err(d.path()), want, "{what}");
+        if let Some(want) = without_c {
+            fs::remove_file(d.path().join("c.toml")).unwrap_or(());
+            assert_eq!(merge_err(d.path()), want, "{what}, without c.toml");
+        }
+    }
 
     // Syntax errors name the file and line.
-    let d = tempdir();
-    write(d.path(), "a.toml", "[resource]\n\n\npath = /x\n");
-    let e = Config::from_path(d.path())
-        .err()
-        .unwrap_or_else(|| panic!("no error"));
-    let a = d.path().join("a.toml").display().to_string();
-    assert!(e.to_string().starts_with(&format!("{a}:4: ")), "{e}");
+    let d = confdir(&[("a.toml", "[resource]\n\n\npath = /x\n")]);
+    let e = merge_err(d.path());
+    assert!(e.starts_with("{a.toml}:4: "), "{e}");
 
     // An empty directory is an empty configuration.
     let d = tempdir();
@@ -685,8 +694,7 @@ fn directory_merge_errors_name_files() {
     assert_eq!(c.map(|c| c.resource), Ok(ResourceConfig::default()));
 
     // A single file works too.
-    let d = tempdir();
-    write(d.path(), "roster.conf", "[resource]\njournal-max = 7\n");
+    let d = confdir(&[("roster.conf", "[resource]\njournal-max = 7\n")]);
     let c = Config::from_path(&d.path().join("roster.conf")).unwrap_or_default();
     assert_eq!(c.resource.journal_max, 7);
     assert_eq!(c.files, vec![d.path().join("roster.conf")]);

@@ -115,6 +115,28 @@ impl H {
         (r.into_iter().next().unwrap(), out)
     }
 
+    /// A request that must succeed; its outputs.
+    fn ok(&mut self, topic: &str, payload: Value) -> Vec<Output> {
+        let (r, out) = self.rpc(topic, payload);
+        r.unwrap();
+        out
+    }
+
+    /// The error a request must get.
+    fn rpc_err(&mut self, topic: &str, payload: Value) -> (i32, Option<String>) {
+        err(&self.rpc(topic, payload).0)
+    }
+
+    /// The targets of group `g` (none when it has none).
+    fn members(&self, g: &str) -> idset::IdSet {
+        self.svc
+            .group_assignment()
+            .iter()
+            .find(|(n, _)| n == g)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_default()
+    }
+
     fn input(&mut self, input: Input) -> Vec<Output> {
         self.now += 1.0;
         let mut out = Vec::new();
@@ -187,10 +209,8 @@ fn v1_exclude_reencodes_and_keeps_excluded_out_of_up() {
 #[test]
 fn v1_up_excludes_drained_offline_and_torpid() {
     let mut h = start();
-    h.rpc("resource.drain", json!({"targets": "1"})).0.unwrap();
-    h.rpc("resource.monitor-force-down", json!({"ranks": "2"}))
-        .0
-        .unwrap();
+    h.ok("resource.drain", json!({"targets": "1"}));
+    h.ok("resource.monitor-force-down", json!({"ranks": "2"}));
     let mut out = Vec::new();
     h.svc.set_torpid(h.now, ids("3"), &mut out);
     let (a, out) = h.req("resource.acquire", json!({}));
@@ -249,9 +269,7 @@ fn v1_configuration_never_shrinks() {
 fn v1_shrink_mode_after_non_configuration_define() {
     let mut h = start_full(Some(inv(R4, Method::JobInfo)), settings(None, &[]));
     // lost before the acquire: in resources, never up, never shrunk
-    h.rpc("resource.monitor-force-down", json!({"ranks": "0"}))
-        .0
-        .unwrap();
+    h.ok("resource.monitor-force-down", json!({"ranks": "0"}));
     let (a, out) = h.req("resource.acquire", json!({}));
     let first = &payloads(&out, a)[0];
     assert_eq!(rlite_ranks(&first["resources"]), ["0-3"]);
@@ -260,7 +278,7 @@ fn v1_shrink_mode_after_non_configuration_define() {
     let (_, out) = h.rpc("resource.monitor-force-down", json!({"ranks": "3"}));
     assert_eq!(payloads(&out, a), [json!({"down": "3", "shrink": "3"})]);
     // drained (down) target lost: shrink only
-    h.rpc("resource.drain", json!({"targets": "2"})).0.unwrap();
+    h.ok("resource.drain", json!({"targets": "2"}));
     let (_, out) = h.rpc("resource.monitor-force-down", json!({"ranks": "2"}));
     assert_eq!(payloads(&out, a), [json!({"shrink": "2"})]);
     // lost targets never come back within the session
@@ -275,9 +293,7 @@ fn v1_shrink_mode_after_non_configuration_define() {
 #[test]
 fn v1_lost_target_in_resources_is_shrunk_when_it_leaves_default() {
     let mut h = start_full(Some(inv(R4, Method::Kvs)), settings(None, &[]));
-    h.rpc("resource.monitor-force-down", json!({"ranks": "3"}))
-        .0
-        .unwrap();
+    h.ok("resource.monitor-force-down", json!({"ranks": "3"}));
     let (a, out) = h.req("resource.acquire", json!({}));
     assert_eq!(rlite_ranks(&payloads(&out, a)[0]["resources"]), ["0-3"]);
     // it comes back: parked, never up
@@ -441,12 +457,11 @@ fn mute_silences_everything() {
 fn reload_is_busy_while_v1_held() {
     let mut h = start();
     let (_a, _) = h.req("resource.acquire", json!({}));
-    let (r, _) = h.rpc(
-        "resource.reload",
-        json!({"path": "/x", "xml": false, "force": false}),
-    );
     assert_eq!(
-        err(&r),
+        h.rpc_err(
+            "resource.reload",
+            json!({"path": "/x", "xml": false, "force": false}),
+        ),
         (EBUSY, Some("resources are busy (unload scheduler?)".into()))
     );
 }
@@ -512,7 +527,7 @@ fn group_first_grow_and_typed_updates() {
         (&p[0]["online"], &p[0]["offline"]),
         (&json!("0"), &json!(""))
     );
-    h.rpc("resource.drain", json!({"targets": "2"})).0.unwrap();
+    h.ok("resource.drain", json!({"targets": "2"}));
     let (d, out) = h.req("resource.acquire", json!({"group": "default"}));
     let p = payloads(&out, d);
     assert_eq!(p[0]["type"], json!("grow"));
@@ -605,15 +620,7 @@ fn v1_and_groups_coexist() {
         json!({"group": "login", "targets": "2"}),
     );
     assert!(replies_to(&out, v).is_empty());
-    assert_eq!(
-        h.svc
-            .group_assignment()
-            .iter()
-            .find(|(g, _)| g == "default")
-            .unwrap()
-            .1,
-        ids("1-3")
-    );
+    assert_eq!(h.members("default"), ids("1-3"));
     h.input(Input::Disconnect(v.conn));
     let (v2, out) = h.req("resource.acquire", json!({}));
     assert_eq!(rlite_ranks(&payloads(&out, v2)[0]["resources"]), ["1-3"]);
@@ -636,60 +643,38 @@ fn group_set_shrink_release_grow() {
     );
     assert!(replies_to(&out, l).is_empty(), "no grow before the release");
     // target 1 is still default's until released
-    let members = |h: &H, g: &str| {
-        h.svc
-            .group_assignment()
-            .iter()
-            .find(|(n, _)| n == g)
-            .map(|(_, s)| s.clone())
-            .unwrap_or_default()
-    };
-    assert_eq!(members(&h, "default"), ids("1-3"));
-    assert_eq!(members(&h, "login"), ids("0"));
+    assert_eq!(h.members("default"), ids("1-3"));
+    assert_eq!(h.members("login"), ids("0"));
     // a shrunk target still changes state, but is no longer reported
     let (_, out) = h.rpc("resource.drain", json!({"targets": "1"}));
     assert!(replies_to(&out, d).is_empty());
-    // validation
-    let (r, _) = h.rpc(
-        "resource.release",
-        json!({"group": "login", "targets": "1"}),
-    );
-    assert_eq!(
-        err(&r),
+    // validation: (payload, errno, error text where it is checked)
+    let refused = [
         (
+            json!({"group": "login", "targets": "1"}),
             EINVAL,
-            Some("target 1 of group 'login' is not pending shrink".into())
-        )
-    );
-    let (r, _) = h.rpc(
-        "resource.release",
-        json!({"group": "default", "targets": "1-3"}),
-    );
-    assert_eq!(
-        err(&r),
+            Some("target 1 of group 'login' is not pending shrink"),
+        ),
         (
+            json!({"group": "default", "targets": "1-3"}),
             EINVAL,
-            Some("targets 2-3 of group 'default' are not pending shrink".into())
-        )
-    );
-    let (r, _) = h.rpc(
-        "resource.release",
-        json!({"group": "other", "targets": "1"}),
-    );
-    assert_eq!(
-        err(&r),
+            Some("targets 2-3 of group 'default' are not pending shrink"),
+        ),
         (
+            json!({"group": "other", "targets": "1"}),
             EINVAL,
-            Some("resource group 'other' is not acquired".into())
-        )
-    );
-    let (r, _) = h.rpc(
-        "resource.release",
-        json!({"group": "default", "targets": "x"}),
-    );
-    assert_eq!(err(&r).0, EINVAL);
-    let (r, _) = h.rpc("resource.release", json!({"group": "default"}));
-    assert_eq!(err(&r).0, EPROTO);
+            Some("resource group 'other' is not acquired"),
+        ),
+        (json!({"group": "default", "targets": "x"}), EINVAL, None),
+        (json!({"group": "default"}), EPROTO, None),
+    ];
+    for (payload, errno, text) in refused {
+        let (e, s) = h.rpc_err("resource.release", payload.clone());
+        assert_eq!(e, errno, "{payload}");
+        if let Some(text) = text {
+            assert_eq!(s.as_deref(), Some(text), "{payload}");
+        }
+    }
     // release: empty reply first, then the gainer's grow
     let (rel, out) = h.req(
         "resource.release",
@@ -706,20 +691,22 @@ fn group_set_shrink_release_grow() {
         (&json!(""), &json!("1"))
     );
     assert!(replies_to(&out, d).is_empty());
-    assert_eq!(members(&h, "default"), ids("2-3"));
-    assert_eq!(members(&h, "login"), ids("0-1"));
+    assert_eq!(h.members("default"), ids("2-3"));
+    assert_eq!(h.members("login"), ids("0-1"));
     // group-set cannot target default
-    let (r, _) = h.rpc(
-        "resource.group-set",
-        json!({"group": "default", "targets": "1"}),
-    );
-    assert_eq!(err(&r).0, EINVAL);
-    let (r, _) = h.rpc(
-        "resource.group-set",
-        json!({"group": "login", "targets": "fake9"}),
+    assert_eq!(
+        h.rpc_err(
+            "resource.group-set",
+            json!({"group": "default", "targets": "1"}),
+        )
+        .0,
+        EINVAL
     );
     assert_eq!(
-        err(&r),
+        h.rpc_err(
+            "resource.group-set",
+            json!({"group": "login", "targets": "fake9"}),
+        ),
         (EINVAL, Some("invalid targets: invalid hosts: fake9".into()))
     );
 }
@@ -736,32 +723,14 @@ fn group_set_to_unheld_group_moves_after_release_without_grow() {
         payloads(&out, d),
         [json!({"type": "shrink", "targets": "2-3"})]
     );
-    h.rpc(
+    h.ok(
         "resource.release",
         json!({"group": "default", "targets": "2"}),
-    )
-    .0
-    .unwrap();
-    assert_eq!(
-        h.svc
-            .group_assignment()
-            .iter()
-            .find(|(g, _)| g == "batch")
-            .unwrap()
-            .1,
-        ids("2")
     );
+    assert_eq!(h.members("batch"), ids("2"));
     // the holder goes away with 3 pending: it moves at once
     h.input(Input::Disconnect(d.conn));
-    assert_eq!(
-        h.svc
-            .group_assignment()
-            .iter()
-            .find(|(g, _)| g == "batch")
-            .unwrap()
-            .1,
-        ids("2-3")
-    );
+    assert_eq!(h.members("batch"), ids("2-3"));
     let (b, out) = h.req("resource.acquire", json!({"group": "batch"}));
     assert_eq!(rlite_ranks(&payloads(&out, b)[0]["resources"]), ["2-3"]);
     // emptying a named group gives its targets back to default
@@ -900,12 +869,10 @@ fn reload_grows_and_shrinks_group_holders() {
         payloads(&out, d),
         [json!({"type": "shrink", "targets": "2-5"})]
     );
-    h.rpc(
+    h.ok(
         "resource.release",
         json!({"group": "default", "targets": "2-5"}),
-    )
-    .0
-    .unwrap();
+    );
     let info = &h.svc.acquisitions()[0];
     assert_eq!(
         (info.all.encode(), info.pending_shrink.encode()),
@@ -922,12 +889,10 @@ fn lost_targets_shrink_group_holders_in_shrink_mode() {
         payloads(&out, d),
         [json!({"type": "shrink", "targets": "3"})]
     );
-    h.rpc(
+    h.ok(
         "resource.release",
         json!({"group": "default", "targets": "3"}),
-    )
-    .0
-    .unwrap();
+    );
     // a lost target that rejoins is granted again
     let (_, out) = h.rpc("resource.monitor-force-up", json!({"ranks": "3"}));
     let p = payloads(&out, d);
@@ -947,12 +912,10 @@ fn cancel_of_group_holder_hands_pending_targets_to_gainer() {
         Role::Owner,
     );
     let (l, _) = h.req("resource.acquire", json!({"group": "login"}));
-    h.rpc(
+    h.ok(
         "resource.group-set",
         json!({"group": "login", "targets": "0,3"}),
-    )
-    .0
-    .unwrap();
+    );
     let (_, out) = h.send(
         c,
         4,

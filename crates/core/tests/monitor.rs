@@ -3,6 +3,7 @@
 mod common;
 
 use common::*;
+use eventlog::Event;
 use roster_core::errno::*;
 use roster_core::*;
 use rpc::{ReplyTo, Request, Role};
@@ -74,6 +75,17 @@ impl H {
         (conn, r["rank"].as_u64().unwrap() as u32)
     }
 
+    /// The `name` events persisted so far.
+    fn persisted(&self, name: &str) -> Vec<Event> {
+        self.log
+            .iter()
+            .filter_map(|o| match o {
+                Output::Persist(e) if e.name == name => Some(e.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn heartbeat(&mut self, conn: u64, tag: u32) -> Result<Value, RpcError> {
         let req = request(
             conn,
@@ -123,6 +135,14 @@ fn journal_tail(svc: &Service, n: usize) -> Vec<(String, String)> {
 
 fn ev(name: &str, ids: &str) -> (String, String) {
     (name.to_string(), ids.to_string())
+}
+
+/// The errno ending the agent stream (matchtag 1) of connection `conn`:
+/// its only reply in `out`.
+fn stream_end(out: &[Output], conn: u64) -> i32 {
+    let end = replies_to(out, ReplyTo { conn, matchtag: 1 });
+    assert_eq!(end.len(), 1, "{end:?}");
+    end[0].clone().unwrap_err().errnum
 }
 
 #[test]
@@ -356,15 +376,7 @@ fn torpid_then_lively_then_offline_timeout() {
     h.heartbeat(c0, 5).unwrap();
     h.heartbeat(c1, 4).unwrap();
     let out = h.tick();
-    let end = replies_to(
-        &out,
-        ReplyTo {
-            conn: c2,
-            matchtag: 1,
-        },
-    );
-    assert_eq!(end.len(), 1);
-    assert_eq!(end[0].clone().unwrap_err().errnum, ETIMEDOUT);
+    assert_eq!(stream_end(&out, c2), ETIMEDOUT);
     assert_eq!(h.svc.online().encode(), "0-1");
     assert!(h.svc.torpid().is_empty());
     assert_eq!(
@@ -413,14 +425,7 @@ fn verification_drains_with_the_upstream_reason() {
         Role::Owner,
     );
     r.unwrap();
-    let drains: Vec<_> = h
-        .log
-        .iter()
-        .filter_map(|o| match o {
-            Output::Persist(e) if e.name == "drain" => Some(e.clone()),
-            _ => None,
-        })
-        .collect();
+    let drains = h.persisted("drain");
     assert_eq!(drains.len(), 1);
     let ctx = drains[0].context.clone().unwrap();
     assert_eq!(
@@ -477,15 +482,7 @@ fn shutdown_ends_agent_streams() {
     let mut h = start(settings(30.0, 60.0));
     let (c0, _) = h.join("fake0");
     let out = h.input(Input::Shutdown);
-    let end = replies_to(
-        &out,
-        ReplyTo {
-            conn: c0,
-            matchtag: 1,
-        },
-    );
-    assert_eq!(end.len(), 1);
-    assert_eq!(end[0].clone().unwrap_err().errnum, ECANCELED);
+    assert_eq!(stream_end(&out, c0), ECANCELED);
 }
 
 #[test]
@@ -608,14 +605,7 @@ fn dynamic_discovery_assembles_r_from_the_agents() {
         .filter(|o| matches!(o, Output::WriteR(_)))
         .collect();
     assert_eq!(written.len(), 1);
-    let defined: Vec<_> = h
-        .log
-        .iter()
-        .filter_map(|o| match o {
-            Output::Persist(e) if e.name == "resource-define" => Some(e.clone()),
-            _ => None,
-        })
-        .collect();
+    let defined = h.persisted("resource-define");
     assert_eq!(defined.len(), 1);
     assert_eq!(defined[0].get("method"), Some(&json!("dynamic-discovery")));
     // Later agents are verified against it.

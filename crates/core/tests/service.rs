@@ -62,6 +62,26 @@ impl Harness {
         assert_eq!(replies.len(), 1, "{topic}: {out:?}");
         replies.into_iter().next().unwrap()
     }
+
+    /// An RPC that must succeed; its reply.
+    fn ok(&mut self, topic: &str, payload: Value) -> Value {
+        self.rpc(topic, payload).unwrap()
+    }
+
+    /// `resource.status`'s `drain`.
+    fn drain_status(&mut self) -> Value {
+        self.ok("resource.status", Value::Null)["drain"].clone()
+    }
+
+    /// The drain and undrain events of the journal.
+    fn drain_events(&self) -> Vec<Event> {
+        self.svc
+            .journal()
+            .events()
+            .filter(|e| e.name == "drain" || e.name == "undrain")
+            .cloned()
+            .collect()
+    }
 }
 
 fn err(r: Result<Value, RpcError>) -> (i32, String) {
@@ -461,8 +481,7 @@ fn roles_of_tls_clients() {
 #[test]
 fn status_shape() {
     let mut h = start();
-    h.rpc("resource.drain", json!({"targets": "0-1", "reason": "a"}))
-        .unwrap();
+    h.ok("resource.drain", json!({"targets": "0-1", "reason": "a"}));
     let st = h.rpc("resource.status", Value::Null).unwrap();
     assert_eq!(st["online"], json!(""));
     assert_eq!(st["offline"], json!("0-3"));
@@ -482,11 +501,10 @@ fn journal_backlog_batches_and_sentinel() {
     let mut h = start();
     for i in 0..250 {
         let t = format!("{}", i % 4);
-        h.rpc(
+        h.ok(
             "resource.drain",
             json!({"targets": t, "mode": "force-overwrite"}),
-        )
-        .unwrap();
+        );
     }
     let (to, out) = h.req("resource.journal", Value::Null, Role::Owner, true);
     let r = replies_to(&out, to);
@@ -551,8 +569,7 @@ fn truncation_invariant() {
     });
     for i in 0..30 {
         let t = format!("{}", i % 4);
-        h.rpc("resource.drain", json!({"targets": t, "mode": "update"}))
-            .unwrap();
+        h.ok("resource.drain", json!({"targets": t, "mode": "update"}));
         if i >= 8 {
             assert_eq!(h.svc.journal().len(), 10);
             assert_eq!(h.svc.journal().events().next().unwrap().name, "truncate");
@@ -696,42 +713,29 @@ fn replay_remap_table() {
 #[test]
 fn replay_modes_match_live() {
     let mut h = start();
-    h.rpc("resource.drain", json!({"targets": "0-1", "reason": "a"}))
-        .unwrap();
-    h.rpc(
+    h.ok("resource.drain", json!({"targets": "0-1", "reason": "a"}));
+    h.ok(
         "resource.drain",
         json!({"targets": "1-2", "reason": "b", "mode": "update"}),
-    )
-    .unwrap();
-    h.rpc(
+    );
+    h.ok(
         "resource.drain",
         json!({"targets": "0", "reason": "c", "mode": "overwrite"}),
-    )
-    .unwrap();
-    h.rpc(
+    );
+    h.ok(
         "resource.drain",
         json!({"targets": "2", "mode": "force-overwrite"}),
-    )
-    .unwrap();
-    h.rpc("resource.undrain", json!({"targets": "1"})).unwrap();
-    let live = h.rpc("resource.status", Value::Null).unwrap()["drain"].clone();
-    let events: Vec<Event> = h
-        .svc
-        .journal()
-        .events()
-        .filter(|e| e.name == "drain" || e.name == "undrain")
-        .cloned()
-        .collect();
+    );
+    h.ok("resource.undrain", json!({"targets": "1"}));
+    let live = h.drain_status();
+    let events = h.drain_events();
     let (mut h2, _) = start_with(Init {
         now: 99_999.0,
         inventory: Some(r4()),
         stored_events: events,
         ..Default::default()
     });
-    assert_eq!(
-        h2.rpc("resource.status", Value::Null).unwrap()["drain"],
-        live
-    );
+    assert_eq!(h2.drain_status(), live);
 }
 
 /// A hot standby (etcd backend): a follower core fed the leader's events
@@ -741,23 +745,14 @@ fn replay_modes_match_live() {
 #[test]
 fn follower_fed_live_then_promoted_equals_a_restart() {
     let mut h = start();
-    h.rpc("resource.drain", json!({"targets": "0-1", "reason": "a"}))
-        .unwrap();
-    h.rpc(
+    h.ok("resource.drain", json!({"targets": "0-1", "reason": "a"}));
+    h.ok(
         "resource.drain",
         json!({"targets": "1-2", "reason": "b", "mode": "update"}),
-    )
-    .unwrap();
-    h.rpc("resource.undrain", json!({"targets": "0"})).unwrap();
-    h.rpc("resource.drain", json!({"targets": "3", "reason": "d"}))
-        .unwrap();
-    let events: Vec<Event> = h
-        .svc
-        .journal()
-        .events()
-        .filter(|e| e.name == "drain" || e.name == "undrain")
-        .cloned()
-        .collect();
+    );
+    h.ok("resource.undrain", json!({"targets": "0"}));
+    h.ok("resource.drain", json!({"targets": "3", "reason": "d"}));
+    let events = h.drain_events();
     assert_eq!(events.len(), 4);
     let init = |stored: Vec<Event>| Init {
         now: 99_999.0,
@@ -878,8 +873,7 @@ fn excluded_targets_cannot_be_drained_without_mode() {
         },
         ..Default::default()
     });
-    h.rpc("resource.drain", json!({"targets": "1", "reason": "x"}))
-        .unwrap();
+    h.ok("resource.drain", json!({"targets": "1", "reason": "x"}));
     assert_eq!(
         err(h.rpc("resource.drain", json!({"targets": "0-1"}))),
         (EEXIST, "ranks 0-1 already drained or excluded".into())
@@ -889,13 +883,12 @@ fn excluded_targets_cannot_be_drained_without_mode() {
 #[test]
 fn checkpoint_round_trip() {
     let mut h = start();
-    h.rpc(
+    h.ok(
         "resource.drain",
         json!({"targets": "0,2", "reason": "keep me"}),
-    )
-    .unwrap();
-    h.rpc("resource.drain", json!({"targets": "3"})).unwrap();
-    let before = h.rpc("resource.status", Value::Null).unwrap()["drain"].clone();
+    );
+    h.ok("resource.drain", json!({"targets": "3"}));
+    let before = h.drain_status();
     let mut out = Vec::new();
     h.svc.handle(5000.0, Input::Shutdown, &mut out);
     let cp = out
@@ -913,10 +906,7 @@ fn checkpoint_round_trip() {
         checkpoint: Some(cp),
         ..Default::default()
     });
-    assert_eq!(
-        h2.rpc("resource.status", Value::Null).unwrap()["drain"],
-        before
-    );
+    assert_eq!(h2.drain_status(), before);
 }
 
 #[test]
@@ -946,11 +936,9 @@ fn expiration_update_keeps_expiration_after_starttime() {
             format!("expiration={bad} is not after starttime=2000: RFC 20: \"If starttime is also set, expiration MUST be greater than starttime.\"")
         );
     }
-    h.rpc("resource.expiration-update", json!({"expiration": 2000.5}))
-        .unwrap();
+    h.ok("resource.expiration-update", json!({"expiration": 2000.5}));
     // 0 unsets it
-    h.rpc("resource.expiration-update", json!({"expiration": 0.0}))
-        .unwrap();
+    h.ok("resource.expiration-update", json!({"expiration": 0.0}));
 }
 
 #[test]

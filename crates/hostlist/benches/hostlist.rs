@@ -10,6 +10,9 @@
 //! Throughput is reported per host, so criterion's `thrpt` line gives hosts/s
 //! (ns per host = 1e9 / thrpt).
 
+#[path = "../src/tests/shuf.rs"]
+mod shuf;
+
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use hostlist::Hostlist;
 
@@ -22,20 +25,7 @@ fn frag() -> String {
 }
 
 fn shuf() -> String {
-    let n = 100_000usize;
-    let mut v: Vec<String> = (1..=n).map(|i| format!("node{i}")).collect();
-    let mut x: u64 = 42;
-    let mut rnd = || {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        x >> 33
-    };
-    for i in (1..n).rev() {
-        let j = (rnd() % (i as u64 + 1)) as usize;
-        v.swap(i, j);
-    }
-    v.join(",")
+    shuf::shuf(100_000).join(",")
 }
 
 fn decode_encode(s: &str) -> String {

@@ -8,6 +8,9 @@ use crate::{order, split_numeric_tail, Entry, Hostlist, HostlistError};
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+mod shuf;
+use shuf::shuf;
+
 fn hl(s: &str) -> Hostlist {
     match Hostlist::decode(s) {
         Ok(h) => h,
@@ -729,22 +732,6 @@ fn shuf_workload_starts_as_documented_and_sorts() {
     h.append_str("node5").ok();
     h.uniq();
     assert_eq!(h.encode(), "node[1-100000]");
-}
-
-pub(crate) fn shuf(n: usize) -> Vec<String> {
-    let mut v: Vec<String> = (1..=n).map(|i| format!("node{i}")).collect();
-    let mut x: u64 = 42;
-    let mut rnd = || {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        x >> 33
-    };
-    for i in (1..n).rev() {
-        let j = (rnd() % (i as u64 + 1)) as usize;
-        v.swap(i, j);
-    }
-    v
 }
 
 // ---------------------------------------------------------------- set operations

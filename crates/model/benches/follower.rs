@@ -1,4 +1,4 @@
-#![allow(unsafe_code)] // libc calls (getuid, kill, signals) or a counting allocator
+#![allow(unsafe_code)] // the counting allocator of `common`
 //! What `roster graph --follow` (its graph follower) does with R16k, timed
 //! step by step on the model calls it makes: build the graph from the
 //! first `resource.acquire` response (JSON text → graph, target index),
@@ -11,39 +11,12 @@
 //! not Python's `random.Random(42)`: the count and spread match the
 //! shared README's set, the exact ranks do not.
 
+mod common;
+use common::{bench_allocate_free, live, measured, shared};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use model::matcher::Request;
 use model::{Graph, State};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
-
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        LIVE.fetch_add(n as isize - l.size() as isize, Ordering::Relaxed);
-        System.realloc(p, l, n)
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
-
-fn shared() -> std::path::PathBuf {
-    std::env::var_os("SHARED")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/bench").into())
-}
 
 /// The first acquire response as the service sends it: `{resources, up}`.
 fn first_response(r: &str) -> String {
@@ -91,15 +64,12 @@ fn benches(c: &mut Criterion) {
         |b| b.iter(|| black_box(build(&text))),
     );
 
-    let before = LIVE.load(Ordering::Relaxed);
-    let t0 = Instant::now();
-    let (mut g, targets) = build(&text);
-    let built = t0.elapsed();
-    let bytes = LIVE.load(Ordering::Relaxed) - before;
+    let before = live();
+    let ((mut g, targets), ms, bytes) = measured(|| build(&text));
     eprintln!(
         "follower: {} vertices built in {:.1} ms; heap {} B = {:.1} B/vertex (graph + target index)",
         g.len(),
-        built.as_secs_f64() * 1e3,
+        ms,
         bytes,
         bytes as f64 / g.len() as f64
     );
@@ -129,7 +99,7 @@ fn benches(c: &mut Criterion) {
         t0.elapsed().as_secs_f64() * 1e6 / drained.len() as f64,
         g.aggregate_all()["node"]
     );
-    let bytes = LIVE.load(Ordering::Relaxed) - before;
+    let bytes = live() - before;
     eprintln!(
         "follower: after the drain heap {} B = {:.1} B/vertex",
         bytes,
@@ -137,16 +107,13 @@ fn benches(c: &mut Criterion) {
     );
     let req = Request::nodes(1, 1, 1, 0, true);
     let mut job = 1u64;
-    c.bench_function(
+    bench_allocate_free(
+        c,
         "follower: match allocate+free 1-node exclusive, 30% drained",
-        |b| {
-            b.iter(|| {
-                job += 1;
-                let m = g.match_allocate(&req, job).expect("match").expect("fits");
-                black_box(&m);
-                g.free_job(job).expect("free");
-            })
-        },
+        &mut g,
+        &req,
+        &mut job,
+        true,
     );
     // Half the up nodes busy: the first fit walks past them.
     let mut hj = 1u64 << 40;
@@ -154,16 +121,13 @@ fn benches(c: &mut Criterion) {
         hj += 1;
         g.match_allocate(&req, hj).expect("match").expect("fits");
     }
-    c.bench_function(
+    bench_allocate_free(
+        c,
         "follower: match allocate+free 1-node exclusive, 30% drained, 5000 nodes busy",
-        |b| {
-            b.iter(|| {
-                job += 1;
-                let m = g.match_allocate(&req, job).expect("match").expect("fits");
-                black_box(&m);
-                g.free_job(job).expect("free");
-            })
-        },
+        &mut g,
+        &req,
+        &mut job,
+        true,
     );
 }
 

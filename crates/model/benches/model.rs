@@ -1,38 +1,16 @@
-#![allow(unsafe_code)] // libc calls (getuid, kill, signals) or a counting allocator
+#![allow(unsafe_code)] // the counting allocator of `common`
 //! Resource graph benchmarks on a 16,384 nodes x 2 sockets x 48 cores +
 //! 4 GPUs machine (1,687,553 pools), and on the shared R16k.json.
 //!
 //! Besides the criterion timings this prints the measured heap bytes per
 //! pool (a counting global allocator wraps the system allocator).
 
+mod common;
+use common::{bench_allocate_free, measured, shared};
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
 use model::matcher::Request;
 use model::{Graph, Pool};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
-
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        LIVE.fetch_add(n as isize - l.size() as isize, Ordering::Relaxed);
-        System.realloc(p, l, n)
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
 
 const NODES: i64 = 16_384;
 
@@ -69,29 +47,21 @@ fn build() -> Graph {
 }
 
 fn report_memory() {
-    let before = LIVE.load(Ordering::Relaxed);
-    let t = Instant::now();
-    let g = build();
-    let el = t.elapsed();
-    let bytes = LIVE.load(Ordering::Relaxed) - before;
+    let (g, ms, bytes) = measured(build);
     eprintln!(
         "generated graph: {} pools, built in {:.1} ms, {} heap bytes = {:.1} bytes/pool (estimate {:.1})",
         g.len(),
-        el.as_secs_f64() * 1e3,
+        ms,
         bytes,
         bytes as f64 / g.len() as f64,
         g.memory_bytes() as f64 / g.len() as f64
     );
     if let Ok(r) = std::fs::read_to_string(shared().join("R16k.json")) {
-        let before = LIVE.load(Ordering::Relaxed);
-        let t = Instant::now();
-        let g = Graph::from_r_str(&r, true).expect("R16k");
-        let el = t.elapsed();
-        let bytes = LIVE.load(Ordering::Relaxed) - before;
+        let (g, ms, bytes) = measured(|| Graph::from_r_str(&r, true).expect("R16k"));
         eprintln!(
             "R16k.json: {} pools, built in {:.1} ms, {:.1} bytes/pool",
             g.len(),
-            el.as_secs_f64() * 1e3,
+            ms,
             bytes as f64 / g.len() as f64
         );
         drop(g);
@@ -112,13 +82,6 @@ fn fill_report() {
         n,
         t.elapsed().as_secs_f64() * 1e3
     );
-}
-
-/// The shared workloads: `$SHARED`, else `shared/bench` beside the repo.
-fn shared() -> std::path::PathBuf {
-    std::env::var_os("SHARED")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/bench").into())
 }
 
 fn benches(c: &mut Criterion) {
@@ -151,14 +114,14 @@ fn benches(c: &mut Criterion) {
     let mut g = build();
     let slot8 = Request::slots(1, 8, 0);
     let mut job = 1u64;
-    c.bench_function("allocate+free 1-slot 8-core job (empty)", |b| {
-        b.iter(|| {
-            job += 1;
-            let m = g.match_allocate(&slot8, job).expect("match");
-            black_box(&m);
-            g.free_job(job).expect("free");
-        })
-    });
+    bench_allocate_free(
+        c,
+        "allocate+free 1-slot 8-core job (empty)",
+        &mut g,
+        &slot8,
+        &mut job,
+        false,
+    );
 
     // Half the machine busy with 8-core jobs spread over every node.
     let mut half = build();
@@ -170,24 +133,24 @@ fn benches(c: &mut Criterion) {
             .expect("match")
             .expect("fits");
     }
-    c.bench_function("allocate+free 1-slot 8-core job (half full)", |b| {
-        b.iter(|| {
-            job += 1;
-            let m = half.match_allocate(&slot8, job).expect("match");
-            black_box(&m);
-            half.free_job(job).expect("free");
-        })
-    });
+    bench_allocate_free(
+        c,
+        "allocate+free 1-slot 8-core job (half full)",
+        &mut half,
+        &slot8,
+        &mut job,
+        false,
+    );
 
     let node4 = Request::nodes(4, 1, 1, 0, true);
-    c.bench_function("allocate+free 4-node exclusive job", |b| {
-        b.iter(|| {
-            job += 1;
-            let m = g.match_allocate(&node4, job).expect("match");
-            black_box(&m);
-            g.free_job(job).expect("free");
-        })
-    });
+    bench_allocate_free(
+        c,
+        "allocate+free 4-node exclusive job",
+        &mut g,
+        &node4,
+        &mut job,
+        false,
+    );
 
     c.bench_function("fill 16384 one-node jobs", |b| {
         b.iter_batched(

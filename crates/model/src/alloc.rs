@@ -88,6 +88,16 @@ pub(crate) struct Records {
     pub rshared: Vec<(JobId, u32)>,
 }
 
+/// The allocation (`$a`) or reservation (`$r`) side, by job kind `$k`.
+macro_rules! by_kind {
+    ($k:expr, $a:expr, $r:expr) => {
+        match $k {
+            JobKind::Allocated => $a,
+            JobKind::Reserved => $r,
+        }
+    };
+}
+
 impl Records {
     fn is_empty(&self) -> bool {
         self.allocs.is_empty()
@@ -96,28 +106,16 @@ impl Records {
             && self.rshared.is_empty()
     }
     fn list(&self, k: JobKind) -> &Vec<(JobId, u64)> {
-        match k {
-            JobKind::Allocated => &self.allocs,
-            JobKind::Reserved => &self.resv,
-        }
+        by_kind!(k, &self.allocs, &self.resv)
     }
     fn list_mut(&mut self, k: JobKind) -> &mut Vec<(JobId, u64)> {
-        match k {
-            JobKind::Allocated => &mut self.allocs,
-            JobKind::Reserved => &mut self.resv,
-        }
+        by_kind!(k, &mut self.allocs, &mut self.resv)
     }
     fn shared_list(&self, k: JobKind) -> &Vec<(JobId, u32)> {
-        match k {
-            JobKind::Allocated => &self.shared,
-            JobKind::Reserved => &self.rshared,
-        }
+        by_kind!(k, &self.shared, &self.rshared)
     }
     fn shared_mut(&mut self, k: JobKind) -> &mut Vec<(JobId, u32)> {
-        match k {
-            JobKind::Allocated => &mut self.shared,
-            JobKind::Reserved => &mut self.rshared,
-        }
+        by_kind!(k, &mut self.shared, &mut self.rshared)
     }
     pub(crate) fn heap_bytes(&self) -> usize {
         (self.allocs.capacity() + self.resv.capacity()) * 16
@@ -169,6 +167,11 @@ impl Graph {
         };
         self.v[i as usize].rec = slot;
         &mut self.recs[slot as usize]
+    }
+
+    /// `f` of `i`'s records; nothing when it has none.
+    fn of_rec<T>(&self, i: u32, f: impl FnOnce(&Records) -> Vec<T>) -> Vec<T> {
+        self.rec(i).map_or_else(Vec::new, f)
     }
 
     fn release_rec_if_empty(&mut self, i: u32) {
@@ -265,30 +268,22 @@ impl Graph {
 
     /// Allocations on `v`: (job, units), by job id.
     pub fn allocations(&self, v: VertexId) -> Result<Vec<(JobId, u64)>, ModelError> {
-        let i = self.check(v)?;
-        Ok(self.rec(i).map_or_else(Vec::new, |r| r.allocs.clone()))
+        Ok(self.of_rec(self.check(v)?, |r| r.allocs.clone()))
     }
 
     /// Reservations on `v`: (job, units), by job id.
     pub fn reservations(&self, v: VertexId) -> Result<Vec<(JobId, u64)>, ModelError> {
-        let i = self.check(v)?;
-        Ok(self.rec(i).map_or_else(Vec::new, |r| r.resv.clone()))
+        Ok(self.of_rec(self.check(v)?, |r| r.resv.clone()))
     }
 
     /// Shared list: allocated jobs holding pools below `v`.
     pub fn shared(&self, v: VertexId) -> Result<Vec<JobId>, ModelError> {
-        let i = self.check(v)?;
-        Ok(self
-            .rec(i)
-            .map_or_else(Vec::new, |r| r.shared.iter().map(|e| e.0).collect()))
+        Ok(self.of_rec(self.check(v)?, |r| r.shared.iter().map(|e| e.0).collect()))
     }
 
     /// Reserved jobs holding pools below `v`.
     pub fn reserved_shared(&self, v: VertexId) -> Result<Vec<JobId>, ModelError> {
-        let i = self.check(v)?;
-        Ok(self
-            .rec(i)
-            .map_or_else(Vec::new, |r| r.rshared.iter().map(|e| e.0).collect()))
+        Ok(self.of_rec(self.check(v)?, |r| r.rshared.iter().map(|e| e.0).collect()))
     }
 
     /// The job holding all of `v` now (the RFC 4 exclusive flag), if any.
@@ -365,13 +360,11 @@ impl Graph {
     }
 
     pub(crate) fn reservation_units(&self, i: u32) -> Vec<u64> {
-        self.rec(i)
-            .map_or_else(Vec::new, |r| r.resv.iter().map(|e| e.1).collect())
+        self.of_rec(i, |r| r.resv.iter().map(|e| e.1).collect())
     }
 
     pub(crate) fn job_units_now(&self, i: u32) -> Vec<u64> {
-        self.rec(i)
-            .map_or_else(Vec::new, |r| r.allocs.iter().map(|e| e.1).collect())
+        self.of_rec(i, |r| r.allocs.iter().map(|e| e.1).collect())
     }
 
     /// Raw access for serializers: (allocations, reservations) of `i`.

@@ -238,8 +238,23 @@ impl Graph {
         for a in self.ups(i) {
             keep[a.index()] = true;
         }
-        // Pre-order with pruning of unavailable pools.
-        let mut stack = vec![i];
+        self.keep_available(i, &mut keep);
+        Ok(self.extract_available(&keep))
+    }
+
+    /// Copy every root (the whole graph's available resources).
+    pub fn copy_all(&self) -> Graph {
+        let mut keep = vec![false; self.v.len()];
+        for &r in &self.roots {
+            self.keep_available(r, &mut keep);
+        }
+        self.extract_available(&keep)
+    }
+
+    /// Mark `root` and what is available below it in `keep`: a pre-order
+    /// walk that prunes unavailable pools.
+    fn keep_available(&self, root: u32, keep: &mut [bool]) {
+        let mut stack = vec![root];
         while let Some(x) = stack.pop() {
             if self.own_avail(x) == 0 {
                 continue;
@@ -251,27 +266,10 @@ impl Graph {
                 c = self.v[c as usize].prev;
             }
         }
-        let size = |x: u32| self.own_avail(x);
-        Ok(self.extract(&|x| keep[x as usize], Some(&size), false))
     }
 
-    /// Copy every root (the whole graph's available resources).
-    pub fn copy_all(&self) -> Graph {
-        let mut keep = vec![false; self.v.len()];
-        for &r in &self.roots {
-            let mut stack = vec![r];
-            while let Some(x) = stack.pop() {
-                if self.own_avail(x) == 0 {
-                    continue;
-                }
-                keep[x as usize] = true;
-                let mut c = self.v[x as usize].last;
-                while c != NONE {
-                    stack.push(c);
-                    c = self.v[c as usize].prev;
-                }
-            }
-        }
+    /// The copy of the `keep` vertices, each sized to what it has available.
+    fn extract_available(&self, keep: &[bool]) -> Graph {
         let size = |x: u32| self.own_avail(x);
         self.extract(&|x| keep[x as usize], Some(&size), false)
     }

@@ -187,6 +187,15 @@ fn pad(body: &str, spec: &StdSpec, align: char) -> String {
     s
 }
 
+/// The first of `checks` that holds, as Python's "WHAT not allowed
+/// WHERE" error.
+fn refuse_any(place: &str, checks: &[(bool, &str)]) -> PyResult<()> {
+    match checks.iter().find(|(bad, _)| *bad) {
+        Some((_, what)) => Err(PyError::value(format!("{what} not allowed {place}"))),
+        None => Ok(()),
+    }
+}
+
 /// Python `format(s, spec)` for a `str` (`type_name` is used in messages).
 pub fn format_str(s: &str, spec: &str, type_name: &str) -> PyResult<String> {
     if spec.is_empty() {
@@ -196,28 +205,16 @@ pub fn format_str(s: &str, spec: &str, type_name: &str) -> PyResult<String> {
     if p.ty != 's' {
         return Err(unknown_code(p.ty, type_name));
     }
-    if let Some(sign) = p.sign {
-        return Err(PyError::value(if sign == ' ' {
-            "Space not allowed in string format specifier"
-        } else {
-            "Sign not allowed in string format specifier"
-        }));
-    }
-    if p.no_neg_0 {
-        return Err(PyError::value(
-            "Negative zero coercion (z) not allowed in string format specifier",
-        ));
-    }
-    if p.alternate {
-        return Err(PyError::value(
-            "Alternate form (#) not allowed in string format specifier",
-        ));
-    }
-    if p.align == '=' {
-        return Err(PyError::value(
-            "'=' alignment not allowed in string format specifier",
-        ));
-    }
+    refuse_any(
+        "in string format specifier",
+        &[
+            (p.sign == Some(' '), "Space"),
+            (p.sign.is_some(), "Sign"),
+            (p.no_neg_0, "Negative zero coercion (z)"),
+            (p.alternate, "Alternate form (#)"),
+            (p.align == '=', "'=' alignment"),
+        ],
+    )?;
     let body: String = match p.precision {
         Some(n) => s.chars().take(n).collect(),
         None => s.to_string(),
@@ -311,27 +308,21 @@ pub fn format_int(v: i128, spec: &str, type_name: &str) -> PyResult<String> {
         'e' | 'E' | 'f' | 'F' | 'g' | 'G' | '%' => return format_float_parsed(v as f64, &p),
         t => return Err(unknown_code(t, type_name)),
     }
-    if p.precision.is_some() {
-        return Err(PyError::value(
-            "Precision not allowed in integer format specifier",
-        ));
-    }
-    if p.no_neg_0 {
-        return Err(PyError::value(
-            "Negative zero coercion (z) not allowed in integer format specifier",
-        ));
-    }
+    refuse_any(
+        "in integer format specifier",
+        &[
+            (p.precision.is_some(), "Precision"),
+            (p.no_neg_0, "Negative zero coercion (z)"),
+        ],
+    )?;
     if p.ty == 'c' {
-        if p.sign.is_some() {
-            return Err(PyError::value(
-                "Sign not allowed with integer format specifier 'c'",
-            ));
-        }
-        if p.alternate {
-            return Err(PyError::value(
-                "Alternate form (#) not allowed with integer format specifier 'c'",
-            ));
-        }
+        refuse_any(
+            "with integer format specifier 'c'",
+            &[
+                (p.sign.is_some(), "Sign"),
+                (p.alternate, "Alternate form (#)"),
+            ],
+        )?;
         let c = u32::try_from(v)
             .ok()
             .filter(|u| *u <= 0x10ffff)

@@ -75,11 +75,7 @@ fn join_clean_leave_and_kill_9() {
     let a1 = fake(&s, &d, "fake1");
     let a2 = fake(&s, &d, "fake2");
     wait_status(&d, "online", "0-2", 10.0);
-    assert!(
-        a0.log_text().contains("fake0 joined as rank 0"),
-        "{}",
-        a0.log_text()
-    );
+    assert_contains(&a0.log_text(), "fake0 joined as rank 0");
     // Clean leave: offline at once, exit 0.
     a0.signal(libc::SIGTERM);
     assert!(a0.wait().success());
@@ -209,19 +205,9 @@ fn noverify_disables_verification() {
 #[test]
 fn refusals_unknown_host_duplicate_rank_wrong_token() {
     let s = Scratch::new("agent-refuse");
-    let token = s.write("token", "s3cret\n");
-    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let token = token_file(&s);
     let wrong = s.write("wrong", "nope\n");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let tcp = format!("tcp://127.0.0.1:{port}");
-    let d = start(
-        &s,
-        &fake_config(2, ""),
-        &["--listen", &tcp, "--token-file", token.to_str().unwrap()],
-    );
+    let (d, tcp) = start_tcp_with_token(&s, 2, &token);
     // Unknown host: refused, with a clear error on both sides.
     let mut a = agent(
         &s,
@@ -258,11 +244,7 @@ fn refusals_unknown_host_duplicate_rank_wrong_token() {
         &["--hostname", "fake1", "--cores", "0-3"],
     );
     assert_eq!(a.wait().code(), Some(1));
-    assert!(
-        a.log_text().contains("requires --token-file"),
-        "{}",
-        a.log_text()
-    );
+    assert_contains(&a.log_text(), "requires --token-file");
     let mut a = agent(
         &s,
         &tcp,
@@ -300,42 +282,45 @@ fn refusals_unknown_host_duplicate_rank_wrong_token() {
     assert!(e.to_string().contains("say hello"), "{e}");
 }
 
+/// A service configured with `hosts` (cores 0-3) and the `timers`, and
+/// `roster agent --simulate hosts` against it; its `heartbeat`, `stall`
+/// and `stall-after` options as given.
+fn simulated(
+    s: &Scratch,
+    hosts: &str,
+    timers: String,
+    [heartbeat, stall, after]: [&str; 3],
+) -> (Daemon, Agent) {
+    let cfg =
+        format!("[resource]\n{timers}[[resource.config]]\nhosts = \"{hosts}\"\ncores = \"0-3\"\n");
+    let d = start(s, &cfg, &[]);
+    let args = [
+        "--simulate",
+        hosts,
+        "--cores",
+        "0-3",
+        "--heartbeat",
+        heartbeat,
+        "--stall",
+        stall,
+        "--stall-after",
+        after,
+    ];
+    let sim = agent(s, &d.uri, "sim", &args);
+    (d, sim)
+}
+
 #[test]
 fn simulator_many_agents_and_stall() {
     let s = Scratch::new("agent-sim");
-    let cfg = format!(
-        "[resource]\n{}[[resource.config]]\nhosts = \"sim[0-199]\"\ncores = \"0-3\"\n",
-        timers("1s", "60s")
-    );
-    let d = start(&s, &cfg, &[]);
-    let mut sim = agent(
-        &s,
-        &d.uri,
-        "sim",
-        &[
-            "--simulate",
-            "sim[0-199]",
-            "--cores",
-            "0-3",
-            "--heartbeat",
-            "0.2",
-            "--stall",
-            "10-19",
-            "--stall-after",
-            "1",
-        ],
-    );
+    let (d, mut sim) = simulated(&s, "sim[0-199]", timers("1s", "60s"), ["0.2", "10-19", "1"]);
     wait_status(&d, "online", "0-199", 20.0);
     wait_status(&d, "torpid", "10-19", 5.0);
     assert_eq!(status(&d)["drain"], json!({}));
     sim.signal(libc::SIGKILL);
     let _ = sim.wait();
     wait_status(&d, "online", "", 3.0);
-    assert!(
-        sim.log_text().contains("all 200 agents joined"),
-        "{}",
-        sim.log_text()
-    );
+    assert_contains(&sim.log_text(), "all 200 agents joined");
 }
 
 #[test]
@@ -363,27 +348,11 @@ fn scale_16k_agents() {
         return;
     }
     let s = Scratch::new("agent-scale");
-    let cfg = format!(
-        "[resource]\n{}[[resource.config]]\nhosts = \"sim[0-16383]\"\ncores = \"0-3\"\n",
-        timers("5s", "120s")
-    );
-    let d = start(&s, &cfg, &[]);
-    let mut sim = agent(
+    let (d, mut sim) = simulated(
         &s,
-        &d.uri,
-        "sim",
-        &[
-            "--simulate",
-            "sim[0-16383]",
-            "--cores",
-            "0-3",
-            "--heartbeat",
-            "2",
-            "--stall",
-            "100-199",
-            "--stall-after",
-            "15",
-        ],
+        "sim[0-16383]",
+        timers("5s", "120s"),
+        ["2", "100-199", "15"],
     );
     let t = wait_status(&d, "online", "0-16383", 10.0);
     eprintln!("all online after {t:?}");
@@ -407,11 +376,7 @@ fn dynamic_discovery_from_agents_reports() {
     let uri = format!("unix://{}", sock.display());
     let spawn = || {
         let log = std::fs::File::create(s.path("serve.log")).unwrap();
-        roster()
-            .args(["serve", "--statedir"])
-            .arg(s.statedir())
-            .args(["--listen", &uri, "--config"])
-            .arg(&cfg)
+        serve_cmd(&s, &uri, &cfg)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

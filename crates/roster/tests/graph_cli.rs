@@ -32,17 +32,31 @@ fn script(lines: &[&str]) -> String {
     s
 }
 
+/// `roster graph -L LOAD OPTS` running the script of `lines`.
+fn run_script(load: &str, opts: &[&str], lines: &[&str]) -> Out {
+    run(&[&["-L", load][..], opts].concat(), &script(lines))
+}
+
+/// Each line of `o`'s output as JSON (`--json`).
+fn values(o: &Out) -> Vec<Value> {
+    o.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 const ALLOCATED: &str = "INFO: =============================\n";
 
 #[test]
 fn match_allocate_prints_r_and_banner() {
     let tiny = data("tiny.R.json");
-    let o = run(
-        &["-L", &tiny],
-        &script(&[
+    let o = run_script(
+        &tiny,
+        &[],
+        &[
             "match allocate @node-x2.yaml",
             "match allocate @slot-core8.yaml",
-        ]),
+        ],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(o.stderr, "");
@@ -69,9 +83,10 @@ fn match_allocate_prints_r_and_banner() {
 #[test]
 fn no_match_unsatisfiable_and_job_numbering() {
     let tiny = data("tiny.R.json");
-    let o = run(
-        &["-L", &tiny],
-        &script(&[
+    let o = run_script(
+        &tiny,
+        &[],
+        &[
             "match allocate @node-x2.yaml",
             "match allocate @node-x2.yaml",
             // Both remaining nodes are taken: no match now, job id 3 used.
@@ -81,7 +96,7 @@ fn no_match_unsatisfiable_and_job_numbering() {
             "match satisfiability @slot-core8.yaml",
             "info 3",
             "info 2",
-        ]),
+        ],
     );
     assert_eq!(o.code, 1, "{}", o.stdout);
     let tail: Vec<&str> = o.stdout.lines().skip(12).take(15).collect();
@@ -122,9 +137,10 @@ fn no_match_unsatisfiable_and_job_numbering() {
 #[test]
 fn free_info_list_and_reuse() {
     let tiny = data("tiny.R.json");
-    let o = run(
-        &["-L", &tiny, "--json"],
-        &script(&[
+    let o = run_script(
+        &tiny,
+        &["--json"],
+        &[
             "match allocate @node-x2.yaml",
             "match allocate @node-x2.yaml",
             "free 1",
@@ -132,15 +148,11 @@ fn free_info_list_and_reuse() {
             "info 1",
             "match allocate @node-x2.yaml",
             "list",
-        ]),
+        ],
     );
     assert_eq!(o.code, 1);
     assert_eq!(o.stderr, "");
-    let v: Vec<Value> = o
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let v = values(&o);
     assert_eq!(v.len(), 7, "{}", o.stdout);
     assert_eq!(v[0]["jobid"], 1);
     assert_eq!(v[0]["status"], "ALLOCATED");
@@ -182,9 +194,10 @@ fn free_info_list_and_reuse() {
 #[test]
 fn find_expressions() {
     let tiny = data("tiny.R.json");
-    let o = run(
-        &["-L", &tiny, "--json"],
-        &script(&[
+    let o = run_script(
+        &tiny,
+        &["--json"],
+        &[
             "match allocate @node-x2.yaml",
             "set-status /cluster0/tiny3 down",
             "find status=down",
@@ -192,13 +205,9 @@ fn find_expressions() {
             "find type=node and sched-now=allocated",
             "find property=gpu-a100 and sched-now=allocated",
             "find status=sideways",
-        ]),
+        ],
     );
-    let v: Vec<Value> = o
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let v = values(&o);
     assert_eq!(v[2]["R"]["execution"]["nodelist"], json!(["tiny3"]));
     assert_eq!(
         v[2]["R"]["execution"]["R_lite"],
@@ -262,10 +271,7 @@ fn constraints_and_gpus() {
 #[test]
 fn scheduling_key_and_reload() {
     let tiny = data("tiny.R.json");
-    let o = run(
-        &["-L", &tiny, "-F", "rv1"],
-        &script(&["match allocate @slot-core8.yaml"]),
-    );
+    let o = run_script(&tiny, &["-F", "rv1"], &["match allocate @slot-core8.yaml"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let r: Value = serde_json::from_str(o.stdout.lines().next().unwrap()).unwrap();
     let nodes = r["scheduling"]["graph"]["nodes"].as_array().unwrap();
@@ -287,10 +293,7 @@ fn scheduling_key_and_reload() {
     let o = run(&["-L", fs, "-f", "rv1exec", "aggregate"], "");
     assert_eq!(o.stdout, "cluster: 1\ncore: 8\nnode: 1\n");
     // -S is --format rv1.
-    let o = run(
-        &["-L", &tiny, "-S"],
-        &script(&["match allocate @slot-core8.yaml"]),
-    );
+    let o = run_script(&tiny, &["-S"], &["match allocate @slot-core8.yaml"]);
     let r2: Value = serde_json::from_str(o.stdout.lines().next().unwrap()).unwrap();
     assert_eq!(r2, r);
     let _ = std::fs::remove_dir_all(&dir);
@@ -339,20 +342,17 @@ fn fluxion_jgf_is_read_and_written_back() {
     }
     assert_eq!(outs[0], outs[1]);
     let fluke = data("fluke.jgf.json");
-    let o = run(
-        &["-L", &fluke, "--json"],
-        &script(&[
+    let o = run_script(
+        &fluke,
+        &["--json"],
+        &[
             "match allocate @a100-node.yaml",
             "find property=gpu-a100",
             "aggregate /cluster0/fluke1/socket0",
-        ]),
+        ],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let v: Vec<Value> = o
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let v = values(&o);
     assert_eq!(
         v[0]["R"]["execution"]["R_lite"],
         json!([{"rank":"1","children":{"gpu":"0-1","core":"0-3"}}])
@@ -366,20 +366,17 @@ fn fluxion_jgf_is_read_and_written_back() {
 #[test]
 fn hwloc_xml_loads_with_sockets() {
     let xml = data("tiny7.xml");
-    let o = run(
-        &["-L", &xml, "--rank", "5", "--json"],
-        &script(&[
+    let o = run_script(
+        &xml,
+        &["--rank", "5", "--json"],
+        &[
             "aggregate",
             "get-status /cluster0/tiny7/socket1/gpu1",
             "match allocate @slot-core2-gpu.json",
-        ]),
+        ],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let v: Vec<Value> = o
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let v = values(&o);
     assert_eq!(
         v[0]["aggregate"],
         json!({"cluster":1,"core":8,"gpu":2,"node":1,"socket":2})
@@ -395,9 +392,10 @@ fn hwloc_xml_loads_with_sockets() {
 #[test]
 fn copy_attach_remove() {
     let tiny = data("tiny.R.json");
-    let o = run(
-        &["-L", &tiny, "--json"],
-        &script(&[
+    let o = run_script(
+        &tiny,
+        &["--json"],
+        &[
             "match allocate @node-x2.yaml",
             "copy",
             "remove /cluster0/tiny3",
@@ -405,14 +403,10 @@ fn copy_attach_remove() {
             "attach @tiny7.xml",
             "aggregate",
             "get-property /cluster0/tiny0",
-        ]),
+        ],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let v: Vec<Value> = o
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let v = values(&o);
     // The copy holds the two free nodes only.
     assert_eq!(v[1]["R"]["execution"]["nodelist"], json!(["tiny[2-3]"]));
     assert_eq!(v[2]["removed"], 11);
@@ -432,9 +426,10 @@ fn copy_attach_remove() {
 #[test]
 fn errors_are_reported_and_processing_continues() {
     let tiny = data("tiny.R.json");
-    let o = run(
-        &["-L", &tiny],
-        &script(&[
+    let o = run_script(
+        &tiny,
+        &[],
+        &[
             "match allocate @bad.yaml",
             "match allocate /nonexistent/js.yaml",
             "match reserve @slot-core8.yaml",
@@ -444,7 +439,7 @@ fn errors_are_reported_and_processing_continues() {
             "match allocate @slot-core8.yaml",
             "quit",
             "match allocate @slot-core8.yaml",
-        ]),
+        ],
     );
     assert_eq!(o.code, 1);
     let err: Vec<&str> = o.stderr.lines().collect();
@@ -522,10 +517,7 @@ fn local_machine_loads() {
 #[test]
 fn stat_counts() {
     let tiny = data("tiny.R.json");
-    let o = run(
-        &["-L", &tiny],
-        &script(&["match allocate @slot-core8.yaml", "stat"]),
-    );
+    let o = run_script(&tiny, &[], &["match allocate @slot-core8.yaml", "stat"]);
     let stat: Vec<&str> = o.stdout.lines().skip(6).collect();
     assert_eq!(stat[0], "INFO: Num. of Vertices: 45");
     assert_eq!(stat[1], "INFO: Num. of Edges: 44");
@@ -537,12 +529,9 @@ fn stat_counts() {
 /// Run `roster graph -L FILE --json -F rv1` on a script, one JSON value
 /// per command.
 fn json_lines(file: &str, lines: &[&str]) -> Vec<Value> {
-    let o = run(&["-L", &data(file), "--json", "-F", "rv1"], &script(lines));
+    let o = run_script(&data(file), &["--json", "-F", "rv1"], lines);
     assert_eq!(o.code, 0, "{file}: {}", o.stderr);
-    o.stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    values(&o)
 }
 
 /// The allocation R's `scheduling` JGF carries every RFC 20 key, and

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::etcd::{cluster, cluster_tls, EtcdCluster};
-use common::{event_names, try_start, xorshift, Daemon, Scratch};
+use common::{event_names, recv_until, try_start, xorshift, Daemon, Scratch};
 use serde_json::{json, Value};
 
 fn config(etcd: &EtcdCluster, prefix: &str) -> String {
@@ -42,6 +42,20 @@ fn server(s: &Scratch, etcd: &EtcdCluster, prefix: &str) -> Daemon {
 /// The leader's URI as etcd says.
 fn leader_uri(etcd: &EtcdCluster, prefix: &str) -> Option<String> {
     etcd.client(prefix).load().ok()?.leader.map(|l| l.uri)
+}
+
+/// Scratch directories named `names`, a service elected leader under
+/// `prefix` in the first and a standby in the second.
+fn leader_and_standby(
+    etcd: &EtcdCluster,
+    prefix: &str,
+    [na, nb]: [&str; 2],
+) -> (Scratch, Scratch, Daemon, Daemon) {
+    let (sa, sb) = (Scratch::new(na), Scratch::new(nb));
+    let a = server(&sa, etcd, prefix);
+    wait_leader(etcd, prefix, &a.uri, Duration::from_secs(10));
+    let b = server(&sb, etcd, prefix);
+    (sa, sb, a, b)
 }
 
 fn wait_leader(etcd: &EtcdCluster, prefix: &str, uri: &str, within: Duration) {
@@ -129,11 +143,7 @@ fn metrics_and_web_view_on_leader_and_standby() {
         return;
     };
     let prefix = "/metrics";
-    let sa = Scratch::new("ha-w1");
-    let sb = Scratch::new("ha-w2");
-    let a = server(&sa, &etcd, prefix);
-    wait_leader(&etcd, prefix, &a.uri, Duration::from_secs(10));
-    let b = server(&sb, &etcd, prefix);
+    let (_sa, _sb, a, b) = leader_and_standby(&etcd, prefix, ["ha-w1", "ha-w2"]);
     drain(&a.uri, "0-2", "metrics").expect("drain");
     let drained = "roster_nodes{state=\"drained\"} 3";
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -225,11 +235,7 @@ fn leader_kill_standby_takes_over_without_losing_a_drain() {
         return;
     };
     let prefix = "/leader-kill";
-    let sa = Scratch::new("ha-a");
-    let sb = Scratch::new("ha-b");
-    let mut a = server(&sa, &etcd, prefix);
-    wait_leader(&etcd, prefix, &a.uri, Duration::from_secs(10));
-    let b = server(&sb, &etcd, prefix);
+    let (_sa, _sb, mut a, b) = leader_and_standby(&etcd, prefix, ["ha-a", "ha-b"]);
     let both = format!("{},{}", a.uri, b.uri);
 
     // The standby refuses mutations naming the leader, serves reads.
@@ -378,11 +384,7 @@ fn etcd_over_tls_with_client_certificates() {
         return;
     };
     let prefix = "/tls";
-    let sa = Scratch::new("ha-t1");
-    let sb = Scratch::new("ha-t2");
-    let mut a = server(&sa, &etcd, prefix);
-    wait_leader(&etcd, prefix, &a.uri, Duration::from_secs(10));
-    let b = server(&sb, &etcd, prefix);
+    let (_sa, _sb, mut a, b) = leader_and_standby(&etcd, prefix, ["ha-t1", "ha-t2"]);
     let both = format!("{},{}", a.uri, b.uri);
     drain(&both, "0", "over tls").expect("drain through etcd over TLS");
     a.crash();
@@ -497,11 +499,7 @@ fn paused_leader_past_its_lease_never_appends() {
         return;
     };
     let prefix = "/partition";
-    let sa = Scratch::new("ha-p1");
-    let sb = Scratch::new("ha-p2");
-    let a = server(&sa, &etcd, prefix);
-    wait_leader(&etcd, prefix, &a.uri, Duration::from_secs(10));
-    let b = server(&sb, &etcd, prefix);
+    let (_sa, _sb, a, b) = leader_and_standby(&etcd, prefix, ["ha-p1", "ha-p2"]);
     drain(&a.uri, "0", "from the first leader").expect("drain");
     let pid = a.child.as_ref().expect("running").id() as i32;
     common::signal(pid, libc::SIGSTOP);
@@ -614,11 +612,7 @@ fn journal_follower_resumes_on_the_new_leader() {
         return;
     };
     let prefix = "/journal-resume";
-    let sa = Scratch::new("ha-ja");
-    let sb = Scratch::new("ha-jb");
-    let mut a = server(&sa, &etcd, prefix);
-    wait_leader(&etcd, prefix, &a.uri, Duration::from_secs(10));
-    let b = server(&sb, &etcd, prefix);
+    let (_sa, _sb, mut a, b) = leader_and_standby(&etcd, prefix, ["ha-ja", "ha-jb"]);
     let both = format!("{},{}", a.uri, b.uri);
     drain(&both, "0", "first").expect("drain");
     let f = client::blocking::Client::from_env(Some(&both), None)
@@ -643,21 +637,7 @@ fn journal_follower_resumes_on_the_new_leader() {
             }
         }
     });
-    let until = |last: &str| -> Vec<String> {
-        let mut got = Vec::new();
-        loop {
-            match rx.recv_timeout(Duration::from_secs(60)) {
-                Ok(n) => {
-                    let done = n == last;
-                    got.push(n);
-                    if done {
-                        return got;
-                    }
-                }
-                Err(e) => panic!("waiting for {last}: {e}; got {got:?}"),
-            }
-        }
-    };
+    let until = |last: &str| recv_until(&rx, last, Duration::from_secs(60), |_| false);
     assert_eq!(
         until("--sentinel--"),
         ["restart", "resource-define", "drain:first", "--sentinel--"]

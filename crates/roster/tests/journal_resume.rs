@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{event_names, fake_config, roster, start, Scratch};
+use common::{event_names, fake_config, recv_until, roster, start, Scratch};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -14,26 +14,13 @@ use std::time::Duration;
 /// Receive events until `last` arrives (panics after 30 s); the
 /// follower's resume count (after each response) is kept in `resumes`.
 fn until(rx: &mpsc::Receiver<String>, last: &str, resumes: &mut u64) -> Vec<String> {
-    let mut got = Vec::new();
-    loop {
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(n) if n.starts_with("--resumes ") => {
-                *resumes = n
-                    .trim_start_matches("--resumes ")
-                    .trim_end_matches("--")
-                    .parse()
-                    .unwrap_or(0);
-            }
-            Ok(n) => {
-                let done = n == last;
-                got.push(n);
-                if done {
-                    return got;
-                }
-            }
-            Err(e) => panic!("waiting for {last}: {e}; got {got:?}"),
-        }
-    }
+    recv_until(rx, last, Duration::from_secs(30), |n| {
+        let Some(count) = n.strip_prefix("--resumes ") else {
+            return false;
+        };
+        *resumes = count.trim_end_matches("--").parse().unwrap_or(0);
+        true
+    })
 }
 
 #[test]

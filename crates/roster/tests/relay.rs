@@ -19,40 +19,26 @@ fn sock(s: &Scratch, name: &str) -> String {
 /// A relay for `host` below `parent`, listening on `<host>.sock`.
 fn relay(s: &Scratch, parent: &str, host: &str) -> Agent {
     let listen = sock(s, host);
-    Agent::spawn(
-        s,
-        host,
-        &[
-            "--uri",
-            parent,
-            "--relay",
-            "--listen",
-            &listen,
-            "--hostname",
-            host,
-            "--cores",
-            "0-3",
-            "--heartbeat",
-            "0.2",
-        ],
-    )
+    let relay = ["--relay", "--listen", &listen];
+    Agent::spawn(s, host, &[&relay[..], &node_args(parent, host)].concat())
 }
 
 fn leaf(s: &Scratch, parent: &str, host: &str) -> Agent {
-    Agent::spawn(
-        s,
-        &format!("{host}-leaf"),
-        &[
-            "--uri",
-            parent,
-            "--hostname",
-            host,
-            "--cores",
-            "0-3",
-            "--heartbeat",
-            "0.2",
-        ],
-    )
+    Agent::spawn(s, &format!("{host}-leaf"), &node_args(parent, host))
+}
+
+/// An agent's options for `host` (4 cores, heartbeat 0.2 s) below `parent`.
+fn node_args<'a>(parent: &'a str, host: &'a str) -> [&'a str; 8] {
+    [
+        "--uri",
+        parent,
+        "--hostname",
+        host,
+        "--cores",
+        "0-3",
+        "--heartbeat",
+        "0.2",
+    ]
 }
 
 fn status(d: &Daemon) -> Value {
@@ -211,6 +197,29 @@ fn verification_drain_reaches_the_leaf_through_the_relay() {
     );
 }
 
+/// `roster agent --simulate hosts --relays N --cores 0-3` against `d`,
+/// its `stall` and `stall-after` options as given.
+fn simulate(
+    s: &Scratch,
+    d: &Daemon,
+    hosts: &str,
+    relays: &str,
+    [stall, after]: [&str; 2],
+) -> Agent {
+    let args = [
+        "--uri",
+        &d.uri,
+        "--simulate",
+        hosts,
+        "--relays",
+        relays,
+        "--cores",
+        "0-3",
+    ];
+    let stalls = ["--stall", stall, "--stall-after", after];
+    Agent::spawn(s, "sim", &[&args[..], &stalls].concat())
+}
+
 #[test]
 fn simulator_relays_in_one_process() {
     let s = Scratch::new("relay-sim");
@@ -220,24 +229,7 @@ fn simulator_relays_in_one_process() {
         &[],
     );
     let spawned = Instant::now();
-    let mut sim = Agent::spawn(
-        &s,
-        "sim",
-        &[
-            "--uri",
-            &d.uri,
-            "--simulate",
-            "sim[0-999]",
-            "--relays",
-            "21",
-            "--cores",
-            "0-3",
-            "--stall",
-            "500-599",
-            "--stall-after",
-            "5",
-        ],
-    );
+    let mut sim = simulate(&s, &d, "sim[0-999]", "21", ["500-599", "5"]);
     wait_status(&d, "online", "0-999", 20.0);
     // 100 stalled leaves (below 3 relays of 21) turn torpid together at
     // torpid-max after they stall (5 s after the simulator started, plus
@@ -258,11 +250,7 @@ fn simulator_relays_in_one_process() {
     assert_eq!(status(&d)["drain"], json!({}));
     sim.kill();
     wait_status(&d, "online", "", 3.0);
-    assert!(
-        sim.log_text().contains("all 1000 agents joined"),
-        "{}",
-        sim.log_text()
-    );
+    assert_contains(&sim.log_text(), "all 1000 agents joined");
 }
 
 /// The acceptance figures at full scale (slow; `ROSTER_SCALE_TESTS=1`,
@@ -280,30 +268,31 @@ fn scale_131072_nodes_through_relays() {
         "[resource]\ntorpid-max = \"5s\"\noffline-timeout = \"120s\"\n[[resource.config]]\nhosts = \"sim[0-131071]\"\ncores = \"0-3\"\n",
         &[],
     );
-    let mut sim = Agent::spawn(
-        &s,
-        "sim",
-        &[
-            "--uri",
-            &d.uri,
-            "--simulate",
-            "sim[0-131071]",
-            "--relays",
-            "129",
-            "--cores",
-            "0-3",
-            "--stall",
-            "20000-20099",
-            "--stall-after",
-            "12",
-        ],
-    );
+    let mut sim = simulate(&s, &d, "sim[0-131071]", "129", ["20000-20099", "12"]);
     let t = wait_status(&d, "online", "0-131071", 10.0);
     eprintln!("all online after {t:?}");
     wait_status(&d, "torpid", "20000-20099", 25.0);
     sim.kill();
     let t = wait_status(&d, "online", "", 2.0);
     eprintln!("all offline after {t:?}");
+}
+
+/// `pki` in `s`: a CA, certificates for `nodes` and relay certificates
+/// for `relays` (all also for 127.0.0.1); its path.
+fn relay_pki(s: &Scratch, nodes: &str, relays: &str) -> String {
+    let pki = s.path("pki").display().to_string();
+    ca(&["init", &pki]);
+    ca(&["issue", &pki, nodes, "--san", "127.0.0.1"]);
+    ca(&[
+        "issue",
+        &pki,
+        relays,
+        "--role",
+        "relay",
+        "--san",
+        "127.0.0.1",
+    ]);
+    pki
 }
 
 /// `--ca`, `--cert`, `--key` of `who`.
@@ -324,19 +313,8 @@ fn relays_listen_on_tls_and_check_each_childs_certificate() {
     // kary:2 over 7 ranks: 0 -> 1,2; 2 -> 5,6.  The service and the
     // relays speak TLS; every node has its own certificate.
     let s = Scratch::new("relay-tls");
-    let pki = s.path("pki").display().to_string();
-    ca(&["init", &pki]);
-    ca(&["issue", &pki, "localhost,fake[1,3-6]", "--san", "127.0.0.1"]);
     // the relays' certificates carry the relay role
-    ca(&[
-        "issue",
-        &pki,
-        "fake[0,2]",
-        "--role",
-        "relay",
-        "--san",
-        "127.0.0.1",
-    ]);
+    let pki = relay_pki(&s, "localhost,fake[1,3-6]", "fake[0,2]");
     let port = free_port();
     let cfg = format!(
         "[resource]\ntorpid-max = \"2s\"\n[serve]\nrelay-fanout = 2\ntls-cert = \"{pki}/localhost.pem\"\n\
@@ -409,8 +387,7 @@ fn relays_listen_on_tls_and_check_each_childs_certificate() {
     l1.signal(libc::SIGCONT);
     wait_status(&d, "torpid", "", 3.0);
     // Plain TCP off loopback stays refused for a relay's children.
-    let token = s.write("token", "s3cret\n");
-    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let token = token_file(&s);
     let plain = format!("tcp://0.0.0.0:{}", free_port());
     let mut bad = Agent::spawn(
         &s,
@@ -542,18 +519,7 @@ fn an_agent_certificate_may_not_relay() {
 #[test]
 fn a_relay_refuses_revoked_children_after_sighup() {
     let s = Scratch::new("relay-crl");
-    let pki = s.path("pki").display().to_string();
-    ca(&["init", &pki]);
-    ca(&["issue", &pki, "localhost,fake[1-6]", "--san", "127.0.0.1"]);
-    ca(&[
-        "issue",
-        &pki,
-        "fake0",
-        "--role",
-        "relay",
-        "--san",
-        "127.0.0.1",
-    ]);
+    let pki = relay_pki(&s, "localhost,fake[1-6]", "fake0");
     ca(&["revoke", &pki, "fake1"]);
     let port = free_port();
     let cfg = format!(

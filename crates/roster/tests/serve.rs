@@ -435,8 +435,7 @@ fn second_daemon_on_the_same_statedir_is_refused() {
 #[test]
 fn guests_read_status_only_and_tcp_needs_the_token() {
     let s = Scratch::new("roles");
-    let token = s.write("token", "s3cret\n");
-    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let token = token_file(&s);
     // a token others can read is refused
     let loose = s.write("loose-token", "s3cret\n");
     std::fs::set_permissions(&loose, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
@@ -451,16 +450,7 @@ fn guests_read_status_only_and_tcp_needs_the_token() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let tcp = format!("tcp://127.0.0.1:{port}");
-    let d = start(
-        &s,
-        &fake_config(2, ""),
-        &["--listen", &tcp, "--token-file", token.to_str().unwrap()],
-    );
+    let (d, tcp) = start_tcp_with_token(&s, 2, &token);
     // TCP without the token: refused; with it: owner
     let o = roster()
         .args(["resource", "--uri", &tcp, "drain", "1"])
@@ -666,11 +656,7 @@ fn sighup_applies_group_changes_with_shrink_release_grow() {
     let grow = default.next().unwrap().unwrap();
     assert_eq!(grow["type"], "grow");
     assert_eq!(grow["online"], "3");
-    assert!(
-        d.log_text().contains("SIGHUP: reloaded"),
-        "{}",
-        d.log_text()
-    );
+    assert_contains(&d.log_text(), "SIGHUP: reloaded");
 }
 
 #[test]
@@ -749,8 +735,7 @@ fn config_typo_gets_did_you_mean_with_file_and_line() {
 /// exit 1; nothing is started.
 fn refused_by_check_and_serve(name: &str, serve_toml: &str, want: &str) {
     let s = Scratch::new(name);
-    let token = s.write("token", "s3cret\n");
-    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let token = token_file(&s);
     let serve_toml = serve_toml.replace("TOKEN", token.to_str().unwrap());
     let cfg = s.write(
         "roster.toml",
@@ -792,15 +777,12 @@ fn check_refuses_tls_without_a_certificate() {
 #[test]
 fn check_refuses_tls_without_client_authentication() {
     let s = Scratch::new("check-tls-pki");
-    let pki = s.path("pki");
-    let pki = pki.to_str().unwrap();
-    ca(&["init", pki]);
-    ca(&["issue", pki, "localhost"]);
+    let pki = localhost_pki(&s);
     refused_by_check_and_serve(
         "check-tls-auth",
         &format!(
-            "listen = [\"tls://127.0.0.1:8050\"]\ntls-cert = \"{pki}/localhost.pem\"\n\
-             tls-key = \"{pki}/localhost.key\"\n"
+            "listen = [\"tls://127.0.0.1:8050\"]\n{}",
+            cert_and_key(&pki)
         ),
         "TLS clients could not authenticate",
     );
@@ -841,15 +823,12 @@ fn check_refuses_the_etcd_backend_of_a_build_without_it() {
 #[test]
 fn restart_right_after_stopped_finds_the_statedir_free() {
     let s = Scratch::new("restart-at-once");
-    let pki = s.path("pki");
-    let pki = pki.to_str().unwrap();
-    ca(&["init", pki]);
-    ca(&["issue", pki, "localhost"]);
+    let pki = localhost_pki(&s);
     let port = free_port();
     let cfg = fake_config(2, "")
         + &format!(
-            "[serve]\ntls-cert = \"{pki}/localhost.pem\"\ntls-key = \"{pki}/localhost.key\"\n\
-             tls-client-ca = \"{pki}/ca.pem\"\n"
+            "[serve]\n{}tls-client-ca = \"{pki}/ca.pem\"\n",
+            cert_and_key(&pki)
         );
     let mut d = start(&s, &cfg, &["--listen", &format!("tls://127.0.0.1:{port}")]);
     let idle = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -865,17 +844,14 @@ fn restart_right_after_stopped_finds_the_statedir_free() {
     // at once, on another socket (the old one may still be there)
     let sock = s.path("second.sock");
     let log = s.path("second.log");
-    let mut second = roster()
-        .arg("serve")
-        .arg("--statedir")
-        .arg(s.statedir())
-        .arg("--listen")
-        .arg(format!("unix://{}", sock.display()))
-        .arg("--config")
-        .arg(s.path("roster.toml"))
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let mut second = serve_cmd(
+        &s,
+        &format!("unix://{}", sock.display()),
+        &s.path("roster.toml"),
+    )
+    .stderr(std::fs::File::create(&log).unwrap())
+    .spawn()
+    .unwrap();
     let uri = rpc::uri::Uri::parse(&format!("unix://{}", sock.display())).unwrap();
     let c = client::blocking::Client::new(uri);
     while c.rpc("resource.status", json!({})).is_err() {

@@ -19,14 +19,7 @@ fn notify_socket_gets_ready_watchdog_stopping_in_order() {
     rx.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let sock = s.path("roster.sock");
     let uri = format!("unix://{}", sock.display());
-    let mut child = roster()
-        .arg("serve")
-        .arg("--statedir")
-        .arg(s.statedir())
-        .arg("--listen")
-        .arg(&uri)
-        .arg("--config")
-        .arg(&cfg)
+    let mut child = serve_cmd(&s, &uri, &cfg)
         .env("NOTIFY_SOCKET", &notify)
         .env("WATCHDOG_USEC", "200000")
         .env_remove("WATCHDOG_PID")

@@ -430,42 +430,40 @@ mod tests {
 
     #[test]
     fn error_texts() {
-        assert_eq!(run("[]"), "error: constraint must be JSON object");
-        assert_eq!(
-            run(r#"{"a":[],"b":[]}"#),
-            "error: constraint must only contain 1 element"
-        );
-        assert_eq!(
-            run(r#"{"foo": []}"#),
-            "error: unknown constraint operator: foo"
-        );
-        assert_eq!(
-            run(r#"{"properties": "x"}"#),
-            "error: properties value must be an array"
-        );
-        assert_eq!(
-            run(r#"{"properties": [1]}"#),
-            "error: non-string property specified"
-        );
-        assert_eq!(
-            run(r#"{"properties": ["a|b"]}"#),
-            "error: invalid character '|' in property \"a|b\""
-        );
-        assert_eq!(
-            run(r#"{"and": 1}"#),
-            "error: and operator value must be an array"
-        );
-        assert_eq!(
-            run(r#"{"and": [{"properties": [1]}]}"#),
-            "error: Out of memory"
-        );
-        assert_eq!(
-            run(r#"{"ranks": ["0-", "1"]}"#),
-            "error: invalid idset '0-' in [\"0-\", \"1\"]"
-        );
-        assert_eq!(
-            run(r#"{"hostlist": ["foo[1-"]}"#),
-            "error: invalid hostlist 'foo[1-' in [\"foo[1-\"]"
-        );
+        for (text, want) in [
+            ("[]", "error: constraint must be JSON object"),
+            (
+                r#"{"a":[],"b":[]}"#,
+                "error: constraint must only contain 1 element",
+            ),
+            (r#"{"foo": []}"#, "error: unknown constraint operator: foo"),
+            (
+                r#"{"properties": "x"}"#,
+                "error: properties value must be an array",
+            ),
+            (
+                r#"{"properties": [1]}"#,
+                "error: non-string property specified",
+            ),
+            (
+                r#"{"properties": ["a|b"]}"#,
+                "error: invalid character '|' in property \"a|b\"",
+            ),
+            (
+                r#"{"and": 1}"#,
+                "error: and operator value must be an array",
+            ),
+            (r#"{"and": [{"properties": [1]}]}"#, "error: Out of memory"),
+            (
+                r#"{"ranks": ["0-", "1"]}"#,
+                "error: invalid idset '0-' in [\"0-\", \"1\"]",
+            ),
+            (
+                r#"{"hostlist": ["foo[1-"]}"#,
+                "error: invalid hostlist 'foo[1-' in [\"foo[1-\"]",
+            ),
+        ] {
+            assert_eq!(run(text), want, "{text}");
+        }
     }
 }

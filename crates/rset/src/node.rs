@@ -1,5 +1,6 @@
 //! One execution target (broker rank): flux-core's `rnode`.
 
+use crate::error::RError;
 use crate::zhash::{core_name, gpu_name, Name, ZTable};
 use idset::{Format, IdSet};
 use std::sync::Arc;
@@ -71,6 +72,17 @@ pub(crate) struct Overlap {
     pub name: String,
     /// The ids given twice (an idset string).
     pub ids: String,
+}
+
+impl Overlap {
+    /// The error: these ids given twice for `rank`.
+    pub(crate) fn at(self, rank: u32) -> RError {
+        RError::Overlap {
+            rank,
+            name: self.name,
+            ids: self.ids,
+        }
+    }
 }
 
 /// A resource node.  Children are idsets keyed by type name; `core` is
@@ -209,12 +221,10 @@ impl Node {
     /// `rnode_copy`: duplicate children and properties (the duplicated
     /// tables get flux's re-insertion order), then look up `core`.
     pub(crate) fn copy(&self) -> Node {
-        let mut children = self.children.dup();
-        let _ = children.lookup(core_name());
         Node {
             rank: self.rank,
             hostname: self.hostname.clone(),
-            children,
+            children: dup_children(&self.children),
             props: self.props.dup(),
         }
     }
@@ -225,15 +235,7 @@ impl Node {
         Node {
             rank: self.rank,
             hostname: self.hostname.clone(),
-            children: memo.children.apply(
-                &self.children,
-                |t| {
-                    let mut t = t.dup();
-                    let _ = t.lookup(core_name());
-                    t
-                },
-                times,
-            ),
+            children: memo.children.apply(&self.children, dup_children, times),
             props: memo.props.apply(&self.props, ZTable::dup, times),
         }
     }
@@ -243,15 +245,7 @@ impl Node {
         Node {
             rank: self.rank,
             hostname: self.hostname.clone(),
-            children: memo.children.apply(
-                &self.children,
-                |t| {
-                    let mut t = t.dup();
-                    let _ = t.lookup(core_name());
-                    t
-                },
-                1,
-            ),
+            children: memo.children.apply(&self.children, dup_children, 1),
             props,
         }
     }
@@ -350,30 +344,35 @@ impl Node {
     /// intersection, built on a fresh node in `self`'s child order.  The
     /// lookups into `b` follow flux (they may reorder `b`'s table).
     pub(crate) fn intersect(&self, b: &mut Node, cache: &mut SetCache) -> Option<Node> {
-        if self.rank != b.rank || !hostnames_match(&self.hostname, &b.hostname) {
-            return None;
-        }
-        let mut result = Node::new(self.hostname.clone(), self.rank);
-        for (name, aids) in self.children.iter() {
-            if let Some(bids) = b.children.lookup(name) {
-                let x = cache.intersection(aids, bids);
-                if !x.is_empty() {
-                    let _ = result.add_child(name, &x);
-                }
-            }
-        }
-        Some(result)
+        let children = &mut b.children;
+        self.intersect_by(b.rank, &b.hostname, cache, |name| {
+            children.lookup(name).cloned()
+        })
     }
 
     /// Like [`Node::intersect`] without touching `b`'s table shape.
     pub(crate) fn intersect_ro(&self, b: &Node, cache: &mut SetCache) -> Option<Node> {
-        if self.rank != b.rank || !hostnames_match(&self.hostname, &b.hostname) {
+        self.intersect_by(b.rank, &b.hostname, cache, |name| {
+            b.children.peek_name(name).cloned()
+        })
+    }
+
+    /// The intersection with the node `rank`/`hostname` whose children's
+    /// ids `lookup` finds by name.
+    fn intersect_by(
+        &self,
+        rank: u32,
+        hostname: &Option<Arc<str>>,
+        cache: &mut SetCache,
+        mut lookup: impl FnMut(&Name) -> Option<Arc<IdSet>>,
+    ) -> Option<Node> {
+        if self.rank != rank || !hostnames_match(&self.hostname, hostname) {
             return None;
         }
         let mut result = Node::new(self.hostname.clone(), self.rank);
         for (name, aids) in self.children.iter() {
-            if let Some(bids) = b.children.peek_name(name) {
-                let x = cache.intersection(aids, bids);
+            if let Some(bids) = lookup(name) {
+                let x = cache.intersection(aids, &bids);
                 if !x.is_empty() {
                     let _ = result.add_child(name, &x);
                 }
@@ -463,6 +462,14 @@ impl Node {
 }
 
 /// `rnode_hostname_cmp == 0`: a missing hostname matches anything.
+/// `copy()`'s child table: duplicated (flux's re-insertion order), then
+/// `core` looked up.
+fn dup_children<V: Clone>(t: &ZTable<V>) -> ZTable<V> {
+    let mut t = t.dup();
+    let _ = t.lookup(core_name());
+    t
+}
+
 pub(crate) fn hostnames_match(a: &Option<Arc<str>>, b: &Option<Arc<str>>) -> bool {
     match (a, b) {
         (Some(x), Some(y)) => x == y,

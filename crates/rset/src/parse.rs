@@ -246,11 +246,7 @@ impl Rset {
         // (an overlap among the children fails on the first rank).
         let mut template = Node::new(None, first);
         for (name, ids) in &kids {
-            template.add_child(name, ids).map_err(|o| RError::Overlap {
-                rank: first,
-                name: o.name,
-                ids: o.ids,
-            })?;
+            template.add_child(name, ids).map_err(|o| o.at(first))?;
         }
         for rank in ranks.iter() {
             let mut n = template.clone();

@@ -227,11 +227,7 @@ impl Rset {
     /// the same rank.
     pub(crate) fn add_node(&mut self, n: Node) -> Result<(), RError> {
         if let Some(found) = self.nodes.get_mut(n.rank) {
-            found.merge(&n).map_err(|o| RError::Overlap {
-                rank: n.rank,
-                name: o.name,
-                ids: o.ids,
-            })?;
+            found.merge(&n).map_err(|o| o.at(n.rank))?;
             self.avail += n.core_count() as i64;
             Ok(())
         } else {
@@ -263,11 +259,7 @@ impl Rset {
         })?;
         let mut n = Node::new(hostname.map(Arc::from), rank);
         n.add_child(core_name(), &Arc::new(ids))
-            .map_err(|o| RError::Overlap {
-                rank,
-                name: o.name,
-                ids: o.ids,
-            })?;
+            .map_err(|o| o.at(rank))?;
         self.add_node(n)
     }
 
@@ -284,11 +276,7 @@ impl Rset {
             .get_mut(rank)
             .ok_or_else(|| RError::msg(format!("rank {rank} not found")))?;
         n.add_child(&Name::new(name), &Arc::new(set))
-            .map_err(|o| RError::Overlap {
-                rank,
-                name: o.name,
-                ids: o.ids,
-            })
+            .map_err(|o| o.at(rank))
     }
 
     /// Add a node with given cores and gpus (both may be empty).  Used for
@@ -302,17 +290,9 @@ impl Rset {
     ) -> Result<(), RError> {
         let mut n = Node::new(hostname.map(Arc::from), rank);
         n.add_child(core_name(), &Arc::new(cores.clone()))
-            .map_err(|o| RError::Overlap {
-                rank,
-                name: o.name,
-                ids: o.ids,
-            })?;
+            .map_err(|o| o.at(rank))?;
         n.add_child(gpu_name(), &Arc::new(gpus.clone()))
-            .map_err(|o| RError::Overlap {
-                rank,
-                name: o.name,
-                ids: o.ids,
-            })?;
+            .map_err(|o| o.at(rank))?;
         let mut single = Rset::new();
         single.add_node(n)?;
         self.append(&single)
@@ -481,21 +461,11 @@ impl Rset {
     /// per-child intersection; empty results are dropped.  Properties are
     /// not kept; `scheduling` comes from `self` when the result is non-empty.
     pub fn intersect(&self, other: &Rset) -> Rset {
-        let mut result = Rset::new();
         let mut cache = SetCache::default();
-        for b in other.nodes.iter() {
-            if let Some(a) = self.nodes.get(b.rank) {
-                if let Some(x) = a.intersect_ro(b, &mut cache) {
-                    if !x.is_empty() {
-                        let _ = result.add_node(x);
-                    }
-                }
-            }
-        }
-        if !result.is_empty() {
-            result.scheduling.clone_from(&self.scheduling);
-        }
-        result
+        self.intersection_of(other.nodes.iter().map(|b| {
+            let a = self.nodes.get(b.rank)?;
+            a.intersect_ro(b, &mut cache)
+        }))
     }
 
     /// Like [`Rset::intersect`], but performs flux's child-table lookups
@@ -503,15 +473,20 @@ impl Rset {
     /// `other` lists its children).  `flux R append` needs this.
     #[doc(hidden)]
     pub fn intersect_probe(&self, other: &mut Rset) -> Rset {
-        let mut result = Rset::new();
         let mut cache = SetCache::default();
-        for b in other.nodes.iter_mut() {
-            if let Some(a) = self.nodes.get(b.rank) {
-                if let Some(x) = a.intersect(b, &mut cache) {
-                    if !x.is_empty() {
-                        let _ = result.add_node(x);
-                    }
-                }
+        self.intersection_of(other.nodes.iter_mut().map(|b| {
+            let a = self.nodes.get(b.rank)?;
+            a.intersect(b, &mut cache)
+        }))
+    }
+
+    /// The non-empty `parts` (in order), with `self`'s scheduling when
+    /// any.
+    fn intersection_of(&self, parts: impl Iterator<Item = Option<Node>>) -> Rset {
+        let mut result = Rset::new();
+        for x in parts.flatten() {
+            if !x.is_empty() {
+                let _ = result.add_node(x);
             }
         }
         if !result.is_empty() {

@@ -452,135 +452,109 @@ fn property_errors_and_encoding() {
 
 #[test]
 fn parse_errors() {
-    assert_eq!(parse_err("{}"), "Object item not found: version");
-    assert_eq!(
-        parse_err(r#"{"version": 1}"#),
-        "Object item not found: execution"
-    );
-    assert_eq!(
-        parse_err(r#"{"version": 1, "execution": {}}"#),
-        "Object item not found: R_lite"
-    );
-    assert_eq!(
-        parse_err(r#"{"version": 2}"#),
-        "Object item not found: execution"
-    );
-    assert_eq!(
-        parse_err(r#"{"version": 2, "execution": {"R_lite": []}}"#),
-        "invalid version=2"
-    );
-    assert_eq!(
-        parse_err(r#"{"version": 1.0, "execution": {"R_lite": []}}"#),
-        "Expected integer, got real"
-    );
-    assert_eq!(
-        parse_err(r#"{"version": "1"}"#),
-        "Expected integer, got string"
-    );
-    assert_eq!(
-        parse_err(r#"{"version": 1, "execution": []}"#),
-        "Expected object, got array"
-    );
-    assert_eq!(parse_err("[1]"), "Expected object, got array");
-    assert_eq!(
-        parse_err(r#"{"version": 1, "execution": {"R_lite": [], "nslots": 1.5}}"#),
-        "Expected integer, got real"
-    );
-    assert_eq!(
-        parse_err(r#"{"version": 1, "execution": {"R_lite": [], "starttime": "x"}}"#),
-        "Expected real or integer, got string"
-    );
-    assert_eq!(
-        parse_err(r#"{"version": 1, "execution": {"R_lite": [5]}}"#),
-        "Expected object, got integer"
-    );
-    assert_eq!(
-        parse_err(r#"{"version": 1, "execution": {"R_lite": [{"rank": 0}]}}"#),
-        "Expected string, got integer"
-    );
-    assert_eq!(
-        parse_err(r#"{"version": 1, "execution": {"R_lite": [{"rank": "0"}]}}"#),
-        "Object item not found: children"
-    );
-    // Failures flux-core reports without text: ours names the key and value.
-    assert_eq!(
-        parse_err(r#"{"version": 1, "execution": {"R_lite": [{"rank": "x", "children": {}}]}}"#),
-        "invalid R_lite rank idset 'x'"
-    );
-    assert_eq!(
-        parse_err(
-            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": 1}}]}}"#
+    for (text, want) in [
+        ("{}", "Object item not found: version"),
+        (r#"{"version": 1}"#, "Object item not found: execution"),
+        (
+            r#"{"version": 1, "execution": {}}"#,
+            "Object item not found: R_lite",
         ),
-        "rank 0: invalid core idset 1"
-    );
-    assert_eq!(
-        parse_err(
-            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}, {"rank": "0", "children": {"core": "0"}}]}}"#
+        (r#"{"version": 2}"#, "Object item not found: execution"),
+        (
+            r#"{"version": 2, "execution": {"R_lite": []}}"#,
+            "invalid version=2",
         ),
-        "rank 0: core ids 0 given twice"
-    );
-    assert_eq!(
-        parse_err(
-            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0"}}], "nodelist": ["a"]}}"#
+        (
+            r#"{"version": 1.0, "execution": {"R_lite": []}}"#,
+            "Expected integer, got real",
         ),
-        "nodelist has 1 hosts but R has 2 nodes"
-    );
-    assert_eq!(
-        parse_err(
-            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], "nodelist": ["a["]}}"#
+        (r#"{"version": "1"}"#, "Expected integer, got string"),
+        (
+            r#"{"version": 1, "execution": []}"#,
+            "Expected object, got array",
         ),
-        "execution.nodelist: invalid hostlist 'a[': unmatched bracket"
-    );
-    // Version is truncated to int as flux does.
-    assert_eq!(
-        parse_err(r#"{"version": 4294967297, "execution": {"R_lite": []}}"#),
-        "<ok>"
-    );
-    // JSON errors.
-    assert_eq!(parse_err(""), "'[' or '{' expected near end of file");
-    // RFC 20 MUSTs flux-core does not check.
-    assert_eq!(
-        parse_err(r#"{"version": 1, "execution": {"R_lite": {}}}"#),
-        r#"R execution.R_lite={}: RFC 20: "R_lite is a strict list of dictionaries""#
-    );
+        ("[1]", "Expected object, got array"),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [], "nslots": 1.5}}"#,
+            "Expected integer, got real",
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [], "starttime": "x"}}"#,
+            "Expected real or integer, got string",
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [5]}}"#,
+            "Expected object, got integer",
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": 0}]}}"#,
+            "Expected string, got integer",
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0"}]}}"#,
+            "Object item not found: children",
+        ),
+        // Failures flux-core reports without text: ours names the key and value.
+        (
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "x", "children": {}}]}}"#,
+            "invalid R_lite rank idset 'x'",
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": 1}}]}}"#,
+            "rank 0: invalid core idset 1",
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}, {"rank": "0", "children": {"core": "0"}}]}}"#,
+            "rank 0: core ids 0 given twice",
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0"}}], "nodelist": ["a"]}}"#,
+            "nodelist has 1 hosts but R has 2 nodes",
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], "nodelist": ["a["]}}"#,
+            "execution.nodelist: invalid hostlist 'a[': unmatched bracket",
+        ),
+        // Version is truncated to int as flux does.
+        (
+            r#"{"version": 4294967297, "execution": {"R_lite": []}}"#,
+            "<ok>",
+        ),
+        // JSON errors.
+        ("", "'[' or '{' expected near end of file"),
+        // RFC 20 MUSTs flux-core does not check.
+        (
+            r#"{"version": 1, "execution": {"R_lite": {}}}"#,
+            r#"R execution.R_lite={}: RFC 20: "R_lite is a strict list of dictionaries""#,
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [], "starttime": 10, "expiration": 10.25}}"#,
+            "<ok>",
+        ),
+        // unset times (absent or 0, as flux-core writes them) are not compared
+        (
+            r#"{"version": 1, "execution": {"R_lite": [], "starttime": 10, "expiration": 0}}"#,
+            "<ok>",
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [], "starttime": 0, "expiration": 0}}"#,
+            "<ok>",
+        ),
+        (
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], "properties": {"x!y": "0"}}}"#,
+            r#"invalid character '!' in property "x!y""#,
+        ),
+    ] {
+        assert_eq!(parse_err(text), want, "{text}");
+    }
     let rule = "\"If starttime is also set, expiration MUST be greater than starttime.\"";
-    assert_eq!(
-        parse_err(
-            r#"{"version": 1, "execution": {"R_lite": [], "starttime": 10, "expiration": 5}}"#
-        ),
-        format!("R execution.expiration=5: RFC 20: {rule}")
-    );
-    assert_eq!(
-        parse_err(
-            r#"{"version": 1, "execution": {"R_lite": [], "starttime": 10.5, "expiration": 10.5}}"#
-        ),
-        format!("R execution.expiration=10.5: RFC 20: {rule}")
-    );
-    assert_eq!(
-        parse_err(
-            r#"{"version": 1, "execution": {"R_lite": [], "starttime": 10, "expiration": 10.25}}"#
-        ),
-        "<ok>"
-    );
-    // unset times (absent or 0, as flux-core writes them) are not compared
-    assert_eq!(
-        parse_err(
-            r#"{"version": 1, "execution": {"R_lite": [], "starttime": 10, "expiration": 0}}"#
-        ),
-        "<ok>"
-    );
-    assert_eq!(
-        parse_err(
-            r#"{"version": 1, "execution": {"R_lite": [], "starttime": 0, "expiration": 0}}"#
-        ),
-        "<ok>"
-    );
-    assert_eq!(
-        parse_err(
-            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], "properties": {"x!y": "0"}}}"#
-        ),
-        r#"invalid character '!' in property "x!y""#
-    );
+    for (start, exp) in [("10", "5"), ("10.5", "10.5")] {
+        let text = format!(
+            r#"{{"version": 1, "execution": {{"R_lite": [], "starttime": {start}, "expiration": {exp}}}}}"#
+        );
+        let want = format!("R execution.expiration={exp}: RFC 20: {rule}");
+        assert_eq!(parse_err(&text), want, "{text}");
+    }
     // A huge bad value is shown cut, with its length.
     let long = format!(
         r#"{{"version": 1, "execution": {{"R_lite": [{{"rank": "0", "children": {{"core": "{}x"}}}}]}}}}"#,

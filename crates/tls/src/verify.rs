@@ -179,6 +179,34 @@ pub struct ClientVerifier {
     inner: RwLock<Arc<dyn ClientCertVerifier>>,
 }
 
+/// The signature checks of a verifier, left to its webpki verifier
+/// (`self.$inner`): only the certificate checks add Roster's policy.
+macro_rules! signatures_by_inner {
+    ($($inner:tt)+) => {
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.$($inner)+.verify_tls12_signature(message, cert, dss)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.$($inner)+.verify_tls13_signature(message, cert, dss)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.$($inner)+.supported_verify_schemes()
+        }
+    };
+}
+
 fn build_client(
     roots: &Arc<RootCertStore>,
     crl: Option<&Path>,
@@ -265,27 +293,7 @@ impl ClientCertVerifier for ClientVerifier {
         Ok(ok)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner().verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner().verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner().supported_verify_schemes()
-    }
+    signatures_by_inner!(inner());
 }
 
 /// A client's verifier of the service's certificate (see the module
@@ -335,27 +343,7 @@ impl ServerCertVerifier for ServerVerifier {
         Ok(ok)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
+    signatures_by_inner!(inner);
 
     fn root_hint_subjects(&self) -> Option<&[DistinguishedName]> {
         self.inner.root_hint_subjects()
@@ -371,6 +359,13 @@ mod tests {
         IsCa, KeyPair, KeyUsagePurpose,
     };
     use std::io::Write;
+
+    /// `ca::issue` of `names` with `role` and `sans`, valid 5 days, in
+    /// the CA directory `dir`.
+    fn issue(dir: &Path, names: &[&str], role: &str, sans: &[&str]) {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        ca::issue(dir, dir, &strings(names), role, &strings(sans), 5).unwrap();
+    }
 
     /// Sign `name` (OU `role`) with the given issuer; `ku`/`eku` as given.
     fn mint(
@@ -437,15 +432,7 @@ mod tests {
         fn new() -> Site {
             let dir = tempfile::tempdir().unwrap();
             ca::init(dir.path(), "Site CA", 10).unwrap();
-            ca::issue(
-                dir.path(),
-                dir.path(),
-                &["localhost".into()],
-                "agent",
-                &[],
-                5,
-            )
-            .unwrap();
+            issue(dir.path(), &["localhost"], "agent", &[]);
             Site { dir }
         }
         fn p(&self, f: &str) -> PathBuf {
@@ -476,15 +463,7 @@ mod tests {
     #[test]
     fn issued_certificates_pass() {
         let site = Site::new();
-        ca::issue(
-            site.dir.path(),
-            site.dir.path(),
-            &["alice".into()],
-            "admin",
-            &[],
-            5,
-        )
-        .unwrap();
+        issue(site.dir.path(), &["alice"], "admin", &[]);
         let (srv, _) = site.server(None);
         handshake(srv, site.client("alice")).unwrap();
     }
@@ -563,15 +542,7 @@ mod tests {
     #[test]
     fn a_client_only_certificate_cannot_serve() {
         let site = Site::new();
-        ca::issue(
-            site.dir.path(),
-            site.dir.path(),
-            &["sched".into()],
-            "scheduler",
-            &["localhost".into()],
-            5,
-        )
-        .unwrap();
+        issue(site.dir.path(), &["sched"], "scheduler", &["localhost"]);
         let srv = crate::server_config(&site.p("sched.pem"), &site.p("sched.key"), None).unwrap();
         let cli = crate::client_config(&site.p("ca.pem"), None).unwrap();
         // the client refuses it (webpki: the extension is present
@@ -583,15 +554,7 @@ mod tests {
     #[test]
     fn revoked_after_reload() {
         let site = Site::new();
-        ca::issue(
-            site.dir.path(),
-            site.dir.path(),
-            &["node1".into(), "node2".into()],
-            "agent",
-            &[],
-            5,
-        )
-        .unwrap();
+        issue(site.dir.path(), &["node1", "node2"], "agent", &[]);
         // An empty list to start with: revoke, then revoke into a copy
         // kept aside.
         let r = ca::revoke(site.dir.path(), site.dir.path(), "node2", 30).unwrap();

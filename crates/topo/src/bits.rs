@@ -230,26 +230,10 @@ pub(crate) fn valid_pci_busid(value: &str) -> bool {
 /// or 0 when the attribute does not match that format (hwloc then keeps the default).
 pub(crate) fn pci_class_from_type(value: &str) -> u32 {
     use Scan::*;
-    let v = scanf_hex(
-        value,
-        &[
-            Hex(0),
-            Space,
-            Lit('['),
-            Hex(4),
-            Lit(':'),
-            Hex(4),
-            Lit(']'),
-            Space,
-            Lit('['),
-            Hex(4),
-            Lit(':'),
-            Hex(4),
-            Lit(']'),
-            Space,
-            Hex(2),
-        ],
-    );
+    // `[%04x:%04x]`, twice: vendor:device, then subvendor:subdevice.
+    let ids = [Lit('['), Hex(4), Lit(':'), Hex(4), Lit(']')];
+    let fmt = [&[Hex(0), Space][..], &ids, &[Space], &ids, &[Space, Hex(2)]].concat();
+    let v = scanf_hex(value, &fmt);
     if v.len() >= 6 {
         // %x stores into an unsigned int.
         v.first().map(|&c| c as u32).unwrap_or(0)

@@ -146,69 +146,70 @@ fn xml_v2_missing_hostname_and_no_gpus() {
     assert!(t.gpus.is_empty());
 }
 
+/// An OS device of [`v2_pci`]: name, subtype, osdev_type, backend.
+type OsDev<'a> = (&'a str, &'a str, u32, Option<&'a str>);
+
+/// The GPUs of a 2-core v2 document whose only I/O is one PCI device
+/// (`busid`, `class`) under a bridge, holding `osdevs`.
+fn gpus_of_one_pci(busid: &str, class: &str, osdevs: &[OsDev]) -> IdSet {
+    let io = bridge(&v2_pci(busid, class, osdevs));
+    from_hwloc_xml(&v2_doc(1, 2, None, &io)).unwrap().gpus
+}
+
 #[test]
 fn xml_gpu_dedup_rules() {
-    // NVML listed before CUDA on the same card: still one GPU.
-    let io = bridge(&v2_pci(
-        "0000:01:00.0",
-        "0302",
-        &[
-            ("nvml0", "NVML", 1, Some("NVML")),
-            ("cuda0", "CUDA", 5, Some("CUDA")),
-        ],
-    ));
-    assert_eq!(
-        from_hwloc_xml(&v2_doc(1, 2, None, &io)).unwrap().gpus,
-        ids("0")
-    );
-
-    // Several devices with the same backend on one PCI device are partitions:
-    // all count, but another backend on that device does not.
-    let io = bridge(&v2_pci(
-        "0000:01:00.0",
-        "1200",
-        &[
-            ("rsmi0", "RSMI", 1, Some("RSMI")),
-            ("rsmi1", "RSMI", 1, Some("RSMI")),
-            ("rsmi2", "RSMI", 1, Some("RSMI")),
-            ("opencl0d0", "OpenCL", 5, Some("OpenCL")),
-        ],
-    ));
-    assert_eq!(
-        from_hwloc_xml(&v2_doc(1, 2, None, &io)).unwrap().gpus,
-        ids("0-2")
-    );
-
-    // OpenCL first: the RSMI views of that card are then duplicates.
-    let io = bridge(&v2_pci(
-        "0000:01:00.0",
-        "0380",
-        &[
-            ("opencl0d0", "OpenCL", 5, Some("OpenCL")),
-            ("rsmi0", "RSMI", 1, Some("RSMI")),
-            ("rsmi1", "RSMI", 1, Some("RSMI")),
-        ],
-    ));
-    assert_eq!(
-        from_hwloc_xml(&v2_doc(1, 2, None, &io)).unwrap().gpus,
-        ids("0")
-    );
-
-    // Backends other than the four, or none at all (subtype alone), do not count.
-    let io = bridge(&v2_pci(
-        "0000:01:00.0",
-        "0300",
-        &[
-            ("card0", "Display", 1, None),
-            ("cuda0", "CUDA", 5, None),
-            ("ze0", "LevelZero", 5, Some("LevelZero")),
-            ("gl0", "GL", 1, Some("GL")),
-        ],
-    ));
-    assert!(from_hwloc_xml(&v2_doc(1, 2, None, &io))
-        .unwrap()
-        .gpus
-        .is_empty());
+    let cases: [(&str, &str, &[OsDev], &str); 4] = [
+        (
+            "NVML listed before CUDA on the same card: still one GPU",
+            "0302",
+            &[
+                ("nvml0", "NVML", 1, Some("NVML")),
+                ("cuda0", "CUDA", 5, Some("CUDA")),
+            ],
+            "0",
+        ),
+        (
+            "several devices with the same backend on one PCI device are \
+             partitions: all count, but another backend on that device does not",
+            "1200",
+            &[
+                ("rsmi0", "RSMI", 1, Some("RSMI")),
+                ("rsmi1", "RSMI", 1, Some("RSMI")),
+                ("rsmi2", "RSMI", 1, Some("RSMI")),
+                ("opencl0d0", "OpenCL", 5, Some("OpenCL")),
+            ],
+            "0-2",
+        ),
+        (
+            "OpenCL first: the RSMI views of that card are then duplicates",
+            "0380",
+            &[
+                ("opencl0d0", "OpenCL", 5, Some("OpenCL")),
+                ("rsmi0", "RSMI", 1, Some("RSMI")),
+                ("rsmi1", "RSMI", 1, Some("RSMI")),
+            ],
+            "0",
+        ),
+        (
+            "backends other than the four, or none at all (subtype alone), \
+             do not count",
+            "0300",
+            &[
+                ("card0", "Display", 1, None),
+                ("cuda0", "CUDA", 5, None),
+                ("ze0", "LevelZero", 5, Some("LevelZero")),
+                ("gl0", "GL", 1, Some("GL")),
+            ],
+            "",
+        ),
+    ];
+    for (what, class, osdevs, want) in cases {
+        assert_eq!(
+            gpus_of_one_pci("0000:01:00.0", class, osdevs),
+            ids(want),
+            "{what}"
+        );
+    }
 }
 
 #[test]
@@ -242,37 +243,31 @@ fn xml_gpus_need_a_pci_device() {
 
 #[test]
 fn xml_unimportant_pci_devices_are_filtered() {
-    // A USB controller (class 0c03) is dropped on import: with no other PCI
-    // device, its OS device gives no GPU.
-    let io = bridge(&v2_pci(
-        "0000:01:00.0",
-        "0c03",
-        &[("cuda0", "CUDA", 5, Some("CUDA"))],
-    ));
-    assert!(from_hwloc_xml(&v2_doc(1, 2, None, &io))
-        .unwrap()
-        .gpus
-        .is_empty());
-    // A malformed pci_busid makes hwloc ignore the object the same way.
-    let io = bridge(&v2_pci(
-        "bogus",
-        "0302",
-        &[("cuda0", "CUDA", 5, Some("CUDA"))],
-    ));
-    assert!(from_hwloc_xml(&v2_doc(1, 2, None, &io))
-        .unwrap()
-        .gpus
-        .is_empty());
-    // DMA OS devices (type 4) are not kept.
-    let io = bridge(&v2_pci(
-        "0000:01:00.0",
-        "0302",
-        &[("dma0", "DMA", 4, Some("CUDA"))],
-    ));
-    assert!(from_hwloc_xml(&v2_doc(1, 2, None, &io))
-        .unwrap()
-        .gpus
-        .is_empty());
+    let cases: [(&str, &str, &str, OsDev); 3] = [
+        (
+            "a USB controller (class 0c03) is dropped on import: with no \
+             other PCI device, its OS device gives no GPU",
+            "0000:01:00.0",
+            "0c03",
+            ("cuda0", "CUDA", 5, Some("CUDA")),
+        ),
+        (
+            "a malformed pci_busid makes hwloc ignore the object the same way",
+            "bogus",
+            "0302",
+            ("cuda0", "CUDA", 5, Some("CUDA")),
+        ),
+        (
+            "DMA OS devices (type 4) are not kept",
+            "0000:01:00.0",
+            "0302",
+            ("dma0", "DMA", 4, Some("CUDA")),
+        ),
+    ];
+    for (what, busid, class, osdev) in cases {
+        let gpus = gpus_of_one_pci(busid, class, &[osdev]);
+        assert!(gpus.is_empty(), "{what}: {gpus:?}");
+    }
 }
 
 /// A v1 document shaped like hwloc 2.7's v1 export of an AMD node (corona):
@@ -444,40 +439,49 @@ fn xml_errors_name_the_problem_and_position() {
     assert!(e.contains("unrecognized object type 'Kore'"), "{e}");
     assert!(e.starts_with("invalid hwloc XML topology at line "), "{e}");
     let e = xml_err(&good.replacen(
-        "<object type=\"Core\" os_index=\"0\"",
-        "<object os_index=\"0\" type=\"Core\"",
-        1,
-    ));
-    assert!(
-        e.ends_with("object attribute 'os_index' found before type"),
-        "{e}"
-    );
-    let e = xml_err(&good.replacen(
-        "<object type=\"PU\" os_index=\"0\" cpuset=\"0x00000001\"",
-        "<object type=\"PU\" os_index=\"0\"",
-        1,
-    ));
-    assert!(e.ends_with("PU object without cpuset"), "{e}");
-    let e = xml_err(&good.replacen(
         "<topology version=\"2.0\">",
         "<topology version=\"3.0\">",
         1,
     ));
     assert!(e.contains("cannot import XML version 3.x"), "{e}");
-    let e = xml_err(&good.replacen(
-        "nodeset=\"0x00000001\" complete_nodeset",
-        "complete_nodeset",
-        1,
-    ));
-    assert!(e.ends_with("root object without nodeset"), "{e}");
-    let e = xml_err(&good.replacen(
-        "<info name=\"Backend\" value=\"Linux\"/>",
-        "<info name=\"Backend\" value=\"Linux\" extra=\"1\"/>",
-        1,
-    ));
-    assert!(e.ends_with("unexpected attribute 'extra' in <info>"), "{e}");
-    let e = xml_err(&good.replacen("<info name=\"Backend\" value=\"Linux\"/>", "<foo/>", 1));
-    assert!(e.ends_with("unexpected <foo> in an object"), "{e}");
+    // (the text replaced in a good document, its replacement, the error's end)
+    let edits = [
+        (
+            "<object type=\"Core\" os_index=\"0\"",
+            "<object os_index=\"0\" type=\"Core\"",
+            "object attribute 'os_index' found before type",
+        ),
+        (
+            "<object type=\"PU\" os_index=\"0\" cpuset=\"0x00000001\"",
+            "<object type=\"PU\" os_index=\"0\"",
+            "PU object without cpuset",
+        ),
+        (
+            "nodeset=\"0x00000001\" complete_nodeset",
+            "complete_nodeset",
+            "root object without nodeset",
+        ),
+        (
+            "<info name=\"Backend\" value=\"Linux\"/>",
+            "<info name=\"Backend\" value=\"Linux\" extra=\"1\"/>",
+            "unexpected attribute 'extra' in <info>",
+        ),
+        (
+            "<info name=\"Backend\" value=\"Linux\"/>",
+            "<foo/>",
+            "unexpected <foo> in an object",
+        ),
+        // info after child objects
+        (
+            "  </object>\n</topology>",
+            "    <info name=\"a\" value=\"b\"/>\n  </object>\n</topology>",
+            "unexpected <info> after child objects",
+        ),
+    ];
+    for (from, to, want) in edits {
+        let e = xml_err(&good.replacen(from, to, 1));
+        assert!(e.ends_with(want), "{from} -> {to}: {e}");
+    }
     // an I/O object cannot carry a cpuset, nor hold normal objects
     let io = "    <object type=\"PCIDev\" cpuset=\"0x1\" pci_busid=\"0000:01:00.0\"/>\n";
     let e = xml_err(&v2_doc(1, 2, None, io));
@@ -488,13 +492,6 @@ fn xml_errors_name_the_problem_and_position() {
         e.ends_with("a normal object cannot be a child of an I/O object"),
         "{e}"
     );
-    // info after child objects
-    let e = xml_err(&good.replacen(
-        "  </object>\n</topology>",
-        "    <info name=\"a\" value=\"b\"/>\n  </object>\n</topology>",
-        1,
-    ));
-    assert!(e.ends_with("unexpected <info> after child objects"), "{e}");
 }
 
 #[test]

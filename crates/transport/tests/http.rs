@@ -278,6 +278,30 @@ fn body(s: &str) -> Full<Bytes> {
     Full::new(Bytes::from(s.to_string()))
 }
 
+/// A streaming request of `topic` with `payload` as its body.
+fn streaming(topic: &str, payload: &str) -> Request<Full<Bytes>> {
+    post(topic, "")
+        .header("x-roster-streaming", "1")
+        .body(body(payload))
+        .unwrap()
+}
+
+type HttpSend = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+/// Send `req` from a task whose result is the reply's status, its whole
+/// body as text, and `send` back.
+fn spawn_text(
+    mut send: HttpSend,
+    req: Request<Full<Bytes>>,
+) -> tokio::task::JoinHandle<(hyper::StatusCode, String, HttpSend)> {
+    tokio::spawn(async move {
+        let resp = send.send_request(req).await.unwrap();
+        let status = resp.status();
+        let b = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8(b.to_vec()).unwrap(), send)
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unix_owner_role_and_payloads() {
     let (server, fake) = start().await;
@@ -567,10 +591,7 @@ async fn oversized_chunked_body_and_garbage() {
 async fn streaming_lines_arrive_one_by_one() {
     let (server, fake) = start().await;
     let (mut send, _t) = unix_client(&server).await;
-    let req = post("test.journal", "")
-        .header("x-roster-streaming", "1")
-        .body(body("{}"))
-        .unwrap();
+    let req = streaming("test.journal", "{}");
     let resp = tokio::spawn(async move {
         let r = send.send_request(req).await.unwrap();
         (r, send)
@@ -618,10 +639,7 @@ async fn client_going_away_is_a_disconnect() {
 
     // An idle stream.
     let (mut send, task) = unix_client(&server).await;
-    let req = post("test.journal", "")
-        .header("x-roster-streaming", "1")
-        .body(body(""))
-        .unwrap();
+    let req = streaming("test.journal", "");
     let r = tokio::spawn(async move { send.send_request(req).await.map(|r| (r, send)) });
     let (stream_req, tx) = fake.request();
     assert_eq!(stream_req.payload, Value::Null);
@@ -646,9 +664,7 @@ async fn client_going_away_is_a_disconnect() {
     assert!(tx.is_closed());
 
     // A pending non-streaming request.
-    let mut s = tokio::net::UnixStream::connect(server.unix())
-        .await
-        .unwrap();
+    let mut s = connect_unix(&server).await;
     s.write_all(b"POST /v1/resource.monitor-waitup HTTP/1.1\r\nhost: x\r\ncontent-length: 8\r\n\r\n{\"up\":4}")
         .await
         .unwrap();
@@ -662,62 +678,42 @@ async fn client_going_away_is_a_disconnect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streaming_error_ends_the_body_and_sender_drop_closes_it() {
     let (server, fake) = start().await;
-    let (mut send, _t) = unix_client(&server).await;
-    let req = post("x.y", "")
-        .header("x-roster-streaming", "1")
-        .body(body(""))
-        .unwrap();
-    let r = tokio::spawn(async move {
-        let resp = send.send_request(req).await.unwrap();
-        let b = resp.into_body().collect().await.unwrap().to_bytes();
-        (String::from_utf8(b.to_vec()).unwrap(), send)
-    });
+    let (send, _t) = unix_client(&server).await;
+    let req = streaming("x.y", "");
+    let r = spawn_text(send, req);
     let (_req, tx) = fake.request();
     tx.send(Ok(json!({"up": "0-3"}).into())).unwrap();
     tx.send(Err(RpcError::new(rpc::errno::EPROTO, "nope")))
         .unwrap();
-    let (all, mut send) = r.await.unwrap();
+    let (_, all, send) = r.await.unwrap();
     assert_eq!(
         all,
         "{\"up\":\"0-3\"}\n{\"errnum\":71,\"errstr\":\"nope\"}\n"
     );
 
     // A service that drops the sender of a stream: the body just ends.
-    let req = post("x.y", "")
-        .header("x-roster-streaming", "1")
-        .body(body(""))
-        .unwrap();
-    let r = tokio::spawn(async move {
-        let resp = send.send_request(req).await.unwrap();
-        resp.into_body().collect().await.unwrap().to_bytes()
-    });
+    let req = streaming("x.y", "");
+    let r = spawn_text(send, req);
     let (_req, tx) = fake.request();
     tx.send(Ok(json!(1).into())).unwrap();
     drop(tx);
-    assert_eq!(&r.await.unwrap()[..], b"1\n");
+    assert_eq!(r.await.unwrap().1, "1\n");
     server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pre_serialised_payloads_go_out_as_they_are() {
     let (server, fake) = start().await;
-    let (mut send, _t) = unix_client(&server).await;
+    let (send, _t) = unix_client(&server).await;
     // Streaming: one NDJSON line per payload, same bytes as a value.
-    let req = post("x.y", "")
-        .header("x-roster-streaming", "1")
-        .body(body(""))
-        .unwrap();
-    let r = tokio::spawn(async move {
-        let resp = send.send_request(req).await.unwrap();
-        let b = resp.into_body().collect().await.unwrap().to_bytes();
-        (String::from_utf8(b.to_vec()).unwrap(), send)
-    });
+    let req = streaming("x.y", "");
+    let r = spawn_text(send, req);
     let (_req, tx) = fake.request();
     tx.send(Ok(rpc::Payload::json("{\"events\":[1,2]}")))
         .unwrap();
     tx.send(Ok(json!({"events": []}).into())).unwrap();
     tx.send(Err(RpcError::bare(rpc::errno::ENODATA))).unwrap();
-    let (all, mut send) = r.await.unwrap();
+    let (_, all, mut send) = r.await.unwrap();
     assert_eq!(
         all,
         "{\"events\":[1,2]}\n{\"events\":[]}\n{\"errnum\":61}\n"
@@ -732,16 +728,12 @@ async fn pre_serialised_payloads_go_out_as_they_are() {
         (rpc::Payload::json("null"), ""),
     ] {
         let req = post("x.y", "").body(body("")).unwrap();
-        let r = tokio::spawn(async move {
-            let resp = send.send_request(req).await.unwrap();
-            assert_eq!(resp.status(), 200);
-            let b = resp.into_body().collect().await.unwrap().to_bytes();
-            (String::from_utf8(b.to_vec()).unwrap(), send)
-        });
+        let r = spawn_text(send, req);
         let (_req, tx) = fake.request();
         tx.send(Ok(payload)).unwrap();
-        let (got, s) = r.await.unwrap();
+        let (status, got, s) = r.await.unwrap();
         send = s;
+        assert_eq!(status, 200);
         assert_eq!(got, want);
     }
     server.stop().await;
@@ -894,6 +886,23 @@ fn bind_errors_and_stale_sockets() {
 }
 
 /// Read from a raw stream until `want` appears in what was read.
+/// A new connection to the server's Unix socket.
+async fn connect_unix(server: &Server) -> tokio::net::UnixStream {
+    tokio::net::UnixStream::connect(server.unix())
+        .await
+        .unwrap()
+}
+
+/// All `s` sends until it closes (10 s at the most), as text.
+async fn read_all<S: AsyncRead + Unpin>(s: &mut S) -> String {
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 async fn read_until<S: AsyncRead + Unpin>(s: &mut S, seen: &mut String, want: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut buf = [0u8; 4096];
@@ -958,9 +967,7 @@ fn upgrade_head(len: usize, extra: &str) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upgraded_agent_session_is_a_raw_ndjson_stream() {
     let (server, fake) = start().await;
-    let mut s = tokio::net::UnixStream::connect(server.unix())
-        .await
-        .unwrap();
+    let mut s = connect_unix(&server).await;
     let hello = "{\"hostname\":\"h0\"}\n";
     let mut req = upgrade_head(hello.len(), "");
     req.extend_from_slice(hello.as_bytes());
@@ -1009,40 +1016,26 @@ async fn upgraded_agent_session_is_a_raw_ndjson_stream() {
 async fn upgraded_agent_session_refusal_end_and_bad_lines() {
     let (server, fake) = start().await;
     // A refused hello: an HTTP error, no upgrade, the connection closes.
-    let mut s = tokio::net::UnixStream::connect(server.unix())
-        .await
-        .unwrap();
+    let mut s = connect_unix(&server).await;
     let mut req = upgrade_head(3, "");
     req.extend_from_slice(b"{}\n");
     s.write_all(&req).await.unwrap();
     let (h, tx) = fake.request();
     tx.send(Err(RpcError::new(rpc::errno::EPERM, "hello refused")))
         .unwrap();
-    let mut out = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
-        .await
-        .unwrap()
-        .unwrap();
-    let out = String::from_utf8_lossy(&out);
+    let out = read_all(&mut s).await;
     assert!(out.starts_with("HTTP/1.1 403"), "{out}");
     assert!(out.contains("hello refused"), "{out}");
     assert_eq!(fake.disconnect(), h.conn);
 
     // The service ends the stream: its error is the last line, then EOF.
-    let mut s = tokio::net::UnixStream::connect(server.unix())
-        .await
-        .unwrap();
+    let mut s = connect_unix(&server).await;
     s.write_all(&req).await.unwrap();
     let (h, tx) = fake.request();
     tx.send(Ok(json!({"rank": 1}).into())).unwrap();
     tx.send(Err(RpcError::new(rpc::errno::ENOENT, "gone")))
         .unwrap();
-    let mut out = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
-        .await
-        .unwrap()
-        .unwrap();
-    let out = String::from_utf8_lossy(&out);
+    let out = read_all(&mut s).await;
     assert!(
         out.ends_with("{\"rank\":1}\n{\"errnum\":2,\"errstr\":\"gone\"}\n"),
         "{out:?}"
@@ -1050,9 +1043,7 @@ async fn upgraded_agent_session_refusal_end_and_bad_lines() {
     assert_eq!(fake.disconnect(), h.conn);
 
     // A line that is not JSON ends the session with EPROTO.
-    let mut s = tokio::net::UnixStream::connect(server.unix())
-        .await
-        .unwrap();
+    let mut s = connect_unix(&server).await;
     s.write_all(&req).await.unwrap();
     let (h, tx) = fake.request();
     tx.send(Ok(json!({"rank": 2}).into())).unwrap();
@@ -1063,9 +1054,7 @@ async fn upgraded_agent_session_refusal_end_and_bad_lines() {
     assert_eq!(fake.disconnect(), h.conn);
 
     // The agent dies: Disconnect.
-    let mut s = tokio::net::UnixStream::connect(server.unix())
-        .await
-        .unwrap();
+    let mut s = connect_unix(&server).await;
     s.write_all(&req).await.unwrap();
     let (h, tx) = fake.request();
     tx.send(Ok(json!({"rank": 3}).into())).unwrap();
@@ -1091,9 +1080,7 @@ async fn upgraded_agent_session_line_limit() {
     fake.no_request();
     // A session line over the limit (even without its newline yet) ends
     // the session with EOVERFLOW.
-    let mut s = tokio::net::UnixStream::connect(server.unix())
-        .await
-        .unwrap();
+    let mut s = connect_unix(&server).await;
     let mut req = upgrade_head(3, "");
     req.extend_from_slice(b"{}\n");
     s.write_all(&req).await.unwrap();

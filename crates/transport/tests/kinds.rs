@@ -38,11 +38,8 @@ struct Pki {
 
 impl Pki {
     fn new() -> Pki {
-        let dir = tempfile::tempdir().unwrap();
-        let ca = dir.path().join("ca");
-        tls::ca::init(&ca, "Kinds CA", 10).unwrap();
-        let names = vec!["localhost".to_string()];
-        tls::ca::issue(&ca, &ca, &names, "agent", &["127.0.0.1".into()], 10).unwrap();
+        let (dir, ca) = new_ca("Kinds CA");
+        issue(&ca, &["localhost"], "agent", &["127.0.0.1"]);
         Pki { dir }
     }
 

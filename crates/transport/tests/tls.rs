@@ -32,14 +32,8 @@ impl Pki {
     /// node1 (agent), sched (scheduler), alice (admin); and, from another
     /// CA, rogue (admin); and an expired node2 (agent).
     fn new() -> Pki {
-        let dir = tempfile::tempdir().unwrap();
-        let ca = dir.path().join("ca");
-        tls::ca::init(&ca, "Test CA", 10).unwrap();
-        let issue = |names: &[&str], role: &str, sans: &[&str]| {
-            let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-            let sans: Vec<String> = sans.iter().map(|s| s.to_string()).collect();
-            tls::ca::issue(&ca, &ca, &names, role, &sans, 10).unwrap();
-        };
+        let (dir, ca) = new_ca("Test CA");
+        let issue = |names: &[&str], role: &str, sans: &[&str]| issue(&ca, names, role, sans);
         issue(&["localhost"], "agent", &["127.0.0.1"]);
         issue(&["node1"], "agent", &[]);
         issue(&["sched"], "scheduler", &[]);

@@ -6,33 +6,50 @@ fn ids(s: &str) -> IdSet {
     IdSet::parse(s).unwrap()
 }
 
+/// Drain `targets` (none excluded), which must succeed.
+fn drain(t: &mut DrainTable, targets: &str, mode: DrainMode, reason: Option<&str>, now: f64) {
+    t.drain(&ids(targets), &IdSet::new(), mode, reason, now)
+        .unwrap();
+}
+
+/// Rank `r`'s drain (timestamp, reason).
+fn entry(t: &DrainTable, r: u32) -> (f64, Option<String>) {
+    let d = t.get(r).unwrap();
+    (d.timestamp, d.reason.as_deref().map(str::to_string))
+}
+
 #[test]
 fn strict_drain_errors() {
     let mut t = DrainTable::new(4);
-    let none = IdSet::new();
-    t.drain(&ids("1"), &none, DrainMode::Strict, Some("x"), 10.0)
-        .unwrap();
-    let e = t
-        .drain(&ids("0-1"), &none, DrainMode::Strict, Some("y"), 11.0)
-        .unwrap_err();
-    assert_eq!(
-        (e.errnum, e.errstr.as_deref()),
-        (EEXIST, Some("rank 1 already drained"))
-    );
-    let e = t
-        .drain(&ids("0-1"), &ids("0"), DrainMode::Strict, None, 11.0)
-        .unwrap_err();
-    assert_eq!(
-        (e.errnum, e.errstr.as_deref()),
-        (EEXIST, Some("ranks 0-1 already drained or excluded"))
-    );
-    let e = t
-        .drain(&ids("0,2"), &ids("0,2"), DrainMode::Strict, None, 11.0)
-        .unwrap_err();
-    assert_eq!(
-        (e.errnum, e.errstr.as_deref()),
-        (EINVAL, Some("ranks 0,2 excluded"))
-    );
+    drain(&mut t, "1", DrainMode::Strict, Some("x"), 10.0);
+    // (targets, excluded, reason, the refusal)
+    let refused = [
+        ("0-1", "", Some("y"), EEXIST, "rank 1 already drained"),
+        (
+            "0-1",
+            "0",
+            None,
+            EEXIST,
+            "ranks 0-1 already drained or excluded",
+        ),
+        ("0,2", "0,2", None, EINVAL, "ranks 0,2 excluded"),
+    ];
+    for (targets, excluded, reason, errnum, text) in refused {
+        let e = t
+            .drain(
+                &ids(targets),
+                &ids(excluded),
+                DrainMode::Strict,
+                reason,
+                11.0,
+            )
+            .unwrap_err();
+        assert_eq!(
+            (e.errnum, e.errstr.as_deref()),
+            (errnum, Some(text)),
+            "{targets} excluding {excluded:?}"
+        );
+    }
     // Nothing changed by the failed requests.
     assert_eq!(t.drained(), &ids("1"));
 }
@@ -40,55 +57,29 @@ fn strict_drain_errors() {
 #[test]
 fn reason_can_be_added_after_reasonless_drain() {
     let mut t = DrainTable::new(4);
-    t.drain(&ids("2"), &IdSet::new(), DrainMode::Strict, None, 5.0)
-        .unwrap();
-    t.drain(
-        &ids("2"),
-        &IdSet::new(),
-        DrainMode::Strict,
-        Some("later"),
-        9.0,
-    )
-    .unwrap();
+    drain(&mut t, "2", DrainMode::Strict, None, 5.0);
+    drain(&mut t, "2", DrainMode::Strict, Some("later"), 9.0);
     let d = t.get(2).unwrap();
     assert_eq!((d.timestamp, d.reason.as_deref()), (5.0, Some("later")));
 }
 
 #[test]
 fn overwrite_levels() {
-    let none = IdSet::new();
     let mut t = DrainTable::new(4);
-    t.drain(&ids("1"), &none, DrainMode::Strict, Some("a"), 1.0)
-        .unwrap();
+    drain(&mut t, "1", DrainMode::Strict, Some("a"), 1.0);
     // update: already drained with reason: unchanged; rank 0 drained.
-    t.drain(&ids("0-1"), &none, DrainMode::Update, Some("b"), 2.0)
-        .unwrap();
+    drain(&mut t, "0-1", DrainMode::Update, Some("b"), 2.0);
     assert_eq!(t.get(1).unwrap().reason.as_deref(), Some("a"));
     assert_eq!(t.get(0).unwrap().reason.as_deref(), Some("b"));
     assert_eq!(t.get(0).unwrap().timestamp, 2.0);
     // overwrite: reason replaced, timestamp kept; cleared when none given.
-    t.drain(&ids("1"), &none, DrainMode::Overwrite, Some("c"), 3.0)
-        .unwrap();
-    assert_eq!(
-        (
-            t.get(1).unwrap().timestamp,
-            t.get(1).unwrap().reason.as_deref()
-        ),
-        (1.0, Some("c"))
-    );
-    t.drain(&ids("1"), &none, DrainMode::Overwrite, None, 3.0)
-        .unwrap();
+    drain(&mut t, "1", DrainMode::Overwrite, Some("c"), 3.0);
+    assert_eq!(entry(&t, 1), (1.0, Some("c".into())));
+    drain(&mut t, "1", DrainMode::Overwrite, None, 3.0);
     assert_eq!(t.get(1).unwrap().reason, None);
     // force-overwrite: both replaced.
-    t.drain(&ids("1"), &none, DrainMode::ForceOverwrite, Some("d"), 4.0)
-        .unwrap();
-    assert_eq!(
-        (
-            t.get(1).unwrap().timestamp,
-            t.get(1).unwrap().reason.as_deref()
-        ),
-        (4.0, Some("d"))
-    );
+    drain(&mut t, "1", DrainMode::ForceOverwrite, Some("d"), 4.0);
+    assert_eq!(entry(&t, 1), (4.0, Some("d".into())));
     // Modes skip the exclusion check (flux-core's code, against its docs).
     t.drain(&ids("3"), &ids("3"), DrainMode::Update, None, 5.0)
         .unwrap();
@@ -97,10 +88,8 @@ fn overwrite_levels() {
 
 #[test]
 fn undrain_rules() {
-    let none = IdSet::new();
     let mut t = DrainTable::new(4);
-    t.drain(&ids("0"), &none, DrainMode::Strict, Some("a"), 1.0)
-        .unwrap();
+    drain(&mut t, "0", DrainMode::Strict, Some("a"), 1.0);
     let e = t.undrain(&ids("0-2"), DrainMode::Strict).unwrap_err();
     assert_eq!(
         (e.errnum, e.errstr.as_deref()),
@@ -161,10 +150,8 @@ fn targets_validation() {
 /// a mix gives one key per distinct (timestamp, reason).
 #[test]
 fn status_grouping() {
-    let none = IdSet::new();
     let mut t = DrainTable::new(8);
-    t.drain(&ids("0-7"), &none, DrainMode::Strict, Some("test"), 1234.0)
-        .unwrap();
+    drain(&mut t, "0-7", DrainMode::Strict, Some("test"), 1234.0);
     assert_eq!(
         t.status_json(),
         json!({"0-7": {"timestamp": 1234.0, "reason": "test"}})
@@ -191,28 +178,14 @@ fn sparse_table_for_the_largest_rank() {
     let top = 2_147_483_646u32;
     let mut t = DrainTable::new(top + 1);
     assert_eq!(t.size(), top + 1);
-    t.drain(
-        &ids("2147483646"),
-        &IdSet::new(),
-        DrainMode::Strict,
-        Some("x"),
-        5.0,
-    )
-    .unwrap();
+    drain(&mut t, "2147483646", DrainMode::Strict, Some("x"), 5.0);
     assert_eq!(t.get(top).and_then(|d| d.reason.as_deref()), Some("x"));
     assert_eq!(t.groups().len(), 1);
     t.resize(top);
     assert!(t.drained().is_empty() && t.get(top).is_none());
     // A range as wide as the id space costs one run, not 2^31 records.
     let mut t = DrainTable::new(top + 1);
-    t.drain(
-        &ids("0-2147483646"),
-        &IdSet::new(),
-        DrainMode::Strict,
-        None,
-        5.0,
-    )
-    .unwrap();
+    drain(&mut t, "0-2147483646", DrainMode::Strict, None, 5.0);
     assert_eq!(t.drained().len(), u64::from(top) + 1);
     let e = t
         .check_drain(&ids("7,2147483646"), &IdSet::new())

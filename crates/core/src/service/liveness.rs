@@ -5,29 +5,18 @@
 use super::*;
 
 impl Service {
-    /// `monitor-force-up {ranks?}` / `monitor-force-down {ranks}`: test
-    /// hooks that change the online set.
-    /// `resource.monitor-force-up {ranks?}`.
-    pub(super) fn force_up(
+    /// `resource.monitor-force-up {ranks?}` (`up`) /
+    /// `resource.monitor-force-down {ranks}`: test hooks that change the
+    /// online set.
+    pub(super) fn force_rpc(
         &mut self,
         now: f64,
         _: &Request,
         body: msg::ForceRequest,
+        up: bool,
         out: &mut Vec<Output>,
     ) -> Handled {
-        self.force(now, body.ranks.as_deref(), true, out)?;
-        Ok(Some(Value::Null.into()))
-    }
-
-    /// `resource.monitor-force-down {ranks}`.
-    pub(super) fn force_down(
-        &mut self,
-        now: f64,
-        _: &Request,
-        body: msg::ForceRequest,
-        out: &mut Vec<Output>,
-    ) -> Handled {
-        self.force(now, body.ranks.as_deref(), false, out)?;
+        self.force(now, body.ranks.as_deref(), up, out)?;
         Ok(Some(Value::Null.into()))
     }
 

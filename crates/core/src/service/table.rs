@@ -38,15 +38,17 @@ pub(super) fn decode<C: Call>(payload: &Value) -> Result<C::Request, RpcError> {
     })
 }
 
+/// `Call => handler` or `Call => handler(args)`: the handler is called
+/// with the decoded request, then `args`, then the outputs.
 macro_rules! bind {
-    ($($call:ident => $handler:ident,)*) => {
+    ($($call:ident => $handler:ident $(($($arg:expr),*))?,)*) => {
         /// Every topic the service serves, with its handler.
         pub static TOPICS: &[Topic] = &[$(
             Topic {
                 info: &<cat::$call as Call>::INFO,
                 run: |s, now, req, out| {
                     let body = decode::<cat::$call>(&req.payload)?;
-                    Service::$handler(s, now, req, body, out)
+                    Service::$handler(s, now, req, body, $($($arg,)*)? out)
                 },
             },
         )*];
@@ -64,8 +66,8 @@ bind! {
     JournalCancel => journal_cancel,
     Reload => reload_rpc,
     ExpirationUpdate => expiration_update,
-    ForceUp => force_up,
-    ForceDown => force_down,
+    ForceUp => force_rpc(true),
+    ForceDown => force_rpc(false),
     Waitup => waitup,
     Acquire => acquire_rpc,
     AcquireCancel => acquire_cancel,

@@ -71,14 +71,7 @@ fn cluster_with(name: &str, with_tls: bool) -> Option<EtcdCluster> {
         );
         return None;
     };
-    let dir = std::env::temp_dir().join(format!(
-        "roster-etcd-{name}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
+    let dir = super::unique_temp_dir(&format!("roster-etcd-{name}"));
     std::fs::create_dir_all(&dir).expect("etcd temp dir");
     let ports = free_ports(6);
     let scheme = if with_tls { "https" } else { "http" };

@@ -30,19 +30,25 @@ pub fn need(tool: &str, package: &str) -> bool {
     found
 }
 
+/// `PREFIX-PID-NANOS` in the temporary directory: a path no other test
+/// (nor run) uses.
+pub fn unique_temp_dir(prefix: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ))
+}
+
 /// A scratch directory, removed on drop.
 pub struct Scratch(pub PathBuf);
 
 impl Scratch {
     pub fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!(
-            "roster-it-{name}-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0)
-        ));
+        let dir = unique_temp_dir(&format!("roster-it-{name}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("state")).expect("create scratch dir");
         Scratch(dir)
@@ -92,6 +98,51 @@ pub fn start_env(s: &Scratch, config: &str, args: &[&str], env: &[(&str, &str)])
         .unwrap_or_else(|log| panic!("roster serve did not start:\n{log}"))
 }
 
+/// Receive lines from `rx` until `last` arrives (panics after `within`);
+/// the lines `aside` takes (returns true for) are not kept.
+pub fn recv_until(
+    rx: &std::sync::mpsc::Receiver<String>,
+    last: &str,
+    within: Duration,
+    mut aside: impl FnMut(&str) -> bool,
+) -> Vec<String> {
+    let mut got = Vec::new();
+    loop {
+        match rx.recv_timeout(within) {
+            Ok(n) if aside(&n) => {}
+            Ok(n) => {
+                let done = n == last;
+                got.push(n);
+                if done {
+                    return got;
+                }
+            }
+            Err(e) => panic!("waiting for {last}: {e}; got {got:?}"),
+        }
+    }
+}
+
+/// Assert that `text` (a log, an output) contains `want`, showing it all
+/// when not.
+#[track_caller]
+pub fn assert_contains(text: &str, want: &str) {
+    assert!(text.contains(want), "{want:?} not in:\n{text}");
+}
+
+/// `roster serve --statedir S --listen URI --config CFG`, for the caller
+/// to add arguments, environment and output to and spawn.
+pub fn serve_cmd(s: &Scratch, uri: &str, cfg: &Path) -> Command {
+    let mut c = roster();
+    c.arg("serve")
+        .arg("--statedir")
+        .arg(s.statedir())
+        .arg("--listen")
+        .arg(uri)
+        .arg("--config")
+        .arg(cfg);
+    c
+}
+
 /// [`try_start`] with extra environment variables for the daemon.
 pub fn try_start_env(
     s: &Scratch,
@@ -104,14 +155,7 @@ pub fn try_start_env(
     let uri = format!("unix://{}", sock.display());
     let log = s.path("serve.log");
     let logf = std::fs::File::create(&log).expect("create log");
-    let child = roster()
-        .arg("serve")
-        .arg("--statedir")
-        .arg(s.statedir())
-        .arg("--listen")
-        .arg(&uri)
-        .arg("--config")
-        .arg(&cfg)
+    let child = serve_cmd(s, &uri, &cfg)
         .args(args)
         .envs(env.iter().copied())
         .stdout(Stdio::null())
@@ -197,23 +241,31 @@ impl Daemon {
 
     /// SIGKILL and wait: a crash.
     pub fn crash(&mut self) {
-        let mut c = self.child.take().expect("daemon running");
-        let _ = c.kill();
-        let _ = c.wait();
+        reap(Some(self.child.take().expect("daemon running")));
     }
 
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        read_log(&self.log)
     }
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        reap(self.child.take());
     }
+}
+
+/// SIGKILL `child` (if any) and wait for it.
+fn reap(child: Option<Child>) {
+    if let Some(mut c) = child {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// A log file's text (empty when there is none yet).
+fn read_log(log: &Path) -> String {
+    std::fs::read_to_string(log).unwrap_or_default()
 }
 
 /// The persistent eventlog's lines as JSON.
@@ -342,6 +394,41 @@ pub fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
+/// `token` in `s`: the bearer token `s3cret`, mode 0600; its path.
+pub fn token_file(s: &Scratch) -> PathBuf {
+    let token = s.write("token", "s3cret\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    token
+}
+
+/// A service over `fake_config(nodes, "")` also listening on a free
+/// loopback TCP port whose clients need the token in `token_file`; the
+/// daemon and that listener's URI.
+pub fn start_tcp_with_token(s: &Scratch, nodes: u32, token_file: &Path) -> (Daemon, String) {
+    let tcp = format!("tcp://127.0.0.1:{}", free_port());
+    let token = token_file.to_str().unwrap();
+    let d = start(
+        s,
+        &fake_config(nodes, ""),
+        &["--listen", &tcp, "--token-file", token],
+    );
+    (d, tcp)
+}
+
+/// `pki` in `s`: a CA (`roster serve ca init`) and its certificate for
+/// `localhost`; its path.
+pub fn localhost_pki(s: &Scratch) -> String {
+    let pki = s.path("pki").to_str().unwrap().to_string();
+    ca(&["init", &pki]);
+    ca(&["issue", &pki, "localhost"]);
+    pki
+}
+
+/// The `[serve]` keys naming `localhost_pki`'s certificate and key.
+pub fn cert_and_key(pki: &str) -> String {
+    format!("tls-cert = \"{pki}/localhost.pem\"\ntls-key = \"{pki}/localhost.key\"\n")
+}
+
 /// `roster serve ca ...`, which must succeed; its stdout.
 pub fn ca(args: &[&str]) -> String {
     let o = roster()
@@ -421,16 +508,15 @@ impl Agent {
     }
 
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
+        if let Some(c) = &self.child {
             // A stopped agent must be continued to die promptly.
             signal(c.id() as i32, libc::SIGCONT);
-            let _ = c.kill();
-            let _ = c.wait();
         }
+        reap(self.child.take());
     }
 
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        read_log(&self.log)
     }
 }
 

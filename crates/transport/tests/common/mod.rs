@@ -61,3 +61,19 @@ pub async fn stop_listeners(
         .expect("listeners stop");
     r.unwrap().unwrap();
 }
+
+/// `tls::ca::issue` in the CA directory `ca` of `names` with `role` and
+/// the extra `sans`, valid 10 days.
+pub fn issue(ca: &std::path::Path, names: &[&str], role: &str, sans: &[&str]) {
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    tls::ca::issue(ca, ca, &strings(names), role, &strings(sans), 10).unwrap();
+}
+
+/// A new temporary directory holding a CA named `name` in `ca/`; the
+/// directory and the CA's path.
+pub fn new_ca(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca");
+    tls::ca::init(&ca, name, 10).unwrap();
+    (dir, ca)
+}

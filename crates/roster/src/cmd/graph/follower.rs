@@ -71,6 +71,21 @@ pub struct Applied {
     pub dropped_reservations: Vec<JobId>,
 }
 
+impl Applied {
+    /// `response` having changed nothing (yet).
+    fn nothing(response: Response) -> Applied {
+        Applied {
+            response,
+            built: false,
+            up: IdSet::new(),
+            down: IdSet::new(),
+            removed: IdSet::new(),
+            doomed: Vec::new(),
+            dropped_reservations: Vec::new(),
+        }
+    }
+}
+
 /// An RFC 4 graph following one acquire (see the module documentation).
 #[derive(Debug, Clone)]
 pub struct Follower {
@@ -159,15 +174,7 @@ impl Follower {
     /// Apply one `resource.acquire` response payload.
     pub fn apply(&mut self, payload: &Value) -> Result<Applied, FollowError> {
         let resp = self.view.apply(payload)?;
-        let mut out = Applied {
-            response: resp.clone(),
-            built: false,
-            up: IdSet::new(),
-            down: IdSet::new(),
-            removed: IdSet::new(),
-            doomed: Vec::new(),
-            dropped_reservations: Vec::new(),
-        };
+        let mut out = Applied::nothing(resp.clone());
         let first = !self.built || self.resuming;
         match &resp {
             Response::Initial { resources, up } => {
@@ -305,15 +312,7 @@ impl Follower {
     /// Unlink shrunk targets that no job holds any more (after frees made
     /// directly on [`Follower::graph_mut`]).  Returns the targets unlinked.
     pub fn settle(&mut self) -> IdSet {
-        let mut out = Applied {
-            response: Response::Expiration(0.0),
-            built: false,
-            up: IdSet::new(),
-            down: IdSet::new(),
-            removed: IdSet::new(),
-            doomed: Vec::new(),
-            dropped_reservations: Vec::new(),
-        };
+        let mut out = Applied::nothing(Response::Expiration(0.0));
         let release = !self.view.is_v1();
         let held: Vec<u32> = self.shrinking.iter().collect();
         for r in held {
