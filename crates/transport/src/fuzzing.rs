@@ -43,7 +43,7 @@ async fn service(rx: std::sync::mpsc::Receiver<Incoming>) {
                     let _ = replies.send(Err(RpcError::bare(ENODATA)));
                 }
             }
-            Ok(Incoming::Disconnect(_) | Incoming::Wake) => {}
+            Ok(Incoming::Disconnect(_) | Incoming::SessionLine { .. } | Incoming::Wake) => {}
             Err(std::sync::mpsc::TryRecvError::Empty) => {
                 tokio::time::sleep(Duration::from_millis(1)).await
             }
