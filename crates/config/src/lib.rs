@@ -400,6 +400,9 @@ pub struct Config {
     pub serve: ServeConfig,
     /// Names of the [`IGNORED_TABLES`] present, in file order.
     pub ignored_tables: Vec<String>,
+    /// `[queues]`, as JSON (flux's queue configuration, passed through to
+    /// `config.get`).
+    pub queues: Option<serde_json::Map<String, serde_json::Value>>,
     /// Files read, in order (empty for [`Config::from_str`]).
     pub files: Vec<PathBuf>,
 }
@@ -452,7 +455,16 @@ impl Config {
                         cfg.serve = parse_serve(&tctx)?;
                     }
                 }
-                n if IGNORED_TABLES.contains(&n) => cfg.ignored_tables.push(name.clone()),
+                n if IGNORED_TABLES.contains(&n) => {
+                    if n == "queues" {
+                        // Served by `config.get` (flux's `resource list`
+                        // and Roster's `show` read it); not checked here.
+                        if let Ok(serde_json::Value::Object(q)) = serde_json::to_value(value) {
+                            cfg.queues = Some(q);
+                        }
+                    }
+                    cfg.ignored_tables.push(name.clone())
+                }
                 _ => {
                     let kind = if value.is_table() {
                         ErrorKind::UnknownTable(name.clone())

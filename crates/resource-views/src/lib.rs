@@ -64,8 +64,8 @@ pub use config::{
 pub use engine::{parse, Chunk, FieldRef};
 pub use eventlog::{EventFormat, EventLogFormatter, TimeFormat};
 pub use list::{
-    list_headings, list_prepare, ListCell, ListCells, ListInput, ListLine, ListOptions, ListPlan,
-    ListView, LIST_JSON_VERSION, LIST_VALID_STATES,
+    list_headings, list_prepare, queues_of, ListCell, ListCells, ListInput, ListLine, ListOptions,
+    ListPlan, ListView, LIST_JSON_VERSION, LIST_VALID_STATES,
 };
 pub use output::{headings, Deduplicator, Headings, OutputFormat};
 pub use pycompat::wcswidth;

@@ -318,42 +318,13 @@ impl ListLine {
         if let Some(q) = &self.queue {
             return q.clone();
         }
-        let mut out = String::new();
-        let Some(cfg) = self.config.as_ref().filter(|c| truthy(c)) else {
-            return out;
+        let Some(cfg) = self.config.as_ref() else {
+            return String::new();
         };
-        let Some(queues) = cfg.get("queues") else {
-            return out;
-        };
-        let r = self.rset.borrow();
-        if r.is_empty() {
-            return out;
+        if self.rset.borrow().is_empty() {
+            return String::new();
         }
-        drop(r);
-        let props = self.property_names();
-        if let Value::Object(qs) = queues {
-            for (name, q) in qs {
-                let ok = match q.get("requires") {
-                    None => true,
-                    Some(Value::Array(req)) => req
-                        .iter()
-                        .all(|p| p.as_str().is_some_and(|p| props.iter().any(|x| x == p))),
-                    Some(Value::String(s)) => s.chars().all(|c| {
-                        props
-                            .iter()
-                            .any(|x| x.len() == c.len_utf8() && x.starts_with(c))
-                    }),
-                    Some(_) => false,
-                };
-                if ok {
-                    if !out.is_empty() {
-                        out.push(',');
-                    }
-                    out.push_str(name);
-                }
-            }
-        }
-        out
+        queues_of(cfg, &self.property_names()).join(",")
     }
 
     fn propertiesx(&self) -> String {
@@ -1140,6 +1111,34 @@ impl From<PyError> for RenderStop {
     fn from(e: PyError) -> Self {
         RenderStop::Error(e)
     }
+}
+
+/// The queues of `config.get`'s answer that nodes with the properties
+/// `props` belong to, in the configuration's order: those whose
+/// `requires` they all have (none: every queue; a string, as flux's
+/// Python reads one: each of its characters).
+pub fn queues_of(config: &Value, props: &[String]) -> Vec<String> {
+    let Some(Value::Object(qs)) = Some(config)
+        .filter(|c| truthy(c))
+        .and_then(|c| c.get("queues"))
+    else {
+        return Vec::new();
+    };
+    qs.iter()
+        .filter(|(_, q)| match q.get("requires") {
+            None => true,
+            Some(Value::Array(req)) => req
+                .iter()
+                .all(|p| p.as_str().is_some_and(|p| props.iter().any(|x| x == p))),
+            Some(Value::String(s)) => s.chars().all(|c| {
+                props
+                    .iter()
+                    .any(|x| x.len() == c.len_utf8() && x.starts_with(c))
+            }),
+            Some(_) => false,
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 const CONFIG: &str = "[resource]\nnoverify = true\n\
                       [[resource.config]]\nhosts = \"node[0-3]\"\ncores = \"0-3\"\n\
-                      [[resource.config]]\nhosts = \"node3\"\nproperties = [\"bigmem\"]\n";
+                      [[resource.config]]\nhosts = \"node3\"\nproperties = [\"bigmem\"]\n\
+                      [queues.batch]\nrequires = [\"bigmem\"]\n[queues.debug]\n";
 
 fn now() -> f64 {
     std::time::SystemTime::now()
@@ -93,11 +94,16 @@ fn drain_undrain_show_history_and_status_at() {
         "{show}"
     );
     assert!(show.contains("  Properties: bigmem\n"), "{show}");
+    // `[queues]`: batch requires bigmem, debug nothing.
+    assert!(show.contains("  Queues:     batch,debug\n"), "{show}");
+    let node0 = d.ok(&["show", "node0"]);
+    assert!(node0.contains("  Queues:     debug\n"), "{node0}");
     assert!(show.contains("  Resources:  core[0-3]"), "{show}");
     let json: Value = serde_json::from_str(&d.ok(&["show", "--json", "3"])).unwrap();
     assert_eq!(json[0]["hostname"], "node3");
     assert_eq!(json[0]["state"], "offline");
     assert_eq!(json[0]["last_drain"]["reason"], "fan");
+    assert_eq!(json[0]["queues"], serde_json::json!(["batch", "debug"]));
     assert_eq!(json[0]["last_drain"]["undrained_by"], who.as_str());
     d.ok(&["drain", "node1", "disk"]);
     let json: Value = serde_json::from_str(&d.ok(&["show", "--json", "node1"])).unwrap();
@@ -247,8 +253,11 @@ fn show_names_the_last_heartbeat_and_the_agent_version() {
         // The session's end is seen at once; the offline event once it
         // is stored.
         if json[0]["heartbeat"]["connected"] == false && json[0]["state"] == "offline" {
+            // The same heartbeat read again: its wall time is derived
+            // from the monotonic age at each read, so it may move by the
+            // two clocks' drift (milliseconds).
             let gone = json[0]["heartbeat"]["timestamp"].as_f64().unwrap();
-            assert!(gone >= t, "{json}");
+            assert!(gone >= t - 0.05, "{t} {json}");
             break;
         }
         assert!(std::time::Instant::now() < deadline, "{json}");
@@ -256,4 +265,25 @@ fn show_names_the_last_heartbeat_and_the_agent_version() {
     }
     let text = d.ok(&["show", "node2"]);
     assert!(text.contains(" ago), agent gone\n"), "{text}");
+}
+
+/// `[queues]` reaches flux's `config.get`: `list` shows each line's
+/// queues, the same whether it is computed from the summary's path or
+/// asked for with `-q`.
+#[test]
+fn list_names_the_configured_queues() {
+    let s = Scratch::new("node-views-queues");
+    let d = start(&s, CONFIG, &["--monitor-force-up"]);
+    d.ok(&["drain", "node1", "x"]);
+    let list = d.ok(&["list"]);
+    assert!(
+        list.contains("      free batch,debug bigmem          1      4     0 node3\n"),
+        "{list}"
+    );
+    assert!(list.contains("      down debug "), "{list}");
+    let batch = d.ok(&["list", "-q", "batch"]);
+    assert!(
+        batch.contains(" node3\n") && !batch.contains("node[0,2]"),
+        "{batch}"
+    );
 }

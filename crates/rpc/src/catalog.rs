@@ -251,9 +251,10 @@ topics! {
     /// (answered by the Flux listener from the service's R).
     AttrGet = Topic::new("attr.get", Read, One).standby()
         => msg::AttrGetRequest, msg::AttrGetResponse;
-    /// `config.get`: the instance configuration flux's tools read (empty).
+    /// `config.get`: the instance configuration flux's tools read (the
+    /// `[queues]` table, when configured).
     ConfigGet = Topic::new("config.get", Read, One).standby()
-        => msg::Empty, msg::Empty;
+        => msg::Empty, msg::ConfigGetResponse;
     /// `job-manager.stats-get`: flux's `resource status` asks it for the
     /// ranks running housekeeping; Roster has no job manager.
     JobStats = Topic::new("job-manager.stats-get", Read, One).standby().absent()

@@ -283,7 +283,8 @@ pub struct SummaryResponse {
     pub status: Option<StatusSummary>,
     /// The scheduler's view split by state and property set; absent
     /// when not asked for, or when it cannot be summarised (no R, a node
-    /// without resources, a hostname that is also a property name): the
+    /// without resources, a hostname that is also a property name,
+    /// `[queues]` configured, whose names list lines show): the
     /// client then computes it from `resource.sched-status`.
     #[serde(default)]
     pub list: Option<ListSummary>,
@@ -424,6 +425,15 @@ pub struct AttrGetRequest {
 pub struct AttrGetResponse {
     pub value: String,
     pub flags: i32,
+}
+
+/// `config.get`'s answer: the parts of the instance configuration
+/// flux's tools read.  `queues` is the `[queues]` table as configured
+/// (each queue's keys, `requires` among them), passed through as data.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConfigGetResponse {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// The hello of an agent session (`resource.agent`).

@@ -525,6 +525,7 @@ fn settings_of(plan: &Plan) -> Settings {
             .as_ref()
             .and_then(|c| c.serve.relay_fanout)
             .unwrap_or(rpc::relay::DEFAULT_FANOUT),
+        queues: plan.config.as_ref().and_then(|c| c.queues.clone()),
         ..Settings::default()
     }
 }

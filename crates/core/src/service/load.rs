@@ -66,6 +66,7 @@ impl Service {
             allocated: BTreeMap::new(),
             relays: Relays::new(init.settings.torpid_max, init.settings.offline_timeout),
             relay_fanout: init.settings.relay_fanout.max(1),
+            queues: init.settings.queues.clone(),
             verify: init.settings.verify.clone(),
             liveness_batch: init.settings.liveness_batch,
             liveness_posted: f64::NEG_INFINITY,

@@ -117,6 +117,8 @@ pub struct Service {
     /// Cached `resource.summary` payloads, without and with the list
     /// part (dropped with the two above).
     summary_cache: [Option<Payload>; 2],
+    /// `[queues]` for `config.get`.
+    queues: Option<serde_json::Map<String, Value>>,
     stopped: bool,
     /// RFC 28 acquisition (both variants) and resource groups.
     acquire: Acquire,

@@ -248,6 +248,9 @@ impl Service {
         _: msg::Empty,
         _: &mut Vec<Output>,
     ) -> Handled {
-        Ok(Some(msg::encode(&msg::Empty {}).into()))
+        let reply = msg::ConfigGetResponse {
+            queues: self.queues.clone(),
+        };
+        Ok(Some(msg::encode(&reply).into()))
     }
 }

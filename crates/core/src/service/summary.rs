@@ -42,8 +42,11 @@ impl Service {
     /// The summary computed from the current state.
     pub fn summary(&self, list: bool) -> Result<SummaryResponse, RpcError> {
         let status = self.status_summary()?;
+        // With `[queues]`, list lines name their queues (from `config.get`
+        // and each line's properties): the client computes those.
+        let queues = self.queues.as_ref().is_some_and(|q| !q.is_empty());
         let list = match (list, &status) {
-            (true, Some(_)) => self.list_summary()?,
+            (true, Some(_)) if !queues => self.list_summary()?,
             _ => None,
         };
         Ok(SummaryResponse { status, list })

@@ -106,6 +106,8 @@ pub struct Settings {
     /// The fan-out of the relay tree (`[serve] relay-fanout`): rank r's
     /// parent is (r - 1) / fanout; a relay speaks for its subtree only.
     pub relay_fanout: u32,
+    /// `[queues]`, answered by `config.get`.
+    pub queues: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Default for Settings {
@@ -120,6 +122,7 @@ impl Default for Settings {
             verify: Some(rset::VerifyConfig::module_default()),
             liveness_batch: crate::monitor::DEFAULT_LIVENESS_BATCH,
             relay_fanout: rpc::relay::DEFAULT_FANOUT,
+            queues: None,
         }
     }
 }

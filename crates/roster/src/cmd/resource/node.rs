@@ -395,6 +395,8 @@ pub fn show(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
         Err(e) => return ctx.rpc_fail(&e),
     };
     let past = replay_until(&events, f64::INFINITY);
+    // `[queues]` (flux's `config.get`); none without it.
+    let config = super::views::config_get(svc).ok().flatten();
     // Roster's `resource.agents`; a server without it leaves them unknown.
     let agents: Option<BTreeMap<u32, msg::AgentInfo>> = call::<cat::Agents>(
         svc,
@@ -478,6 +480,10 @@ pub fn show(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
             "drain": drain,
             "last_drain": last_drain,
             "properties": info.properties,
+            "queues": config
+                .as_ref()
+                .map(|c| resource_views::queues_of(c, &info.properties))
+                .unwrap_or_default(),
             "resources": children,
             "heartbeat": heartbeat_doc(agents.as_ref(), rank, now, ctx),
             "agent_version": agents.as_ref().and_then(|a| a.get(&rank)).and_then(|a| a.version.clone()),
@@ -574,6 +580,19 @@ fn show_text(s: &mut String, d: &Value, now: f64, first: Option<f64>) {
             "(none)".into()
         } else {
             props.join(",")
+        }
+    );
+    let queues: Vec<&str> = d["queues"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "  Queues:     {}",
+        if queues.is_empty() {
+            "(none configured)".into()
+        } else {
+            queues.join(",")
         }
     );
     let res: Vec<String> = d["resources"]

@@ -177,7 +177,7 @@ fn read_config_file(path: &str) -> Result<Value, String> {
 }
 
 /// `config.get`; a service without it (ENOSYS) has no configuration.
-fn config_get(svc: &mut dyn Service) -> Result<Option<Value>, SvcError> {
+pub(super) fn config_get(svc: &mut dyn Service) -> Result<Option<Value>, SvcError> {
     match call::<cat::ConfigGet>(svc, &msg::Empty {}) {
         Ok(v) => Ok(Some(v)),
         Err(e) if e.errnum() == ENOSYS && !matches!(e, SvcError::Connect(_)) => Ok(None),
