@@ -61,8 +61,16 @@ fn leader_and_standby(
 fn wait_leader(etcd: &EtcdCluster, prefix: &str, uri: &str, within: Duration) {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
+        // The election is in etcd before the server has taken over: wait
+        // for it to answer as the leader (an undrain of no node is refused
+        // by the leader, redirected by a standby).
         if leader_uri(etcd, prefix).as_deref() == Some(uri) {
-            return;
+            let probe = client::blocking::Client::from_env(Some(uri), None)
+                .expect("client")
+                .rpc("resource.undrain", json!({"targets": "1000000"}));
+            if !matches!(&probe, Err(e) if e.to_string().contains("not the leader")) {
+                return;
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
     }
