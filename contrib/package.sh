@@ -17,7 +17,8 @@
 # target/package.
 #
 # glibc: a binary needs the glibc it was linked against, or newer.  With
-# cargo-zigbuild on the PATH (pip install ziglang cargo-zigbuild) the
+# cargo-zigbuild on the PATH (installed here with pip when missing:
+# pip install ziglang cargo-zigbuild) the
 # binary is linked against glibc $ROSTER_GLIBC (default 2.31: Debian 11,
 # Ubuntu 20.04) whatever the build host has, and the script checks that
 # no newer symbol version slipped in; without it (or with ROSTER_GLIBC=)
@@ -43,6 +44,15 @@ arch=$(dpkg --print-architecture)
 
 target=${CARGO_TARGET_DIR:-$repo/target}
 glibc_want=${ROSTER_GLIBC-2.31}
+# Fetch the linker once (PyPI wheels of zig and cargo-zigbuild, pinned)
+# when it is missing and pip is at hand; ROSTER_NO_PIP=1 does not.
+if [[ -n $glibc_want ]] && ! command -v cargo-zigbuild >/dev/null \
+    && [[ -z ${ROSTER_NO_PIP:-} ]] && python3 -m pip --version >/dev/null 2>&1; then
+    echo "contrib/package.sh: pip install ziglang==0.17.0 cargo-zigbuild==0.24.0 (to link against glibc $glibc_want)" >&2
+    python3 -m pip install --quiet --user ziglang==0.17.0 cargo-zigbuild==0.24.0 >&2 || true
+    PATH=$(python3 -m site --user-base)/bin:$PATH
+    hash -r
+fi
 if [[ -n $glibc_want ]] && command -v cargo-zigbuild >/dev/null; then
     triple=$(rustc -vV | sed -n 's/^host: //p')
     echo "contrib/package.sh: cargo zigbuild --release --features etcd --target $triple.$glibc_want" >&2
