@@ -569,32 +569,21 @@ fn show_text(s: &mut String, d: &Value, now: f64, first: Option<f64>) {
             l["undrained_by"].as_str().unwrap_or(unknown),
         );
     }
-    let props: Vec<&str> = d["properties"]
-        .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let _ = writeln!(
-        s,
-        "  Properties: {}",
-        if props.is_empty() {
-            "(none)".into()
+    // A list of names on one line, or what to say when there is none.
+    let names = |s: &mut String, label: &str, v: &Value, none: &str| {
+        let names: Vec<&str> = v
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let text = if names.is_empty() {
+            none.to_string()
         } else {
-            props.join(",")
-        }
-    );
-    let queues: Vec<&str> = d["queues"]
-        .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let _ = writeln!(
-        s,
-        "  Queues:     {}",
-        if queues.is_empty() {
-            "(none configured)".into()
-        } else {
-            queues.join(",")
-        }
-    );
+            names.join(",")
+        };
+        let _ = writeln!(s, "  {label:<11} {text}");
+    };
+    names(s, "Properties:", &d["properties"], "(none)");
+    names(s, "Queues:", &d["queues"], "(none configured)");
     let res: Vec<String> = d["resources"]
         .as_object()
         .map(|m| {
