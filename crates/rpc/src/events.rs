@@ -156,8 +156,10 @@ pub fn context<T: Serialize>(c: &T) -> Map<String, Value> {
 /// Read a context (none reads as `{}`); `None` when it does not have the
 /// shape of `T`.
 pub fn read<T: DeserializeOwned>(c: Option<&Map<String, Value>>) -> Option<T> {
-    let v = Value::Object(c.cloned().unwrap_or_default());
-    T::deserialize(&v).ok()
+    // Straight from the borrowed map: no copy of the context per event
+    // (replay reads every event of the log at start-up).
+    let pairs = c.into_iter().flatten().map(|(k, v)| (k.as_str(), v));
+    T::deserialize(serde::de::value::MapDeserializer::<_, serde_json::Error>::new(pairs)).ok()
 }
 
 #[cfg(test)]
