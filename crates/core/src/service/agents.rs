@@ -137,13 +137,7 @@ impl Service {
     /// from the current stamp), the agent's version, the relay speaking
     /// for it.  Ranks no agent or relay ever held since the start are
     /// left out.
-    pub(super) fn agents_rpc(
-        &mut self,
-        _now: f64,
-        _: &Request,
-        body: msg::AgentsRequest,
-        _: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn agents_rpc(&mut self, body: msg::AgentsRequest) -> Handled {
         let all = self.state.all();
         let targets = match body.targets {
             Some(t) => t.intersection(&all),
