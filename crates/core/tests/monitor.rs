@@ -620,16 +620,7 @@ impl H {
     fn agents(&mut self, payload: Value, role: Role) -> Result<Value, RpcError> {
         let conn = self.next_conn;
         self.next_conn += 1;
-        let req = Request {
-            conn,
-            matchtag: 1,
-            topic: "resource.agents".into(),
-            payload,
-            streaming: false,
-            role,
-            userid: None,
-            who: None,
-        };
+        let req = request(conn, 1, "resource.agents", payload, false, role);
         let out = self.input(Input::Request(req));
         replies_to(&out, ReplyTo { conn, matchtag: 1 })
             .into_iter()
@@ -694,15 +685,9 @@ impl H {
         role: Role,
     ) -> Result<Value, RpcError> {
         let req = Request {
-            conn,
-            matchtag: 7,
-            topic: topic.into(),
-            payload,
-            streaming: false,
-            role,
-            userid: None,
             // one credential per connection number below 100
             who: (conn < 100).then(|| format!("cert:sched{conn}").into()),
+            ..request(conn, 7, topic, payload, false, role)
         };
         let out = self.input(Input::Request(req));
         replies_to(&out, ReplyTo { conn, matchtag: 7 })
@@ -802,15 +787,10 @@ fn allocated_set_feeds_sched_status() {
 fn agent_enrol_is_for_hosts_of_r_and_the_enrol_role() {
     let mut h = start(settings(30.0, 60.0));
     let enrol = |h: &mut H, host: &str, role: Role| {
+        let payload = json!({"hostname": host, "csr": "PEM"});
         let req = Request {
-            conn: 70,
-            matchtag: 1,
-            topic: "resource.agent-enrol".into(),
-            payload: json!({"hostname": host, "csr": "PEM"}),
-            streaming: false,
-            role,
-            userid: None,
             who: Some("token:enrol".into()),
+            ..request(70, 1, "resource.agent-enrol", payload, false, role)
         };
         h.input(Input::Request(req))
     };
