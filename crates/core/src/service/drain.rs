@@ -20,12 +20,11 @@ impl Service {
     /// `{targets, reason?, mode?}`.
     pub(super) fn drain_rpc(
         &mut self,
-        now: f64,
-        req: &Request,
+        c: Ctx<'_>,
         body: msg::DrainRequest,
         drain: bool,
-        out: &mut Vec<Output>,
     ) -> Handled {
+        let Ctx { now, req, out } = c;
         let mode = match drain {
             true => DrainMode::parse_drain(body.mode.as_deref())?,
             false => DrainMode::parse_undrain(body.mode.as_deref())?,

@@ -163,13 +163,8 @@ impl Service {
     /// the scheduler is a client).  Not an event and not persisted: a
     /// restarted service (or a new leader) knows nothing allocated until
     /// the scheduler says it again.
-    pub(super) fn allocated_set(
-        &mut self,
-        _: f64,
-        req: &Request,
-        body: msg::AllocatedSetRequest,
-        _: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn allocated_set(&mut self, c: Ctx<'_>, body: msg::AllocatedSetRequest) -> Handled {
+        let Ctx { req, .. } = c;
         let ids = if body.targets.trim().is_empty() {
             IdSet::new()
         } else {

@@ -40,8 +40,8 @@ pub(super) fn decode<C: Call>(payload: &Value) -> Result<C::Request, RpcError> {
 
 /// `queries { Call => handler, ... }`: handlers that only read the
 /// state, called with the decoded request alone.  Then `Call => handler`
-/// or `Call => handler(args)`: the handler is called with the decoded
-/// request, then `args`, then the outputs.
+/// or `Call => handler(args)`: the handler is called with the [`Ctx`],
+/// the decoded request, then `args`.
 macro_rules! bind {
     (
         queries { $($qcall:ident => $query:ident,)* }
@@ -58,7 +58,7 @@ macro_rules! bind {
                 info: &<cat::$call as Call>::INFO,
                 run: |s, now, req, out| {
                     let body = decode::<cat::$call>(&req.payload)?;
-                    Service::$handler(s, now, req, body, $($($arg,)*)? out)
+                    Service::$handler(s, Ctx { now, req, out }, body $(, $($arg),*)?)
                 },
             },
         )*];
