@@ -712,66 +712,26 @@ impl H {
 #[test]
 fn allocated_set_feeds_sched_status() {
     let mut h = start(settings(30.0, 60.0));
+    let set = |h: &mut H, conn: u64, targets: &str, role: Role| {
+        let payload = json!({"targets": targets});
+        h.call_on(conn, "resource.allocated-set", payload, role)
+    };
     assert_eq!(h.allocated_ranks(), "");
-    h.call_on(
-        50,
-        "resource.allocated-set",
-        json!({"targets": "1-2"}),
-        Role::Scheduler,
-    )
-    .unwrap();
+    set(&mut h, 50, "1-2", Role::Scheduler).unwrap();
     assert_eq!(h.allocated_ranks(), "1-2");
-    h.call_on(
-        51,
-        "resource.allocated-set",
-        json!({"targets": "fake0"}),
-        Role::Scheduler,
-    )
-    .unwrap();
+    set(&mut h, 51, "fake0", Role::Scheduler).unwrap();
     assert_eq!(h.allocated_ranks(), "0-2");
-    h.call_on(
-        50,
-        "resource.allocated-set",
-        json!({"targets": "2"}),
-        Role::Scheduler,
-    )
-    .unwrap();
+    set(&mut h, 50, "2", Role::Scheduler).unwrap();
     assert_eq!(h.allocated_ranks(), "0,2");
     h.input(Input::Disconnect(51));
     assert_eq!(h.allocated_ranks(), "0,2");
-    h.call_on(
-        51,
-        "resource.allocated-set",
-        json!({"targets": ""}),
-        Role::Scheduler,
-    )
-    .unwrap();
+    set(&mut h, 51, "", Role::Scheduler).unwrap();
     assert_eq!(h.allocated_ranks(), "2");
-    h.call_on(
-        50,
-        "resource.allocated-set",
-        json!({"targets": ""}),
-        Role::Scheduler,
-    )
-    .unwrap();
+    set(&mut h, 50, "", Role::Scheduler).unwrap();
     assert_eq!(h.allocated_ranks(), "");
-    let e = h
-        .call_on(
-            52,
-            "resource.allocated-set",
-            json!({"targets": "1"}),
-            Role::User,
-        )
-        .unwrap_err();
+    let e = set(&mut h, 52, "1", Role::User).unwrap_err();
     assert_eq!(e.errnum, EPERM);
-    let e = h
-        .call_on(
-            52,
-            "resource.allocated-set",
-            json!({"targets": "9"}),
-            Role::Owner,
-        )
-        .unwrap_err();
+    let e = set(&mut h, 52, "9", Role::Owner).unwrap_err();
     assert_eq!(e.errnum, EINVAL);
     let e = h
         .call_on(52, "resource.allocated-set", json!({}), Role::Owner)
