@@ -77,6 +77,28 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CaError + '_ {
     }
 }
 
+pub(crate) fn bad(path: &Path, msg: String) -> CaError {
+    CaError::Bad {
+        path: path.to_path_buf(),
+        msg,
+    }
+}
+
+/// The certificates in the PEM file `path`.
+fn read_certs(path: &Path) -> Result<Vec<crate::CertificateDer<'static>>, CaError> {
+    crate::load_certs("certificate", path).map_err(|e| bad(path, e.to_string()))
+}
+
+/// `der` (read from `path`) parsed.
+fn parsed<'a>(
+    der: &'a [u8],
+    path: &Path,
+) -> Result<x509_parser::certificate::X509Certificate<'a>, CaError> {
+    let (_, x) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| bad(path, format!("cannot be parsed: {e}")))?;
+    Ok(x)
+}
+
 fn gen(e: rcgen::Error) -> CaError {
     CaError::Gen(e.to_string())
 }
@@ -220,14 +242,10 @@ pub(crate) fn load_ca(ca_dir: &Path) -> Result<(rcgen::Certificate, KeyPair), Ca
     let ca_key_path = ca_dir.join(CA_KEY);
     let ca_pem = std::fs::read_to_string(&ca_cert_path).map_err(io(&ca_cert_path))?;
     let ca_key_pem = std::fs::read_to_string(&ca_key_path).map_err(io(&ca_key_path))?;
-    let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|e| CaError::Bad {
-        path: ca_key_path.clone(),
-        msg: format!("not a usable private key: {e}"),
-    })?;
-    let ca_params = CertificateParams::from_ca_cert_pem(&ca_pem).map_err(|e| CaError::Bad {
-        path: ca_cert_path.clone(),
-        msg: format!("not a usable CA certificate: {e}"),
-    })?;
+    let ca_key = KeyPair::from_pem(&ca_key_pem)
+        .map_err(|e| bad(&ca_key_path, format!("not a usable private key: {e}")))?;
+    let ca_params = CertificateParams::from_ca_cert_pem(&ca_pem)
+        .map_err(|e| bad(&ca_cert_path, format!("not a usable CA certificate: {e}")))?;
     let ca = ca_params.self_signed(&ca_key).map_err(gen)?;
     Ok((ca, ca_key))
 }
@@ -420,20 +438,12 @@ pub fn renew(
             name: name.to_string(),
         });
     }
-    let bad = |path: &Path, msg: String| CaError::Bad {
-        path: path.to_path_buf(),
-        msg,
-    };
-    let der =
-        crate::load_certs("certificate", &cert_path).map_err(|e| bad(&cert_path, e.to_string()))?;
-    let (_, x) = x509_parser::parse_x509_certificate(&der[0])
-        .map_err(|e| bad(&cert_path, format!("cannot be parsed: {e}")))?;
+    let der = read_certs(&cert_path)?;
+    let x = parsed(&der[0], &cert_path)?;
     let old_serial = hex(x.raw_serial());
     let ca_pem_path = ca_dir.join(CA_CERT);
-    let ca_der = crate::load_certs("certificate", &ca_pem_path)
-        .map_err(|e| bad(&ca_pem_path, e.to_string()))?;
-    let (_, ca_x) = x509_parser::parse_x509_certificate(&ca_der[0])
-        .map_err(|e| bad(&ca_pem_path, format!("cannot be parsed: {e}")))?;
+    let ca_der = read_certs(&ca_pem_path)?;
+    let ca_x = parsed(&ca_der[0], &ca_pem_path)?;
     if x.issuer().as_raw() != ca_x.subject().as_raw() {
         return Err(CaError::Foreign {
             path: cert_path,
@@ -516,14 +526,8 @@ pub fn revoke(ca_dir: &Path, cert_dir: &Path, name: &str, days: u32) -> Result<R
             name: name.to_string(),
         });
     }
-    let bad = |path: &Path, msg: String| CaError::Bad {
-        path: path.to_path_buf(),
-        msg,
-    };
-    let der =
-        crate::load_certs("certificate", &cert_path).map_err(|e| bad(&cert_path, e.to_string()))?;
-    let (_, x) = x509_parser::parse_x509_certificate(&der[0])
-        .map_err(|e| bad(&cert_path, format!("cannot be parsed: {e}")))?;
+    let der = read_certs(&cert_path)?;
+    let x = parsed(&der[0], &cert_path)?;
     let serial = x.raw_serial().to_vec();
     let (ca, ca_key) = load_ca(ca_dir)?;
     let crl_path = ca_dir.join(CA_CRL);

@@ -148,10 +148,8 @@ fn still_valid(ca_dir: &Path, path: &Path) -> Result<Option<String>, CaError> {
     }
     let crl = ca_dir.join(ca::CA_CRL);
     if crl.exists() {
-        let lists = crate::verify::load_crls(&crl).map_err(|e| CaError::Bad {
-            path: crl.clone(),
-            msg: e.to_string(),
-        })?;
+        let lists =
+            crate::verify::load_crls(&crl).map_err(|e| crate::ca::bad(&crl, e.to_string()))?;
         for der in lists {
             if let Ok((_, l)) = x509_parser::parse_x509_crl(&der) {
                 if l.iter_revoked_certificates()
