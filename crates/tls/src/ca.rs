@@ -211,26 +211,7 @@ pub fn issue(
     extra_sans: &[String],
     days: u32,
 ) -> Result<Vec<Issued>, CaError> {
-    issue_with(
-        ca_dir,
-        out_dir,
-        names,
-        role,
-        extra_sans,
-        Validity::days(days),
-    )
-}
-
-/// [`issue`] with an explicit validity period (tests make expired
-/// certificates with it).
-pub fn issue_with(
-    ca_dir: &Path,
-    out_dir: &Path,
-    names: &[String],
-    role: &str,
-    extra_sans: &[String],
-    validity: Validity,
-) -> Result<Vec<Issued>, CaError> {
+    let validity = Validity::days(days);
     issue_opts(ca_dir, out_dir, names, role, extra_sans, validity, false)
 }
 
@@ -298,7 +279,8 @@ fn check_names(
     Ok(())
 }
 
-/// [`issue_with`]; `force` replaces existing `NAME.pem`/`NAME.key`.
+/// [`issue`] with an explicit validity period (tests make expired
+/// certificates with it); `force` replaces existing `NAME.pem`/`NAME.key`.
 pub fn issue_opts(
     ca_dir: &Path,
     out_dir: &Path,

@@ -39,18 +39,11 @@ impl Pki {
         issue(&["sched"], "scheduler", &[]);
         issue(&["alice"], "admin", &[]);
         let now = SystemTime::now();
-        tls::ca::issue_with(
-            &ca,
-            &ca,
-            &["node2".into()],
-            "agent",
-            &[],
-            tls::ca::Validity {
-                not_before: now - Duration::from_secs(10 * 86_400),
-                not_after: now - Duration::from_secs(86_400),
-            },
-        )
-        .unwrap();
+        let expired = tls::ca::Validity {
+            not_before: now - Duration::from_secs(10 * 86_400),
+            not_after: now - Duration::from_secs(86_400),
+        };
+        tls::ca::issue_opts(&ca, &ca, &["node2".into()], "agent", &[], expired, false).unwrap();
         let other = dir.path().join("other");
         tls::ca::init(&other, "Rogue CA", 10).unwrap();
         tls::ca::issue(&other, &ca, &["rogue".into()], "admin", &[], 10).unwrap();
