@@ -564,8 +564,15 @@ pub fn revoke(ca_dir: &Path, cert_dir: &Path, name: &str, days: u32) -> Result<R
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A temporary directory holding a new CA.
+    pub(crate) fn site_ca() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        init(dir.path(), "Site CA", 10).unwrap();
+        dir
+    }
 
     #[test]
     fn init_refuses_to_overwrite_and_keys_are_private() {
@@ -617,9 +624,8 @@ mod tests {
 
     #[test]
     fn issue_keeps_the_ca_and_existing_certificates() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = site_ca();
         let d = dir.path();
-        init(d, "Site CA", 10).unwrap();
         let before = std::fs::read(d.join(CA_KEY)).unwrap();
         let e = issue(d, d, &["ca".into()], "agent", &[], 1).unwrap_err();
         assert_eq!(
@@ -683,9 +689,8 @@ mod tests {
 
     #[test]
     fn renew_keeps_names_role_and_key_with_a_new_serial_and_validity() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = site_ca();
         let d = dir.path();
-        init(d, "Site CA", 10).unwrap();
         let out = d.join("out");
         issue(
             d,
@@ -742,9 +747,8 @@ mod tests {
 
     #[test]
     fn renew_refuses_ca_names_foreign_and_mismatched() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = site_ca();
         let d = dir.path();
-        init(d, "Site CA", 10).unwrap();
         let ca_before = std::fs::read(d.join(CA_CERT)).unwrap();
         let e = renew(d, d, "ca", Validity::days(1), false).unwrap_err();
         assert_eq!(

@@ -169,9 +169,8 @@ mod tests {
 
     #[test]
     fn sign_checks_the_name_and_refuses_a_second_enrolment() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = ca::tests::site_ca();
         let d = dir.path();
-        ca::init(d, "Site CA", 10).unwrap();
         let (key, csr) = request("node1").unwrap();
         // another host's request
         let e = sign(d, "node2", &csr, Validity::days(5)).unwrap_err();
