@@ -521,6 +521,24 @@ impl TableCtx<'_> {
         }
     }
 
+    /// An array of strings.
+    fn strings(&self, key: &str) -> Result<Option<Vec<String>>, ConfigError> {
+        let a = match self.table.get(key) {
+            None => return Ok(None),
+            Some(toml::Value::Array(a)) => a,
+            Some(v) => return Err(self.type_err(key, "an array of strings", v)),
+        };
+        let item = |(i, v): (usize, &toml::Value)| match v {
+            toml::Value::String(u) => Ok(u.clone()),
+            v => Err(self.type_err(&format!("{key}[{i}]"), "a string", v)),
+        };
+        a.iter()
+            .enumerate()
+            .map(item)
+            .collect::<Result<_, _>>()
+            .map(Some)
+    }
+
     fn boolean(&self, key: &str) -> Result<bool, ConfigError> {
         match self.table.get(key) {
             None => Ok(false),
@@ -794,21 +812,7 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
         statedir: t.string("statedir")?.map(PathBuf::from),
         ..ServeConfig::default()
     };
-    let mut listen_raw = None;
-    match t.table.get("listen") {
-        None => {}
-        Some(toml::Value::Array(a)) => {
-            let mut uris = Vec::with_capacity(a.len());
-            for (i, v) in a.iter().enumerate() {
-                match v {
-                    toml::Value::String(u) => uris.push(u.clone()),
-                    v => return Err(t.type_err(&format!("listen[{i}]"), "a string", v)),
-                }
-            }
-            listen_raw = Some(uris);
-        }
-        Some(v) => return Err(t.type_err("listen", "an array of strings", v)),
-    }
+    let listen_raw = t.strings("listen")?;
     s.token_file = t.string("token-file")?.map(PathBuf::from);
     s.monitor_force_up = t.boolean("monitor-force-up")?;
     s.public_read = t.boolean("public-read")?;
@@ -844,21 +848,7 @@ fn parse_serve(t: &TableCtx) -> Result<ServeConfig, ConfigError> {
         Some(v) => return Err(t.type_err("auth", "a table", v)),
     }
     let backend = t.string("backend")?;
-    let mut endpoints = None;
-    match t.table.get("etcd-endpoints") {
-        None => {}
-        Some(toml::Value::Array(a)) => {
-            let mut list = Vec::with_capacity(a.len());
-            for (i, v) in a.iter().enumerate() {
-                match v {
-                    toml::Value::String(u) => list.push(u.clone()),
-                    v => return Err(t.type_err(&format!("etcd-endpoints[{i}]"), "a string", v)),
-                }
-            }
-            endpoints = Some(list);
-        }
-        Some(v) => return Err(t.type_err("etcd-endpoints", "an array of strings", v)),
-    }
+    let endpoints = t.strings("etcd-endpoints")?;
     let prefix = t.string("etcd-prefix")?;
     let ca = t.string("etcd-ca")?.map(PathBuf::from);
     let cert = t.string("etcd-cert")?.map(PathBuf::from);

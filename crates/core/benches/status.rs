@@ -7,9 +7,12 @@
 //! shapes, 30% of the nodes drained one by one with 50 reasons: one
 //! drain entry per rank).
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use roster_core::{Init, Input, Inventory, Method, Output, Service, Settings};
-use rpc::{Request, Role};
+use rpc::Role;
 use serde_json::json;
 
 /// `R16k.json` from the shared workloads (`$SHARED`, else
@@ -47,16 +50,14 @@ fn drain_set() -> Vec<u32> {
 }
 
 fn request(tag: u32, topic: &str, payload: serde_json::Value) -> Input {
-    Input::Request(Request {
-        conn: u64::from(tag),
-        matchtag: tag,
-        topic: topic.into(),
+    Input::Request(common::request(
+        u64::from(tag),
+        tag,
+        topic,
         payload,
-        streaming: false,
-        role: Role::Owner,
-        userid: None,
-        who: None,
-    })
+        false,
+        Role::Owner,
+    ))
 }
 
 fn service(inv: Inventory, drains: &[u32]) -> Service {

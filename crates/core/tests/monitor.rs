@@ -620,16 +620,7 @@ impl H {
     fn agents(&mut self, payload: Value, role: Role) -> Result<Value, RpcError> {
         let conn = self.next_conn;
         self.next_conn += 1;
-        let req = Request {
-            conn,
-            matchtag: 1,
-            topic: "resource.agents".into(),
-            payload,
-            streaming: false,
-            role,
-            userid: None,
-            who: None,
-        };
+        let req = request(conn, 1, "resource.agents", payload, false, role);
         let out = self.input(Input::Request(req));
         replies_to(&out, ReplyTo { conn, matchtag: 1 })
             .into_iter()
@@ -694,15 +685,9 @@ impl H {
         role: Role,
     ) -> Result<Value, RpcError> {
         let req = Request {
-            conn,
-            matchtag: 7,
-            topic: topic.into(),
-            payload,
-            streaming: false,
-            role,
-            userid: None,
             // one credential per connection number below 100
             who: (conn < 100).then(|| format!("cert:sched{conn}").into()),
+            ..request(conn, 7, topic, payload, false, role)
         };
         let out = self.input(Input::Request(req));
         replies_to(&out, ReplyTo { conn, matchtag: 7 })
@@ -727,66 +712,26 @@ impl H {
 #[test]
 fn allocated_set_feeds_sched_status() {
     let mut h = start(settings(30.0, 60.0));
+    let set = |h: &mut H, conn: u64, targets: &str, role: Role| {
+        let payload = json!({"targets": targets});
+        h.call_on(conn, "resource.allocated-set", payload, role)
+    };
     assert_eq!(h.allocated_ranks(), "");
-    h.call_on(
-        50,
-        "resource.allocated-set",
-        json!({"targets": "1-2"}),
-        Role::Scheduler,
-    )
-    .unwrap();
+    set(&mut h, 50, "1-2", Role::Scheduler).unwrap();
     assert_eq!(h.allocated_ranks(), "1-2");
-    h.call_on(
-        51,
-        "resource.allocated-set",
-        json!({"targets": "fake0"}),
-        Role::Scheduler,
-    )
-    .unwrap();
+    set(&mut h, 51, "fake0", Role::Scheduler).unwrap();
     assert_eq!(h.allocated_ranks(), "0-2");
-    h.call_on(
-        50,
-        "resource.allocated-set",
-        json!({"targets": "2"}),
-        Role::Scheduler,
-    )
-    .unwrap();
+    set(&mut h, 50, "2", Role::Scheduler).unwrap();
     assert_eq!(h.allocated_ranks(), "0,2");
     h.input(Input::Disconnect(51));
     assert_eq!(h.allocated_ranks(), "0,2");
-    h.call_on(
-        51,
-        "resource.allocated-set",
-        json!({"targets": ""}),
-        Role::Scheduler,
-    )
-    .unwrap();
+    set(&mut h, 51, "", Role::Scheduler).unwrap();
     assert_eq!(h.allocated_ranks(), "2");
-    h.call_on(
-        50,
-        "resource.allocated-set",
-        json!({"targets": ""}),
-        Role::Scheduler,
-    )
-    .unwrap();
+    set(&mut h, 50, "", Role::Scheduler).unwrap();
     assert_eq!(h.allocated_ranks(), "");
-    let e = h
-        .call_on(
-            52,
-            "resource.allocated-set",
-            json!({"targets": "1"}),
-            Role::User,
-        )
-        .unwrap_err();
+    let e = set(&mut h, 52, "1", Role::User).unwrap_err();
     assert_eq!(e.errnum, EPERM);
-    let e = h
-        .call_on(
-            52,
-            "resource.allocated-set",
-            json!({"targets": "9"}),
-            Role::Owner,
-        )
-        .unwrap_err();
+    let e = set(&mut h, 52, "9", Role::Owner).unwrap_err();
     assert_eq!(e.errnum, EINVAL);
     let e = h
         .call_on(52, "resource.allocated-set", json!({}), Role::Owner)
@@ -802,15 +747,10 @@ fn allocated_set_feeds_sched_status() {
 fn agent_enrol_is_for_hosts_of_r_and_the_enrol_role() {
     let mut h = start(settings(30.0, 60.0));
     let enrol = |h: &mut H, host: &str, role: Role| {
+        let payload = json!({"hostname": host, "csr": "PEM"});
         let req = Request {
-            conn: 70,
-            matchtag: 1,
-            topic: "resource.agent-enrol".into(),
-            payload: json!({"hostname": host, "csr": "PEM"}),
-            streaming: false,
-            role,
-            userid: None,
             who: Some("token:enrol".into()),
+            ..request(70, 1, "resource.agent-enrol", payload, false, role)
         };
         h.input(Input::Request(req))
     };

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use roster_core::errno::*;
 use roster_core::*;
-use rpc::{ReplyTo, Request, Role};
+use rpc::{ReplyTo, Role};
 use serde_json::{json, Value};
 
 /// `n` nodes sim[0-(n-1)], cores 0-3.
@@ -425,16 +425,15 @@ fn agents_names_the_relay_and_its_last_lively_line() {
     h.advance(2.0);
     h.line(conn, json!({"lively": "4"}));
     h.advance(1.0);
-    let out = h.input(Input::Request(Request {
-        conn: 99,
-        matchtag: 1,
-        topic: "resource.agents".into(),
-        payload: json!({"targets": "0-4"}),
-        streaming: false,
-        role: Role::User,
-        userid: None,
-        who: None,
-    }));
+    let payload = json!({"targets": "0-4"});
+    let out = h.input(Input::Request(request(
+        99,
+        1,
+        "resource.agents",
+        payload,
+        false,
+        Role::User,
+    )));
     let v = replies_to(&out, stream(99)).remove(0).unwrap();
     assert_eq!(
         v,

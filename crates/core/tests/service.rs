@@ -28,6 +28,16 @@ fn start_with(init: Init) -> (Harness, Vec<Output>) {
     )
 }
 
+/// R4 at 5.0 with `settings`.
+fn r4_with(settings: Settings) -> Init {
+    Init {
+        now: 5.0,
+        inventory: Some(r4()),
+        settings,
+        ..Default::default()
+    }
+}
+
 fn start() -> Harness {
     start_with(Init {
         now: 999.0,
@@ -111,15 +121,10 @@ fn start_defines_r_and_posts_restart() {
 
 #[test]
 fn force_up_posts_online_before_restart() {
-    let (h, _) = start_with(Init {
-        now: 5.0,
-        inventory: Some(r4()),
-        settings: Settings {
-            monitor_force_up: true,
-            ..Default::default()
-        },
+    let (h, _) = start_with(r4_with(Settings {
+        monitor_force_up: true,
         ..Default::default()
-    });
+    }));
     let names: Vec<_> = h.svc.journal().events().map(|e| e.name.clone()).collect();
     assert_eq!(names, ["online", "restart", "resource-define"]);
     assert_eq!(h.svc.up().encode(), "0-3");
@@ -369,62 +374,35 @@ fn roles_and_unknown_topics() {
 fn roles_of_tls_clients() {
     let mut h = start();
     let agent = Role::Agent("fake0".into());
+    use Role::{Admin, Guest, Scheduler, User};
+    let everyone = &[User, Scheduler, Admin, Guest][..];
+    let readers = &[User, Scheduler, Admin][..];
     // (topic, payload, streaming, roles allowed besides the owner)
-    let table: Vec<(&str, Value, bool, Vec<Role>)> = vec![
-        (
-            "resource.status",
-            json!({}),
-            false,
-            vec![Role::User, Role::Scheduler, Role::Admin, Role::Guest],
-        ),
-        (
-            "resource.sched-status",
-            json!({}),
-            false,
-            vec![Role::User, Role::Scheduler, Role::Admin, Role::Guest],
-        ),
-        (
-            "resource.get",
-            json!({}),
-            false,
-            vec![Role::User, Role::Scheduler, Role::Admin],
-        ),
-        (
-            "resource.journal",
-            json!({}),
-            true,
-            vec![Role::User, Role::Scheduler, Role::Admin],
-        ),
-        ("resource.acquire", json!({}), true, vec![Role::Scheduler]),
+    let table: Vec<(&str, Value, bool, &[Role])> = vec![
+        ("resource.status", json!({}), false, everyone),
+        ("resource.sched-status", json!({}), false, everyone),
+        ("resource.get", json!({}), false, readers),
+        ("resource.journal", json!({}), true, readers),
+        ("resource.acquire", json!({}), true, &[Scheduler]),
         (
             "resource.group-set",
             json!({"group": "g", "targets": "0"}),
             false,
-            vec![Role::Scheduler],
+            &[Scheduler],
         ),
-        (
-            "resource.drain",
-            json!({"targets": "1"}),
-            false,
-            vec![Role::Admin],
-        ),
-        (
-            "resource.undrain",
-            json!({"targets": "1"}),
-            false,
-            vec![Role::Admin],
-        ),
+        ("resource.drain", json!({"targets": "1"}), false, &[Admin]),
+        ("resource.undrain", json!({"targets": "1"}), false, &[Admin]),
         (
             "resource.monitor-force-up",
             json!({"ranks": "0"}),
             false,
-            vec![Role::Admin],
+            &[Admin],
         ),
         (
             "resource.expiration-update",
             json!({"expiration": 0.0}),
             false,
-            vec![Role::Admin],
+            &[Admin],
         ),
     ];
     let all = [
@@ -558,15 +536,10 @@ fn journal_cancel_and_disconnect() {
 
 #[test]
 fn truncation_invariant() {
-    let (mut h, _) = start_with(Init {
-        now: 5.0,
-        inventory: Some(r4()),
-        settings: Settings {
-            journal_max: 10,
-            ..Default::default()
-        },
+    let (mut h, _) = start_with(r4_with(Settings {
+        journal_max: 10,
         ..Default::default()
-    });
+    }));
     for i in 0..30 {
         let t = format!("{}", i % 4);
         h.ok("resource.drain", json!({"targets": t, "mode": "update"}));
@@ -606,15 +579,10 @@ fn truncate_summary_then_kept_events_replay_to_the_current_state() {
         seed % n
     };
     for round in 0..20 {
-        let (mut h, _) = start_with(Init {
-            now: 5.0,
-            inventory: Some(r4()),
-            settings: Settings {
-                journal_max: 6,
-                ..Default::default()
-            },
+        let (mut h, _) = start_with(r4_with(Settings {
+            journal_max: 6,
             ..Default::default()
-        });
+        }));
         for i in 0..40 {
             h.now += 1.0;
             let lo = next(4) as u32;
@@ -844,15 +812,10 @@ fn excluded_drains_are_undrained_at_start() {
     );
     let mut out = Vec::new();
     let e = Service::new(
-        Init {
-            now: 5.0,
-            inventory: Some(r4()),
-            settings: Settings {
-                exclude: Some("7".into()),
-                ..Default::default()
-            },
+        r4_with(Settings {
+            exclude: Some("7".into()),
             ..Default::default()
-        },
+        }),
         &mut out,
     )
     .unwrap_err();
@@ -864,15 +827,10 @@ fn excluded_drains_are_undrained_at_start() {
 
 #[test]
 fn excluded_targets_cannot_be_drained_without_mode() {
-    let (mut h, _) = start_with(Init {
-        now: 5.0,
-        inventory: Some(r4()),
-        settings: Settings {
-            exclude: Some("0".into()),
-            ..Default::default()
-        },
+    let (mut h, _) = start_with(r4_with(Settings {
+        exclude: Some("0".into()),
         ..Default::default()
-    });
+    }));
     h.ok("resource.drain", json!({"targets": "1", "reason": "x"}));
     assert_eq!(
         err(h.rpc("resource.drain", json!({"targets": "0-1"}))),
@@ -1008,15 +966,10 @@ fn reload_checks_size() {
 
 #[test]
 fn force_down_and_waitup() {
-    let (mut h, _) = start_with(Init {
-        now: 5.0,
-        inventory: Some(r4()),
-        settings: Settings {
-            monitor_force_up: true,
-            ..Default::default()
-        },
+    let (mut h, _) = start_with(r4_with(Settings {
+        monitor_force_up: true,
         ..Default::default()
-    });
+    }));
     let (wto, out) = h.req(
         "resource.monitor-waitup",
         json!({"up": 2}),

@@ -4,11 +4,13 @@
 //! the `resource.status` and `resource.sched-status` replies; and a
 //! restart replaying the stored events summarises the drains the same.
 
+mod common;
+
 use eventlog::Event;
 use proptest::prelude::*;
 use roster_core::*;
 use rpc::msg::{self, DrainGroup, ListCell, ListSummary, StatusSummary, SummaryResponse};
-use rpc::{Payload, Request, Role};
+use rpc::{Payload, Role};
 use rset::{RSummary, Rset};
 use serde_json::{json, Value};
 
@@ -68,16 +70,7 @@ impl H {
     fn rpc(&mut self, topic: &str, payload: Value) -> Result<Value, String> {
         self.now += 1.0;
         self.conn += 1;
-        let req = Request {
-            conn: self.conn,
-            matchtag: 1,
-            topic: topic.into(),
-            payload,
-            streaming: false,
-            role: Role::Owner,
-            userid: None,
-            who: None,
-        };
+        let req = common::request(self.conn, 1, topic, payload, false, Role::Owner);
         let to = req.reply_to();
         let mut out = Vec::new();
         self.svc.handle(self.now, Input::Request(req), &mut out);

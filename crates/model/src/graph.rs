@@ -707,11 +707,7 @@ impl Graph {
     pub fn set_property(&mut self, v: VertexId, key: &str, value: &str) -> Result<(), ModelError> {
         let i = self.check(v)?;
         let k = self.syms.intern(key);
-        let list = self.props.entry(i).or_default();
-        match list.iter_mut().find(|(kk, _)| *kk == k) {
-            Some(e) => e.1 = value.into(),
-            None => list.push((k, value.into())),
-        }
+        set_keyed(&mut self.props, i, k, value.into());
         self.v[i as usize].flags |= flag::HAS_PROPS;
         Ok(())
     }
@@ -722,15 +718,9 @@ impl Graph {
         let Some(k) = self.syms.get(key) else {
             return Ok(false);
         };
-        let mut found = false;
-        if let Some(list) = self.props.get_mut(&i) {
-            let n = list.len();
-            list.retain(|(kk, _)| *kk != k);
-            found = list.len() != n;
-            if list.is_empty() {
-                self.props.remove(&i);
-                self.v[i as usize].flags &= !flag::HAS_PROPS;
-            }
+        let (found, emptied) = remove_keyed(&mut self.props, i, k);
+        if emptied {
+            self.v[i as usize].flags &= !flag::HAS_PROPS;
         }
         Ok(found)
     }
@@ -739,12 +729,7 @@ impl Graph {
     pub fn tag(&mut self, v: VertexId, key: &str, value: Option<&str>) -> Result<(), ModelError> {
         let i = self.check(v)?;
         let k = self.syms.intern(key);
-        let list = self.tags.entry(i).or_default();
-        let val = value.map(Box::from);
-        match list.iter_mut().find(|(kk, _)| *kk == k) {
-            Some(e) => e.1 = val,
-            None => list.push((k, val)),
-        }
+        set_keyed(&mut self.tags, i, k, value.map(Box::from));
         self.v[i as usize].flags |= flag::HAS_TAGS;
         Ok(())
     }
@@ -755,15 +740,9 @@ impl Graph {
         let Some(k) = self.syms.get(key) else {
             return Ok(false);
         };
-        let mut found = false;
-        if let Some(list) = self.tags.get_mut(&i) {
-            let n = list.len();
-            list.retain(|(kk, _)| *kk != k);
-            found = list.len() != n;
-            if list.is_empty() {
-                self.tags.remove(&i);
-                self.v[i as usize].flags &= !flag::HAS_TAGS;
-            }
+        let (found, emptied) = remove_keyed(&mut self.tags, i, k);
+        if emptied {
+            self.v[i as usize].flags &= !flag::HAS_TAGS;
         }
         Ok(found)
     }
@@ -935,6 +914,30 @@ impl Graph {
 
 /// RFC 4 default-name test without allocating: is `s` == basename + id
 /// (or just basename when the id is unassigned)?
+/// Set `k` to `val` in vertex `i`'s list of `map` (properties or tags).
+fn set_keyed<V>(map: &mut HashMap<u32, Vec<(Sym, V)>>, i: u32, k: Sym, val: V) {
+    let list = map.entry(i).or_default();
+    match list.iter_mut().find(|(kk, _)| *kk == k) {
+        Some(e) => e.1 = val,
+        None => list.push((k, val)),
+    }
+}
+
+/// Remove `k` from vertex `i`'s list of `map`, dropping the list once
+/// empty: whether `k` was there, and whether the list was dropped.
+fn remove_keyed<V>(map: &mut HashMap<u32, Vec<(Sym, V)>>, i: u32, k: Sym) -> (bool, bool) {
+    let Some(list) = map.get_mut(&i) else {
+        return (false, false);
+    };
+    let n = list.len();
+    list.retain(|(kk, _)| *kk != k);
+    let (found, emptied) = (list.len() != n, list.is_empty());
+    if emptied {
+        map.remove(&i);
+    }
+    (found, emptied)
+}
+
 pub(crate) fn default_name_eq(basename: &str, id: i64, s: &str) -> bool {
     let Some(rest) = s.strip_prefix(basename) else {
         return false;

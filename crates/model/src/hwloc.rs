@@ -115,31 +115,20 @@ impl Graph {
         let core_ty = self.intern("core");
         let gpu_ty = self.intern("gpu");
         let id_of = |i: usize| i64::try_from(i).unwrap_or(i64::MAX);
+        // The cores, then the GPUs, placed in socket `at` (`None`: on the node).
+        let place = |g: &mut Graph, at: Option<usize>, under: VertexId| {
+            for (placed, ty) in [(&layout.cores, core_ty), (&layout.gpus, gpu_ty)] {
+                for (i, _) in placed.iter().enumerate().filter(|(_, &k)| k == at) {
+                    g.add_child(under, Pool::new(ty).id(id_of(i)).rank(rank))?;
+                }
+            }
+            Ok::<(), ModelError>(())
+        };
         for s in 0..layout.sockets {
             let sv = self.add_child(node, Pool::new(socket_ty).id(id_of(s)).rank(rank))?;
-            for (c, _) in layout
-                .cores
-                .iter()
-                .enumerate()
-                .filter(|(_, &k)| k == Some(s))
-            {
-                self.add_child(sv, Pool::new(core_ty).id(id_of(c)).rank(rank))?;
-            }
-            for (k, _) in layout
-                .gpus
-                .iter()
-                .enumerate()
-                .filter(|(_, &k)| k == Some(s))
-            {
-                self.add_child(sv, Pool::new(gpu_ty).id(id_of(k)).rank(rank))?;
-            }
+            place(self, Some(s), sv)?;
         }
-        for (c, _) in layout.cores.iter().enumerate().filter(|(_, k)| k.is_none()) {
-            self.add_child(node, Pool::new(core_ty).id(id_of(c)).rank(rank))?;
-        }
-        for (k, _) in layout.gpus.iter().enumerate().filter(|(_, k)| k.is_none()) {
-            self.add_child(node, Pool::new(gpu_ty).id(id_of(k)).rank(rank))?;
-        }
+        place(self, None, node)?;
         Ok(node)
     }
 }

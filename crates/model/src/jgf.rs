@@ -173,6 +173,22 @@ fn job_map(list: &[(JobId, u64)]) -> String {
     s
 }
 
+/// Metadata key `k` read by `get` (`None` when absent); a value of
+/// another type is an error naming `what` and `kind`.
+fn metadata_key<'a, T>(
+    md: &'a Map<String, Value>,
+    k: &str,
+    get: fn(&'a Value) -> Option<T>,
+    kind: &str,
+    what: &dyn Fn() -> String,
+) -> Result<Option<T>, ModelError> {
+    md.get(k)
+        .map(|v| {
+            get(v).ok_or_else(|| ModelError::Jgf(format!("{}: key '{k}' must be {kind}", what())))
+        })
+        .transpose()
+}
+
 impl Graph {
     /// Serialize as JGF text (compact JSON).
     pub fn to_jgf_string(&self, style: JgfStyle) -> String {
@@ -446,31 +462,9 @@ impl Graph {
                 .get("metadata")
                 .and_then(Value::as_object)
                 .ok_or_else(|| err(format!("{}: missing 'metadata' object", what())))?;
-            let s = |k: &str| -> Result<Option<&str>, ModelError> {
-                match md.get(k) {
-                    None => Ok(None),
-                    Some(Value::String(s)) => Ok(Some(s)),
-                    Some(_) => Err(err(format!("{}: key '{k}' must be a string", what()))),
-                }
-            };
-            let int = |k: &str| -> Result<Option<i64>, ModelError> {
-                match md.get(k) {
-                    None => Ok(None),
-                    Some(x) => x
-                        .as_i64()
-                        .map(Some)
-                        .ok_or_else(|| err(format!("{}: key '{k}' must be an integer", what()))),
-                }
-            };
-            let boolean = |k: &str| -> Result<Option<bool>, ModelError> {
-                match md.get(k) {
-                    None => Ok(None),
-                    Some(x) => x
-                        .as_bool()
-                        .map(Some)
-                        .ok_or_else(|| err(format!("{}: key '{k}' must be a boolean", what()))),
-                }
-            };
+            let s = |k| metadata_key(md, k, Value::as_str, "a string", &what);
+            let int = |k| metadata_key(md, k, Value::as_i64, "an integer", &what);
+            let boolean = |k| metadata_key(md, k, Value::as_bool, "a boolean", &what);
             let ty = s("type")?.ok_or_else(|| err(format!("{}: missing key 'type'", what())))?;
             let paths = md
                 .get("paths")

@@ -50,6 +50,17 @@ impl Report {
     }
 }
 
+/// Check every case of the goldens' list `key` with `check`, then fail
+/// with all the mismatches (`name` names them).
+fn each_case(key: &str, name: &str, mut check: impl FnMut(&mut Report, &Value)) {
+    let g = goldens();
+    let mut r = Report(Vec::new());
+    for c in list(&g, key) {
+        check(&mut r, c);
+    }
+    r.finish(name);
+}
+
 // ------------------------------------------------------------------ argparse
 
 fn leak(t: &str) -> &'static str {
@@ -202,44 +213,33 @@ fn argparse_like_cpython() {
 
 #[test]
 fn repr_like_cpython() {
-    let g = goldens();
-    let mut r = Report(Vec::new());
-    for c in list(&g, "repr") {
+    each_case("repr", "repr", |r, c| {
         let text = s(&c[0]);
         r.check(format!("repr({text:?})"), &repr_str(text), s(&c[1]));
         r.check(format!("ascii({text:?})"), &ascii_str(text), s(&c[2]));
-    }
-    r.finish("repr");
+    });
 }
 
 #[test]
 fn float_repr_like_cpython() {
-    let g = goldens();
-    let mut r = Report(Vec::new());
-    for c in list(&g, "float_repr") {
+    each_case("float_repr", "float repr", |r, c| {
         let v = f64_of_bits(&c[0]);
         r.check(format!("repr({v:e})"), &float_repr(v), s(&c[1]));
-    }
-    r.finish("float repr");
+    });
 }
 
 #[test]
 fn json_dumps_like_cpython() {
-    let g = goldens();
-    let mut r = Report(Vec::new());
-    for c in list(&g, "json_dumps") {
+    each_case("json_dumps", "json.dumps", |r, c| {
         let v: Value = serde_json::from_str(s(&c[0])).unwrap_or(Value::Null);
         r.check(s(&c[0]), &json_dumps(&v, ",", ":", false), s(&c[1]));
         r.check(s(&c[0]), &json_dumps(&v, ", ", ": ", true), s(&c[2]));
-    }
-    r.finish("json.dumps");
+    });
 }
 
 #[test]
 fn format_spec_like_cpython() {
-    let g = goldens();
-    let mut r = Report(Vec::new());
-    for c in list(&g, "format") {
+    each_case("format", "format", |r, c| {
         let (ty, spec) = (s(&c[0]), s(&c[2]));
         let got = match ty {
             "str" => format_str(s(&c[1]), spec, "str"),
@@ -256,15 +256,12 @@ fn format_spec_like_cpython() {
             _ => String::new(),
         };
         r.check(format!("format({ty} {}, {spec:?})", c[1]), &got, &want);
-    }
-    r.finish("format");
+    });
 }
 
 #[test]
 fn fromtimestamp_strftime_like_cpython() {
-    let g = goldens();
-    let mut r = Report(Vec::new());
-    for c in list(&g, "time") {
+    each_case("time", "time", |r, c| {
         let t = f64_of_bits(&c[0]);
         let zone = FixedZone::new(c[1].as_i64().unwrap_or(0) as i32, s(&c[2]));
         let (fmt, aware) = (s(&c[3]), c[4].as_bool().unwrap_or(false));
@@ -276,15 +273,12 @@ fn fromtimestamp_strftime_like_cpython() {
             }
             Err(e) => r.check(&what, &e.to_string(), s(&c[5]["str"])),
         }
-    }
-    r.finish("time");
+    });
 }
 
 #[test]
 fn textwrap_like_cpython() {
-    let g = goldens();
-    let mut r = Report(Vec::new());
-    for c in list(&g, "textwrap") {
+    each_case("textwrap", "textwrap", |r, c| {
         let width = c[1].as_u64().unwrap_or(70) as usize;
         let got = pycompat::textwrap::wrap(s(&c[0]), width).join("|");
         let want: Vec<&str> = c[2].as_array().into_iter().flatten().map(s).collect();
@@ -293,30 +287,24 @@ fn textwrap_like_cpython() {
             &got,
             &want.join("|"),
         );
-    }
-    r.finish("textwrap");
+    });
 }
 
 #[test]
 fn wcswidth_like_python_wcwidth() {
-    let g = goldens();
-    let mut r = Report(Vec::new());
-    for c in list(&g, "wcswidth") {
+    each_case("wcswidth", "wcswidth", |r, c| {
         let want = c[1].as_i64().unwrap_or(i64::MIN);
         r.check(
             format!("wcswidth({:?})", s(&c[0])),
             &pycompat::wcswidth(s(&c[0])).to_string(),
             &want.to_string(),
         );
-    }
-    r.finish("wcswidth");
+    });
 }
 
 #[test]
 fn format_string_parse_like_cpython() {
-    let g = goldens();
-    let mut r = Report(Vec::new());
-    for c in list(&g, "strformat_parse") {
+    each_case("strformat_parse", "str.format parse", |r, c| {
         let fmt = s(&c[0]);
         let got = match pycompat::strformat::parse(fmt) {
             Ok(chunks) => Value::from(
@@ -342,6 +330,5 @@ fn format_string_parse_like_cpython() {
             _ => String::new(),
         };
         r.check(format!("parse({fmt:?})"), &got, &want);
-    }
-    r.finish("str.format parse");
+    });
 }

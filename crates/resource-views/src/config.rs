@@ -342,6 +342,7 @@ impl FormatConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn fmt(c: &FormatConfig, name: &str, env: Env<'_>) -> String {
         match c.get_format_string(name, env) {
@@ -430,63 +431,54 @@ mod tests {
             );
             assert!(!fmt(&c, "myformat", &no_env).starts_with("ERR"));
         }
-        let mut c = FormatConfig::new(Subcommand::List);
-        let bad = serde_json::json!({"list": {"formats": {"foo": "nothing"}}});
-        assert_eq!(
-            c.merge_file(path, &bad)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default(),
-            format!("{path}: 'formats.foo' must be a mapping")
-        );
-        let bad = serde_json::json!({"invalid": {"formats": {"foo": {"format": "nothing"}}}});
-        assert_eq!(
-            c.merge_file(path, &bad)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default(),
-            format!("{path}: invalid key invalid")
-        );
-        let bad = serde_json::json!({"list": {"format": {}}});
-        assert_eq!(
-            c.merge_file(path, &bad)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default(),
-            format!("{path}: invalid key list.format")
-        );
-        let bad = serde_json::json!({"status": {"formats": {"long": {"format": "{x}"}}}});
-        let mut s = FormatConfig::new(Subcommand::Status);
-        assert_eq!(
-            s.merge_file(path, &bad)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default(),
-            format!("{path}: override of builtin format 'long' not permitted")
-        );
-        let bad = serde_json::json!({"status": {"formats": {"x": {"description": "d"}}}});
-        assert_eq!(
-            s.merge_file(path, &bad)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default(),
-            format!("{path}: formats.x: required key 'format' missing")
-        );
-        let bad = serde_json::json!({"status": {"formats": {"x": {"format": 1}}}});
-        assert_eq!(
-            s.merge_file(path, &bad)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default(),
-            format!("{path}: formats.x: 'format' key must be a string")
-        );
-        let bad = serde_json::json!({"status": {"formats": []}});
-        assert_eq!(
-            s.merge_file(path, &bad)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default(),
-            format!("{path}: the 'formats' key must be a mapping")
-        );
+        // Bad files, merged in this order into one list and one status
+        // configuration.
+        let mut list = FormatConfig::new(Subcommand::List);
+        let mut status = FormatConfig::new(Subcommand::Status);
+        for (sub, bad, want) in [
+            (
+                Subcommand::List,
+                json!({"list": {"formats": {"foo": "nothing"}}}),
+                "'formats.foo' must be a mapping",
+            ),
+            (
+                Subcommand::List,
+                json!({"invalid": {"formats": {"foo": {"format": "nothing"}}}}),
+                "invalid key invalid",
+            ),
+            (
+                Subcommand::List,
+                json!({"list": {"format": {}}}),
+                "invalid key list.format",
+            ),
+            (
+                Subcommand::Status,
+                json!({"status": {"formats": {"long": {"format": "{x}"}}}}),
+                "override of builtin format 'long' not permitted",
+            ),
+            (
+                Subcommand::Status,
+                json!({"status": {"formats": {"x": {"description": "d"}}}}),
+                "formats.x: required key 'format' missing",
+            ),
+            (
+                Subcommand::Status,
+                json!({"status": {"formats": {"x": {"format": 1}}}}),
+                "formats.x: 'format' key must be a string",
+            ),
+            (
+                Subcommand::Status,
+                json!({"status": {"formats": []}}),
+                "the 'formats' key must be a mapping",
+            ),
+        ] {
+            let c = if sub == Subcommand::List {
+                &mut list
+            } else {
+                &mut status
+            };
+            let got = c.merge_file(path, &bad).err().map(|e| e.to_string());
+            assert_eq!(got.unwrap_or_default(), format!("{path}: {want}"), "{bad}");
+        }
     }
 }

@@ -347,6 +347,14 @@ pub const LIST_JSON_VERSION: u32 = 1;
 /// from the properties).
 const LIST_JSON_KEY: &str = "{state} {properties}";
 
+/// The non-empty comma-separated words of `s` (a `--json` list).
+fn split(s: &str) -> Vec<String> {
+    s.split(',')
+        .filter(|p| !p.is_empty())
+        .map(String::from)
+        .collect()
+}
+
 impl ListLine {
     /// One line of `--json` output.
     fn to_json(&self) -> Value {
@@ -355,16 +363,10 @@ impl ListLine {
             Some(FieldValue::Int(i)) => i,
             _ => 0,
         };
-        let split = |s: String| -> Vec<String> {
-            s.split(',')
-                .filter(|p| !p.is_empty())
-                .map(String::from)
-                .collect()
-        };
         serde_json::json!({
             "state": self.state,
-            "properties": split(text("properties")),
-            "queues": split(text("queue")),
+            "properties": split(&text("properties")),
+            "queues": split(&text("queue")),
             "nnodes": count("nnodes"),
             "ncores": count("ncores"),
             "ngpus": count("ngpus"),
@@ -837,15 +839,9 @@ impl CellLine<'_> {
 
     /// [`ListLine::to_json`] of the same line.
     fn to_json(&self) -> Value {
-        let split = |s: String| -> Vec<String> {
-            s.split(',')
-                .filter(|p| !p.is_empty())
-                .map(String::from)
-                .collect()
-        };
         serde_json::json!({
             "state": self.state,
-            "properties": split(self.properties()),
+            "properties": split(&self.properties()),
             "queues": Vec::<String>::new(),
             "nnodes": self.sum(|c| c.nnodes),
             "ncores": self.sum(|c| c.ncores),

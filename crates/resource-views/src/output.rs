@@ -787,18 +787,19 @@ mod tests {
         }
     }
 
+    /// `fmt` filtered for `items` (the error text when it fails).
+    fn filtered(items: &[&dyn FormatItem], fmt: &str, no_header: bool) -> String {
+        OutputFormat::new(fmt, &hd())
+            .and_then(|mut o| o.filter(items, no_header, &FixedZone::utc()))
+            .unwrap_or_else(|e| e.to_string())
+    }
+
     #[test]
     fn upstream_filter_cases() {
-        let z = FixedZone::utc();
         let a = Item::new("", 0, 2.2);
         let d = Item::new("", 1, 1.1);
         let zz = Item::new("", 23456789, 1.0);
-        let items: Vec<&dyn FormatItem> = vec![&a, &d, &zz];
-        let f = |fmt: &str, nh: bool| {
-            OutputFormat::new(fmt, &hd())
-                .and_then(|mut o| o.filter(&items, nh, &z))
-                .unwrap_or_else(|e| e.to_string())
-        };
+        let f = |fmt: &str, nh: bool| filtered(&[&a, &d, &zz], fmt, nh);
         assert_eq!(f("?+:{i:>7} ?:{s:>6} ?:{f:8.2}", false), "{i:>8} {f:8.2}");
         assert_eq!(f("?+:{i:>7} ?:{s:>6} ?+:{f:.2f}", false), "{i:>8} {f:5.2f}");
         assert_eq!(f("?+:{i:>7} ?:{s:>6} ?+:{f:.2f}", true), "{i:>8} {f:3.2f}");
@@ -807,12 +808,7 @@ mod tests {
         let a = Item::new("1234567890", 0, 2.2);
         let b = Item::with_int_f("abcdefghijklmnop", 2, 13);
         let c = Item::new("c", 4, 5.0);
-        let items: Vec<&dyn FormatItem> = vec![&a, &b, &c];
-        let f = |fmt: &str, nh: bool| {
-            OutputFormat::new(fmt, &hd())
-                .and_then(|mut o| o.filter(&items, nh, &z))
-                .unwrap_or_else(|e| e.to_string())
-        };
+        let f = |fmt: &str, nh: bool| filtered(&[&a, &b, &c], fmt, nh);
         assert_eq!(
             f("+:{s:5.5} +:{i:4d} +:{f:.2f}", false),
             "{s:16.16} {i:7d} {f:5.2f}"

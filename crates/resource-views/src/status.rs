@@ -745,6 +745,21 @@ impl HostShape {
 }
 
 impl StatusLine {
+    /// A line of `state` with no reason or timestamp.
+    fn new(state: &str, online: bool, ranks: IdSet, hostlist: Hostlist) -> StatusLine {
+        StatusLine {
+            state: state.into(),
+            online,
+            ranks,
+            hostlist,
+            reason: FieldValue::str(""),
+            timestamp: FieldValue::str(""),
+            unsorted: false,
+            shape: None,
+            per_rank: false,
+        }
+    }
+
     /// flux's `update()` appends the other line's hosts and sorts after
     /// every merge, which is quadratic when thousands of separately
     /// drained nodes share a line.  When the hostnames allow it
@@ -1138,17 +1153,7 @@ fn statuslines(
             let status = if online { &rs.online } else { &rs.offline };
             let ranks = rs.get(state).intersection(status);
             let hostlist = rs.hosts_of(&ranks)?;
-            let line = StatusLine {
-                state: state.into(),
-                online,
-                ranks,
-                hostlist,
-                reason: FieldValue::str(""),
-                timestamp: FieldValue::str(""),
-                unsorted: false,
-                shape: None,
-                per_rank: false,
-            };
+            let line = StatusLine::new(state, online, ranks, hostlist);
             result.append(line, zone, StatusLine::update)?;
         }
     }
@@ -1158,17 +1163,7 @@ fn statuslines(
         }
         let ranks = rs.get(state);
         if ranks.is_empty() && !excluded(true) {
-            let line = StatusLine {
-                state: state.into(),
-                online: true,
-                ranks: IdSet::new(),
-                hostlist: Hostlist::new(),
-                reason: FieldValue::str(""),
-                timestamp: FieldValue::str(""),
-                unsorted: false,
-                shape: None,
-                per_rank: false,
-            };
+            let line = StatusLine::new(state, true, IdSet::new(), Hostlist::new());
             result.append(line, zone, StatusLine::update)?;
         }
         // flux makes one line per rank and merges those with the same
@@ -1211,15 +1206,11 @@ fn statuslines(
                 hostlist.push(rs.host(lo)?);
             }
             let line = StatusLine {
-                state: state.into(),
-                online,
-                ranks: IdSet::from_range(lo, hi),
-                hostlist,
                 reason,
                 timestamp,
                 unsorted: hi > lo,
-                shape: None,
                 per_rank: true,
+                ..StatusLine::new(state, online, IdSet::from_range(lo, hi), hostlist)
             };
             result.append(line, zone, StatusLine::update)?;
         }
@@ -1268,15 +1259,10 @@ fn drain_group_lines(
                 };
                 index.insert((entry, online), lines.len());
                 lines.push(StatusLine {
-                    state: state.into(),
-                    online,
-                    ranks: IdSet::new(),
-                    hostlist: Hostlist::new(),
                     reason: info.reason.clone(),
                     timestamp: info.timestamp.clone(),
-                    unsorted: false,
-                    shape: None,
                     per_rank: true,
+                    ..StatusLine::new(state, online, IdSet::new(), Hostlist::new())
                 });
                 lines.len() - 1
             }
@@ -1939,17 +1925,7 @@ mod tests {
             for _ in 0..rnd(4) {
                 first.push(pool[rnd(pool.len())]);
             }
-            let line = |hostlist: Hostlist| StatusLine {
-                state: "drained".into(),
-                online: true,
-                ranks: IdSet::new(),
-                hostlist,
-                reason: FieldValue::str(""),
-                timestamp: FieldValue::str(""),
-                unsorted: false,
-                shape: None,
-                per_rank: false,
-            };
+            let line = |hostlist| StatusLine::new("drained", true, IdSet::new(), hostlist);
             let mut eager = first.clone();
             let mut lazy = line(first);
             let merges = 1 + rnd(12);

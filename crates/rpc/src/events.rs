@@ -15,6 +15,11 @@ fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Optio
     Ok(T::deserialize(v).ok())
 }
 
+/// An absent optional key is not written.
+fn none<T>(o: &Option<T>) -> bool {
+    o.is_none()
+}
+
 /// Roster's `relays` key: relay host → the ranks it reported (as written,
 /// in the relays' rank order).
 pub type Relays = Map<String, Value>;
@@ -22,45 +27,25 @@ pub type Relays = Map<String, Value>;
 /// `resource-define`: how R was obtained.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ResourceDefine {
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "lenient", skip_serializing_if = "none")]
     pub method: Option<String>,
 }
 
 /// `resource-update`: a new expiration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ResourceUpdate {
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "lenient", skip_serializing_if = "none")]
     pub expiration: Option<f64>,
 }
 
 /// `restart`: every rank, those online at start, and their hosts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Restart {
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "lenient", skip_serializing_if = "none")]
     pub ranks: Option<String>,
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "lenient", skip_serializing_if = "none")]
     pub online: Option<String>,
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "lenient", skip_serializing_if = "none")]
     pub nodelist: Option<String>,
 }
 
@@ -69,7 +54,7 @@ pub struct Restart {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Liveness {
     pub idset: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "none")]
     pub relays: Option<Relays>,
 }
 
@@ -81,21 +66,13 @@ pub struct Liveness {
 pub struct Drain {
     pub idset: String,
     pub nodelist: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "none")]
     pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "none")]
     pub overwrite: Option<u8>,
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "lenient", skip_serializing_if = "none")]
     pub relays: Option<Relays>,
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "lenient", skip_serializing_if = "none")]
     pub requester: Option<String>,
 }
 
@@ -104,23 +81,11 @@ pub struct Drain {
 pub struct Undrain {
     pub idset: String,
     pub nodelist: String,
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "lenient", skip_serializing_if = "none")]
     pub overwrite: Option<u8>,
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "lenient", skip_serializing_if = "none")]
     pub reason: Option<String>,
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "lenient", skip_serializing_if = "none")]
     pub requester: Option<String>,
 }
 
@@ -131,17 +96,13 @@ pub struct Truncate {
     pub torpid: String,
     /// idset → `{timestamp, reason}` (RFC 44).
     pub drain: Value,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "none")]
     pub ranks: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "none")]
     pub nodelist: Option<String>,
-    #[serde(
-        rename = "discovery-method",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "discovery-method", default, skip_serializing_if = "none")]
     pub discovery_method: Option<String>,
-    #[serde(rename = "R", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "R", default, skip_serializing_if = "none")]
     pub r: Option<Value>,
 }
 

@@ -61,11 +61,14 @@ impl Name {
         match s {
             "core" => core_name().clone(),
             "gpu" => gpu_name().clone(),
-            _ => Name(Arc::new(NameInner {
-                hash: bernstein(s),
-                s: s.into(),
-            })),
+            _ => Name::unshared(s),
         }
+    }
+    fn unshared(s: &str) -> Name {
+        Name(Arc::new(NameInner {
+            hash: bernstein(s),
+            s: s.into(),
+        }))
     }
     pub(crate) fn as_str(&self) -> &str {
         &self.0.s
@@ -94,23 +97,13 @@ impl fmt::Debug for Name {
 /// The shared `core` name.
 pub(crate) fn core_name() -> &'static Name {
     static CORE: OnceLock<Name> = OnceLock::new();
-    CORE.get_or_init(|| {
-        Name(Arc::new(NameInner {
-            hash: bernstein("core"),
-            s: "core".into(),
-        }))
-    })
+    CORE.get_or_init(|| Name::unshared("core"))
 }
 
 /// The shared `gpu` name.
 pub(crate) fn gpu_name() -> &'static Name {
     static GPU: OnceLock<Name> = OnceLock::new();
-    GPU.get_or_init(|| {
-        Name(Arc::new(NameInner {
-            hash: bernstein("gpu"),
-            s: "gpu".into(),
-        }))
-    })
+    GPU.get_or_init(|| Name::unshared("gpu"))
 }
 
 #[derive(Clone, Debug)]

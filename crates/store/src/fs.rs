@@ -87,6 +87,11 @@ pub(crate) fn parent_of(path: &Path) -> PathBuf {
     }
 }
 
+/// Open `path` with `o`; a file it creates is its owner's only (0600).
+fn open_private(o: &mut OpenOptions, path: &Path) -> io::Result<Box<dyn FsFile>> {
+    Ok(Box::new(RealFile(o.mode(0o600).open(path)?)))
+}
+
 impl Fs for RealFs {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         // The missing ancestors, outermost first.
@@ -142,21 +147,11 @@ impl Fs for RealFs {
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
-        let f = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(path)?;
-        Ok(Box::new(RealFile(f)))
+        open_private(OpenOptions::new().append(true).create(true), path)
     }
 
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
-        let f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)?;
-        Ok(Box::new(RealFile(f)))
+        open_private(OpenOptions::new().write(true).create_new(true), path)
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {

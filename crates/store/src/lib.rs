@@ -467,11 +467,7 @@ impl StateDir {
                 if drop(&ev) {
                     continue;
                 }
-                let line = ev.encode().map_err(|reason| EventLogError::Encode {
-                    label: EVENTLOG_FILE.to_string(),
-                    name: ev.name.clone(),
-                    reason,
-                })?;
+                let line = log::encode_line(EVENTLOG_FILE, &ev)?;
                 new_hash = fnv1a(new_hash, line.as_bytes());
                 new_at += 1;
             }
@@ -480,11 +476,7 @@ impl StateDir {
         let new_whole = {
             let mut h = new_hash;
             for ev in &kept[new_at..] {
-                let line = ev.encode().map_err(|reason| EventLogError::Encode {
-                    label: EVENTLOG_FILE.to_string(),
-                    name: ev.name.clone(),
-                    reason,
-                })?;
+                let line = log::encode_line(EVENTLOG_FILE, ev)?;
                 h = fnv1a(h, line.as_bytes());
             }
             h

@@ -164,15 +164,19 @@ fn label_of(path: &Path) -> String {
         .unwrap_or_else(|| path.display().to_string())
 }
 
+/// One event's line of the log `label`.
+pub(crate) fn encode_line(label: &str, e: &Event) -> Result<String, EventLogError> {
+    e.encode().map_err(|reason| EventLogError::Encode {
+        label: label.to_string(),
+        name: e.name.clone(),
+        reason,
+    })
+}
+
 fn encode_all(label: &str, events: &[Event]) -> Result<String, EventLogError> {
     let mut buf = String::new();
     for e in events {
-        let line = e.encode().map_err(|reason| EventLogError::Encode {
-            label: label.to_string(),
-            name: e.name.clone(),
-            reason,
-        })?;
-        buf.push_str(&line);
+        buf.push_str(&encode_line(label, e)?);
     }
     Ok(buf)
 }

@@ -132,6 +132,15 @@ impl Inner {
         self.dirs.contains(dir)
     }
 
+    /// A new empty file at `path`: its inode.
+    fn create(&mut self, path: &Path) -> io::Result<usize> {
+        self.check_parent(path)?;
+        self.op("create", path)?;
+        self.inodes.push(Inode::default());
+        self.names.insert(path.to_path_buf(), self.inodes.len() - 1);
+        Ok(self.inodes.len() - 1)
+    }
+
     fn check_parent(&self, path: &Path) -> io::Result<()> {
         if self.dir_exists(&parent_of(path)) {
             Ok(())
@@ -164,6 +173,16 @@ impl SimDisk {
             inner.durable_dirs.insert(PathBuf::from(d));
         }
         SimDisk(Arc::new(Mutex::new(inner)))
+    }
+
+    /// An open handle on `inode`, named `path`.
+    fn file(&self, g: &Inner, inode: usize, path: &Path) -> Box<dyn FsFile> {
+        Box::new(SimFile {
+            disk: self.clone(),
+            generation: g.generation,
+            inode,
+            path: path.to_path_buf(),
+        })
     }
 
     fn inner(&self) -> MutexGuard<'_, Inner> {
@@ -476,21 +495,9 @@ impl Fs for SimDisk {
         let mut g = self.inner();
         let inode = match g.names.get(path) {
             Some(&i) => i,
-            None => {
-                g.check_parent(path)?;
-                g.op("create", path)?;
-                g.inodes.push(Inode::default());
-                let i = g.inodes.len() - 1;
-                g.names.insert(path.to_path_buf(), i);
-                i
-            }
+            None => g.create(path)?,
         };
-        Ok(Box::new(SimFile {
-            disk: self.clone(),
-            generation: g.generation,
-            inode,
-            path: path.to_path_buf(),
-        }))
+        Ok(self.file(&g, inode, path))
     }
 
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
@@ -498,17 +505,8 @@ impl Fs for SimDisk {
         if g.names.contains_key(path) || g.dirs.contains(path) {
             return Err(io::Error::from_raw_os_error(libc::EEXIST));
         }
-        g.check_parent(path)?;
-        g.op("create", path)?;
-        g.inodes.push(Inode::default());
-        let inode = g.inodes.len() - 1;
-        g.names.insert(path.to_path_buf(), inode);
-        Ok(Box::new(SimFile {
-            disk: self.clone(),
-            generation: g.generation,
-            inode,
-            path: path.to_path_buf(),
-        }))
+        let inode = g.create(path)?;
+        Ok(self.file(&g, inode, path))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {

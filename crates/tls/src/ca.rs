@@ -77,6 +77,28 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CaError + '_ {
     }
 }
 
+pub(crate) fn bad(path: &Path, msg: String) -> CaError {
+    CaError::Bad {
+        path: path.to_path_buf(),
+        msg,
+    }
+}
+
+/// The certificates in the PEM file `path`.
+fn read_certs(path: &Path) -> Result<Vec<crate::CertificateDer<'static>>, CaError> {
+    crate::load_certs("certificate", path).map_err(|e| bad(path, e.to_string()))
+}
+
+/// `der` (read from `path`) parsed.
+fn parsed<'a>(
+    der: &'a [u8],
+    path: &Path,
+) -> Result<x509_parser::certificate::X509Certificate<'a>, CaError> {
+    let (_, x) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| bad(path, format!("cannot be parsed: {e}")))?;
+    Ok(x)
+}
+
 fn gen(e: rcgen::Error) -> CaError {
     CaError::Gen(e.to_string())
 }
@@ -189,26 +211,7 @@ pub fn issue(
     extra_sans: &[String],
     days: u32,
 ) -> Result<Vec<Issued>, CaError> {
-    issue_with(
-        ca_dir,
-        out_dir,
-        names,
-        role,
-        extra_sans,
-        Validity::days(days),
-    )
-}
-
-/// [`issue`] with an explicit validity period (tests make expired
-/// certificates with it).
-pub fn issue_with(
-    ca_dir: &Path,
-    out_dir: &Path,
-    names: &[String],
-    role: &str,
-    extra_sans: &[String],
-    validity: Validity,
-) -> Result<Vec<Issued>, CaError> {
+    let validity = Validity::days(days);
     issue_opts(ca_dir, out_dir, names, role, extra_sans, validity, false)
 }
 
@@ -220,14 +223,10 @@ pub(crate) fn load_ca(ca_dir: &Path) -> Result<(rcgen::Certificate, KeyPair), Ca
     let ca_key_path = ca_dir.join(CA_KEY);
     let ca_pem = std::fs::read_to_string(&ca_cert_path).map_err(io(&ca_cert_path))?;
     let ca_key_pem = std::fs::read_to_string(&ca_key_path).map_err(io(&ca_key_path))?;
-    let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|e| CaError::Bad {
-        path: ca_key_path.clone(),
-        msg: format!("not a usable private key: {e}"),
-    })?;
-    let ca_params = CertificateParams::from_ca_cert_pem(&ca_pem).map_err(|e| CaError::Bad {
-        path: ca_cert_path.clone(),
-        msg: format!("not a usable CA certificate: {e}"),
-    })?;
+    let ca_key = KeyPair::from_pem(&ca_key_pem)
+        .map_err(|e| bad(&ca_key_path, format!("not a usable private key: {e}")))?;
+    let ca_params = CertificateParams::from_ca_cert_pem(&ca_pem)
+        .map_err(|e| bad(&ca_cert_path, format!("not a usable CA certificate: {e}")))?;
     let ca = ca_params.self_signed(&ca_key).map_err(gen)?;
     Ok((ca, ca_key))
 }
@@ -280,7 +279,8 @@ fn check_names(
     Ok(())
 }
 
-/// [`issue_with`]; `force` replaces existing `NAME.pem`/`NAME.key`.
+/// [`issue`] with an explicit validity period (tests make expired
+/// certificates with it); `force` replaces existing `NAME.pem`/`NAME.key`.
 pub fn issue_opts(
     ca_dir: &Path,
     out_dir: &Path,
@@ -420,20 +420,12 @@ pub fn renew(
             name: name.to_string(),
         });
     }
-    let bad = |path: &Path, msg: String| CaError::Bad {
-        path: path.to_path_buf(),
-        msg,
-    };
-    let der =
-        crate::load_certs("certificate", &cert_path).map_err(|e| bad(&cert_path, e.to_string()))?;
-    let (_, x) = x509_parser::parse_x509_certificate(&der[0])
-        .map_err(|e| bad(&cert_path, format!("cannot be parsed: {e}")))?;
+    let der = read_certs(&cert_path)?;
+    let x = parsed(&der[0], &cert_path)?;
     let old_serial = hex(x.raw_serial());
     let ca_pem_path = ca_dir.join(CA_CERT);
-    let ca_der = crate::load_certs("certificate", &ca_pem_path)
-        .map_err(|e| bad(&ca_pem_path, e.to_string()))?;
-    let (_, ca_x) = x509_parser::parse_x509_certificate(&ca_der[0])
-        .map_err(|e| bad(&ca_pem_path, format!("cannot be parsed: {e}")))?;
+    let ca_der = read_certs(&ca_pem_path)?;
+    let ca_x = parsed(&ca_der[0], &ca_pem_path)?;
     if x.issuer().as_raw() != ca_x.subject().as_raw() {
         return Err(CaError::Foreign {
             path: cert_path,
@@ -516,14 +508,8 @@ pub fn revoke(ca_dir: &Path, cert_dir: &Path, name: &str, days: u32) -> Result<R
             name: name.to_string(),
         });
     }
-    let bad = |path: &Path, msg: String| CaError::Bad {
-        path: path.to_path_buf(),
-        msg,
-    };
-    let der =
-        crate::load_certs("certificate", &cert_path).map_err(|e| bad(&cert_path, e.to_string()))?;
-    let (_, x) = x509_parser::parse_x509_certificate(&der[0])
-        .map_err(|e| bad(&cert_path, format!("cannot be parsed: {e}")))?;
+    let der = read_certs(&cert_path)?;
+    let x = parsed(&der[0], &cert_path)?;
     let serial = x.raw_serial().to_vec();
     let (ca, ca_key) = load_ca(ca_dir)?;
     let crl_path = ca_dir.join(CA_CRL);
@@ -578,8 +564,15 @@ pub fn revoke(ca_dir: &Path, cert_dir: &Path, name: &str, days: u32) -> Result<R
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A temporary directory holding a new CA.
+    pub(crate) fn site_ca() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        init(dir.path(), "Site CA", 10).unwrap();
+        dir
+    }
 
     #[test]
     fn init_refuses_to_overwrite_and_keys_are_private() {
@@ -631,9 +624,8 @@ mod tests {
 
     #[test]
     fn issue_keeps_the_ca_and_existing_certificates() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = site_ca();
         let d = dir.path();
-        init(d, "Site CA", 10).unwrap();
         let before = std::fs::read(d.join(CA_KEY)).unwrap();
         let e = issue(d, d, &["ca".into()], "agent", &[], 1).unwrap_err();
         assert_eq!(
@@ -697,9 +689,8 @@ mod tests {
 
     #[test]
     fn renew_keeps_names_role_and_key_with_a_new_serial_and_validity() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = site_ca();
         let d = dir.path();
-        init(d, "Site CA", 10).unwrap();
         let out = d.join("out");
         issue(
             d,
@@ -756,9 +747,8 @@ mod tests {
 
     #[test]
     fn renew_refuses_ca_names_foreign_and_mismatched() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = site_ca();
         let d = dir.path();
-        init(d, "Site CA", 10).unwrap();
         let ca_before = std::fs::read(d.join(CA_CERT)).unwrap();
         let e = renew(d, d, "ca", Validity::days(1), false).unwrap_err();
         assert_eq!(

@@ -148,10 +148,8 @@ fn still_valid(ca_dir: &Path, path: &Path) -> Result<Option<String>, CaError> {
     }
     let crl = ca_dir.join(ca::CA_CRL);
     if crl.exists() {
-        let lists = crate::verify::load_crls(&crl).map_err(|e| CaError::Bad {
-            path: crl.clone(),
-            msg: e.to_string(),
-        })?;
+        let lists =
+            crate::verify::load_crls(&crl).map_err(|e| crate::ca::bad(&crl, e.to_string()))?;
         for der in lists {
             if let Ok((_, l)) = x509_parser::parse_x509_crl(&der) {
                 if l.iter_revoked_certificates()
@@ -171,9 +169,8 @@ mod tests {
 
     #[test]
     fn sign_checks_the_name_and_refuses_a_second_enrolment() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = ca::tests::site_ca();
         let d = dir.path();
-        ca::init(d, "Site CA", 10).unwrap();
         let (key, csr) = request("node1").unwrap();
         // another host's request
         let e = sign(d, "node2", &csr, Validity::days(5)).unwrap_err();

@@ -140,9 +140,8 @@ mod tests {
 
     #[test]
     fn reload_swaps_the_pair_and_expiries_are_read() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = ca::tests::site_ca();
         let d = dir.path();
-        ca::init(d, "Site CA", 10).unwrap();
         ca::issue(d, d, &["head".into()], "owner", &[], 5).unwrap();
         let sc = ServerCert::load(&d.join("head.pem"), &d.join("head.key")).unwrap();
         let first = cert_expiry(&sc.leaf()).unwrap();

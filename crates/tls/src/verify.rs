@@ -430,8 +430,7 @@ mod tests {
 
     impl Site {
         fn new() -> Site {
-            let dir = tempfile::tempdir().unwrap();
-            ca::init(dir.path(), "Site CA", 10).unwrap();
+            let dir = ca::tests::site_ca();
             issue(dir.path(), &["localhost"], "agent", &[]);
             Site { dir }
         }

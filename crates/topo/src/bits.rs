@@ -252,43 +252,42 @@ mod tests {
 
     #[test]
     fn hwloc_bitmaps() {
-        assert_eq!(parse_hwloc_bitmap("0x00000001"), Some(set("0")));
-        assert_eq!(parse_hwloc_bitmap("0x0000000f"), Some(set("0-3")));
-        assert_eq!(parse_hwloc_bitmap("0x0"), Some(set("")));
-        assert_eq!(parse_hwloc_bitmap(""), Some(set("")));
-        assert_eq!(parse_hwloc_bitmap("0x00000001,0x00000000"), Some(set("32")));
-        // empty chunks are zero (corona.xml writes "0x00400000,,0x0")
-        assert_eq!(parse_hwloc_bitmap("0x00400000,,0x0"), Some(set("86")));
-        assert_eq!(
-            parse_hwloc_bitmap("0xffffffff,0xffffffff,0xffffffff"),
-            Some(set("0-95"))
-        );
-        assert_eq!(
-            parse_hwloc_bitmap("0x00ffffff,,,0x00ffffff"),
-            Some(set("0-23,96-119"))
-        );
-        assert_eq!(parse_hwloc_bitmap("0xf...f"), Some(set("0-2147483647")));
-        assert_eq!(
-            parse_hwloc_bitmap("0xf...f,0x00000001"),
-            Some(set("0,32-2147483647"))
-        );
-        assert_eq!(parse_hwloc_bitmap("0xzz"), None);
-        assert_eq!(parse_hwloc_bitmap("0x1;"), None);
-        assert_eq!(parse_hwloc_bitmap("0xf...fg"), None);
-        // an oversized chunk spills into the chunk above it
-        assert_eq!(parse_hwloc_bitmap("0x100000001"), Some(set("0,32")));
+        for (text, want) in [
+            ("0x00000001", Some("0")),
+            ("0x0000000f", Some("0-3")),
+            ("0x0", Some("")),
+            ("", Some("")),
+            ("0x00000001,0x00000000", Some("32")),
+            // empty chunks are zero (corona.xml writes "0x00400000,,0x0")
+            ("0x00400000,,0x0", Some("86")),
+            ("0xffffffff,0xffffffff,0xffffffff", Some("0-95")),
+            ("0x00ffffff,,,0x00ffffff", Some("0-23,96-119")),
+            ("0xf...f", Some("0-2147483647")),
+            ("0xf...f,0x00000001", Some("0,32-2147483647")),
+            ("0xzz", None),
+            ("0x1;", None),
+            ("0xf...fg", None),
+            // an oversized chunk spills into the chunk above it
+            ("0x100000001", Some("0,32")),
+        ] {
+            assert_eq!(parse_hwloc_bitmap(text), want.map(set), "{text:?}");
+        }
     }
 
     #[test]
     fn cpulists() {
-        assert_eq!(parse_cpulist("0-3,8,10-11\n"), Some(set("0-3,8,10-11")));
-        assert_eq!(parse_cpulist(""), Some(set("")));
-        assert_eq!(parse_cpulist("\n"), Some(set("")));
-        assert_eq!(parse_cpulist("0-6:2"), Some(set("0,2,4,6")));
-        assert_eq!(parse_cpulist("3-1"), None);
-        assert_eq!(parse_cpulist("a"), None);
-        assert_eq!(parse_cpulist("0-"), None);
-        assert_eq!(parse_cpulist("0-4:0"), None);
+        for (text, want) in [
+            ("0-3,8,10-11\n", Some("0-3,8,10-11")),
+            ("", Some("")),
+            ("\n", Some("")),
+            ("0-6:2", Some("0,2,4,6")),
+            ("3-1", None),
+            ("a", None),
+            ("0-", None),
+            ("0-4:0", None),
+        ] {
+            assert_eq!(parse_cpulist(text), want.map(set), "{text:?}");
+        }
     }
 
     #[test]
@@ -298,25 +297,17 @@ mod tests {
         assert!(!valid_pci_busid("0000:a3:00"));
         assert!(!valid_pci_busid("junk"));
         assert!(!valid_pci_busid("0000:g1:00.0"));
-        assert_eq!(
-            pci_class_from_type("0302 [10de:1db1] [10de:1212] a1"),
-            0x302
-        );
-        assert_eq!(
-            pci_class_from_type("0380 [1002:66a1] [1002:0834] 02"),
-            0x380
-        );
-        assert_eq!(
-            pci_class_from_type("1200 [1002:74a0] [1002:74a0] 00"),
-            0x1200
-        );
-        // hwloc 3 adds a prog-if field; the 2.x format still matches its prefix
-        assert_eq!(
-            pci_class_from_type("0300 [10de:2330] [10de:16c1] a1 00"),
-            0x300
-        );
-        assert_eq!(pci_class_from_type("0302"), 0);
-        assert_eq!(pci_class_from_type(""), 0);
+        for (text, class) in [
+            ("0302 [10de:1db1] [10de:1212] a1", 0x302),
+            ("0380 [1002:66a1] [1002:0834] 02", 0x380),
+            ("1200 [1002:74a0] [1002:74a0] 00", 0x1200),
+            // hwloc 3 adds a prog-if field; the 2.x format still matches its prefix
+            ("0300 [10de:2330] [10de:16c1] a1 00", 0x300),
+            ("0302", 0),
+            ("", 0),
+        ] {
+            assert_eq!(pci_class_from_type(text), class, "{text:?}");
+        }
     }
 
     #[test]

@@ -87,6 +87,23 @@ async fn flux_read(s: &mut UnixStream) -> Option<(u32, u32, Vec<u8>)> {
     Some((tag, aux1, body))
 }
 
+/// A Flux connection to `server` that sent three `topic` requests (tags
+/// 1 to 3), and the first reply it read.
+async fn first_reply_of_three(
+    server: &Server,
+    topic: &str,
+    streaming: bool,
+) -> (UnixStream, (u32, u32, Vec<u8>)) {
+    let mut f = UnixStream::connect(server.flux()).await.unwrap();
+    assert_eq!(handshake(&mut f).await, 0);
+    for tag in 1..=3 {
+        let req = flux_request(topic, None, streaming, tag);
+        f.write_all(&req).await.unwrap();
+    }
+    let m = tokio::time::timeout(Duration::from_secs(5), flux_read(&mut f)).await;
+    (f, m.unwrap().unwrap())
+}
+
 async fn handshake(s: &mut UnixStream) -> u8 {
     let mut b = [0u8; 1];
     s.read_exact(&mut b).await.unwrap();
@@ -522,17 +539,7 @@ async fn full_loop_queue_and_inflight_cap_answer_eagain() {
         false,
     )
     .await;
-    let mut f = UnixStream::connect(server.flux()).await.unwrap();
-    assert_eq!(handshake(&mut f).await, 0);
-    for tag in 1..=3 {
-        f.write_all(&flux_request("resource.status", None, false, tag))
-            .await
-            .unwrap();
-    }
-    let m = tokio::time::timeout(Duration::from_secs(5), flux_read(&mut f))
-        .await
-        .unwrap()
-        .unwrap();
+    let (_f, m) = first_reply_of_three(&server, "resource.status", false).await;
     assert_eq!((m.0, m.1), (3, EAGAIN as u32));
     assert!(String::from_utf8_lossy(&m.2).contains("max-queued-requests"));
     // HTTP: 503 with the errno.
@@ -560,17 +567,7 @@ async fn full_loop_queue_and_inflight_cap_answer_eagain() {
         ..Limits::default()
     })
     .await;
-    let mut f = UnixStream::connect(server.flux()).await.unwrap();
-    assert_eq!(handshake(&mut f).await, 0);
-    for tag in 1..=3 {
-        f.write_all(&flux_request("resource.hold", None, true, tag))
-            .await
-            .unwrap();
-    }
-    let m = tokio::time::timeout(Duration::from_secs(5), flux_read(&mut f))
-        .await
-        .unwrap()
-        .unwrap();
+    let (_f, m) = first_reply_of_three(&server, "resource.hold", true).await;
     assert_eq!((m.0, m.1), (3, EAGAIN as u32));
     assert!(String::from_utf8_lossy(&m.2).contains("max-inflight"));
 }

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::{mpsc as smpsc, Arc, Mutex};
 use std::time::{Duration, SystemTime};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use transport::{Incoming, ListenOptions, Listeners, TlsListen, TransportError};
 
@@ -39,18 +39,11 @@ impl Pki {
         issue(&["sched"], "scheduler", &[]);
         issue(&["alice"], "admin", &[]);
         let now = SystemTime::now();
-        tls::ca::issue_with(
-            &ca,
-            &ca,
-            &["node2".into()],
-            "agent",
-            &[],
-            tls::ca::Validity {
-                not_before: now - Duration::from_secs(10 * 86_400),
-                not_after: now - Duration::from_secs(86_400),
-            },
-        )
-        .unwrap();
+        let expired = tls::ca::Validity {
+            not_before: now - Duration::from_secs(10 * 86_400),
+            not_after: now - Duration::from_secs(86_400),
+        };
+        tls::ca::issue_opts(&ca, &ca, &["node2".into()], "agent", &[], expired, false).unwrap();
         let other = dir.path().join("other");
         tls::ca::init(&other, "Rogue CA", 10).unwrap();
         tls::ca::issue(&other, &ca, &["rogue".into()], "admin", &[], 10).unwrap();
@@ -437,6 +430,23 @@ fn start_up_refusals() {
     Listeners::bind(&[any], &options(&pki)).unwrap();
 }
 
+/// Copy `from` to `to`, recording the bytes in `rec`, until either side
+/// closes.
+async fn pipe(
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    rec: Arc<Mutex<Vec<u8>>>,
+) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = from.read(&mut buf).await {
+        if n == 0 || to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+        rec.lock().unwrap().extend_from_slice(&buf[..n]);
+    }
+    let _ = to.shutdown().await;
+}
+
 /// A loopback TCP proxy to `port` that records every byte, both ways.
 async fn recording_proxy(port: u16) -> (u16, Arc<Mutex<Vec<u8>>>) {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -448,30 +458,10 @@ async fn recording_proxy(port: u16) -> (u16, Arc<Mutex<Vec<u8>>>) {
             let server = tokio::net::TcpStream::connect(("127.0.0.1", port))
                 .await
                 .unwrap();
-            let (mut cr, mut cw) = client.into_split();
-            let (mut sr, mut sw) = server.into_split();
-            let r1 = Arc::clone(&rec);
-            let r2 = Arc::clone(&rec);
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = cr.read(&mut buf).await {
-                    if n == 0 || sw.write_all(&buf[..n]).await.is_err() {
-                        break;
-                    }
-                    r1.lock().unwrap().extend_from_slice(&buf[..n]);
-                }
-                let _ = sw.shutdown().await;
-            });
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = sr.read(&mut buf).await {
-                    if n == 0 || cw.write_all(&buf[..n]).await.is_err() {
-                        break;
-                    }
-                    r2.lock().unwrap().extend_from_slice(&buf[..n]);
-                }
-                let _ = cw.shutdown().await;
-            });
+            let (cr, cw) = client.into_split();
+            let (sr, sw) = server.into_split();
+            tokio::spawn(pipe(cr, sw, Arc::clone(&rec)));
+            tokio::spawn(pipe(sr, cw, Arc::clone(&rec)));
         }
     });
     (me, seen)

@@ -8,13 +8,8 @@ use crate::DEFAULT_GROUP;
 
 impl Service {
     /// `resource.acquire` (both RFC 28 variants).
-    pub(super) fn acquire_rpc(
-        &mut self,
-        _: f64,
-        req: &Request,
-        body: msg::AcquireRequest,
-        out: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn acquire_rpc(&mut self, c: Ctx<'_>, body: msg::AcquireRequest) -> Handled {
+        let Ctx { req, out, .. } = c;
         let who = req.who.clone();
         self.acquire
             .acquire(req.reply_to(), body.group, who, &self.state.truth(), out)?;
@@ -22,13 +17,8 @@ impl Service {
     }
 
     /// `resource.acquire-cancel {matchtag}`.
-    pub(super) fn acquire_cancel(
-        &mut self,
-        _: f64,
-        req: &Request,
-        body: msg::CancelRequest,
-        out: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn acquire_cancel(&mut self, c: Ctx<'_>, body: msg::CancelRequest) -> Handled {
+        let Ctx { req, out, .. } = c;
         let target = Self::cancel_target(req, body);
         self.acquire.cancel(target, &self.state.truth(), out);
         Ok(None)
@@ -36,13 +26,8 @@ impl Service {
 
     /// `resource.acquire-mute`: silence the caller's acquires (for
     /// shutdown); the owner's silences every acquire.
-    pub(super) fn acquire_mute(
-        &mut self,
-        _: f64,
-        req: &Request,
-        _: msg::Empty,
-        _: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn acquire_mute(&mut self, c: Ctx<'_>, _: msg::Empty) -> Handled {
+        let Ctx { req, .. } = c;
         match req.role {
             Role::Owner => self.acquire.mute(),
             _ => self.acquire.mute_caller(req.conn, req.who.clone()),
@@ -51,13 +36,8 @@ impl Service {
     }
 
     /// `resource.release {group, targets}` (groups variant).
-    pub(super) fn release_rpc(
-        &mut self,
-        _: f64,
-        req: &Request,
-        body: msg::TargetsOfGroup,
-        out: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn release_rpc(&mut self, c: Ctx<'_>, body: msg::TargetsOfGroup) -> Handled {
+        let Ctx { req, out, .. } = c;
         let (to, group) = (req.reply_to(), body.group.as_str());
         let ids = IdSet::parse(&body.targets)
             .map_err(|e| RpcError::new(EINVAL, format!("invalid targets: {e}")))?;
@@ -70,13 +50,8 @@ impl Service {
     /// these targets (idset or hostlist, possibly empty; excluded targets
     /// are accepted and stay in no group); they leave any other named
     /// group.  Answered first, then the shrink/grow responses.
-    pub(super) fn group_set_rpc(
-        &mut self,
-        _: f64,
-        req: &Request,
-        body: msg::TargetsOfGroup,
-        out: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn group_set_rpc(&mut self, c: Ctx<'_>, body: msg::TargetsOfGroup) -> Handled {
+        let Ctx { req, out, .. } = c;
         let to = req.reply_to();
         let (group, targets) = (body.group.as_str(), body.targets.as_str());
         if group.is_empty() {

@@ -21,13 +21,8 @@ impl Service {
     /// `{rank, hostname, size, heartbeat, torpid-max, offline-timeout}` on
     /// the stream (which stays open until the agent leaves), and verify
     /// its R.
-    pub(super) fn agent_hello(
-        &mut self,
-        now: f64,
-        req: &Request,
-        hello: msg::AgentHello,
-        out: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn agent_hello(&mut self, c: Ctx<'_>, hello: msg::AgentHello) -> Handled {
+        let Ctx { now, req, out } = c;
         if !req.streaming {
             return Err(RpcError::new(
                 EPROTO,
@@ -137,13 +132,7 @@ impl Service {
     /// from the current stamp), the agent's version, the relay speaking
     /// for it.  Ranks no agent or relay ever held since the start are
     /// left out.
-    pub(super) fn agents_rpc(
-        &mut self,
-        _now: f64,
-        _: &Request,
-        body: msg::AgentsRequest,
-        _: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn agents_rpc(&mut self, body: msg::AgentsRequest) -> Handled {
         let all = self.state.all();
         let targets = match body.targets {
             Some(t) => t.intersection(&all),
@@ -188,13 +177,8 @@ impl Service {
     /// (an enrolment token obtains no certificate for any other name);
     /// the shell checks the request against the name, signs it with its
     /// CA (or refuses: no CA, enrolled already) and answers.
-    pub(super) fn agent_enrol(
-        &mut self,
-        _now: f64,
-        req: &Request,
-        body: msg::AgentEnrolRequest,
-        out: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn agent_enrol(&mut self, c: Ctx<'_>, body: msg::AgentEnrolRequest) -> Handled {
+        let Ctx { req, out, .. } = c;
         let host = body.hostname.as_str();
         if host.is_empty() {
             return Err(RpcError::new(

@@ -16,39 +16,29 @@ pub(super) fn requester(req: &Request) -> String {
 }
 
 impl Service {
-    /// `resource.drain {targets, reason?, mode?}`.
+    /// `resource.drain` (`drain` true) and `resource.undrain`
+    /// `{targets, reason?, mode?}`.
     pub(super) fn drain_rpc(
         &mut self,
-        now: f64,
-        req: &Request,
+        c: Ctx<'_>,
         body: msg::DrainRequest,
-        out: &mut Vec<Output>,
+        drain: bool,
     ) -> Handled {
-        let mode = DrainMode::parse_drain(body.mode.as_deref())?;
+        let Ctx { now, req, out } = c;
+        let mode = match drain {
+            true => DrainMode::parse_drain(body.mode.as_deref())?,
+            false => DrainMode::parse_undrain(body.mode.as_deref())?,
+        };
         let ids = self.state.decode_targets(&body.targets)?;
         validate_targets(&ids, self.state.size)?;
         let reason = body.reason.as_deref();
-        self.state
-            .drain
-            .drain(&ids, &self.state.exclude, mode, reason, now)?;
-        self.post_drain_change(now, "drain", req, &ids, mode, reason, out);
-        Ok(None)
-    }
-
-    /// `resource.undrain {targets, reason?, mode?}`.
-    pub(super) fn undrain_rpc(
-        &mut self,
-        now: f64,
-        req: &Request,
-        body: msg::DrainRequest,
-        out: &mut Vec<Output>,
-    ) -> Handled {
-        let mode = DrainMode::parse_undrain(body.mode.as_deref())?;
-        let ids = self.state.decode_targets(&body.targets)?;
-        validate_targets(&ids, self.state.size)?;
-        self.state.drain.undrain(&ids, mode)?;
-        let reason = body.reason.as_deref();
-        self.post_drain_change(now, "undrain", req, &ids, mode, reason, out);
+        let drains = &mut self.state.drain;
+        match drain {
+            true => drains.drain(&ids, &self.state.exclude, mode, reason, now)?,
+            false => drains.undrain(&ids, mode)?,
+        }
+        let name = if drain { "drain" } else { "undrain" };
+        self.post_drain_change(now, name, req, &ids, mode, reason, out);
         Ok(None)
     }
 

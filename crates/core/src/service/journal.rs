@@ -12,13 +12,8 @@ impl Service {
     /// the `{events:[]}` sentinel, then live events.  With a `position`
     /// in the request (see [`super::position`]), only the entries after it,
     /// and every response carries its position.
-    pub(super) fn journal_rpc(
-        &mut self,
-        _: f64,
-        req: &Request,
-        body: msg::JournalRequest,
-        out: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn journal_rpc(&mut self, c: Ctx<'_>, body: msg::JournalRequest) -> Handled {
+        let Ctx { req, out, .. } = c;
         if !req.streaming {
             return Err(RpcError::new(EPROTO, "journal requires streaming RPC flag"));
         }
@@ -79,13 +74,8 @@ impl Service {
     }
 
     /// `resource.journal-cancel {matchtag}`: end that journal stream.
-    pub(super) fn journal_cancel(
-        &mut self,
-        _: f64,
-        req: &Request,
-        body: msg::CancelRequest,
-        out: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn journal_cancel(&mut self, c: Ctx<'_>, body: msg::CancelRequest) -> Handled {
+        let Ctx { req, out, .. } = c;
         let target = Self::cancel_target(req, body);
         if let Some(pos) = self.followers.iter().position(|f| f.to == target) {
             self.followers.remove(pos);

@@ -8,14 +8,8 @@ impl Service {
     /// `resource.monitor-force-up {ranks?}` (`up`) /
     /// `resource.monitor-force-down {ranks}`: test hooks that change the
     /// online set.
-    pub(super) fn force_rpc(
-        &mut self,
-        now: f64,
-        _: &Request,
-        body: msg::ForceRequest,
-        up: bool,
-        out: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn force_rpc(&mut self, c: Ctx<'_>, body: msg::ForceRequest, up: bool) -> Handled {
+        let Ctx { now, out, .. } = c;
         self.force(now, body.ranks.as_deref(), up, out)?;
         Ok(Some(Value::Null.into()))
     }
@@ -95,13 +89,8 @@ impl Service {
 
     /// `resource.monitor-waitup {up}`: answered once exactly `up`
     /// targets are online.
-    pub(super) fn waitup(
-        &mut self,
-        _: f64,
-        req: &Request,
-        body: msg::WaitupRequest,
-        out: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn waitup(&mut self, c: Ctx<'_>, body: msg::WaitupRequest) -> Handled {
+        let Ctx { req, out, .. } = c;
         let (to, up) = (req.reply_to(), body.up);
         if up < 0 || up > i64::from(self.state.size) {
             return Err(RpcError::new(EPROTO, "up value is out of range"));

@@ -177,6 +177,14 @@ fn proto() -> RpcError {
 /// error is the reply.
 type Handled = Result<Option<Payload>, RpcError>;
 
+/// What a bound handler is given besides its typed request: the clock,
+/// the request, and the outputs to push to.
+struct Ctx<'a> {
+    now: f64,
+    req: &'a Request,
+    out: &'a mut Vec<Output>,
+}
+
 impl Service {
     /// Handle one input at time `now` (see [`Now`]: a plain `f64` is the
     /// same seconds on both clocks).

@@ -14,13 +14,8 @@ fn busy_reload() -> RpcError {
 impl Service {
     /// `resource.reload {path, xml, force}`: the shell loads R
     /// ([`Output::LoadR`]) and comes back with [`Input::Reloaded`].
-    pub(super) fn reload_rpc(
-        &mut self,
-        _: f64,
-        req: &Request,
-        body: msg::ReloadRequest,
-        out: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn reload_rpc(&mut self, c: Ctx<'_>, body: msg::ReloadRequest) -> Handled {
+        let Ctx { req, out, .. } = c;
         let to = req.reply_to();
         let msg::ReloadRequest { path, xml, force } = body;
         if self.acquire.v1_held() {
@@ -83,11 +78,10 @@ impl Service {
     /// `resource.expiration-update {expiration}`.
     pub(super) fn expiration_update(
         &mut self,
-        now: f64,
-        req: &Request,
+        c: Ctx<'_>,
         body: msg::ExpirationRequest,
-        out: &mut Vec<Output>,
     ) -> Handled {
+        let Ctx { now, req, out } = c;
         let to = req.reply_to();
         let exp = Some(body.expiration)
             .filter(|e| e.is_finite())

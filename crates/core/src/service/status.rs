@@ -8,13 +8,7 @@ impl Service {
     /// `resource.status`: serialised once per state change, every reply
     /// sharing the text (with scattered drains the drain object alone is
     /// hundreds of KB at 16,384 nodes).
-    pub(super) fn status_rpc(
-        &mut self,
-        _: f64,
-        _: &Request,
-        _: msg::Empty,
-        _: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn status_rpc(&mut self, _: msg::Empty) -> Handled {
         if let Some(p) = &self.status_cache {
             return Ok(Some(p.clone()));
         }
@@ -75,24 +69,12 @@ impl Service {
     }
 
     /// `resource.sched-status` (a cached payload).
-    pub(super) fn sched_status_rpc(
-        &mut self,
-        _: f64,
-        _: &Request,
-        _: msg::Empty,
-        _: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn sched_status_rpc(&mut self, _: msg::Empty) -> Handled {
         self.sched_status().map(Some)
     }
 
     /// `resource.get`: R and how it was obtained.
-    pub(super) fn get_rpc(
-        &mut self,
-        _: f64,
-        _: &Request,
-        _: msg::Empty,
-        _: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn get_rpc(&mut self, _: msg::Empty) -> Handled {
         match &self.state.inventory {
             None => Err(RpcError::bare(ENOENT)),
             Some(inv) => Ok(Some(
@@ -181,13 +163,8 @@ impl Service {
     /// the scheduler is a client).  Not an event and not persisted: a
     /// restarted service (or a new leader) knows nothing allocated until
     /// the scheduler says it again.
-    pub(super) fn allocated_set(
-        &mut self,
-        _: f64,
-        req: &Request,
-        body: msg::AllocatedSetRequest,
-        _: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn allocated_set(&mut self, c: Ctx<'_>, body: msg::AllocatedSetRequest) -> Handled {
+        let Ctx { req, .. } = c;
         let ids = if body.targets.trim().is_empty() {
             IdSet::new()
         } else {
@@ -213,13 +190,7 @@ impl Service {
     /// `attr.get {name}`: the broker attributes flux's tools ask for, as
     /// a single-rank Flux instance answers them.  `local-uri` is a fact
     /// of the listener asked, which answers it itself.
-    pub(super) fn attr_get(
-        &mut self,
-        _: f64,
-        _: &Request,
-        body: msg::AttrGetRequest,
-        _: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn attr_get(&mut self, body: msg::AttrGetRequest) -> Handled {
         let value = match body.name.as_str() {
             "rank" | "instance-level" => "0".to_string(),
             "version" => format!("{}-roster-{}", rpc::FLUX_VERSION, env!("CARGO_PKG_VERSION")),
@@ -241,13 +212,7 @@ impl Service {
 
     /// `config.get`: the instance's configuration as flux's tools read
     /// it (none of theirs applies: `{}`).
-    pub(super) fn config_get(
-        &mut self,
-        _: f64,
-        _: &Request,
-        _: msg::Empty,
-        _: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn config_get(&mut self, _: msg::Empty) -> Handled {
         let reply = msg::ConfigGetResponse {
             queues: self.queues.clone(),
         };

@@ -20,13 +20,7 @@ use rset::RSummary;
 
 impl Service {
     /// `resource.summary {list?}`.
-    pub(super) fn summary_rpc(
-        &mut self,
-        _: f64,
-        _: &Request,
-        body: msg::SummaryRequest,
-        _: &mut Vec<Output>,
-    ) -> Handled {
+    pub(super) fn summary_rpc(&mut self, body: msg::SummaryRequest) -> Handled {
         let slot = usize::from(body.list);
         if let Some(p) = self.summary_cache.get(slot).and_then(Option::as_ref) {
             return Ok(Some(p.clone()));

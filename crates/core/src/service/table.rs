@@ -38,17 +38,27 @@ pub(super) fn decode<C: Call>(payload: &Value) -> Result<C::Request, RpcError> {
     })
 }
 
-/// `Call => handler` or `Call => handler(args)`: the handler is called
-/// with the decoded request, then `args`, then the outputs.
+/// `queries { Call => handler, ... }`: handlers that only read the
+/// state, called with the decoded request alone.  Then `Call => handler`
+/// or `Call => handler(args)`: the handler is called with the [`Ctx`],
+/// the decoded request, then `args`.
 macro_rules! bind {
-    ($($call:ident => $handler:ident $(($($arg:expr),*))?,)*) => {
+    (
+        queries { $($qcall:ident => $query:ident,)* }
+        $($call:ident => $handler:ident $(($($arg:expr),*))?,)*
+    ) => {
         /// Every topic the service serves, with its handler.
         pub static TOPICS: &[Topic] = &[$(
+            Topic {
+                info: &<cat::$qcall as Call>::INFO,
+                run: |s, _, req, _| s.$query(decode::<cat::$qcall>(&req.payload)?),
+            },
+        )* $(
             Topic {
                 info: &<cat::$call as Call>::INFO,
                 run: |s, now, req, out| {
                     let body = decode::<cat::$call>(&req.payload)?;
-                    Service::$handler(s, now, req, body, $($($arg,)*)? out)
+                    Service::$handler(s, Ctx { now, req, out }, body $(, $($arg),*)?)
                 },
             },
         )*];
@@ -56,12 +66,17 @@ macro_rules! bind {
 }
 
 bind! {
-    Status => status_rpc,
-    SchedStatus => sched_status_rpc,
-    Summary => summary_rpc,
-    Get => get_rpc,
-    Drain => drain_rpc,
-    Undrain => undrain_rpc,
+    queries {
+        Status => status_rpc,
+        SchedStatus => sched_status_rpc,
+        Get => get_rpc,
+        Agents => agents_rpc,
+        AttrGet => attr_get,
+        ConfigGet => config_get,
+        Summary => summary_rpc,
+    }
+    Drain => drain_rpc(true),
+    Undrain => drain_rpc(false),
     Journal => journal_rpc,
     JournalCancel => journal_cancel,
     Reload => reload_rpc,
@@ -76,10 +91,7 @@ bind! {
     GroupSet => group_set_rpc,
     AllocatedSet => allocated_set,
     AgentHello => agent_hello,
-    Agents => agents_rpc,
     AgentEnrol => agent_enrol,
-    AttrGet => attr_get,
-    ConfigGet => config_get,
 }
 
 /// The session line is bound by hand: a relay's malformed line ends its

@@ -389,19 +389,7 @@ fn full_round_trip_loses_nothing() {
     assert_eq!(h.edges().count(), 1);
     // The RFC 20 keys are all present, and edges carry both metadata keys.
     let v = g.to_jgf(JgfStyle::Full);
-    let md = &v["graph"]["nodes"][0]["metadata"];
-    for k in [
-        "type",
-        "uuid",
-        "basename",
-        "name",
-        "id",
-        "properties",
-        "size",
-        "unit",
-    ] {
-        assert!(md.get(k).is_some(), "missing {k}");
-    }
+    check_rfc20(&v).unwrap();
     let e = &v["graph"]["edges"][0]["metadata"];
     assert_eq!(e["subsystem"], "containment");
     assert_eq!(e["relationship"], "contains");
