@@ -594,57 +594,42 @@ fn reload_sends_absolute_path() {
 }
 
 #[test]
-fn acquire_mute_and_release() {
+fn acquire_mute_sends_nothing() {
     let o = run_with(
         &["acquire-mute"],
         Fake::new().json("resource.acquire-mute", "null"),
     );
     assert_eq!(o.code, 0);
     assert_eq!(o.payload("resource.acquire-mute"), json!({}));
-
-    let o = run_with(
-        &["release", "default", "1-3"],
-        Fake::new().json("resource.release", "null"),
-    );
-    assert_eq!(o.code, 0);
-    assert_eq!(o.stdout, "");
-    assert_eq!(
-        o.payload("resource.release"),
-        json!({"group": "default", "targets": "1-3"})
-    );
-    let fake = Fake::new().reply(
-        "resource.release",
-        Err(SvcError::rpc(EINVAL, "targets 4 were not shrunk")),
-    );
-    let o = run_with(&["release", "default", "4"], fake);
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster-resource: ERROR: targets 4 were not shrunk\n"
-    );
 }
 
+/// `release` and `group-set`: `{group, targets}`, nothing printed; the
+/// service's error printed as an ERROR line.
 #[test]
-fn group_set_sends_group_and_targets() {
-    let o = run_with(
-        &["group-set", "login", "fake[0-1]"],
-        Fake::new().json("resource.group-set", "null"),
-    );
-    assert_eq!((o.code, o.stdout.as_str()), (0, ""));
-    assert_eq!(
-        o.payload("resource.group-set"),
-        json!({"group": "login", "targets": "fake[0-1]"})
-    );
-    let fake = Fake::new().reply(
-        "resource.group-set",
-        Err(SvcError::rpc(EINVAL, "invalid targets: invalid hosts: x1")),
-    );
-    let o = run_with(&["group-set", "login", "x1"], fake);
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster-resource: ERROR: invalid targets: invalid hosts: x1\n"
-    );
+fn release_and_group_set_send_group_and_targets() {
+    for (ok, bad, error) in [
+        (
+            ["release", "default", "1-3"],
+            ["release", "default", "4"],
+            "targets 4 were not shrunk",
+        ),
+        (
+            ["group-set", "login", "fake[0-1]"],
+            ["group-set", "login", "x1"],
+            "invalid targets: invalid hosts: x1",
+        ),
+    ] {
+        let topic = format!("resource.{}", ok[0]);
+        let o = run_with(&ok, Fake::new().json(&topic, "null"));
+        assert_eq!((o.code, o.stdout.as_str()), (0, ""), "{ok:?}");
+        let want = json!({"group": ok[1], "targets": ok[2]});
+        assert_eq!(o.payload(&topic), want, "{ok:?}");
+        let fake = Fake::new().reply(&topic, Err(SvcError::rpc(EINVAL, error)));
+        let o = run_with(&bad, fake);
+        assert_eq!(o.code, 1, "{bad:?}");
+        let want = format!("roster-resource: ERROR: {error}\n");
+        assert_eq!(o.stderr, want, "{bad:?}");
+    }
 }
 
 #[test]
