@@ -343,8 +343,7 @@ fn local_agent_brings_the_embedded_default_online() {
 /// `--release`).  `bench/agents.sh` measures the same with timings.
 #[test]
 fn scale_16k_agents() {
-    if std::env::var("ROSTER_BENCH").as_deref() != Ok("1") {
-        eprintln!("skipped: set ROSTER_BENCH=1");
+    if !opted_in("ROSTER_BENCH") {
         return;
     }
     let s = Scratch::new("agent-scale");

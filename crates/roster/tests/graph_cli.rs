@@ -32,9 +32,10 @@ fn script(lines: &[&str]) -> String {
     s
 }
 
-/// `roster graph -L LOAD OPTS` running the script of `lines`.
+/// `roster graph -L LOAD OPTS` (LOAD a test data file) running the
+/// script of `lines`.
 fn run_script(load: &str, opts: &[&str], lines: &[&str]) -> Out {
-    run(&[&["-L", load][..], opts].concat(), &script(lines))
+    run(&[&["-L", &data(load)][..], opts].concat(), &script(lines))
 }
 
 /// Each line of `o`'s output as JSON (`--json`).
@@ -49,9 +50,8 @@ const ALLOCATED: &str = "INFO: =============================\n";
 
 #[test]
 fn match_allocate_prints_r_and_banner() {
-    let tiny = data("tiny.R.json");
     let o = run_script(
-        &tiny,
+        "tiny.R.json",
         &[],
         &[
             "match allocate @node-x2.yaml",
@@ -82,9 +82,8 @@ fn match_allocate_prints_r_and_banner() {
 
 #[test]
 fn no_match_unsatisfiable_and_job_numbering() {
-    let tiny = data("tiny.R.json");
     let o = run_script(
-        &tiny,
+        "tiny.R.json",
         &[],
         &[
             "match allocate @node-x2.yaml",
@@ -136,9 +135,8 @@ fn no_match_unsatisfiable_and_job_numbering() {
 
 #[test]
 fn free_info_list_and_reuse() {
-    let tiny = data("tiny.R.json");
     let o = run_script(
-        &tiny,
+        "tiny.R.json",
         &["--json"],
         &[
             "match allocate @node-x2.yaml",
@@ -195,7 +193,7 @@ fn free_info_list_and_reuse() {
 fn find_expressions() {
     let tiny = data("tiny.R.json");
     let o = run_script(
-        &tiny,
+        "tiny.R.json",
         &["--json"],
         &[
             "match allocate @node-x2.yaml",
@@ -270,8 +268,11 @@ fn constraints_and_gpus() {
 
 #[test]
 fn scheduling_key_and_reload() {
-    let tiny = data("tiny.R.json");
-    let o = run_script(&tiny, &["-F", "rv1"], &["match allocate @slot-core8.yaml"]);
+    let o = run_script(
+        "tiny.R.json",
+        &["-F", "rv1"],
+        &["match allocate @slot-core8.yaml"],
+    );
     assert_eq!(o.code, 0, "{}", o.stderr);
     let r: Value = serde_json::from_str(o.stdout.lines().next().unwrap()).unwrap();
     let nodes = r["scheduling"]["graph"]["nodes"].as_array().unwrap();
@@ -293,7 +294,7 @@ fn scheduling_key_and_reload() {
     let o = run(&["-L", fs, "-f", "rv1exec", "aggregate"], "");
     assert_eq!(o.stdout, "cluster: 1\ncore: 8\nnode: 1\n");
     // -S is --format rv1.
-    let o = run_script(&tiny, &["-S"], &["match allocate @slot-core8.yaml"]);
+    let o = run_script("tiny.R.json", &["-S"], &["match allocate @slot-core8.yaml"]);
     let r2: Value = serde_json::from_str(o.stdout.lines().next().unwrap()).unwrap();
     assert_eq!(r2, r);
     let _ = std::fs::remove_dir_all(&dir);
@@ -341,9 +342,8 @@ fn fluxion_jgf_is_read_and_written_back() {
         outs.push(out);
     }
     assert_eq!(outs[0], outs[1]);
-    let fluke = data("fluke.jgf.json");
     let o = run_script(
-        &fluke,
+        "fluke.jgf.json",
         &["--json"],
         &[
             "match allocate @a100-node.yaml",
@@ -365,9 +365,8 @@ fn fluxion_jgf_is_read_and_written_back() {
 
 #[test]
 fn hwloc_xml_loads_with_sockets() {
-    let xml = data("tiny7.xml");
     let o = run_script(
-        &xml,
+        "tiny7.xml",
         &["--rank", "5", "--json"],
         &[
             "aggregate",
@@ -391,9 +390,8 @@ fn hwloc_xml_loads_with_sockets() {
 
 #[test]
 fn copy_attach_remove() {
-    let tiny = data("tiny.R.json");
     let o = run_script(
-        &tiny,
+        "tiny.R.json",
         &["--json"],
         &[
             "match allocate @node-x2.yaml",
@@ -425,9 +423,8 @@ fn copy_attach_remove() {
 
 #[test]
 fn errors_are_reported_and_processing_continues() {
-    let tiny = data("tiny.R.json");
     let o = run_script(
-        &tiny,
+        "tiny.R.json",
         &[],
         &[
             "match allocate @bad.yaml",
@@ -516,8 +513,11 @@ fn local_machine_loads() {
 
 #[test]
 fn stat_counts() {
-    let tiny = data("tiny.R.json");
-    let o = run_script(&tiny, &[], &["match allocate @slot-core8.yaml", "stat"]);
+    let o = run_script(
+        "tiny.R.json",
+        &[],
+        &["match allocate @slot-core8.yaml", "stat"],
+    );
     let stat: Vec<&str> = o.stdout.lines().skip(6).collect();
     assert_eq!(stat[0], "INFO: Num. of Vertices: 45");
     assert_eq!(stat[1], "INFO: Num. of Edges: 44");
@@ -529,7 +529,7 @@ fn stat_counts() {
 /// Run `roster graph -L FILE --json -F rv1` on a script, one JSON value
 /// per command.
 fn json_lines(file: &str, lines: &[&str]) -> Vec<Value> {
-    let o = run_script(&data(file), &["--json", "-F", "rv1"], lines);
+    let o = run_script(file, &["--json", "-F", "rv1"], lines);
     assert_eq!(o.code, 0, "{file}: {}", o.stderr);
     values(&o)
 }

@@ -48,8 +48,7 @@ fn serve_limit_keys_are_checked_and_applied() {
 #[test]
 fn streaming_flag_on_a_one_reply_topic_is_refused_with_eproto() {
     let s = Scratch::new("stream-eproto");
-    let fsock = s.path("flux.sock");
-    let furi = format!("flux://{}", fsock.display());
+    let (fsock, furi) = flux_socket(&s);
     let d = start(
         &s,
         &format!("{}[serve]\nmax-inflight = 1\n", fake_config(2, "")),

@@ -412,17 +412,7 @@ fn alert_rules_pass_promtool_check_and_test() {
         ["check", "rules", "roster-rules.yml"],
         ["test", "rules", "roster-rules.test.yml"],
     ] {
-        let o = Command::new("promtool")
-            .args(args)
-            .current_dir(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "promtool {args:?}: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
+        output_ok(Command::new("promtool").args(args).current_dir(&dir));
     }
 }
 

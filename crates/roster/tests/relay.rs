@@ -27,20 +27,6 @@ fn leaf(s: &Scratch, parent: &str, host: &str) -> Agent {
     Agent::spawn(s, &format!("{host}-leaf"), &node_args(parent, host))
 }
 
-/// An agent's options for `host` (4 cores, heartbeat 0.2 s) below `parent`.
-fn node_args<'a>(parent: &'a str, host: &'a str) -> [&'a str; 8] {
-    [
-        "--uri",
-        parent,
-        "--hostname",
-        host,
-        "--cores",
-        "0-3",
-        "--heartbeat",
-        "0.2",
-    ]
-}
-
 fn status(d: &Daemon) -> Value {
     d.rpc("resource.status", json!({})).expect("status")
 }
@@ -258,8 +244,7 @@ fn simulator_relays_in_one_process() {
 /// timings and a relay killed in a process of its own.
 #[test]
 fn scale_131072_nodes_through_relays() {
-    if std::env::var("ROSTER_SCALE_TESTS").as_deref() != Ok("1") {
-        eprintln!("skipped: set ROSTER_SCALE_TESTS=1");
+    if !opted_in("ROSTER_SCALE_TESTS") {
         return;
     }
     let s = Scratch::new("relay-scale");
@@ -386,59 +371,39 @@ fn relays_listen_on_tls_and_check_each_childs_certificate() {
     );
     l1.signal(libc::SIGCONT);
     wait_status(&d, "torpid", "", 3.0);
-    // Plain TCP off loopback stays refused for a relay's children.
+    // Plain TCP off loopback stays refused for a relay's children (with
+    // a token); tls:// without this node's certificate: a clear refusal.
     let token = token_file(&s);
     let plain = format!("tcp://0.0.0.0:{}", free_port());
-    let mut bad = Agent::spawn(
-        &s,
-        "plain",
-        &[
-            "--uri",
-            &d.uri,
-            "--token-file",
-            token.to_str().unwrap(),
-            "--hostname",
-            "fake3",
-            "--cores",
-            "0-3",
-            "--relay",
-            "--listen",
+    let tls = format!("tls://127.0.0.1:{}", free_port());
+    let with_token = ["--token-file", token.to_str().unwrap()];
+    for (name, auth, listen, refusal) in [
+        (
+            "plain",
+            &with_token[..],
             &plain,
-        ],
-    );
-    let st = bad.wait();
-    assert!(!st.success());
-    assert!(
-        bad.log_text()
-            .contains("plain TCP is only allowed on loopback addresses"),
-        "{}",
-        bad.log_text()
-    );
-    // tls:// without this node's certificate: a clear refusal.
-    let mut nocert = Agent::spawn(
-        &s,
-        "nocert",
-        &[
-            "--uri",
-            &d.uri,
+            "plain TCP is only allowed on loopback addresses",
+        ),
+        (
+            "nocert",
+            &[],
+            &tls,
+            "a relay's TLS listener presents this node's certificate",
+        ),
+    ] {
+        let relay = [
             "--hostname",
             "fake3",
             "--cores",
             "0-3",
             "--relay",
             "--listen",
-            &format!("tls://127.0.0.1:{}", free_port()),
-        ],
-    );
-    let st = nocert.wait();
-    assert!(!st.success());
-    assert!(
-        nocert
-            .log_text()
-            .contains("a relay's TLS listener presents this node's certificate"),
-        "{}",
-        nocert.log_text()
-    );
+            listen,
+        ];
+        let mut a = Agent::spawn(&s, name, &[&["--uri", &d.uri], auth, &relay].concat());
+        assert!(!a.wait().success(), "{name}");
+        assert!(a.log_text().contains(refusal), "{name}: {}", a.log_text());
+    }
 }
 
 /// An agent certificate's relay hello is refused (EPERM naming the role)

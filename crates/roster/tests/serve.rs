@@ -113,9 +113,7 @@ fn exclude_by_hostlist_and_idset() {
     assert!(err.contains("rank 0 excluded"), "{err}");
     drop(d);
     let s2 = Scratch::new("exclude-bad");
-    let err = try_start(&s2, &fake_config(4, "exclude = \"9\""), &[])
-        .err()
-        .expect("bad exclude refuses start");
+    let err = start_refused(&s2, &fake_config(4, "exclude = \"9\""), &[]);
     assert!(err.contains("exclude"), "{err}");
 }
 
@@ -380,17 +378,13 @@ fn torn_last_line_is_dropped_and_corrupt_lines_refuse_start() {
         format!("{good}\nnot json\n{good}\n"),
     )
     .unwrap();
-    let err = try_start(&s, &fake_config(4, ""), &[])
-        .err()
-        .expect("corrupt log refuses start");
+    let err = start_refused(&s, &fake_config(4, ""), &[]);
     assert!(err.contains("resource.eventlog line 2"), "{err}");
 
     let s = Scratch::new("parse-error");
     let bad = json!({"timestamp": 1.0, "name": "drain", "context": {"idset": "1"}});
     std::fs::write(s.statedir().join("resource.eventlog"), format!("{bad}\n")).unwrap();
-    let err = try_start(&s, &fake_config(4, ""), &[])
-        .err()
-        .expect("drain without nodelist refuses start");
+    let err = start_refused(&s, &fake_config(4, ""), &[]);
     assert!(err.contains("line 1: drain parse error"), "{err}");
 }
 
@@ -516,10 +510,7 @@ fn guests_read_status_only_and_tcp_needs_the_token() {
 /// full run.
 #[test]
 fn crash_loses_no_acknowledged_drain() {
-    let rounds: u32 = std::env::var("ROSTER_CRASH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let rounds = env_number("ROSTER_CRASH_ROUNDS", 10);
     let nodes = 16384u32;
     let s = Scratch::new("crash");
     let config = fake_config(nodes, "");
@@ -662,8 +653,7 @@ fn sighup_applies_group_changes_with_shrink_release_grow() {
 #[test]
 fn flux_clients_reach_the_same_service() {
     let s = Scratch::new("flux");
-    let fsock = s.path("flux.sock");
-    let furi = format!("flux://{}", fsock.display());
+    let (fsock, furi) = flux_socket(&s);
     let d = start(&s, &fake_config(4, ""), &["--listen", &furi]);
     let mut c = flux_wire::connect(&fsock);
     flux_wire::request(

@@ -357,16 +357,13 @@ fn roles_from_certificates() {
 #[test]
 fn plain_tcp_off_loopback_is_refused_at_start_up() {
     let s = Scratch::new("tls-plain-tcp");
-    let token = s.write("token", "s3cret\n");
-    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let token = token_file(&s);
     let listen = format!("tcp://0.0.0.0:{}", free_port());
-    let log = try_start(
+    let log = start_refused(
         &s,
         &fake_config(2, ""),
         &["--listen", &listen, "--token-file", token.to_str().unwrap()],
-    )
-    .err()
-    .expect("roster serve must refuse plain TCP off loopback");
+    );
     assert!(
         log.contains("plain TCP is only allowed on loopback addresses")
             && log.contains("use tls://0.0.0.0:"),
@@ -534,16 +531,7 @@ fn another_schedulers_mute_leaves_the_stream_flowing() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let stdout = acq.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = line_channel(acq.stdout.take().unwrap());
     let first = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(first.contains("\"resources\""), "{first}");
     site.cli_ok(Some("sched2"), &["acquire-mute"]);
@@ -557,15 +545,10 @@ fn another_schedulers_mute_leaves_the_stream_flowing() {
 
 /// `openssl` with these arguments, in `dir`, which must succeed.
 fn openssl(dir: &std::path::Path, args: &[&str]) {
-    let o = std::process::Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run openssl (Debian package openssl)");
-    assert!(
-        o.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
+    output_ok(
+        std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir),
     );
 }
 
@@ -757,23 +740,15 @@ fn an_agent_enrols_with_the_enrolment_token_then_joins() {
     let d = start(&s, &cfg, &["--listen", &format!("tls://127.0.0.1:{port}")]);
     let spawn = |host: &str, dir: &str, name: &str| {
         let (pki_dir, ca) = (s.path(dir), format!("{pki}/ca.pem"));
-        let args = [
-            "--uri",
-            &uri,
+        let enrol = [
             "--ca",
             &ca,
             "--enrol",
             token.to_str().unwrap(),
             "--pki",
             pki_dir.to_str().unwrap(),
-            "--hostname",
-            host,
-            "--cores",
-            "0-3",
-            "--heartbeat",
-            "0.2",
         ];
-        Agent::spawn(&s, name, &args)
+        Agent::spawn(&s, name, &[&node_args(&uri, host)[..], &enrol].concat())
     };
     let online = || d.rpc("resource.status", json!({})).unwrap()["online"].clone();
     let wait_online = |want: &str, a: &Agent| {

@@ -186,11 +186,14 @@ fn base64_decode(s: &str) -> Vec<u8> {
     out
 }
 
+/// Are chromium and chromedriver installed?  (If not, skip loudly.)
+fn have_chromium() -> bool {
+    need("chromium", "chromium chromium-driver") && need("chromedriver", "chromium chromium-driver")
+}
+
 #[test]
 fn a_drain_shows_in_the_browser_within_a_second() {
-    if !need("chromium", "chromium chromium-driver")
-        || !need("chromedriver", "chromium chromium-driver")
-    {
+    if !have_chromium() {
         return;
     }
     let s = Scratch::new("webview");
@@ -326,9 +329,7 @@ fn r16k_first_paint_and_screenshot() {
         eprintln!("skipping: set ROSTER_SCALE_TESTS=1");
         return;
     }
-    if !need("chromium", "chromium chromium-driver")
-        || !need("chromedriver", "chromium chromium-driver")
-    {
+    if !have_chromium() {
         return;
     }
     let s = Scratch::new("webview16k");
@@ -400,9 +401,7 @@ fn r16k_first_paint_and_screenshot() {
 /// service's status says.
 #[test]
 fn forced_drains_keep_or_move_the_drain_time_as_the_service_does() {
-    if !need("chromium", "chromium chromium-driver")
-        || !need("chromedriver", "chromium chromium-driver")
-    {
+    if !have_chromium() {
         return;
     }
     let s = Scratch::new("webview-force");
@@ -445,9 +444,7 @@ fn forced_drains_keep_or_move_the_drain_time_as_the_service_does() {
 /// drained+offline is not drained, and cells carry shapes.
 #[test]
 fn filter_in_the_url_pin_a_node_and_hosts_in_events() {
-    if !need("chromium", "chromium chromium-driver")
-        || !need("chromedriver", "chromium chromium-driver")
-    {
+    if !have_chromium() {
         return;
     }
     let s = Scratch::new("webview-tool");
@@ -519,14 +516,11 @@ fn filter_in_the_url_pin_a_node_and_hosts_in_events() {
 /// drained node stays drained; cleared, the node is up again.
 #[test]
 fn allocated_nodes_are_their_own_state() {
-    if !need("chromium", "chromium chromium-driver")
-        || !need("chromedriver", "chromium chromium-driver")
-    {
+    if !have_chromium() {
         return;
     }
     let s = Scratch::new("webview-alloc");
-    let token = s.write("token", "s3cret\n");
-    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let token = token_file(&s);
     let addr = format!("127.0.0.1:{}", free_port());
     let d = start(
         &s,
