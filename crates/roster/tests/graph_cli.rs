@@ -342,17 +342,15 @@ fn fluxion_jgf_is_read_and_written_back() {
         outs.push(out);
     }
     assert_eq!(outs[0], outs[1]);
-    let o = run_script(
+    let v = json_lines(
         "fluke.jgf.json",
-        &["--json"],
+        &[],
         &[
             "match allocate @a100-node.yaml",
             "find property=gpu-a100",
             "aggregate /cluster0/fluke1/socket0",
         ],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let v = values(&o);
     assert_eq!(
         v[0]["R"]["execution"]["R_lite"],
         json!([{"rank":"1","children":{"gpu":"0-1","core":"0-3"}}])
@@ -365,17 +363,15 @@ fn fluxion_jgf_is_read_and_written_back() {
 
 #[test]
 fn hwloc_xml_loads_with_sockets() {
-    let o = run_script(
+    let v = json_lines(
         "tiny7.xml",
-        &["--rank", "5", "--json"],
+        &["--rank", "5"],
         &[
             "aggregate",
             "get-status /cluster0/tiny7/socket1/gpu1",
             "match allocate @slot-core2-gpu.json",
         ],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let v = values(&o);
     assert_eq!(
         v[0]["aggregate"],
         json!({"cluster":1,"core":8,"gpu":2,"node":1,"socket":2})
@@ -390,9 +386,9 @@ fn hwloc_xml_loads_with_sockets() {
 
 #[test]
 fn copy_attach_remove() {
-    let o = run_script(
+    let v = json_lines(
         "tiny.R.json",
-        &["--json"],
+        &[],
         &[
             "match allocate @node-x2.yaml",
             "copy",
@@ -403,8 +399,6 @@ fn copy_attach_remove() {
             "get-property /cluster0/tiny0",
         ],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let v = values(&o);
     // The copy holds the two free nodes only.
     assert_eq!(v[1]["R"]["execution"]["nodelist"], json!(["tiny[2-3]"]));
     assert_eq!(v[2]["removed"], 11);
@@ -526,10 +520,10 @@ fn stat_counts() {
     assert_eq!(stat.len(), 6);
 }
 
-/// Run `roster graph -L FILE --json -F rv1` on a script, one JSON value
-/// per command.
-fn json_lines(file: &str, lines: &[&str]) -> Vec<Value> {
-    let o = run_script(file, &["--json", "-F", "rv1"], lines);
+/// Run `roster graph -L FILE --json OPTS` on a script, which must
+/// succeed: one JSON value per command.
+fn json_lines(file: &str, opts: &[&str], lines: &[&str]) -> Vec<Value> {
+    let o = run_script(file, &[&["--json"][..], opts].concat(), lines);
     assert_eq!(o.code, 0, "{file}: {}", o.stderr);
     values(&o)
 }
@@ -558,6 +552,7 @@ fn scheduling_round_trips(r: &Value) {
 fn power_subsystem_graph() {
     let v = json_lines(
         "power.jgf.json",
+        &["-F", "rv1"],
         &[
             "aggregate",
             "aggregate /power0",
@@ -599,6 +594,7 @@ fn power_subsystem_graph() {
 fn rabbit_graph_and_elastic_attach() {
     let v = json_lines(
         "rabbit.jgf.json",
+        &["-F", "rv1"],
         &[
             "aggregate",
             "match allocate @slot-core2-gpu1.json",

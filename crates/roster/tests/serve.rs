@@ -312,10 +312,16 @@ fn restart_restores_drains_and_journal_order() {
     );
 }
 
-fn drained_after_replay(events: &[Value], checkpoint: Option<Value>) -> String {
-    let s = Scratch::new("remap");
-    let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+/// A scratch directory whose state directory holds the eventlog `text`.
+fn with_eventlog(name: &str, text: &str) -> Scratch {
+    let s = Scratch::new(name);
     std::fs::write(s.statedir().join("resource.eventlog"), text).unwrap();
+    s
+}
+
+fn drained_after_replay(events: &[Value], checkpoint: Option<Value>) -> String {
+    let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+    let s = with_eventlog("remap", &text);
     if let Some(cp) = checkpoint {
         std::fs::write(s.statedir().join("checkpoint.resource"), cp.to_string()).unwrap();
     }
@@ -360,32 +366,29 @@ fn replay_remaps_ranks_through_the_stored_nodelist() {
 
 #[test]
 fn torn_last_line_is_dropped_and_corrupt_lines_refuse_start() {
-    let s = Scratch::new("torn");
     let good = drain_ev(1.0, "1", "fake1").to_string();
-    std::fs::write(
-        s.statedir().join("resource.eventlog"),
-        format!("{good}\n{{\"timestamp\":2.0,\"na"),
-    )
-    .unwrap();
+    let s = with_eventlog("torn", &format!("{good}\n{{\"timestamp\":2.0,\"na"));
     let d = start(&s, &fake_config(4, "history = \"inf\""), &[]);
     assert_eq!(drained(&d), "1");
     assert!(d.log_text().contains("torn"), "{}", d.log_text());
     drop(d);
 
-    let s = Scratch::new("corrupt");
-    std::fs::write(
-        s.statedir().join("resource.eventlog"),
-        format!("{good}\nnot json\n{good}\n"),
-    )
-    .unwrap();
-    let err = start_refused(&s, &fake_config(4, ""), &[]);
-    assert!(err.contains("resource.eventlog line 2"), "{err}");
-
-    let s = Scratch::new("parse-error");
     let bad = json!({"timestamp": 1.0, "name": "drain", "context": {"idset": "1"}});
-    std::fs::write(s.statedir().join("resource.eventlog"), format!("{bad}\n")).unwrap();
-    let err = start_refused(&s, &fake_config(4, ""), &[]);
-    assert!(err.contains("line 1: drain parse error"), "{err}");
+    for (name, log, want) in [
+        (
+            "corrupt",
+            format!("{good}\nnot json\n{good}\n"),
+            "resource.eventlog line 2",
+        ),
+        (
+            "parse-error",
+            format!("{bad}\n"),
+            "line 1: drain parse error",
+        ),
+    ] {
+        let err = start_refused(&with_eventlog(name, &log), &fake_config(4, ""), &[]);
+        assert!(err.contains(want), "{name}: {err}");
+    }
 }
 
 #[test]
@@ -745,23 +748,40 @@ fn refused_by_check_and_serve(name: &str, serve_toml: &str, want: &str) {
         )
     };
     let (check_code, check_err) = run(true);
-    assert_eq!(check_code, Some(1), "--check passed: {check_err}");
-    assert!(check_err.contains(want), "{check_err}");
+    assert_eq!(check_code, Some(1), "{name}: --check passed: {check_err}");
+    assert!(check_err.contains(want), "{name}: {check_err}");
     let (serve_code, serve_err) = run(false);
-    assert_eq!(serve_code, Some(1), "{serve_err}");
+    assert_eq!(serve_code, Some(1), "{name}: {serve_err}");
     let last = |t: &str| t.lines().last().unwrap_or("").to_string();
-    assert_eq!(last(&serve_err), last(&check_err));
+    assert_eq!(last(&serve_err), last(&check_err), "{name}");
     // refused before the state directory was touched
-    assert!(!s.statedir().join("resource.eventlog").exists());
+    let log = s.statedir().join("resource.eventlog");
+    assert!(!log.exists(), "{name}");
 }
 
+/// Listeners a configuration may not have: TLS without a certificate,
+/// TCP without a token, plain TCP off loopback.
 #[test]
-fn check_refuses_tls_without_a_certificate() {
-    refused_by_check_and_serve(
-        "check-tls-cert",
-        "listen = [\"tls://127.0.0.1:8050\"]\ntoken-file = \"TOKEN\"\n",
-        "a TLS listener needs a certificate and key (tls-cert, tls-key)",
-    );
+fn check_refuses_unsafe_listeners() {
+    for (name, serve_toml, want) in [
+        (
+            "check-tls-cert",
+            "listen = [\"tls://127.0.0.1:8050\"]\ntoken-file = \"TOKEN\"\n",
+            "a TLS listener needs a certificate and key (tls-cert, tls-key)",
+        ),
+        (
+            "check-tcp-token",
+            "listen = [\"tcp://127.0.0.1:8051\"]\n",
+            "TCP listener requires a token file",
+        ),
+        (
+            "check-tcp-any",
+            "listen = [\"tcp://0.0.0.0:8051\"]\ntoken-file = \"TOKEN\"\n",
+            "plain TCP is only allowed on loopback addresses",
+        ),
+    ] {
+        refused_by_check_and_serve(name, serve_toml, want);
+    }
 }
 
 #[test]
@@ -775,24 +795,6 @@ fn check_refuses_tls_without_client_authentication() {
             cert_and_key(&pki)
         ),
         "TLS clients could not authenticate",
-    );
-}
-
-#[test]
-fn check_refuses_tcp_without_a_token() {
-    refused_by_check_and_serve(
-        "check-tcp-token",
-        "listen = [\"tcp://127.0.0.1:8051\"]\n",
-        "TCP listener requires a token file",
-    );
-}
-
-#[test]
-fn check_refuses_plain_tcp_off_loopback() {
-    refused_by_check_and_serve(
-        "check-tcp-any",
-        "listen = [\"tcp://0.0.0.0:8051\"]\ntoken-file = \"TOKEN\"\n",
-        "plain TCP is only allowed on loopback addresses",
     );
 }
 

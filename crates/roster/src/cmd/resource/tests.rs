@@ -83,6 +83,14 @@ fn run_with(words: &[&str], fake: Fake) -> Out {
     run_full(words, fake, &[], "", false)
 }
 
+/// The stderr of a run that must exit 1.
+#[track_caller]
+fn fails_with(words: &[&str], fake: Fake) -> String {
+    let o = run_with(words, fake);
+    assert_eq!(o.code, 1, "{words:?}: {}", o.stderr);
+    o.stderr
+}
+
 const R4: &str = r#"{"version":1,"execution":{"R_lite":[{"rank":"0-3","children":{"core":"0-3"}}],"starttime":0.0,"expiration":0.0,"nodelist":["foo[1-4]"]}}"#;
 const EMPTY_R: &str =
     r#"{"version":1,"execution":{"R_lite":[],"starttime":0.0,"expiration":0.0,"nodelist":[""]}}"#;
@@ -265,38 +273,27 @@ fn status_draining_needs_allocated_ranks() {
 
 #[test]
 fn status_state_errors_and_help_send_nothing() {
-    let o = run_with(&["status", "-s", "help"], Fake::new());
-    assert_eq!(o.code, 0);
-    assert_eq!(o.stdout, "");
-    assert_eq!(
-        o.stderr,
-        "roster-resource: INFO: valid states: all,online,avail,offline,exclude,drain,draining,drained,torpid,allocated,housekeeping\n"
-    );
-    assert!(o.log.is_empty());
-
-    let o = run_with(&["status", "-s", "frelled"], Fake::new());
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster-resource: ERROR: Invalid resource state frelled specified\n\
-         roster-resource: INFO: valid states: all,online,avail,offline,exclude,drain,draining,drained,torpid,allocated,housekeeping\n"
-    );
-    assert!(o.log.is_empty());
-
-    let o = run_with(&["status", "-o", "help"], Fake::new());
-    assert_eq!(o.code, 0);
-    assert_eq!(
-        o.stdout,
-        "\nConfigured flux-resource output formats:\n\n  default      Default flux-resource status format string\n  long         Long flux-resource status format string\n"
-    );
-    assert!(o.log.is_empty());
-
-    let o = run_with(&["status", "-o", "nosuch"], Fake::new());
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster-resource: ERROR: --format: No such format nosuch\n"
-    );
+    const VALID: &str = "roster-resource: INFO: valid states: all,online,avail,offline,exclude,drain,draining,drained,torpid,allocated,housekeeping\n";
+    let invalid =
+        format!("roster-resource: ERROR: Invalid resource state frelled specified\n{VALID}");
+    let formats = "\nConfigured flux-resource output formats:\n\n  default      Default flux-resource status format string\n  long         Long flux-resource status format string\n";
+    for (args, code, stdout, stderr) in [
+        (["status", "-s", "help"], 0, "", VALID),
+        (["status", "-s", "frelled"], 1, "", &invalid),
+        (["status", "-o", "help"], 0, formats, ""),
+        (
+            ["status", "-o", "nosuch"],
+            1,
+            "",
+            "roster-resource: ERROR: --format: No such format nosuch\n",
+        ),
+    ] {
+        let o = run_with(&args, Fake::new());
+        assert_eq!(o.code, code, "{args:?}");
+        assert_eq!(o.stdout, stdout, "{args:?}");
+        assert_eq!(o.stderr, stderr, "{args:?}");
+        assert!(o.log.is_empty(), "{args:?}");
+    }
 }
 
 #[test]
@@ -320,10 +317,8 @@ fn status_rpc_errors() {
             "cannot connect to unix:///run/roster.sock: No such file or directory".into(),
         )),
     );
-    let o = run_with(&["status"], fake);
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["status"], fake),
         "roster-resource: ERROR: cannot connect to unix:///run/roster.sock: No such file or directory\n\
          roster-resource: INFO: is a service running? Start one with `roster serve &`, or point --uri / ROSTER_URI at it\n"
     );
@@ -481,10 +476,8 @@ fn drain_errors() {
         "resource.drain",
         Err(SvcError::rpc(EEXIST, "rank 1 already drained")),
     );
-    let o = run_with(&["drain", "0-1"], fake);
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["drain", "0-1"], fake),
         "roster-resource: ERROR: [Errno 17] rank 1 already drained\n\
          roster-resource: INFO: Use --force to overwrite existing drain reason\n"
     );
@@ -493,10 +486,8 @@ fn drain_errors() {
         "resource.drain",
         Err(SvcError::rpc(EINVAL, "rank 0 excluded")),
     );
-    let o = run_with(&["drain", "0", "reason"], fake);
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["drain", "0", "reason"], fake),
         "roster-resource: ERROR: [Errno 22] rank 0 excluded\n"
     );
 
@@ -547,14 +538,13 @@ fn undrain_payloads_and_errors() {
         "resource.undrain",
         Err(SvcError::rpc(EEXIST, "ranks 1-2 not drained")),
     );
-    let o = run_with(&["undrain", "0-2"], fake);
-    assert_eq!(o.code, 1);
-    assert_eq!(o.stderr, "roster-resource: ERROR: ranks 1-2 not drained\n");
-
-    let o = run_with(&["undrain", "-f", "-u", "0"], Fake::new());
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["undrain", "0-2"], fake),
+        "roster-resource: ERROR: ranks 1-2 not drained\n"
+    );
+
+    assert_eq!(
+        fails_with(&["undrain", "-f", "-u", "0"], Fake::new()),
         "roster-resource: ERROR: Only one of --force and --update may be specified\n"
     );
 }
@@ -585,10 +575,8 @@ fn reload_sends_absolute_path() {
             "resource object contains ranks execeeding size=4 (override with -f))",
         )),
     );
-    let o = run_with(&["reload", "/R"], fake);
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["reload", "/R"], fake),
         "roster-resource: ERROR: resource object contains ranks execeeding size=4 (override with -f))\n"
     );
 }
@@ -931,17 +919,18 @@ fn eventlog_wait_follows_and_matches_context() {
     assert_eq!(o.stdout.lines().count(), 1);
 
     // never satisfied: the stream stays open until the timeout
-    let o = run_with(
-        &[
-            "eventlog",
-            "--wait=drain",
-            "--match-context=reason=nonexistent",
-            "--timeout=0.5",
-        ],
-        journal(items.clone()),
+    assert_eq!(
+        fails_with(
+            &[
+                "eventlog",
+                "--wait=drain",
+                "--match-context=reason=nonexistent",
+                "--timeout=0.5"
+            ],
+            journal(items.clone()),
+        ),
+        "roster-resource: ERROR: ETIMEDOUT\n"
     );
-    assert_eq!(o.code, 1);
-    assert_eq!(o.stderr, "roster-resource: ERROR: ETIMEDOUT\n");
 
     // -F without -w ends when the service ends the stream
     let mut with_end = items;
@@ -981,10 +970,8 @@ fn eventlog_option_errors() {
         o.stderr,
         "roster-resource: ERROR: invalid Flux standard duration\n"
     );
-    let o = run_with(&["eventlog"], Fake::new());
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["eventlog"], Fake::new()),
         "roster-resource: ERROR: No service matching resource.journal is registered\n"
     );
 }
@@ -1026,17 +1013,13 @@ fn eventlog_include() {
         .is_some_and(|l| l.contains("online")));
 
     let fake = journal(items.clone()).json("attr.get", r#"{"value":"fake[0-1]","flags":0}"#);
-    let o = run_with(&["eventlog", "--include=42"], fake);
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["eventlog", "--include=42"], fake),
         "roster-resource: ERROR: --include: rank 42 is not in this instance\n"
     );
     let fake = journal(items).json("attr.get", r#"{"value":"fake[0-1]","flags":0}"#);
-    let o = run_with(&["eventlog", "--include=foo"], fake);
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["eventlog", "--include=foo"], fake),
         "roster-resource: ERROR: --include: host foo is not in this instance\n"
     );
 }
@@ -1051,12 +1034,13 @@ fn eventlog_stream_errors() {
     );
     assert_eq!(o.code, 1);
     assert_eq!(o.stderr, "roster-resource: ERROR: No data available\n");
-    let o = run_with(
-        &["eventlog"],
-        journal(vec![StreamItem::Payload(json!({"nope": 1}))]),
+    assert_eq!(
+        fails_with(
+            &["eventlog"],
+            journal(vec![StreamItem::Payload(json!({"nope": 1}))]),
+        ),
+        "roster-resource: ERROR: 'events'\n"
     );
-    assert_eq!(o.code, 1);
-    assert_eq!(o.stderr, "roster-resource: ERROR: 'events'\n");
 }
 
 #[test]
@@ -1224,10 +1208,8 @@ fn out_of_range_targets_name_the_valid_ones() {
             )),
         )
         .json("resource.status", &example_status());
-    let o = run_with(&["undrain", "fo2,bar"], fake);
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["undrain", "fo2,bar"], fake),
         "roster-resource: ERROR: invalid targets: invalid hosts: fo2,bar\n\
          roster-resource: INFO: valid targets: ranks 0-3 or hosts foo[1-4]\n\
          roster-resource: INFO: did you mean 'foo2' (for 'fo2')?\n"
