@@ -207,7 +207,8 @@ fn refusals_unknown_host_duplicate_rank_wrong_token() {
     let s = Scratch::new("agent-refuse");
     let token = token_file(&s);
     let wrong = s.write("wrong", "nope\n");
-    let (d, tcp) = start_tcp_with_token(&s, 2, &token);
+    let (d, addr) = start_with_tcp(&s, &fake_config(2, ""), &[]);
+    let tcp = format!("tcp://{addr}");
     // Unknown host: refused, with a clear error on both sides.
     let mut a = agent(
         &s,

@@ -100,34 +100,10 @@ impl Drop for Follow {
     }
 }
 
-/// A running `roster agent` for a fake host, killed on drop.
-struct Agent(Option<Child>);
-
-impl Agent {
-    fn start(d: &Daemon, host: &str) -> Agent {
-        let c = roster()
-            .args(["agent", "--uri", &d.uri, "--hostname", host])
-            .args(["--cores", "0-3", "--heartbeat", "0.2"])
-            .env_remove("ROSTER_TOKEN_FILE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn roster agent");
-        Agent(Some(c))
-    }
-    fn kill(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// A `roster agent` for `fake{i}` of `d` (its log in `s`).
+fn agent(s: &Scratch, d: &Daemon, i: u32) -> Agent {
+    let host = format!("fake{i}");
+    Agent::spawn(s, &host, &node_args(&d.uri, &host))
 }
 
 fn wait_online(d: &Daemon, want: &str) {
@@ -159,9 +135,7 @@ const TIMERS: &str = "torpid-max = \"30s\"\noffline-timeout = \"60s\"\n";
 fn v1_follow_drain_undrain_agent_loss_and_service_restart() {
     let s = Scratch::new("follow-v1");
     let mut d = start(&s, &fake_config(3, TIMERS), &[]);
-    let mut agents: Vec<Agent> = (0..3)
-        .map(|i| Agent::start(&d, &format!("fake{i}")))
-        .collect();
+    let mut agents: Vec<Agent> = (0..3).map(|i| agent(&s, &d, i)).collect();
     wait_online(&d, "0-2");
     let js = node_jobspec(&s);
     let mut f = Follow::start(&d, &[]);
@@ -298,9 +272,7 @@ fn excluded_rank_of_a_scheduling_r_is_never_allocated() {
     // nothing online: no match, the excluded node included
     assert_eq!(f.cmd("get-status /cluster0/fake2")["status"], "down");
     assert_eq!(f.cmd(&format!("match allocate {js}"))["status"], "NOMATCH");
-    let agents: Vec<Agent> = (0..3)
-        .map(|i| Agent::start(&d, &format!("fake{i}")))
-        .collect();
+    let agents: Vec<Agent> = (0..3).map(|i| agent(&s, &d, i)).collect();
     let deadline = Instant::now() + Duration::from_secs(10);
     while f.aggregate()["node"] != 2 {
         assert!(Instant::now() < deadline, "fake0 and fake1 never came up");

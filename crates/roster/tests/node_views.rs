@@ -154,13 +154,8 @@ fn drain_undrain_show_history_and_status_at() {
 #[test]
 fn a_token_client_is_recorded_by_its_role() {
     let s = Scratch::new("node-views-token");
-    let token = token_file(&s);
-    let tcp = format!("tcp://127.0.0.1:{}", free_port());
-    let d = start(
-        &s,
-        CONFIG,
-        &["--listen", &tcp, "--token-file", token.to_str().unwrap()],
-    );
+    let (d, addr) = start_with_tcp(&s, CONFIG, &[]);
+    let (tcp, token) = (format!("tcp://{addr}"), s.path("token"));
     let o = roster()
         .args(["resource", "--uri", &tcp, "--token-file"])
         .arg(&token)

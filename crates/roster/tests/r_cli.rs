@@ -29,66 +29,49 @@ fn decode(args: &[&str], r: &str) -> String {
 
 #[test]
 fn fails_on_invalid_r() {
-    let o = run(&["decode"], "");
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster R: Failed to read an R object: '[' or '{' expected near end of file\n"
-    );
-    let o = run(&["decode"], "{}\n");
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster R: Failed to decode R on stdin: Object item not found: version\n"
-    );
     assert_eq!(run(&["decode"], "{\"version\": 1}\n").code, 1);
-    let o = run(&["decode"], "{\"version\": 1, \"execution\": {}}\n");
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster R: Failed to decode R on stdin: Object item not found: R_lite\n"
-    );
-    let o = run(&["decode"], "bad json\n");
-    assert_eq!(
-        o.stderr,
-        "roster R: Failed to read an R object: '[' or '{' expected near 'bad'\n"
-    );
-    let o = run(
-        &["decode"],
-        r#"{"version": 2, "execution": {"R_lite": []}}"#,
-    );
-    assert_eq!(
-        o.stderr,
-        "roster R: Failed to decode R on stdin: invalid version=2\n"
-    );
-    // Errors flux reports without text: Roster names the key and value.
     for (r, why) in [
         (
+            "",
+            "Failed to read an R object: '[' or '{' expected near end of file",
+        ),
+        ("{}\n", "Failed to decode R on stdin: Object item not found: version"),
+        (
+            "{\"version\": 1, \"execution\": {}}\n",
+            "Failed to decode R on stdin: Object item not found: R_lite",
+        ),
+        (
+            "bad json\n",
+            "Failed to read an R object: '[' or '{' expected near 'bad'",
+        ),
+        (
+            r#"{"version": 2, "execution": {"R_lite": []}}"#,
+            "Failed to decode R on stdin: invalid version=2",
+        ),
+        // Errors flux reports without text: Roster names the key and value.
+        (
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "x", "children": {}}]}}"#,
-            "invalid R_lite rank idset 'x'",
+            "Failed to decode R on stdin: invalid R_lite rank idset 'x'",
         ),
         (
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "x-y"}}]}}"#,
-            r#"rank 0: invalid core idset "x-y""#,
+            r#"Failed to decode R on stdin: rank 0: invalid core idset "x-y""#,
         ),
         (
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0"}}], "nodelist": ["a"]}}"#,
-            "nodelist has 1 hosts but R has 2 nodes",
+            "Failed to decode R on stdin: nodelist has 1 hosts but R has 2 nodes",
         ),
         (
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0-3"}}, {"rank": "0", "children": {"core": "2-5"}}]}}"#,
-            "rank 0: core ids 2-3 given twice",
+            "Failed to decode R on stdin: rank 0: core ids 2-3 given twice",
         ),
         (
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], "nodelist": ["a["]}}"#,
-            "execution.nodelist: invalid hostlist 'a[': unmatched bracket",
+            "Failed to decode R on stdin: execution.nodelist: invalid hostlist 'a[': unmatched bracket",
         ),
     ] {
         let o = run(&["decode"], r);
-        assert_eq!(
-            (o.code, o.stderr),
-            (1, format!("roster R: Failed to decode R on stdin: {why}\n"))
-        );
+        assert_eq!((o.code, o.stderr), (1, format!("roster R: {why}\n")), "{r}");
     }
 }
 

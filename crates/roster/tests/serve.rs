@@ -447,7 +447,8 @@ fn guests_read_status_only_and_tcp_needs_the_token() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let (d, tcp) = start_tcp_with_token(&s, 2, &token);
+    let (d, addr) = start_with_tcp(&s, &fake_config(2, ""), &[]);
+    let tcp = format!("tcp://{addr}");
     // TCP without the token: refused; with it: owner
     let o = roster()
         .args(["resource", "--uri", &tcp, "drain", "1"])
@@ -723,6 +724,17 @@ fn config_typo_gets_did_you_mean_with_file_and_line() {
     );
 }
 
+/// `roster serve [--check]` on `cfg`, with the state directory of `s`.
+fn serve_once(s: &Scratch, cfg: &std::path::Path, check: bool) -> Out {
+    let mut c = roster();
+    c.arg("serve").arg("--statedir").arg(s.statedir());
+    c.arg("--config").arg(cfg);
+    if check {
+        c.arg("--check");
+    }
+    c.output().unwrap().into()
+}
+
 /// `roster serve --check` and `roster serve` on the same configuration:
 /// both must refuse it, with the same message (containing `want`), and
 /// exit 1; nothing is started.
@@ -734,26 +746,13 @@ fn refused_by_check_and_serve(name: &str, serve_toml: &str, want: &str) {
         "roster.toml",
         &(fake_config(2, "") + "[serve]\n" + &serve_toml),
     );
-    let run = |check: bool| {
-        let mut c = roster();
-        c.arg("serve").arg("--statedir").arg(s.statedir());
-        c.arg("--config").arg(&cfg);
-        if check {
-            c.arg("--check");
-        }
-        let o = c.output().unwrap();
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
-    };
-    let (check_code, check_err) = run(true);
-    assert_eq!(check_code, Some(1), "{name}: --check passed: {check_err}");
-    assert!(check_err.contains(want), "{name}: {check_err}");
-    let (serve_code, serve_err) = run(false);
-    assert_eq!(serve_code, Some(1), "{name}: {serve_err}");
+    let check = serve_once(&s, &cfg, true);
+    assert_eq!(check.code, 1, "{name}: --check passed: {}", check.stderr);
+    assert!(check.stderr.contains(want), "{name}: {}", check.stderr);
+    let serve = serve_once(&s, &cfg, false);
+    assert_eq!(serve.code, 1, "{name}: {}", serve.stderr);
     let last = |t: &str| t.lines().last().unwrap_or("").to_string();
-    assert_eq!(last(&serve_err), last(&check_err), "{name}");
+    assert_eq!(last(&serve.stderr), last(&check.stderr), "{name}");
     // refused before the state directory was touched
     let log = s.statedir().join("resource.eventlog");
     assert!(!log.exists(), "{name}");
@@ -870,15 +869,10 @@ fn a_missing_path_names_its_line() {
         "# the cluster\n[resource]\npath = \"/nonexistent/R.json\"\n",
     );
     for check in [true, false] {
-        let mut c = roster();
-        c.arg("serve").arg("--statedir").arg(s.statedir());
-        c.arg("--config").arg(&cfg);
-        if check {
-            c.arg("--check");
-        }
-        let o = c.output().unwrap();
-        assert_eq!(o.status.code(), Some(1));
-        let err = String::from_utf8_lossy(&o.stderr);
+        let Out {
+            code, stderr: err, ..
+        } = serve_once(&s, &cfg, check);
+        assert_eq!(code, 1, "--check {check}");
         assert_eq!(
             err.lines().last().unwrap_or(""),
             format!(

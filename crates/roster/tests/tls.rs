@@ -398,6 +398,14 @@ impl Site {
         c
     }
 
+    /// `acquire` as `who`, running, and the lines it prints.
+    fn acquire(&self, who: &str) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+        let mut c = self.cli(Some(who), &["acquire"]);
+        let mut acq = c.stdout(Stdio::piped()).spawn().unwrap();
+        let lines = line_channel(acq.stdout.take().unwrap());
+        (acq, lines)
+    }
+
     /// [`Site::cli`], which must succeed; its stdout.
     fn cli_ok(&self, who: Option<&str>, args: &[&str]) -> String {
         let o = self.cli(who, args).output().unwrap();
@@ -465,18 +473,8 @@ fn every_resource_command_reaches_a_tls_service_with_flags() {
 
     // A scheduler acquires, mutes, sets groups; the first response of
     // acquire is the whole resource set.
-    let mut acq = site
-        .cli(Some("sched"), &["acquire"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(acq.stdout.take().unwrap()),
-        &mut first,
-    )
-    .unwrap();
+    let (mut acq, rx) = site.acquire("sched");
+    let first = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     let _ = acq.kill();
     let _ = acq.wait();
     let v: Value = serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first:?}"));
@@ -525,13 +523,7 @@ fn another_schedulers_mute_leaves_the_stream_flowing() {
     let site = site("tls-mute");
     let _a0 = site.agent("fake0", "fake0");
     site.wait_online("0");
-    let mut acq = site
-        .cli(Some("sched"), &["acquire"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let rx = line_channel(acq.stdout.take().unwrap());
+    let (mut acq, rx) = site.acquire("sched");
     let first = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(first.contains("\"resources\""), "{first}");
     site.cli_ok(Some("sched2"), &["acquire-mute"]);

@@ -197,7 +197,7 @@ fn a_drain_shows_in_the_browser_within_a_second() {
         return;
     }
     let s = Scratch::new("webview");
-    let (d, addr) = start_with_tcp(&s, &fake_config(16, ""));
+    let (d, addr) = start_with_tcp(&s, &fake_config(16, ""), &[]);
     let b = Browser::start(1000, 800);
     // the owner's page: the token in the fragment, the journal followed
     b.goto(&format!("http://{addr}/#token=s3cret"));
@@ -287,7 +287,7 @@ fn get_first_line(addr: &str, path: &str, headers: &str) -> (u16, String) {
 #[test]
 fn web_routes_run_with_the_callers_role() {
     let s = Scratch::new("webroles");
-    let (d, addr) = start_with_tcp(&s, &fake_config(4, ""));
+    let (d, addr) = start_with_tcp(&s, &fake_config(4, ""), &[]);
     d.ok(&["drain", "2", "roles"]);
     let (status, line) = get_first_line(&addr, "/api/journal", "");
     assert_eq!(status, 200);
@@ -338,7 +338,7 @@ fn r16k_first_paint_and_screenshot() {
         "/../../../shared/bench/R16k.json"
     );
     let config = format!("[resource]\nnoverify = true\npath = \"{r}\"\n");
-    let (d, addr) = start_with_tcp(&s, &config);
+    let (d, addr) = start_with_tcp(&s, &config, &[]);
     // the bench drain set: 4,915 ranks, drained in batches
     let ranks = std::process::Command::new("python3")
         .args([
@@ -405,7 +405,7 @@ fn forced_drains_keep_or_move_the_drain_time_as_the_service_does() {
         return;
     }
     let s = Scratch::new("webview-force");
-    let (d, addr) = start_with_tcp(&s, &fake_config(8, ""));
+    let (d, addr) = start_with_tcp(&s, &fake_config(8, ""), &[]);
     let b = Browser::start(1000, 800);
     let url = format!("http://{addr}/#token=s3cret");
     let ready = "return !!(window.roster && window.roster.n === 8 && document.getElementById('status').textContent === 'live')";
@@ -448,7 +448,7 @@ fn filter_in_the_url_pin_a_node_and_hosts_in_events() {
         return;
     }
     let s = Scratch::new("webview-tool");
-    let (d, addr) = start_with_tcp(&s, &fake_config(8, ""));
+    let (d, addr) = start_with_tcp(&s, &fake_config(8, ""), &[]);
     d.ok(&["drain", "fake[2-3]", "fan"]);
     d.ok(&["drain", "fake5", "disk"]);
     let b = Browser::start(1000, 800);
@@ -520,19 +520,7 @@ fn allocated_nodes_are_their_own_state() {
         return;
     }
     let s = Scratch::new("webview-alloc");
-    let token = token_file(&s);
-    let addr = format!("127.0.0.1:{}", free_port());
-    let d = start(
-        &s,
-        &fake_config(8, ""),
-        &[
-            "--listen",
-            &format!("tcp://{addr}"),
-            "--token-file",
-            token.to_str().unwrap(),
-            "--monitor-force-up",
-        ],
-    );
+    let (d, addr) = start_with_tcp(&s, &fake_config(8, ""), &["--monitor-force-up"]);
     d.rpc("resource.allocated-set", json!({"targets": "fake[2-3]"}))
         .unwrap();
     d.ok(&["drain", "3", "fan"]);

@@ -464,20 +464,6 @@ pub fn token_file(s: &Scratch) -> PathBuf {
     token
 }
 
-/// A service over `fake_config(nodes, "")` also listening on a free
-/// loopback TCP port whose clients need the token in `token_file`; the
-/// daemon and that listener's URI.
-pub fn start_tcp_with_token(s: &Scratch, nodes: u32, token_file: &Path) -> (Daemon, String) {
-    let tcp = format!("tcp://127.0.0.1:{}", free_port());
-    let token = token_file.to_str().unwrap();
-    let d = start(
-        s,
-        &fake_config(nodes, ""),
-        &["--listen", &tcp, "--token-file", token],
-    );
-    (d, tcp)
-}
-
 /// `pki` in `s`: a CA (`roster serve ca init`) and its certificate for
 /// `localhost`; its path.
 pub fn localhost_pki(s: &Scratch) -> String {
@@ -655,17 +641,15 @@ pub fn run_stdin(args: &[&str], stdin: &str) -> Out {
     child.wait_with_output().expect("wait roster").into()
 }
 
-/// A daemon also listening on loopback TCP with the bearer token
-/// `s3cret`; returns it and the TCP address.
-pub fn start_with_tcp(s: &Scratch, config: &str) -> (Daemon, String) {
+/// A daemon (with ARGS) also listening on a free loopback TCP port whose
+/// clients need the bearer token `s3cret` ([`token_file`]); returns it
+/// and the TCP address.
+pub fn start_with_tcp(s: &Scratch, config: &str, args: &[&str]) -> (Daemon, String) {
     let token = token_file(s);
     let addr = format!("127.0.0.1:{}", free_port());
     let tcp = format!("tcp://{addr}");
-    let d = start(
-        s,
-        config,
-        &["--listen", &tcp, "--token-file", token.to_str().unwrap()],
-    );
+    let listen = ["--listen", &tcp, "--token-file", token.to_str().unwrap()];
+    let d = start(s, config, &[&listen[..], args].concat());
     (d, addr)
 }
 
