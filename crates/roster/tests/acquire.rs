@@ -85,11 +85,8 @@ fn rlite_ranks(r: &Value) -> Vec<String> {
 #[test]
 fn v1_responses_errors_disconnect_and_reacquire() {
     let s = Scratch::new("acq-v1");
-    let d = start(
-        &s,
-        &fake_config(4, "exclude = \"0\""),
-        &["--monitor-force-up"],
-    );
+    let cfg = fake_config(4, "exclude = \"0\"");
+    let d = start(&s, &cfg, &["--monitor-force-up"]);
     let a = Acq::open(&d, None);
     let first = a.ok();
     // t2313: exclude="0" → R re-encoded without 0, up without 0

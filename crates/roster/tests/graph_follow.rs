@@ -201,11 +201,8 @@ fn v1_follow_drain_undrain_agent_loss_and_service_restart() {
 #[test]
 fn groups_two_followers_hand_a_target_over_with_release() {
     let s = Scratch::new("follow-groups");
-    let d = start(
-        &s,
-        &fake_config(4, "[resource.groups]\nlogin = \"fake[0-1]\"\n"),
-        &["--monitor-force-up"],
-    );
+    let cfg = fake_config(4, "[resource.groups]\nlogin = \"fake[0-1]\"\n");
+    let d = start(&s, &cfg, &["--monitor-force-up"]);
     let mut login = Follow::start(&d, &["--group", "login"]);
     let e = login.event("acquire");
     assert_eq!(

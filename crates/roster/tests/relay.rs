@@ -71,11 +71,8 @@ fn wait_log(p: &Agent, text: &str, secs: f64) {
 fn three_level_tree_restart_and_a_leaf_moving() {
     // kary:2 over 7 ranks: 0 -> 1,2; 1 -> 3,4; 2 -> 5,6.
     let s = Scratch::new("relay-tree");
-    let d = start(
-        &s,
-        &config(7, "torpid-max = \"1s\"\noffline-timeout = \"10s\""),
-        &[],
-    );
+    let cfg = config(7, "torpid-max = \"1s\"\noffline-timeout = \"10s\"");
+    let d = start(&s, &cfg, &[]);
     let r0 = relay(&s, &d.uri, "fake0");
     let mut r1 = relay(&s, &sock(&s, "fake0"), "fake1");
     let _r2 = relay(&s, &sock(&s, "fake0"), "fake2");

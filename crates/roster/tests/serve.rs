@@ -100,11 +100,8 @@ fn drain_undrain_matrix_through_the_cli() {
 #[test]
 fn exclude_by_hostlist_and_idset() {
     let s = Scratch::new("exclude");
-    let d = start(
-        &s,
-        &fake_config(4, "exclude = \"fake[0,2]\""),
-        &["--monitor-force-up"],
-    );
+    let cfg = fake_config(4, "exclude = \"fake[0,2]\"");
+    let d = start(&s, &cfg, &["--monitor-force-up"]);
     assert_eq!(
         d.ok(&["status", "-s", "exclude", "-no", "{ranks}"]).trim(),
         "0,2"

@@ -173,12 +173,8 @@ fn answered_after_a_wait(d: &common::Daemon) -> usize {
 #[test]
 fn one_shot_reads_answered_at_accept_are_the_http_paths_bytes() {
     let s = Scratch::new("snapshot-accept");
-    let d = start_env(
-        &s,
-        &fake_config(4, ""),
-        &[],
-        &[("RUST_LOG", "info,transport::quick=debug")],
-    );
+    let env = [("RUST_LOG", "info,transport::quick=debug")];
+    let d = start_env(&s, &fake_config(4, ""), &[], &env);
     d.rpc("resource.drain", json!({"targets": "2", "reason": "r"}))
         .expect("drain");
     const HEAD: &[u8] =

@@ -1012,16 +1012,14 @@ fn eventlog_include() {
         .nth(1)
         .is_some_and(|l| l.contains("online")));
 
-    let fake = journal(items.clone()).json("attr.get", r#"{"value":"fake[0-1]","flags":0}"#);
-    assert_eq!(
-        fails_with(&["eventlog", "--include=42"], fake),
-        "roster-resource: ERROR: --include: rank 42 is not in this instance\n"
-    );
-    let fake = journal(items).json("attr.get", r#"{"value":"fake[0-1]","flags":0}"#);
-    assert_eq!(
-        fails_with(&["eventlog", "--include=foo"], fake),
-        "roster-resource: ERROR: --include: host foo is not in this instance\n"
-    );
+    for (include, what) in [("42", "rank 42"), ("foo", "host foo")] {
+        let fake = journal(items.clone()).json("attr.get", r#"{"value":"fake[0-1]","flags":0}"#);
+        assert_eq!(
+            fails_with(&["eventlog", &format!("--include={include}")], fake),
+            format!("roster-resource: ERROR: --include: {what} is not in this instance\n"),
+            "{include}"
+        );
+    }
 }
 
 #[test]
