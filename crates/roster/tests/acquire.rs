@@ -273,9 +273,7 @@ fn groups_every_response_type_and_error() {
 #[test]
 fn acquire_cancel_over_the_flux_protocol() {
     let s = Scratch::new("acq-flux");
-    let (fsock, furi) = flux_socket(&s);
-    let _d = start(&s, &fake_config(2, ""), &["--listen", &furi]);
-    let mut c = flux_wire::connect(&fsock);
+    let (_d, mut c) = start_flux(&s, &fake_config(2, ""));
     flux_wire::request_flags(&mut c, "resource.acquire", Some("{}"), 5, 0x40);
     let (frames, errnum, tag) = flux_wire::response(&mut c);
     assert_eq!((errnum, tag), (0, 5));

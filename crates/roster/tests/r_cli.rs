@@ -545,32 +545,30 @@ fn parse_config_resource_path() {
     let o = run(&["parse-config", &conf.to_string_lossy()], "");
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(decode(&["-c", "node"], &o.stdout), "2");
-    std::fs::write(&rpath, "bad json\n").expect("write");
-    let o = run(&["parse-config", &conf.to_string_lossy()], "");
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        format!(
-            "roster R: {}: '[' or '{{' expected near 'bad' on line 1\n",
-            rpath.display()
-        )
-    );
-    std::fs::write(&rpath, "{\"version\": 2, \"execution\": {\"R_lite\": []}}").expect("write");
-    let o = run(&["parse-config", &conf.to_string_lossy()], "");
-    assert_eq!(
-        o.stderr,
-        format!("roster R: {}: invalid version=2\n", rpath.display())
-    );
-    let _ = std::fs::remove_file(&rpath);
-    let o = run(&["parse-config", &conf.to_string_lossy()], "");
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        format!(
-            "roster R: {0}: unable to open {0}: No such file or directory\n",
-            rpath.display()
-        )
-    );
+    // a bad R, then none
+    let p = rpath.display();
+    for (r, want) in [
+        (
+            Some("bad json\n"),
+            format!("{p}: '[' or '{{' expected near 'bad' on line 1"),
+        ),
+        (
+            Some("{\"version\": 2, \"execution\": {\"R_lite\": []}}"),
+            format!("{p}: invalid version=2"),
+        ),
+        (
+            None,
+            format!("{p}: unable to open {p}: No such file or directory"),
+        ),
+    ] {
+        match r {
+            Some(text) => std::fs::write(&rpath, text).expect("write"),
+            None => std::fs::remove_file(&rpath).expect("remove"),
+        }
+        let o = run(&["parse-config", &conf.to_string_lossy()], "");
+        let want = format!("roster R: {want}\n");
+        assert_eq!((o.code, o.stderr), (1, want), "{r:?}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

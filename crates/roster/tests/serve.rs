@@ -654,9 +654,7 @@ fn sighup_applies_group_changes_with_shrink_release_grow() {
 #[test]
 fn flux_clients_reach_the_same_service() {
     let s = Scratch::new("flux");
-    let (fsock, furi) = flux_socket(&s);
-    let d = start(&s, &fake_config(4, ""), &["--listen", &furi]);
-    let mut c = flux_wire::connect(&fsock);
+    let (d, mut c) = start_flux(&s, &fake_config(4, ""));
     flux_wire::request(
         &mut c,
         "resource.drain",

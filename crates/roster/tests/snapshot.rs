@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{fake_config, flux_socket, flux_wire, start, start_env, Scratch};
+use common::{fake_config, flux_wire, start, start_env, start_flux, Scratch};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -58,9 +58,7 @@ fn every_read_sees_the_drains_acknowledged_before_it() {
 #[test]
 fn a_status_pipelined_after_a_drain_on_a_flux_connection_reads_it() {
     let s = Scratch::new("snapshot-flux");
-    let (fsock, furi) = flux_socket(&s);
-    let d = start(&s, &fake_config(4, ""), &["--listen", &furi]);
-    let mut c = flux_wire::connect(&fsock);
+    let (d, mut c) = start_flux(&s, &fake_config(4, ""));
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut tag = 1;
     for i in 0..40 {

@@ -648,55 +648,43 @@ fn a_sub_ca_owner_and_a_key_encipherment_admin_are_refused() {
 #[test]
 fn resource_tls_flag_errors_are_precise() {
     let site = site("tls-cli-errors");
+    let resource = |args: &[&str]| {
+        let mut c = roster();
+        c.args(["resource", "--uri", &site.tls_uri]).args(args);
+        c
+    };
     // No CA at all.
-    let o = roster()
-        .args(["resource", "--uri", &site.tls_uri, "status"])
+    let mut no_ca = resource(&["status"]);
+    no_ca
         .env_remove("ROSTER_CA")
         .env_remove("ROSTER_CERT")
-        .env_remove("ROSTER_KEY")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("give --ca FILE or set ROSTER_CA"), "{err}");
-    // A certificate without its key.
-    let o = site
-        .cli(None, &["--cert", &site.pki("bob.pem"), "status"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("needs its key too (--key or ROSTER_KEY)"),
-        "{err}"
-    );
-    // A CA file that does not exist.
-    let o = roster()
-        .args([
-            "resource",
-            "--uri",
-            &site.tls_uri,
-            "--ca",
-            "/nonexistent/ca.pem",
-            "status",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("/nonexistent/ca.pem"), "{err}");
+        .env_remove("ROSTER_KEY");
     // The wrong CA: the service's certificate is not trusted.
     let other = site.s.path("other");
     ca(&["init", other.to_str().unwrap()]);
-    let o = roster()
-        .args(["resource", "--uri", &site.tls_uri, "--ca"])
-        .arg(other.join("ca.pem"))
-        .arg("status")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("certificate"), "{err}");
+    let other_ca = other.join("ca.pem");
+    for (what, mut cmd, want) in [
+        ("no CA", no_ca, "give --ca FILE or set ROSTER_CA"),
+        (
+            "a certificate without its key",
+            site.cli(None, &["--cert", &site.pki("bob.pem"), "status"]),
+            "needs its key too (--key or ROSTER_KEY)",
+        ),
+        (
+            "a CA file that does not exist",
+            resource(&["--ca", "/nonexistent/ca.pem", "status"]),
+            "/nonexistent/ca.pem",
+        ),
+        (
+            "the wrong CA",
+            resource(&["--ca", other_ca.to_str().unwrap(), "status"]),
+            "certificate",
+        ),
+    ] {
+        let o: Out = cmd.output().unwrap().into();
+        assert_eq!(o.code, 1, "{what}: {}", o.stderr);
+        assert!(o.stderr.contains(want), "{what}: {}", o.stderr);
+    }
 }
 
 /// Per-agent enrolment (`[serve.auth] enrol-token-file`, `[serve]

@@ -433,6 +433,14 @@ pub fn flux_socket(s: &Scratch) -> (PathBuf, String) {
     (fsock, furi)
 }
 
+/// A daemon on `config` also listening on [`flux_socket`], and a Flux
+/// connection to it.
+pub fn start_flux(s: &Scratch, config: &str) -> (Daemon, std::os::unix::net::UnixStream) {
+    let (fsock, furi) = flux_socket(s);
+    let d = start(s, config, &["--listen", &furi]);
+    (d, flux_wire::connect(&fsock))
+}
+
 /// Is the opt-in `VAR=1` (of a slow test) set?  If not, say so (the
 /// caller returns).
 pub fn opted_in(var: &str) -> bool {
