@@ -245,11 +245,8 @@ fn scale_131072_nodes_through_relays() {
         return;
     }
     let s = Scratch::new("relay-scale");
-    let d = start(
-        &s,
-        "[resource]\ntorpid-max = \"5s\"\noffline-timeout = \"120s\"\n[[resource.config]]\nhosts = \"sim[0-131071]\"\ncores = \"0-3\"\n",
-        &[],
-    );
+    let cfg = "[resource]\ntorpid-max = \"5s\"\noffline-timeout = \"120s\"\n[[resource.config]]\nhosts = \"sim[0-131071]\"\ncores = \"0-3\"\n";
+    let d = start(&s, cfg, &[]);
     let mut sim = simulate(&s, &d, "sim[0-131071]", "129", ["20000-20099", "12"]);
     let t = wait_status(&d, "online", "0-131071", 10.0);
     eprintln!("all online after {t:?}");

@@ -45,11 +45,8 @@ fn list_of_131072_nodes_with_30_percent_drained() {
         return;
     }
     let s = Scratch::new("scale-list");
-    let d = start(
-        &s,
-        "[[resource.config]]\nhosts = \"node[0-131071]\"\ncores = \"0-63\"\ngpus = \"0-3\"\n",
-        &["--monitor-force-up"],
-    );
+    let cfg = "[[resource.config]]\nhosts = \"node[0-131071]\"\ncores = \"0-63\"\ngpus = \"0-3\"\n";
+    let d = start(&s, cfg, &["--monitor-force-up"]);
     let drained = random_ranks(131_072, 39_321, 0x5eed_2611);
     assert_eq!(drained.len(), 39_321);
     d.rpc(
