@@ -83,6 +83,14 @@ fn run_with(words: &[&str], fake: Fake) -> Out {
     run_full(words, fake, &[], "", false)
 }
 
+/// `words` against a service whose `resource.status` is [`example_status`].
+fn run_on_example(words: &[&str]) -> Out {
+    run_with(
+        words,
+        Fake::new().json("resource.status", &example_status()),
+    )
+}
+
 /// The stderr of a run that must exit 1.
 #[track_caller]
 fn fails_with(words: &[&str], fake: Fake) -> String {
@@ -195,8 +203,7 @@ fn help_goes_to_stdout() {
 
 #[test]
 fn status_default_format_without_a_terminal() {
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["status"], fake);
+    let o = run_on_example(&["status"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     // color off: the text in front of {color_up} is dropped, as flux does
     assert_eq!(
@@ -221,8 +228,7 @@ fn status_default_format_without_a_terminal() {
 
 #[test]
 fn status_with_color_is_the_reference_sample() {
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["status", "-Lalways"], fake);
+    let o = run_on_example(&["status", "-Lalways"]);
     assert_eq!(o.code, 0);
     assert!(o.stdout.contains("\x1b[01;32m"));
     assert_eq!(
@@ -242,8 +248,7 @@ fn status_with_color_is_the_reference_sample() {
 #[test]
 fn status_static_format_and_states() {
     let fmt = "{state:>10} {nnodes:>6} {ranks:<15} {nodelist}";
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["status", "-o", fmt], fake);
+    let o = run_on_example(&["status", "-o", fmt]);
     assert_eq!(
         o.stdout,
         "     STATE NNODES RANKS           NODELIST\n\
@@ -252,8 +257,7 @@ fn status_static_format_and_states() {
          \x20  drained      1 0               foo1\n\
          \x20 drained*      1 1               foo2\n"
     );
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["status", "-s", "drain", "-no", "{ranks}"], fake);
+    let o = run_on_example(&["status", "-s", "drain", "-no", "{ranks}"]);
     // lines differing only in ranks merge (t2311 relies on it)
     assert_eq!(o.stdout, "0-1\n");
 }
@@ -391,8 +395,7 @@ fn status_from_stdin_and_queues_from_config_file() {
 
 #[test]
 fn drain_listing() {
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["drain"], fake);
+    let o = run_on_example(&["drain"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(
         o.stdout,
@@ -400,8 +403,7 @@ fn drain_listing() {
          Dec09 20:00  drained  bad node                       foo1\n\
          Dec09 20:00  drained* testing drain                  foo2\n"
     );
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["drain", "-n", "-o", "{ranks} {reason}", "-i", "1"], fake);
+    let o = run_on_example(&["drain", "-n", "-o", "{ranks} {reason}", "-i", "1"]);
     assert_eq!(o.stdout, "1 testing drain\n");
     let fake = Fake::new().json("resource.status", &example_status());
     let o = run_full(
@@ -1074,9 +1076,8 @@ fn json_of(o: &Out) -> Value {
 
 #[test]
 fn status_json_is_the_lines_of_the_table() {
-    let fake = Fake::new().json("resource.status", &example_status());
     // -o and -n are ignored; the states are the table's
-    let o = run_with(&["status", "--json", "-o", "{nnodes}", "-n"], fake);
+    let o = run_on_example(&["status", "--json", "-o", "{nnodes}", "-n"]);
     assert_eq!(
         json_of(&o),
         json!({"version": 1, "lines": [
@@ -1091,8 +1092,7 @@ fn status_json_is_the_lines_of_the_table() {
         ]})
     );
     // -s with an explicit list keeps the empty lines, as the table does
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["status", "--json", "-s", "torpid"], fake);
+    let o = run_on_example(&["status", "--json", "-s", "torpid"]);
     assert_eq!(
         json_of(&o)["lines"],
         json!([{"state": "torpid", "online": true, "nnodes": 0, "ranks": "",
@@ -1106,8 +1106,7 @@ fn status_json_is_the_lines_of_the_table() {
 
 #[test]
 fn drain_json_lists_drained_nodes() {
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["drain", "--json", "-i", "foo2"], fake);
+    let o = run_on_example(&["drain", "--json", "-i", "foo2"]);
     assert_eq!(
         json_of(&o),
         json!({"version": 1, "lines": [
