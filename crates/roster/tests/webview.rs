@@ -117,6 +117,15 @@ impl Browser {
         self.cmd("POST", "url", Some(&json!({ "url": url })));
     }
 
+    /// [`Browser::goto`] `url`, and wait (20 s) until the page shows `n`
+    /// nodes and follows the journal.
+    fn open_live(&self, url: &str, n: usize) {
+        self.goto(url);
+        let ready = format!("return !!(window.roster && window.roster.n === {n} && document.getElementById('status').textContent === 'live')");
+        self.wait_for(&ready, &json!(true), Duration::from_secs(20))
+            .expect("page loaded and following the journal");
+    }
+
     fn eval(&self, script: &str) -> Value {
         self.cmd(
             "POST",
@@ -200,10 +209,7 @@ fn a_drain_shows_in_the_browser_within_a_second() {
     let (d, addr) = start_with_tcp(&s, &fake_config(16, ""), &[]);
     let b = Browser::start(1000, 800);
     // the owner's page: the token in the fragment, the journal followed
-    b.goto(&format!("http://{addr}/#token=s3cret"));
-    let page_ready = "return !!(window.roster && window.roster.n === 16 && document.getElementById('status').textContent === 'live')";
-    b.wait_for(page_ready, &json!(true), Duration::from_secs(20))
-        .expect("page loaded and following the journal");
+    b.open_live(&format!("http://{addr}/#token=s3cret"), 16);
     let state5 = "return window.roster.state ? null : (function(){ return window.roster.drained[5] ? 'drained' : 'other'; })()";
     assert_eq!(b.eval(state5), json!("other"));
     assert_eq!(
@@ -408,10 +414,7 @@ fn forced_drains_keep_or_move_the_drain_time_as_the_service_does() {
     let (d, addr) = start_with_tcp(&s, &fake_config(8, ""), &[]);
     let b = Browser::start(1000, 800);
     let url = format!("http://{addr}/#token=s3cret");
-    let ready = "return !!(window.roster && window.roster.n === 8 && document.getElementById('status').textContent === 'live')";
-    b.goto(&url);
-    b.wait_for(ready, &json!(true), Duration::from_secs(20))
-        .expect("page loaded and following the journal");
+    b.open_live(&url, 8);
     let service_time = || {
         let st = d.rpc("resource.status", json!({})).unwrap();
         st["drain"]["3"]["timestamp"].as_f64().unwrap() as i64
@@ -426,9 +429,7 @@ fn forced_drains_keep_or_move_the_drain_time_as_the_service_does() {
     assert_eq!(service_time(), first, "drain -f keeps the time");
     b.wait_for(page, &json!([first, "second"]), Duration::from_secs(3))
         .unwrap_or_else(|v| panic!("after drain -f the page must keep {first}: {v}"));
-    b.goto(&url);
-    b.wait_for(ready, &json!(true), Duration::from_secs(20))
-        .expect("page reloaded");
+    b.open_live(&url, 8);
     b.wait_for(page, &json!([first, "second"]), Duration::from_secs(3))
         .unwrap_or_else(|v| panic!("after a reload the page must keep {first}: {v}"));
     std::thread::sleep(Duration::from_millis(1500));
@@ -452,10 +453,7 @@ fn filter_in_the_url_pin_a_node_and_hosts_in_events() {
     d.ok(&["drain", "fake[2-3]", "fan"]);
     d.ok(&["drain", "fake5", "disk"]);
     let b = Browser::start(1000, 800);
-    b.goto(&format!("http://{addr}/?reason=fan#token=s3cret"));
-    let ready = "return !!(window.roster && window.roster.n === 8 && document.getElementById('status').textContent === 'live')";
-    b.wait_for(ready, &json!(true), Duration::from_secs(20))
-        .expect("page loaded and following the journal");
+    b.open_live(&format!("http://{addr}/?reason=fan#token=s3cret"), 8);
     let matching = "return document.getElementById('matching').textContent";
     b.wait_for(matching, &json!("matching: 2"), Duration::from_secs(3))
         .unwrap_or_else(|v| panic!("the reason filter from the URL: {v}"));
