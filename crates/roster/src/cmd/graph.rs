@@ -209,11 +209,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         let _ = writeln!(err, "roster graph: writing output: {e}");
         return ExitCode::from(1);
     }
-    if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+    follow::exit(failed)
 }
 
 fn load(opts: &Opts) -> Result<Graph, String> {
