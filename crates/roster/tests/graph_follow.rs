@@ -106,18 +106,6 @@ fn agent(s: &Scratch, d: &Daemon, i: u32) -> Agent {
     Agent::spawn(s, &host, &node_args(&d.uri, &host))
 }
 
-fn wait_online(d: &Daemon, want: &str) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let st = d.rpc("resource.status", json!({})).expect("status");
-        if st["online"] == want {
-            return;
-        }
-        assert!(Instant::now() < deadline, "online is {}", st["online"]);
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
 fn node_jobspec(s: &Scratch) -> String {
     let js = json!({"version": 1, "resources": [{"type": "node", "count": 1, "exclusive": true,
         "with": [{"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 1}]}]}],
@@ -136,7 +124,7 @@ fn v1_follow_drain_undrain_agent_loss_and_service_restart() {
     let s = Scratch::new("follow-v1");
     let mut d = start(&s, &fake_config(3, TIMERS), &[]);
     let mut agents: Vec<Agent> = (0..3).map(|i| agent(&s, &d, i)).collect();
-    wait_online(&d, "0-2");
+    d.wait_status("online", "0-2", 15.0);
     let js = node_jobspec(&s);
     let mut f = Follow::start(&d, &[]);
     let e = f.event("acquire");
@@ -186,7 +174,7 @@ fn v1_follow_drain_undrain_agent_loss_and_service_restart() {
     assert_eq!(p["exclusive"], 2);
     assert_eq!(p["state"], "down");
     // the agents come back (two of them): the follower sees them up
-    wait_online(&d, "0-1");
+    d.wait_status("online", "0-1", 15.0);
     agents.truncate(2);
     let deadline = Instant::now() + Duration::from_secs(10);
     while f.aggregate()["node"] != 2 {

@@ -227,7 +227,7 @@ fn logged_drains(etcd: &EtcdCluster, prefix: &str) -> Vec<(String, String)> {
 }
 
 fn drained_of(d: &Daemon) -> idset::IdSet {
-    let st = d.rpc("resource.status", json!({})).expect("status");
+    let st = d.status();
     let mut ids = idset::IdSet::new();
     if let Some(o) = st.get("drain").and_then(Value::as_object) {
         for k in o.keys() {

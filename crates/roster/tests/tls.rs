@@ -56,7 +56,7 @@ impl Site {
     }
 
     fn online(&self) -> Value {
-        self.d.rpc("resource.status", json!({})).unwrap()["online"].clone()
+        self.d.status()["online"].clone()
     }
 
     fn wait_online(&self, want: &str) {
@@ -274,7 +274,7 @@ fn verification_self_drain_still_works_for_its_own_rank() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let st = site.d.rpc("resource.status", json!({})).unwrap();
+        let st = site.d.status();
         if st["drain"].get("1").is_some() {
             let reason = st["drain"]["1"]["reason"]
                 .as_str()
@@ -331,7 +331,7 @@ fn roles_from_certificates() {
     site.client("alice")
         .rpc("resource.drain", drain)
         .expect("admin drains");
-    let st = site.d.rpc("resource.status", json!({})).unwrap();
+    let st = site.d.status();
     assert!(st["drain"].to_string().contains("fan"), "{st}");
     // ...and is recorded by its certificate's name (issue 28 item 7).
     let stored = stored_events(&site.s.statedir());
@@ -640,7 +640,7 @@ fn a_sub_ca_owner_and_a_key_encipherment_admin_are_refused() {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    assert!(site.d.rpc("resource.status", json!({})).unwrap()["drain"]
+    assert!(site.d.status()["drain"]
         .as_object()
         .is_none_or(|d| d.is_empty()));
 }
@@ -730,7 +730,7 @@ fn an_agent_enrols_with_the_enrolment_token_then_joins() {
         ];
         Agent::spawn(&s, name, &[&node_args(&uri, host)[..], &enrol].concat())
     };
-    let online = || d.rpc("resource.status", json!({})).unwrap()["online"].clone();
+    let online = || d.status()["online"].clone();
     let wait_online = |want: &str, a: &Agent| {
         let deadline = Instant::now() + Duration::from_secs(15);
         while online() != want {

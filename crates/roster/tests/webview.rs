@@ -416,7 +416,7 @@ fn forced_drains_keep_or_move_the_drain_time_as_the_service_does() {
     let url = format!("http://{addr}/#token=s3cret");
     b.open_live(&url, 8);
     let service_time = || {
-        let st = d.rpc("resource.status", json!({})).unwrap();
+        let st = d.status();
         st["drain"]["3"]["timestamp"].as_f64().unwrap() as i64
     };
     let page = "return window.roster.drained[3] ? [Math.round(window.roster.dtime[3]), window.roster.reason[3]] : null";

@@ -252,6 +252,31 @@ impl Daemon {
         )
     }
 
+    /// Its `resource.status`.
+    pub fn status(&self) -> serde_json::Value {
+        self.rpc("resource.status", serde_json::json!({}))
+            .expect("status")
+    }
+
+    /// Wait (up to `secs`) until `key` of [`Daemon::status`] is `want`;
+    /// how long that took.
+    pub fn wait_status(&self, key: &str, want: &str, secs: f64) -> Duration {
+        let start = Instant::now();
+        loop {
+            let st = self.status();
+            if st[key] == want {
+                return start.elapsed();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs_f64(secs),
+                "{key} is {} after {secs} s, wanted {want}; log:\n{}",
+                st[key],
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGTERM and wait: a clean shutdown.
     pub fn stop(&mut self) -> std::process::ExitStatus {
         let mut c = self.child.take().expect("daemon running");
