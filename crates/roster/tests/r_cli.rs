@@ -198,33 +198,28 @@ fn encode_ranks_cores_gpus_hosts() {
 
 #[test]
 fn encode_errors() {
-    let o = run(&["encode", "-r", "0-3", "-H", "foo[0-1]"], "");
-    assert_eq!(
-        (o.code, o.stderr.as_str()),
+    let cases: &[(&[&str], &str)] = &[
         (
-            1,
-            "roster R: hostname count in 'foo[0-1]' does not match nranks (4)\n"
-        )
-    );
-    let o = run(&["encode", "-r", "x"], "");
-    assert_eq!(o.stderr, "roster R: Failed to decode ranks='x' as idset\n");
-    let o = run(&["encode", "-H", "foo["], "");
-    assert_eq!(o.stderr, "roster R: invalid hostlist 'foo['\n");
-    let o = run(&["encode", "-c", "0-1", "--local"], "");
-    assert_eq!(
-        o.stderr,
-        "roster R: do not specify --cores or --gpus with --local or --xml\n"
-    );
-    let o = run(&["encode", "-c", "x"], "");
-    assert_eq!(
-        o.stderr,
-        "roster R: rlist_append rank=0: Invalid argument\n"
-    );
+            &["-r", "0-3", "-H", "foo[0-1]"],
+            "hostname count in 'foo[0-1]' does not match nranks (4)",
+        ),
+        (&["-r", "x"], "Failed to decode ranks='x' as idset"),
+        (&["-H", "foo["], "invalid hostlist 'foo['"),
+        (
+            &["-c", "0-1", "--local"],
+            "do not specify --cores or --gpus with --local or --xml",
+        ),
+        (&["-c", "x"], "rlist_append rank=0: Invalid argument"),
+    ];
+    for &(args, why) in cases {
+        let o = run(&[&["encode"], args].concat(), "");
+        let want = format!("roster R: {why}\n");
+        assert_eq!((o.code, o.stderr), (1, want), "{args:?}");
+    }
     let o = run(&["encode", "--bogus"], "");
     assert_eq!(o.code, 1);
-    assert!(o
-        .stderr
-        .starts_with("roster R encode: unrecognized option '--bogus'\n"));
+    let usage = "roster R encode: unrecognized option '--bogus'\n";
+    assert!(o.stderr.starts_with(usage), "{}", o.stderr);
 }
 
 #[test]
