@@ -85,11 +85,8 @@ fn rlite_ranks(r: &Value) -> Vec<String> {
 #[test]
 fn v1_responses_errors_disconnect_and_reacquire() {
     let s = Scratch::new("acq-v1");
-    let d = start(
-        &s,
-        &fake_config(4, "exclude = \"0\""),
-        &["--monitor-force-up"],
-    );
+    let cfg = fake_config(4, "exclude = \"0\"");
+    let d = start(&s, &cfg, &["--monitor-force-up"]);
     let a = Acq::open(&d, None);
     let first = a.ok();
     // t2313: exclude="0" → R re-encoded without 0, up without 0
@@ -276,10 +273,7 @@ fn groups_every_response_type_and_error() {
 #[test]
 fn acquire_cancel_over_the_flux_protocol() {
     let s = Scratch::new("acq-flux");
-    let fsock = s.path("flux.sock");
-    let furi = format!("flux://{}", fsock.display());
-    let _d = start(&s, &fake_config(2, ""), &["--listen", &furi]);
-    let mut c = flux_wire::connect(&fsock);
+    let (_d, mut c) = start_flux(&s, &fake_config(2, ""));
     flux_wire::request_flags(&mut c, "resource.acquire", Some("{}"), 5, 0x40);
     let (frames, errnum, tag) = flux_wire::response(&mut c);
     assert_eq!((errnum, tag), (0, 5));

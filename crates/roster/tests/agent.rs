@@ -20,35 +20,7 @@ fn agent(s: &Scratch, uri: &str, name: &str, args: &[&str]) -> Agent {
 
 /// An agent for a fake host with cores 0-3 and a fast heartbeat.
 fn fake(s: &Scratch, d: &Daemon, host: &str) -> Agent {
-    agent(
-        s,
-        &d.uri,
-        host,
-        &["--hostname", host, "--cores", "0-3", "--heartbeat", "0.2"],
-    )
-}
-
-fn status(d: &Daemon) -> Value {
-    d.rpc("resource.status", json!({})).expect("status")
-}
-
-/// Wait until `key` of resource.status is `want`.
-fn wait_status(d: &Daemon, key: &str, want: &str, secs: f64) -> Duration {
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(secs);
-    loop {
-        let st = status(d);
-        if st[key] == want {
-            return start.elapsed();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{key} is {} after {secs} s, wanted {want}; log:\n{}",
-            st[key],
-            d.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(25));
-    }
+    Agent::spawn(s, &format!("agent-{host}"), &node_args(&d.uri, host))
 }
 
 fn timers(torpid: &str, offline: &str) -> String {
@@ -70,22 +42,22 @@ fn event_names(d: &Daemon) -> Vec<String> {
 fn join_clean_leave_and_kill_9() {
     let s = Scratch::new("agent-join");
     let d = start(&s, &fake_config(3, &timers("30s", "60s")), &[]);
-    assert_eq!(status(&d)["online"], "");
+    assert_eq!(d.status()["online"], "");
     let mut a0 = fake(&s, &d, "fake0");
     let a1 = fake(&s, &d, "fake1");
     let a2 = fake(&s, &d, "fake2");
-    wait_status(&d, "online", "0-2", 10.0);
+    d.wait_status("online", "0-2", 10.0);
     assert_contains(&a0.log_text(), "fake0 joined as rank 0");
     // Clean leave: offline at once, exit 0.
     a0.signal(libc::SIGTERM);
     assert!(a0.wait().success());
-    let t = wait_status(&d, "online", "1-2", 2.0);
+    let t = d.wait_status("online", "1-2", 2.0);
     assert!(t < Duration::from_secs(1), "{t:?}");
     // kill -9: the connection drops, offline at once.
     a1.signal(libc::SIGKILL);
-    wait_status(&d, "online", "2", 2.0);
+    d.wait_status("online", "2", 2.0);
     drop(a2);
-    wait_status(&d, "online", "", 2.0);
+    d.wait_status("online", "", 2.0);
     let evs = event_names(&d);
     // Agents started apart may join in one batch or several.
     let n = evs.len();
@@ -114,12 +86,12 @@ fn sigstop_is_torpid_then_lively_then_offline_after_timeout() {
     let d = start(&s, &fake_config(2, &timers("1s", "4s")), &[]);
     let a0 = fake(&s, &d, "fake0");
     let _a1 = fake(&s, &d, "fake1");
-    wait_status(&d, "online", "0-1", 10.0);
+    d.wait_status("online", "0-1", 10.0);
     a0.signal(libc::SIGSTOP);
-    let t = wait_status(&d, "torpid", "0", 4.0);
+    let t = d.wait_status("torpid", "0", 4.0);
     assert!(t < Duration::from_millis(2500), "torpid after {t:?}");
     // Torpid: online, not drained, down for scheduling.
-    let st = status(&d);
+    let st = d.status();
     assert_eq!(st["online"], "0-1");
     assert_eq!(st["drain"], json!({}));
     let sched = d.rpc("resource.sched-status", json!({})).unwrap();
@@ -128,13 +100,13 @@ fn sigstop_is_torpid_then_lively_then_offline_after_timeout() {
         "{sched}"
     );
     a0.signal(libc::SIGCONT);
-    wait_status(&d, "torpid", "", 3.0);
+    d.wait_status("torpid", "", 3.0);
     // Stopped past offline-timeout: offline; continued, it reconnects.
     a0.signal(libc::SIGSTOP);
-    wait_status(&d, "online", "1", 8.0);
-    assert_eq!(status(&d)["torpid"], "");
+    d.wait_status("online", "1", 8.0);
+    assert_eq!(d.status()["torpid"], "");
     a0.signal(libc::SIGCONT);
-    wait_status(&d, "online", "0-1", 10.0);
+    d.wait_status("online", "0-1", 10.0);
     let evs = event_names(&d);
     for want in ["torpid 0", "lively 0", "offline 0"] {
         assert!(evs.iter().any(|e| e == want), "{want}: {evs:?}");
@@ -148,19 +120,19 @@ fn service_restart_agents_reconnect_and_drains_survive() {
     let mut d = start(&s, &cfg, &[]);
     let _a0 = fake(&s, &d, "fake0");
     let _a1 = fake(&s, &d, "fake1");
-    wait_status(&d, "online", "0-1", 10.0);
+    d.wait_status("online", "0-1", 10.0);
     d.ok(&["drain", "1", "bad", "dimm"]);
     d.stop();
     let d = start(&s, &cfg, &[]);
-    wait_status(&d, "online", "0-1", 15.0);
-    let st = status(&d);
+    d.wait_status("online", "0-1", 15.0);
+    let st = d.status();
     assert_eq!(st["drain"]["1"]["reason"], "bad dimm", "{st}");
     // Crash and restart: the same.
     let mut d = d;
     d.crash();
     let d = start(&s, &cfg, &[]);
-    wait_status(&d, "online", "0-1", 15.0);
-    assert_eq!(status(&d)["drain"]["1"]["reason"], "bad dimm");
+    d.wait_status("online", "0-1", 15.0);
+    assert_eq!(d.status()["drain"]["1"]["reason"], "bad dimm");
 }
 
 #[test]
@@ -171,8 +143,8 @@ fn verification_mismatch_drains_with_the_upstream_reason() {
     let _a0 = agent(&s, &d.uri, "a0", &["--hostname", "fake0", "--cores", "0-1"]);
     // Extra cores are allowed by default.
     let _a1 = agent(&s, &d.uri, "a1", &["--hostname", "fake1", "--cores", "0-7"]);
-    wait_status(&d, "online", "0-1", 10.0);
-    let st = status(&d);
+    d.wait_status("online", "0-1", 10.0);
+    let st = d.status();
     assert_eq!(
         st["drain"]["0"]["reason"], "rank 0 (fake0) missing resources: core[2-3]",
         "{st}"
@@ -198,8 +170,8 @@ fn noverify_disables_verification() {
     let s = Scratch::new("agent-noverify");
     let d = start(&s, &fake_config(1, ""), &[]);
     let _a0 = agent(&s, &d.uri, "a0", &["--hostname", "fake0", "--cores", "0"]);
-    wait_status(&d, "online", "0", 10.0);
-    assert_eq!(status(&d)["drain"], json!({}));
+    d.wait_status("online", "0", 10.0);
+    assert_eq!(d.status()["drain"], json!({}));
 }
 
 #[test]
@@ -207,7 +179,8 @@ fn refusals_unknown_host_duplicate_rank_wrong_token() {
     let s = Scratch::new("agent-refuse");
     let token = token_file(&s);
     let wrong = s.write("wrong", "nope\n");
-    let (d, tcp) = start_tcp_with_token(&s, 2, &token);
+    let (d, addr) = start_with_tcp(&s, &fake_config(2, ""), &[]);
+    let tcp = format!("tcp://{addr}");
     // Unknown host: refused, with a clear error on both sides.
     let mut a = agent(
         &s,
@@ -225,7 +198,7 @@ fn refusals_unknown_host_duplicate_rank_wrong_token() {
     );
     // Duplicate: a second agent for a live rank.
     let _a0 = fake(&s, &d, "fake0");
-    wait_status(&d, "online", "0", 10.0);
+    d.wait_status("online", "0", 10.0);
     let mut dup = fake(&s, &d, "fake0");
     assert_eq!(dup.wait().code(), Some(1));
     assert!(
@@ -234,7 +207,7 @@ fn refusals_unknown_host_duplicate_rank_wrong_token() {
         "{}",
         dup.log_text()
     );
-    assert_eq!(status(&d)["online"], "0");
+    assert_eq!(d.status()["online"], "0");
     // TCP: without a token the agent does not even try; a wrong token is
     // refused; the right one works.
     let mut a = agent(
@@ -273,7 +246,7 @@ fn refusals_unknown_host_duplicate_rank_wrong_token() {
             token.to_str().unwrap(),
         ],
     );
-    wait_status(&d, "online", "0-1", 10.0);
+    d.wait_status("online", "0-1", 10.0);
     // Heartbeats are bound to the session: a bare heartbeat request cannot
     // speak for a rank.
     let e = d
@@ -314,12 +287,12 @@ fn simulated(
 fn simulator_many_agents_and_stall() {
     let s = Scratch::new("agent-sim");
     let (d, mut sim) = simulated(&s, "sim[0-199]", timers("1s", "60s"), ["0.2", "10-19", "1"]);
-    wait_status(&d, "online", "0-199", 20.0);
-    wait_status(&d, "torpid", "10-19", 5.0);
-    assert_eq!(status(&d)["drain"], json!({}));
+    d.wait_status("online", "0-199", 20.0);
+    d.wait_status("torpid", "10-19", 5.0);
+    assert_eq!(d.status()["drain"], json!({}));
     sim.signal(libc::SIGKILL);
     let _ = sim.wait();
-    wait_status(&d, "online", "", 3.0);
+    d.wait_status("online", "", 3.0);
     assert_contains(&sim.log_text(), "all 200 agents joined");
 }
 
@@ -329,10 +302,10 @@ fn local_agent_brings_the_embedded_default_online() {
     // no options discovers the same and is verified clean.
     let s = Scratch::new("agent-local");
     let d = start(&s, "[resource]\n", &[]);
-    assert_eq!(status(&d)["online"], "");
+    assert_eq!(d.status()["online"], "");
     let _a = agent(&s, &d.uri, "local", &[]);
-    wait_status(&d, "online", "0", 10.0);
-    assert_eq!(status(&d)["drain"], json!({}));
+    d.wait_status("online", "0", 10.0);
+    assert_eq!(d.status()["drain"], json!({}));
     assert_eq!(
         d.ok(&["status", "-s", "avail", "-no", "{ranks}"]).trim(),
         "0"
@@ -343,8 +316,7 @@ fn local_agent_brings_the_embedded_default_online() {
 /// `--release`).  `bench/agents.sh` measures the same with timings.
 #[test]
 fn scale_16k_agents() {
-    if std::env::var("ROSTER_BENCH").as_deref() != Ok("1") {
-        eprintln!("skipped: set ROSTER_BENCH=1");
+    if !opted_in("ROSTER_BENCH") {
         return;
     }
     let s = Scratch::new("agent-scale");
@@ -354,14 +326,14 @@ fn scale_16k_agents() {
         timers("5s", "120s"),
         ["2", "100-199", "15"],
     );
-    let t = wait_status(&d, "online", "0-16383", 10.0);
+    let t = d.wait_status("online", "0-16383", 10.0);
     eprintln!("all online after {t:?}");
     let start = Instant::now();
-    wait_status(&d, "torpid", "100-199", 30.0);
+    d.wait_status("torpid", "100-199", 30.0);
     eprintln!("torpid after {:?} (stall at 15 s)", start.elapsed() + t);
     sim.signal(libc::SIGKILL);
     let _ = sim.wait();
-    let t = wait_status(&d, "online", "", 2.0);
+    let t = d.wait_status("online", "", 2.0);
     eprintln!("all offline after {t:?}");
 }
 
@@ -409,7 +381,7 @@ fn dynamic_discovery_from_agents_reports() {
         assert!(Instant::now() < deadline, "{}", d.log_text());
         std::thread::sleep(Duration::from_millis(25));
     }
-    wait_status(&d, "online", "0-2", 10.0);
+    d.wait_status("online", "0-2", 10.0);
     let r = d.ok(&["R"]);
     let r: Value = serde_json::from_str(&r).unwrap();
     assert_eq!(r["execution"]["nodelist"], json!(["fake[0-2]"]), "{r}");
@@ -431,7 +403,7 @@ fn dynamic_discovery_from_agents_reports() {
         assert!(Instant::now() < deadline, "{}", d.log_text());
         std::thread::sleep(Duration::from_millis(25));
     }
-    wait_status(&d, "online", "0-2", 15.0);
+    d.wait_status("online", "0-2", 15.0);
     let stored = stored_events(&s.statedir());
     let last_define = stored
         .iter()
@@ -456,5 +428,5 @@ fn agent_restarted_at_once_reclaims_its_rank() {
         // `a` is reaped on drop; the next one starts at once.
     }
     let _last = fake(&s, &d, "fake0");
-    wait_status(&d, "online", "0", 10.0);
+    d.wait_status("online", "0", 10.0);
 }

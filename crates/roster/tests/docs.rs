@@ -47,16 +47,7 @@ fn bash_complete(script: &std::path::Path, words: &[&str]) -> Vec<String> {
 fn bash_completion_completes_commands_options_and_choices() {
     let s = Scratch::new("completions");
     let script = s.write("roster.bash", &out(&["completions", "bash"]));
-    let syntax = Command::new("bash")
-        .arg("-n")
-        .arg(&script)
-        .output()
-        .unwrap();
-    assert!(
-        syntax.status.success(),
-        "{}",
-        String::from_utf8_lossy(&syntax.stderr)
-    );
+    output_ok(Command::new("bash").arg("-n").arg(&script));
 
     assert_eq!(bash_complete(&script, &["roster", "reso"]), ["resource"]);
     assert_eq!(

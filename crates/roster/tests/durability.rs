@@ -121,13 +121,13 @@ fn peak_kb(d: &Daemon) -> u64 {
 /// its host (R's nodelist is mapped by position among R's ranks, which
 /// for flux's dense ranks is flux's index by rank).
 fn check_big(d: &Daemon) {
-    let st = d.rpc("resource.status", json!({})).expect("status");
+    let st = d.status();
     assert_eq!(
         st["R"]["execution"]["R_lite"][0]["rank"], "2147483646",
         "{st}"
     );
     d.ok(&["drain", "2147483646", "far"]);
-    let st = d.rpc("resource.status", json!({})).expect("status");
+    let st = d.status();
     assert_eq!(st["drain"]["2147483646"]["reason"], "far", "{st}");
     assert_eq!(
         d.ok(&["status", "-no", "{state} {ranks} {nodelist}"]),
@@ -138,7 +138,7 @@ fn check_big(d: &Daemon) {
         "big 2147483646 far\n"
     );
     d.ok(&["undrain", "2147483646"]);
-    let st = d.rpc("resource.status", json!({})).expect("status");
+    let st = d.status();
     assert_eq!(st["drain"], json!({}), "{st}");
     let kb = peak_kb(d);
     assert!(kb > 0 && kb < 200_000, "peak RSS {kb} kB");

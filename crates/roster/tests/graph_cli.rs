@@ -32,9 +32,10 @@ fn script(lines: &[&str]) -> String {
     s
 }
 
-/// `roster graph -L LOAD OPTS` running the script of `lines`.
+/// `roster graph -L LOAD OPTS` (LOAD a test data file) running the
+/// script of `lines`.
 fn run_script(load: &str, opts: &[&str], lines: &[&str]) -> Out {
-    run(&[&["-L", load][..], opts].concat(), &script(lines))
+    run(&[&["-L", &data(load)][..], opts].concat(), &script(lines))
 }
 
 /// Each line of `o`'s output as JSON (`--json`).
@@ -49,9 +50,8 @@ const ALLOCATED: &str = "INFO: =============================\n";
 
 #[test]
 fn match_allocate_prints_r_and_banner() {
-    let tiny = data("tiny.R.json");
     let o = run_script(
-        &tiny,
+        "tiny.R.json",
         &[],
         &[
             "match allocate @node-x2.yaml",
@@ -82,9 +82,8 @@ fn match_allocate_prints_r_and_banner() {
 
 #[test]
 fn no_match_unsatisfiable_and_job_numbering() {
-    let tiny = data("tiny.R.json");
     let o = run_script(
-        &tiny,
+        "tiny.R.json",
         &[],
         &[
             "match allocate @node-x2.yaml",
@@ -136,9 +135,8 @@ fn no_match_unsatisfiable_and_job_numbering() {
 
 #[test]
 fn free_info_list_and_reuse() {
-    let tiny = data("tiny.R.json");
     let o = run_script(
-        &tiny,
+        "tiny.R.json",
         &["--json"],
         &[
             "match allocate @node-x2.yaml",
@@ -195,7 +193,7 @@ fn free_info_list_and_reuse() {
 fn find_expressions() {
     let tiny = data("tiny.R.json");
     let o = run_script(
-        &tiny,
+        "tiny.R.json",
         &["--json"],
         &[
             "match allocate @node-x2.yaml",
@@ -270,8 +268,11 @@ fn constraints_and_gpus() {
 
 #[test]
 fn scheduling_key_and_reload() {
-    let tiny = data("tiny.R.json");
-    let o = run_script(&tiny, &["-F", "rv1"], &["match allocate @slot-core8.yaml"]);
+    let o = run_script(
+        "tiny.R.json",
+        &["-F", "rv1"],
+        &["match allocate @slot-core8.yaml"],
+    );
     assert_eq!(o.code, 0, "{}", o.stderr);
     let r: Value = serde_json::from_str(o.stdout.lines().next().unwrap()).unwrap();
     let nodes = r["scheduling"]["graph"]["nodes"].as_array().unwrap();
@@ -293,7 +294,7 @@ fn scheduling_key_and_reload() {
     let o = run(&["-L", fs, "-f", "rv1exec", "aggregate"], "");
     assert_eq!(o.stdout, "cluster: 1\ncore: 8\nnode: 1\n");
     // -S is --format rv1.
-    let o = run_script(&tiny, &["-S"], &["match allocate @slot-core8.yaml"]);
+    let o = run_script("tiny.R.json", &["-S"], &["match allocate @slot-core8.yaml"]);
     let r2: Value = serde_json::from_str(o.stdout.lines().next().unwrap()).unwrap();
     assert_eq!(r2, r);
     let _ = std::fs::remove_dir_all(&dir);
@@ -341,18 +342,15 @@ fn fluxion_jgf_is_read_and_written_back() {
         outs.push(out);
     }
     assert_eq!(outs[0], outs[1]);
-    let fluke = data("fluke.jgf.json");
-    let o = run_script(
-        &fluke,
-        &["--json"],
+    let v = json_lines(
+        "fluke.jgf.json",
+        &[],
         &[
             "match allocate @a100-node.yaml",
             "find property=gpu-a100",
             "aggregate /cluster0/fluke1/socket0",
         ],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let v = values(&o);
     assert_eq!(
         v[0]["R"]["execution"]["R_lite"],
         json!([{"rank":"1","children":{"gpu":"0-1","core":"0-3"}}])
@@ -365,18 +363,15 @@ fn fluxion_jgf_is_read_and_written_back() {
 
 #[test]
 fn hwloc_xml_loads_with_sockets() {
-    let xml = data("tiny7.xml");
-    let o = run_script(
-        &xml,
-        &["--rank", "5", "--json"],
+    let v = json_lines(
+        "tiny7.xml",
+        &["--rank", "5"],
         &[
             "aggregate",
             "get-status /cluster0/tiny7/socket1/gpu1",
             "match allocate @slot-core2-gpu.json",
         ],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let v = values(&o);
     assert_eq!(
         v[0]["aggregate"],
         json!({"cluster":1,"core":8,"gpu":2,"node":1,"socket":2})
@@ -391,10 +386,9 @@ fn hwloc_xml_loads_with_sockets() {
 
 #[test]
 fn copy_attach_remove() {
-    let tiny = data("tiny.R.json");
-    let o = run_script(
-        &tiny,
-        &["--json"],
+    let v = json_lines(
+        "tiny.R.json",
+        &[],
         &[
             "match allocate @node-x2.yaml",
             "copy",
@@ -405,8 +399,6 @@ fn copy_attach_remove() {
             "get-property /cluster0/tiny0",
         ],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let v = values(&o);
     // The copy holds the two free nodes only.
     assert_eq!(v[1]["R"]["execution"]["nodelist"], json!(["tiny[2-3]"]));
     assert_eq!(v[2]["removed"], 11);
@@ -425,9 +417,8 @@ fn copy_attach_remove() {
 
 #[test]
 fn errors_are_reported_and_processing_continues() {
-    let tiny = data("tiny.R.json");
     let o = run_script(
-        &tiny,
+        "tiny.R.json",
         &[],
         &[
             "match allocate @bad.yaml",
@@ -516,8 +507,11 @@ fn local_machine_loads() {
 
 #[test]
 fn stat_counts() {
-    let tiny = data("tiny.R.json");
-    let o = run_script(&tiny, &[], &["match allocate @slot-core8.yaml", "stat"]);
+    let o = run_script(
+        "tiny.R.json",
+        &[],
+        &["match allocate @slot-core8.yaml", "stat"],
+    );
     let stat: Vec<&str> = o.stdout.lines().skip(6).collect();
     assert_eq!(stat[0], "INFO: Num. of Vertices: 45");
     assert_eq!(stat[1], "INFO: Num. of Edges: 44");
@@ -526,10 +520,10 @@ fn stat_counts() {
     assert_eq!(stat.len(), 6);
 }
 
-/// Run `roster graph -L FILE --json -F rv1` on a script, one JSON value
-/// per command.
-fn json_lines(file: &str, lines: &[&str]) -> Vec<Value> {
-    let o = run_script(&data(file), &["--json", "-F", "rv1"], lines);
+/// Run `roster graph -L FILE --json OPTS` on a script, which must
+/// succeed: one JSON value per command.
+fn json_lines(file: &str, opts: &[&str], lines: &[&str]) -> Vec<Value> {
+    let o = run_script(file, &[&["--json"][..], opts].concat(), lines);
     assert_eq!(o.code, 0, "{file}: {}", o.stderr);
     values(&o)
 }
@@ -558,6 +552,7 @@ fn scheduling_round_trips(r: &Value) {
 fn power_subsystem_graph() {
     let v = json_lines(
         "power.jgf.json",
+        &["-F", "rv1"],
         &[
             "aggregate",
             "aggregate /power0",
@@ -599,6 +594,7 @@ fn power_subsystem_graph() {
 fn rabbit_graph_and_elastic_attach() {
     let v = json_lines(
         "rabbit.jgf.json",
+        &["-F", "rv1"],
         &[
             "aggregate",
             "match allocate @slot-core2-gpu1.json",

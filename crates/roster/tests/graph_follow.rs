@@ -100,46 +100,10 @@ impl Drop for Follow {
     }
 }
 
-/// A running `roster agent` for a fake host, killed on drop.
-struct Agent(Option<Child>);
-
-impl Agent {
-    fn start(d: &Daemon, host: &str) -> Agent {
-        let c = roster()
-            .args(["agent", "--uri", &d.uri, "--hostname", host])
-            .args(["--cores", "0-3", "--heartbeat", "0.2"])
-            .env_remove("ROSTER_TOKEN_FILE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn roster agent");
-        Agent(Some(c))
-    }
-    fn kill(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn wait_online(d: &Daemon, want: &str) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let st = d.rpc("resource.status", json!({})).expect("status");
-        if st["online"] == want {
-            return;
-        }
-        assert!(Instant::now() < deadline, "online is {}", st["online"]);
-        std::thread::sleep(Duration::from_millis(25));
-    }
+/// A `roster agent` for `fake{i}` of `d` (its log in `s`).
+fn agent(s: &Scratch, d: &Daemon, i: u32) -> Agent {
+    let host = format!("fake{i}");
+    Agent::spawn(s, &host, &node_args(&d.uri, &host))
 }
 
 fn node_jobspec(s: &Scratch) -> String {
@@ -159,10 +123,8 @@ const TIMERS: &str = "torpid-max = \"30s\"\noffline-timeout = \"60s\"\n";
 fn v1_follow_drain_undrain_agent_loss_and_service_restart() {
     let s = Scratch::new("follow-v1");
     let mut d = start(&s, &fake_config(3, TIMERS), &[]);
-    let mut agents: Vec<Agent> = (0..3)
-        .map(|i| Agent::start(&d, &format!("fake{i}")))
-        .collect();
-    wait_online(&d, "0-2");
+    let mut agents: Vec<Agent> = (0..3).map(|i| agent(&s, &d, i)).collect();
+    d.wait_status("online", "0-2", 15.0);
     let js = node_jobspec(&s);
     let mut f = Follow::start(&d, &[]);
     let e = f.event("acquire");
@@ -212,7 +174,7 @@ fn v1_follow_drain_undrain_agent_loss_and_service_restart() {
     assert_eq!(p["exclusive"], 2);
     assert_eq!(p["state"], "down");
     // the agents come back (two of them): the follower sees them up
-    wait_online(&d, "0-1");
+    d.wait_status("online", "0-1", 15.0);
     agents.truncate(2);
     let deadline = Instant::now() + Duration::from_secs(10);
     while f.aggregate()["node"] != 2 {
@@ -227,11 +189,8 @@ fn v1_follow_drain_undrain_agent_loss_and_service_restart() {
 #[test]
 fn groups_two_followers_hand_a_target_over_with_release() {
     let s = Scratch::new("follow-groups");
-    let d = start(
-        &s,
-        &fake_config(4, "[resource.groups]\nlogin = \"fake[0-1]\"\n"),
-        &["--monitor-force-up"],
-    );
+    let cfg = fake_config(4, "[resource.groups]\nlogin = \"fake[0-1]\"\n");
+    let d = start(&s, &cfg, &["--monitor-force-up"]);
     let mut login = Follow::start(&d, &["--group", "login"]);
     let e = login.event("acquire");
     assert_eq!(
@@ -298,9 +257,7 @@ fn excluded_rank_of_a_scheduling_r_is_never_allocated() {
     // nothing online: no match, the excluded node included
     assert_eq!(f.cmd("get-status /cluster0/fake2")["status"], "down");
     assert_eq!(f.cmd(&format!("match allocate {js}"))["status"], "NOMATCH");
-    let agents: Vec<Agent> = (0..3)
-        .map(|i| Agent::start(&d, &format!("fake{i}")))
-        .collect();
+    let agents: Vec<Agent> = (0..3).map(|i| agent(&s, &d, i)).collect();
     let deadline = Instant::now() + Duration::from_secs(10);
     while f.aggregate()["node"] != 2 {
         assert!(Instant::now() < deadline, "fake0 and fake1 never came up");

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::etcd::{cluster, cluster_tls, EtcdCluster};
-use common::{event_names, recv_until, try_start, xorshift, Daemon, Scratch};
+use common::{env_number, event_names, recv_until, try_start, xorshift, Daemon, Scratch};
 use serde_json::{json, Value};
 
 fn config(etcd: &EtcdCluster, prefix: &str) -> String {
@@ -227,7 +227,7 @@ fn logged_drains(etcd: &EtcdCluster, prefix: &str) -> Vec<(String, String)> {
 }
 
 fn drained_of(d: &Daemon) -> idset::IdSet {
-    let st = d.rpc("resource.status", json!({})).expect("status");
+    let st = d.status();
     let mut ids = idset::IdSet::new();
     if let Some(o) = st.get("drain").and_then(Value::as_object) {
         for k in o.keys() {
@@ -549,10 +549,7 @@ fn crash_loop_over_etcd_loses_no_acknowledged_drain() {
     let Some(etcd) = cluster("crash-loop") else {
         return;
     };
-    let rounds: u32 = std::env::var("ROSTER_CRASH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
+    let rounds = env_number("ROSTER_CRASH_ROUNDS", 5);
     let prefix = "/crash-loop";
     let scratch = [Scratch::new("ha-c0"), Scratch::new("ha-c1")];
     let mut servers: [Option<Daemon>; 2] = [None, None];

@@ -13,9 +13,6 @@ use std::process::{Command, Stdio};
 fn run_with(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Out {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_roster"));
     cmd.arg("hostlist").args(args);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
     cmd.env_remove("FLUX_HOSTLIST_STDIN_TIMEOUT")
         .env_remove("ROSTER_HOSTLIST_STDIN_TIMEOUT");
     for (k, v) in env {
@@ -57,28 +54,24 @@ fn ok(args: &[&str]) -> String {
 /// Failing run: exit code 1, an error line on stderr, nothing on stdout.
 #[track_caller]
 fn fails(args: &[&str]) -> String {
-    let o = run(args);
-    assert_eq!(o.code, 1, "{args:?} should fail: stdout {:?}", o.stdout);
-    assert_eq!(o.stdout, "", "{args:?}");
-    assert!(
-        o.stderr.starts_with("roster-hostlist: ERROR: "),
-        "{args:?}: {}",
-        o.stderr
-    );
-    o.stderr
+    failure(args, 1, "roster-hostlist: ERROR: ")
 }
 
 /// argparse error: exit code 2, usage and message on stderr.
 #[track_caller]
 fn usage_error(args: &[&str]) -> String {
+    failure(args, 2, "usage: roster hostlist ")
+}
+
+/// A run that exits `code`, prints nothing on stdout and `prefix...` on
+/// stderr: its stderr.
+#[track_caller]
+fn failure(args: &[&str], code: i32, prefix: &str) -> String {
     let o = run(args);
-    assert_eq!(o.code, 2, "{args:?}: {}", o.stderr);
-    assert_eq!(o.stdout, "");
-    assert!(
-        o.stderr.starts_with("usage: roster hostlist "),
-        "{}",
-        o.stderr
-    );
+    let Out { stdout, stderr, .. } = &o;
+    assert_eq!(o.code, code, "{args:?}: stdout {stdout:?}, stderr {stderr}");
+    assert_eq!(o.stdout, "", "{args:?}");
+    assert!(o.stderr.starts_with(prefix), "{args:?}: {stderr}");
     o.stderr
 }
 
@@ -219,14 +212,13 @@ fn t2814_find() {
     assert_eq!(ok(&["-F", "foo1", "foo[1-10]"]), "0");
     assert_eq!(ok(&["-F", "foo10", "foo[1-10]"]), "9");
     assert_eq!(ok(&["-F", "foo[1-2]", "foo[1-10]"]), "0 1");
-    assert_eq!(
-        fails(&["-F", "foo1", "foo[2-10]"]),
-        "roster-hostlist: ERROR: host 'foo1' not found\n"
-    );
-    assert_eq!(
-        fails(&["-F", "foo[1-10]", "foo[2-10]"]),
-        "roster-hostlist: ERROR: host 'foo1' not found\n"
-    );
+    for find in ["foo1", "foo[1-10]"] {
+        assert_eq!(
+            fails(&["-F", find, "foo[2-10]"]),
+            "roster-hostlist: ERROR: host 'foo1' not found\n",
+            "{find}"
+        );
+    }
 }
 
 #[test]
@@ -511,23 +503,20 @@ fn set_operations_with_padding_and_suffixes() {
 /// `strerror` part, so the symbolic errno name leads the message.
 #[test]
 fn wrapper_errors_name_the_errno() {
-    // `host in hl` (via -i/-X) with a name hostlist_find() rejects
-    let o = run(&["-X", "h[1-2][3-4]", "h5"]);
-    assert_eq!(
-        (o.stderr.as_str(), o.code),
-        ("roster-hostlist: ERROR: EINVAL: Invalid argument\n", 1)
-    );
-    let o = run(&["-i", "h[1,2]x[3]", "h5"]);
-    assert_eq!(
-        (o.stderr.as_str(), o.code),
-        ("roster-hostlist: ERROR: EINVAL: Invalid argument\n", 1)
-    );
-    // -F with such a name
-    let o = run(&["-F", "h[1,2]x[3]", "h1"]);
-    assert_eq!(
-        (o.stderr.as_str(), o.code),
-        ("roster-hostlist: ERROR: EINVAL: Invalid argument\n", 1)
-    );
+    for args in [
+        // `host in hl` (via -i/-X) with a name hostlist_find() rejects
+        ["-X", "h[1-2][3-4]", "h5"],
+        ["-i", "h[1,2]x[3]", "h5"],
+        // -F with such a name
+        ["-F", "h[1,2]x[3]", "h1"],
+    ] {
+        let o = run(&args);
+        assert_eq!(
+            (o.stderr.as_str(), o.code),
+            ("roster-hostlist: ERROR: EINVAL: Invalid argument\n", 1),
+            "{args:?}"
+        );
+    }
 }
 
 /// Python's `sys.stdin` splits lines at "\n" only on POSIX (no universal
@@ -535,15 +524,17 @@ fn wrapper_errors_name_the_errno() {
 /// only at the end of a line.
 #[test]
 fn stdin_splits_lines_at_newline_only() {
-    let o = run_with(&[], Some("h1\rh2\n"), &[]);
-    assert_eq!((o.stdout.as_str(), o.code), ("h1\rh2\n", 0));
-    let o = run_with(&[], Some("a\rb\nc"), &[]);
-    assert_eq!((o.stdout.as_str(), o.code), ("a\rb,c\n", 0));
-    let o = run_with(&["-c"], Some("h1\r\n\rh2\n"), &[]);
-    assert_eq!((o.stdout.as_str(), o.code), ("2\n", 0));
-    // a trailing "\r" is white space to rstrip()
-    let o = run_with(&[], Some("h1\r\nh2\r\n"), &[]);
-    assert_eq!((o.stdout.as_str(), o.code), ("h[1-2]\n", 0));
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&[], "h1\rh2\n", "h1\rh2\n"),
+        (&[], "a\rb\nc", "a\rb,c\n"),
+        (&["-c"], "h1\r\n\rh2\n", "2\n"),
+        // a trailing "\r" is white space to rstrip()
+        (&[], "h1\r\nh2\r\n", "h[1-2]\n"),
+    ];
+    for &(args, stdin, stdout) in cases {
+        let o = run_with(args, Some(stdin), &[]);
+        assert_eq!((o.stdout.as_str(), o.code), (stdout, 0), "{stdin:?}");
+    }
 }
 
 /// flux-hostlist.py tests `if args.find:`, so an empty `-F` argument is
@@ -562,30 +553,30 @@ fn empty_find_argument_is_ignored() {
 /// after the whole word is parsed.
 #[test]
 fn clustered_short_options() {
-    let e = usage_error(&["-eZ", "h3"]);
-    assert!(e.ends_with("error: unrecognized arguments: -Z\n"), "{e}");
-    let e = usage_error(&["-eZS", "h3"]);
-    assert!(e.ends_with("error: unrecognized arguments: -ZS\n"), "{e}");
-    let e = usage_error(&["-e=S", "h1"]);
-    assert!(
-        e.ends_with("error: argument -e/--expand: ignored explicit argument 'S'\n"),
-        "{e}"
-    );
-    let e = usage_error(&["-c", "-e-x", "h1"]);
-    assert!(
-        e.ends_with("error: argument -e/--expand: ignored explicit argument '-x'\n"),
-        "{e}"
-    );
-    let e = usage_error(&["-c", "-en"]);
-    assert!(
-        e.ends_with("error: argument -n/--nth: expected one argument\n"),
-        "{e}"
-    );
-    let e = usage_error(&["-Sc", "-eZ", "h3"]);
-    assert!(
-        e.ends_with("error: argument -e/--expand: not allowed with argument -c/--count\n"),
-        "{e}"
-    );
+    let cases: &[(&[&str], &str)] = &[
+        (&["-eZ", "h3"], "error: unrecognized arguments: -Z\n"),
+        (&["-eZS", "h3"], "error: unrecognized arguments: -ZS\n"),
+        (
+            &["-e=S", "h1"],
+            "error: argument -e/--expand: ignored explicit argument 'S'\n",
+        ),
+        (
+            &["-c", "-e-x", "h1"],
+            "error: argument -e/--expand: ignored explicit argument '-x'\n",
+        ),
+        (
+            &["-c", "-en"],
+            "error: argument -n/--nth: expected one argument\n",
+        ),
+        (
+            &["-Sc", "-eZ", "h3"],
+            "error: argument -e/--expand: not allowed with argument -c/--count\n",
+        ),
+    ];
+    for &(args, ending) in cases {
+        let e = usage_error(args);
+        assert!(e.ends_with(ending), "{args:?}: {e}");
+    }
     assert_eq!(ok(&["-ed=,", "h[1-2]"]), "h1,h2");
 }
 
@@ -655,21 +646,18 @@ fn offline_tools_end_quietly_on_a_closed_pipe() {
 /// ValueError and prints the list unaltered (issue 26, item 8).
 #[test]
 fn exclude_by_index_keeps_a_list_whose_hosts_do_not_decode_alone() {
-    assert_eq!(
-        ok(&[
-            "--exclude=5-7",
-            "r12u182,login,login",
-            "cn[62-63,68-69,71-72,75-78],n[1-2]]"
-        ]),
-        "r12u182,login,login,cn[62-63,68-69,71-72,75-78],n1],n2]"
-    );
-    // without such a host, the indices are excluded
-    assert_eq!(
-        ok(&[
-            "--exclude=5-7",
-            "r12u182,login,login",
-            "cn[62-63,68-69,71-72,75-78]"
-        ]),
-        "r12u182,login,login,cn[62-63,72,75-78]"
-    );
+    for (hosts, want) in [
+        (
+            "cn[62-63,68-69,71-72,75-78],n[1-2]]",
+            "r12u182,login,login,cn[62-63,68-69,71-72,75-78],n1],n2]",
+        ),
+        // without such a host, the indices are excluded
+        (
+            "cn[62-63,68-69,71-72,75-78]",
+            "r12u182,login,login,cn[62-63,72,75-78]",
+        ),
+    ] {
+        let args = ["--exclude=5-7", "r12u182,login,login", hosts];
+        assert_eq!(ok(&args), want, "{hosts}");
+    }
 }

@@ -387,42 +387,31 @@ fn get(path: &str, host: &str) -> String {
 fn web_reads_follow_the_rpc_policy_and_check_the_host() {
     let site = TlsSite::new("ingress-web", "");
     let lo = Ipv4Addr::LOCALHOST;
-    for path in ["/api/status", "/"] {
-        let (status, text) = exchange(
-            &mut site.tls_from(lo, None),
-            sock,
-            &get(path, "localhost"),
-            b"",
-        );
-        assert_eq!(status, 401, "{path}: {text}");
-        assert!(text.contains("public-read = true"), "{text}");
+    // (who, path, Host, status, a part of the answer)
+    for (who, path, host, want, part) in [
+        (None, "/api/status", "localhost", 401, "public-read = true"),
+        (None, "/", "localhost", 401, "public-read = true"),
+        (None, "/metrics", "localhost", 200, ""),
+        (
+            Some("alice"),
+            "/api/status",
+            "localhost:1",
+            200,
+            "\"online\"",
+        ),
+        (
+            Some("alice"),
+            "/api/status",
+            "rebound.example",
+            421,
+            "Host 'rebound.example' does not name this listener",
+        ),
+    ] {
+        let request = get(path, host);
+        let (status, text) = exchange(&mut site.tls_from(lo, who), sock, &request, b"");
+        assert_eq!(status, want, "{who:?} {path} {host}: {text}");
+        assert!(text.contains(part), "{who:?} {path} {host}: {text}");
     }
-    let (status, text) = exchange(
-        &mut site.tls_from(lo, None),
-        sock,
-        &get("/metrics", "localhost"),
-        b"",
-    );
-    assert_eq!(status, 200, "{text}");
-    let (status, text) = exchange(
-        &mut site.tls_from(lo, Some("alice")),
-        sock,
-        &get("/api/status", "localhost:1"),
-        b"",
-    );
-    assert_eq!(status, 200, "{text}");
-    assert!(text.contains("\"online\""), "{text}");
-    let (status, text) = exchange(
-        &mut site.tls_from(lo, Some("alice")),
-        sock,
-        &get("/api/status", "rebound.example"),
-        b"",
-    );
-    assert_eq!(status, 421, "{text}");
-    assert!(
-        text.contains("Host 'rebound.example' does not name this listener"),
-        "{text}"
-    );
     drop(site);
 
     let open = TlsSite::new("ingress-web-public", "public-read = true\n");

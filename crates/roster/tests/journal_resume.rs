@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::{event_names, fake_config, recv_until, roster, start, Scratch};
+use common::{event_names, fake_config, line_channel, recv_until, start, Scratch};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -91,26 +90,18 @@ fn eventlog_follow_survives_a_restart() {
     let cfg = fake_config(4, "");
     let mut d = start(&s, &cfg, &[]);
     d.ok(&["drain", "0", "before"]);
-    let mut cli = roster()
-        .args([
-            "resource",
-            "--uri",
-            &d.uri,
-            "eventlog",
-            "-F",
-            "-f",
-            "json",
-            "-t",
-            "60s",
-            "-w",
-            "drain",
-            "-m",
-            "reason=after",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn eventlog");
+    let mut cli = d.spawn_resource(&[
+        "eventlog",
+        "-F",
+        "-f",
+        "json",
+        "-t",
+        "60s",
+        "-w",
+        "drain",
+        "-m",
+        "reason=after",
+    ]);
     let mut lines = BufReader::new(cli.stdout.take().expect("stdout")).lines();
     // The backlog is printed: the follower is connected.
     let mut seen = Vec::new();
@@ -171,23 +162,12 @@ fn eventlog_follow_survives_a_restart() {
 fn eventlog_follow_says_at_once_that_it_waits_for_a_stopped_service() {
     let s = Scratch::new("journal-resume-said");
     let mut d = start(&s, &fake_config(2, ""), &[]);
-    let mut cli = roster()
-        .args(["resource", "--uri", &d.uri, "eventlog", "-F"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn eventlog");
+    let mut cli = d.spawn_resource(&["eventlog", "-F"]);
     let mut out = BufReader::new(cli.stdout.take().expect("stdout")).lines();
     // The backlog is printed: the follower is connected.
     let first = out.next().expect("a line").expect("line");
     assert!(first.contains("restart"), "{first}");
-    let (tx, rx) = mpsc::channel();
-    let err = cli.stderr.take().expect("stderr");
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
+    let rx = line_channel(cli.stderr.take().expect("stderr"));
     assert!(d.stop().success());
     // Said within seconds, not after the 30 s of trying.
     let line = rx

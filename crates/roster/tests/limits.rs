@@ -48,14 +48,8 @@ fn serve_limit_keys_are_checked_and_applied() {
 #[test]
 fn streaming_flag_on_a_one_reply_topic_is_refused_with_eproto() {
     let s = Scratch::new("stream-eproto");
-    let fsock = s.path("flux.sock");
-    let furi = format!("flux://{}", fsock.display());
-    let d = start(
-        &s,
-        &format!("{}[serve]\nmax-inflight = 1\n", fake_config(2, "")),
-        &["--listen", &furi],
-    );
-    let mut c = flux_wire::connect(&fsock);
+    let cfg = format!("{}[serve]\nmax-inflight = 1\n", fake_config(2, ""));
+    let (d, mut c) = start_flux(&s, &cfg);
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     for tag in [3, 5] {
         flux_wire::request_flags(&mut c, "resource.status", Some("{}"), tag, 0x40);

@@ -52,7 +52,7 @@ fn dechunk(mut s: &str) -> String {
 }
 
 fn daemon_with_tcp(s: &Scratch, nodes: u32) -> (Daemon, String) {
-    start_with_tcp(s, &fake_config(nodes, ""))
+    start_with_tcp(s, &fake_config(nodes, ""), &[])
 }
 
 /// A daemon with a `tls://` listener (its certificate valid 40 days, the
@@ -72,7 +72,7 @@ fn daemon_with_tls(s: &Scratch, nodes: u32) -> (Daemon, String, u16) {
          listen = [\"tls://127.0.0.1:{port}\"]\n",
         fake_config(nodes, ""),
     );
-    let (d, addr) = start_with_tcp(s, &config);
+    let (d, addr) = start_with_tcp(s, &config, &[]);
     (d, addr, port)
 }
 
@@ -229,6 +229,7 @@ fn node_states_are_disjoint_and_the_status_probe_is_no_error() {
     let (d, addr) = start_with_tcp(
         &s,
         &fake_config(7, "exclude = \"5\"\ntorpid-max = \"1s\"\n"),
+        &[],
     );
     // fake[0-3] online, fake3 stalls (torpid); fake4, 5 and 6 never come
     let _sim = Killed(
@@ -412,17 +413,7 @@ fn alert_rules_pass_promtool_check_and_test() {
         ["check", "rules", "roster-rules.yml"],
         ["test", "rules", "roster-rules.test.yml"],
     ] {
-        let o = Command::new("promtool")
-            .args(args)
-            .current_dir(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "promtool {args:?}: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
+        output_ok(Command::new("promtool").args(args).current_dir(&dir));
     }
 }
 

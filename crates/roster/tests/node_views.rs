@@ -38,8 +38,7 @@ fn me(s: &Scratch) -> String {
 #[test]
 fn drain_undrain_show_history_and_status_at() {
     let s = Scratch::new("node-views");
-    let fsock = s.path("flux.sock");
-    let furi = format!("flux://{}", fsock.display());
+    let (fsock, furi) = flux_socket(&s);
     let d = start(&s, CONFIG, &["--listen", &furi]);
     let who = me(&s);
     d.ok(&["drain", "node3", "fan"]);
@@ -155,19 +154,8 @@ fn drain_undrain_show_history_and_status_at() {
 #[test]
 fn a_token_client_is_recorded_by_its_role() {
     let s = Scratch::new("node-views-token");
-    let token = s.write("token", "s3cret\n");
-    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let tcp = format!("tcp://127.0.0.1:{port}");
-    let d = start(
-        &s,
-        CONFIG,
-        &["--listen", &tcp, "--token-file", token.to_str().unwrap()],
-    );
+    let (d, addr) = start_with_tcp(&s, CONFIG, &[]);
+    let (tcp, token) = (format!("tcp://{addr}"), s.path("token"));
     let o = roster()
         .args(["resource", "--uri", &tcp, "--token-file"])
         .arg(&token)

@@ -52,22 +52,14 @@ fn the_package_holds_what_an_admin_needs() {
         eprintln!("skipped: set ROSTER_SLOW_TESTS=1 (a release build)");
         return;
     }
-    let o = Command::new("bash")
-        .arg(Path::new(REPO).join("contrib/package.sh"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = output_ok(Command::new("bash").arg(Path::new(REPO).join("contrib/package.sh")));
     // stdout: the package's path, alone
-    let deb = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let deb = out.trim().to_string();
     assert!(
         deb.ends_with(".deb") && deb.contains("/target/package/roster_"),
         "{deb}"
     );
-    let list = Command::new("dpkg-deb")
-        .args(["-c", &deb])
-        .output()
-        .unwrap();
-    let list = String::from_utf8_lossy(&list.stdout);
+    let list = output_ok(Command::new("dpkg-deb").args(["-c", &deb]));
     for path in [
         "./usr/bin/roster",
         "./lib/systemd/system/roster.service",
@@ -86,11 +78,7 @@ fn the_package_holds_what_an_admin_needs() {
             "{path} not in {deb}:\n{list}"
         );
     }
-    let info = Command::new("dpkg-deb")
-        .args(["-I", &deb])
-        .output()
-        .unwrap();
-    let info = String::from_utf8_lossy(&info.stdout);
+    let info = output_ok(Command::new("dpkg-deb").args(["-I", &deb]));
     assert!(info.contains("Package: roster"), "{info}");
     // with cargo-zigbuild the binary is linked against glibc 2.31: it asks
     // for no newer one

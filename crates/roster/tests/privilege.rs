@@ -89,7 +89,7 @@ fn a_state_directory_others_can_write_is_refused() {
         "{err}"
     );
     // and the daemon does not start either
-    let e = try_start(&s, CFG, &[]).err().expect("refused");
+    let e = start_refused(&s, CFG, &[]);
     assert!(e.contains("run `chmod go-w"), "{e}");
     chmod(&s.statedir(), 0o755);
     assert_eq!(check(&s, &cfg, &[]).0, 0);

@@ -29,66 +29,49 @@ fn decode(args: &[&str], r: &str) -> String {
 
 #[test]
 fn fails_on_invalid_r() {
-    let o = run(&["decode"], "");
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster R: Failed to read an R object: '[' or '{' expected near end of file\n"
-    );
-    let o = run(&["decode"], "{}\n");
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster R: Failed to decode R on stdin: Object item not found: version\n"
-    );
     assert_eq!(run(&["decode"], "{\"version\": 1}\n").code, 1);
-    let o = run(&["decode"], "{\"version\": 1, \"execution\": {}}\n");
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster R: Failed to decode R on stdin: Object item not found: R_lite\n"
-    );
-    let o = run(&["decode"], "bad json\n");
-    assert_eq!(
-        o.stderr,
-        "roster R: Failed to read an R object: '[' or '{' expected near 'bad'\n"
-    );
-    let o = run(
-        &["decode"],
-        r#"{"version": 2, "execution": {"R_lite": []}}"#,
-    );
-    assert_eq!(
-        o.stderr,
-        "roster R: Failed to decode R on stdin: invalid version=2\n"
-    );
-    // Errors flux reports without text: Roster names the key and value.
     for (r, why) in [
         (
+            "",
+            "Failed to read an R object: '[' or '{' expected near end of file",
+        ),
+        ("{}\n", "Failed to decode R on stdin: Object item not found: version"),
+        (
+            "{\"version\": 1, \"execution\": {}}\n",
+            "Failed to decode R on stdin: Object item not found: R_lite",
+        ),
+        (
+            "bad json\n",
+            "Failed to read an R object: '[' or '{' expected near 'bad'",
+        ),
+        (
+            r#"{"version": 2, "execution": {"R_lite": []}}"#,
+            "Failed to decode R on stdin: invalid version=2",
+        ),
+        // Errors flux reports without text: Roster names the key and value.
+        (
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "x", "children": {}}]}}"#,
-            "invalid R_lite rank idset 'x'",
+            "Failed to decode R on stdin: invalid R_lite rank idset 'x'",
         ),
         (
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "x-y"}}]}}"#,
-            r#"rank 0: invalid core idset "x-y""#,
+            r#"Failed to decode R on stdin: rank 0: invalid core idset "x-y""#,
         ),
         (
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0"}}], "nodelist": ["a"]}}"#,
-            "nodelist has 1 hosts but R has 2 nodes",
+            "Failed to decode R on stdin: nodelist has 1 hosts but R has 2 nodes",
         ),
         (
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0-3"}}, {"rank": "0", "children": {"core": "2-5"}}]}}"#,
-            "rank 0: core ids 2-3 given twice",
+            "Failed to decode R on stdin: rank 0: core ids 2-3 given twice",
         ),
         (
             r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], "nodelist": ["a["]}}"#,
-            "execution.nodelist: invalid hostlist 'a[': unmatched bracket",
+            "Failed to decode R on stdin: execution.nodelist: invalid hostlist 'a[': unmatched bracket",
         ),
     ] {
         let o = run(&["decode"], r);
-        assert_eq!(
-            (o.code, o.stderr),
-            (1, format!("roster R: Failed to decode R on stdin: {why}\n"))
-        );
+        assert_eq!((o.code, o.stderr), (1, format!("roster R: {why}\n")), "{r}");
     }
 }
 
@@ -215,33 +198,28 @@ fn encode_ranks_cores_gpus_hosts() {
 
 #[test]
 fn encode_errors() {
-    let o = run(&["encode", "-r", "0-3", "-H", "foo[0-1]"], "");
-    assert_eq!(
-        (o.code, o.stderr.as_str()),
+    let cases: &[(&[&str], &str)] = &[
         (
-            1,
-            "roster R: hostname count in 'foo[0-1]' does not match nranks (4)\n"
-        )
-    );
-    let o = run(&["encode", "-r", "x"], "");
-    assert_eq!(o.stderr, "roster R: Failed to decode ranks='x' as idset\n");
-    let o = run(&["encode", "-H", "foo["], "");
-    assert_eq!(o.stderr, "roster R: invalid hostlist 'foo['\n");
-    let o = run(&["encode", "-c", "0-1", "--local"], "");
-    assert_eq!(
-        o.stderr,
-        "roster R: do not specify --cores or --gpus with --local or --xml\n"
-    );
-    let o = run(&["encode", "-c", "x"], "");
-    assert_eq!(
-        o.stderr,
-        "roster R: rlist_append rank=0: Invalid argument\n"
-    );
+            &["-r", "0-3", "-H", "foo[0-1]"],
+            "hostname count in 'foo[0-1]' does not match nranks (4)",
+        ),
+        (&["-r", "x"], "Failed to decode ranks='x' as idset"),
+        (&["-H", "foo["], "invalid hostlist 'foo['"),
+        (
+            &["-c", "0-1", "--local"],
+            "do not specify --cores or --gpus with --local or --xml",
+        ),
+        (&["-c", "x"], "rlist_append rank=0: Invalid argument"),
+    ];
+    for &(args, why) in cases {
+        let o = run(&[&["encode"], args].concat(), "");
+        let want = format!("roster R: {why}\n");
+        assert_eq!((o.code, o.stderr), (1, want), "{args:?}");
+    }
     let o = run(&["encode", "--bogus"], "");
     assert_eq!(o.code, 1);
-    assert!(o
-        .stderr
-        .starts_with("roster R encode: unrecognized option '--bogus'\n"));
+    let usage = "roster R encode: unrecognized option '--bogus'\n";
+    assert!(o.stderr.starts_with(usage), "{}", o.stderr);
 }
 
 #[test]
@@ -351,167 +329,43 @@ fn decode_include_exclude() {
 
 #[test]
 fn append() {
-    let two = |a: &[&str], b: &[&str]| format!("{}{}", encode(a), encode(b));
-    let o = run(&["append"], &two(&["-r", "0-1"], &["-r", "1-2"]));
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster R: R objects 'rank[0-1]/core0' and 'rank[1-2]/core0' overlap\n"
-    );
-    assert_eq!(
-        run(
-            &["append"],
-            &two(
-                &["-r", "0-1", "-c", "0-1", "-g", "0"],
-                &["-r", "1", "-c", "2-3", "-g", "0"]
-            )
-        )
-        .code,
-        1
-    );
-    let r = ok(
-        &["append"],
-        &two(&["-r", "0-1", "-c", "0-1"], &["-r", "1-2", "-c", "2-3"]),
-    );
-    assert_eq!(
-        decode(&["--short"], &r),
-        "rank0/core[0-1] rank1/core[0-3] rank2/core[2-3]"
-    );
-    let r = ok(
-        &["append"],
-        &two(
-            &["-r", "0-1", "-c", "0-1"],
-            &["-r", "2-3", "-c", "0-1", "-g", "0-1"],
+    let cases: &[(&[&str], &[&str], i32, &str)] = &[
+        (
+            &["-r", "1-10", "-c", "0-3"],
+            &["-r", "1", "-c", "0-3"],
+            0,
+            "",
         ),
-    );
-    assert_eq!(
-        decode(&["--short"], &r),
-        "rank[0-1]/core[0-1] rank[2-3]/core[0-1],gpu[0-1]"
-    );
-    // Appending copies nodes, which reverses flux's child order.
-    assert_eq!(
-        line(ok(
-            &["append"],
-            &encode(&["-r", "0", "-c", "0", "-g", "0", "-H", "a"])
-        )),
-        r#"{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0", "gpu": "0"}}], "starttime": 0.0, "expiration": 0.0, "nodelist": ["a"]}}"#
-    );
-}
-
-#[test]
-fn diff_intersect_remap_rerank() {
-    let two = |a: &[&str], b: &[&str]| format!("{}{}", encode(a), encode(b));
-    let r = ok(
-        &["diff"],
-        &two(&["-r", "0-1", "-c", "0-1"], &["-r", "0-1", "-c", "0"]),
-    );
-    assert_eq!(decode(&["--short"], &r), "rank[0-1]/core1");
-    let r = ok(
-        &["intersect"],
-        &two(&["-r", "0-3", "-c", "0-1"], &["-r", "1-5", "-c", "0"]),
-    );
-    assert_eq!(decode(&["--short"], &r), "rank[1-3]/core0");
-    let r = ok(
-        &["intersect"],
-        &two(&["-r", "0-3", "-c", "0-1"], &["-r", "4-5", "-c", "0"]),
-    );
-    assert_eq!(decode(&["--short"], &r), "");
-    let o = run(&["diff"], &encode(&[]));
-    assert_eq!(
-        (o.code, o.stderr.as_str()),
-        (1, "roster R: diff requires at least 2 resource sets\n")
-    );
-    let o = run(&["intersect"], &encode(&[]));
-    assert_eq!(
-        o.stderr,
-        "roster R: intersect requires at least 2 resource sets\n"
-    );
-    let r = ok(&["remap"], &encode(&["-r", "5,99,1000"]));
-    assert_eq!(decode(&["-s"], &r), "rank[0-2]/core0");
-    let r = ok(
-        &["rerank", "foo[3,2,1,0]"],
-        &encode(&["-r", "0-3", "-H", "foo[0-3]"]),
-    );
-    assert_eq!(decode(&["--nodelist"], &r), "foo[3,2,1,0]");
-    let base = encode(&["-r", "0-3", "-H", "foo[0-3]"]);
-    let o = run(&["rerank", "foo[0-4]"], &base);
-    assert_eq!(
-        o.stderr,
-        "roster R: Too many hosts specified (expected 4)\n"
-    );
-    let o = run(&["rerank", "foo[0-2]"], &base);
-    assert_eq!(o.stderr, "roster R: Too few hosts specified (expected 4)\n");
-    let o = run(&["rerank", "foo[1-4]"], &base);
-    assert_eq!(
-        o.stderr,
-        "roster R: failed to find one or more provided hosts in R\n"
-    );
-    // Diff of identical sets is empty, with flux's empty nodelist.
-    let r = ok(
-        &["diff"],
-        &two(&["-r", "0", "-H", "a"], &["-r", "0", "-H", "a"]),
-    );
-    assert_eq!(
-        line(r),
-        r#"{"version": 1, "execution": {"R_lite": [], "starttime": 0.0, "expiration": 0.0, "nodelist": [""]}}"#
-    );
-}
-
-#[test]
-fn verify() {
-    let two = |a: &[&str], b: &[&str]| format!("{}{}", encode(a), encode(b));
-    let o = run(
-        &["verify"],
-        &two(&["-r", "1-10", "-c", "0-3"], &["-r", "1", "-c", "0-3"]),
-    );
-    assert_eq!((o.code, o.stderr.as_str()), (0, ""));
-    let o = run(
-        &["verify"],
-        &two(&["-r", "1-10", "-c", "0-3"], &["-r", "0", "-c", "0-3"]),
-    );
-    assert_eq!(
-        (o.code, o.stderr.as_str()),
-        (1, "roster R: rank 0 not found in expected ranks\n")
-    );
-    let o = run(
-        &["verify"],
-        &two(
+        (
+            &["-r", "1-10", "-c", "0-3"],
+            &["-r", "0", "-c", "0-3"],
+            1,
+            "roster R: rank 0 not found in expected ranks\n",
+        ),
+        (
             &["-r", "1", "-c", "0-3", "-H", "foo1"],
             &["-r", "1", "-c", "0-3", "-H", "foo12"],
-        ),
-    );
-    assert_eq!(
-        (o.code, o.stderr.as_str()),
-        (
             1,
-            "roster R: rank 1 got hostname 'foo12', expected 'foo1'\n"
-        )
-    );
-    let o = run(
-        &["verify"],
-        &two(
+            "roster R: rank 1 got hostname 'foo12', expected 'foo1'\n",
+        ),
+        (
             &["-r", "1", "-c", "0-3", "-H", "x"],
             &["-r", "1", "-c", "0-2", "-H", "x"],
+            1,
+            "roster R: rank 1 (x) missing resources: core3\n",
         ),
-    );
-    assert_eq!(
-        (o.code, o.stderr.as_str()),
-        (1, "roster R: rank 1 (x) missing resources: core3\n")
-    );
-    let o = run(
-        &["verify"],
-        &two(
+        (
             &["-r", "1", "-c", "0-3", "-H", "x"],
             &["-r", "1", "-c", "0-7", "-g", "1", "-H", "x"],
-        ),
-    );
-    assert_eq!(
-        (o.code, o.stderr.as_str()),
-        (
             0,
-            "roster R: rank 1 (x) has extra resources: core[4-7],gpu1\n"
-        )
-    );
+            "roster R: rank 1 (x) has extra resources: core[4-7],gpu1\n",
+        ),
+    ];
+    for &(expected, got, code, stderr) in cases {
+        let o = run(&["verify"], &format!("{}{}", encode(expected), encode(got)));
+        let what = format!("{expected:?} {got:?}");
+        assert_eq!((o.code, o.stderr.as_str()), (code, stderr), "{what}");
+    }
     let o = run(&["verify"], &encode(&[]));
     assert_eq!(
         o.stderr,
@@ -686,32 +540,30 @@ fn parse_config_resource_path() {
     let o = run(&["parse-config", &conf.to_string_lossy()], "");
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(decode(&["-c", "node"], &o.stdout), "2");
-    std::fs::write(&rpath, "bad json\n").expect("write");
-    let o = run(&["parse-config", &conf.to_string_lossy()], "");
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        format!(
-            "roster R: {}: '[' or '{{' expected near 'bad' on line 1\n",
-            rpath.display()
-        )
-    );
-    std::fs::write(&rpath, "{\"version\": 2, \"execution\": {\"R_lite\": []}}").expect("write");
-    let o = run(&["parse-config", &conf.to_string_lossy()], "");
-    assert_eq!(
-        o.stderr,
-        format!("roster R: {}: invalid version=2\n", rpath.display())
-    );
-    let _ = std::fs::remove_file(&rpath);
-    let o = run(&["parse-config", &conf.to_string_lossy()], "");
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        format!(
-            "roster R: {0}: unable to open {0}: No such file or directory\n",
-            rpath.display()
-        )
-    );
+    // a bad R, then none
+    let p = rpath.display();
+    for (r, want) in [
+        (
+            Some("bad json\n"),
+            format!("{p}: '[' or '{{' expected near 'bad' on line 1"),
+        ),
+        (
+            Some("{\"version\": 2, \"execution\": {\"R_lite\": []}}"),
+            format!("{p}: invalid version=2"),
+        ),
+        (
+            None,
+            format!("{p}: unable to open {p}: No such file or directory"),
+        ),
+    ] {
+        match r {
+            Some(text) => std::fs::write(&rpath, text).expect("write"),
+            None => std::fs::remove_file(&rpath).expect("remove"),
+        }
+        let o = run(&["parse-config", &conf.to_string_lossy()], "");
+        let want = format!("roster R: {want}\n");
+        assert_eq!((o.code, o.stderr), (1, want), "{r:?}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

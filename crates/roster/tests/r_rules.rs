@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{check, fake_config, roster, start, Scratch};
+use common::{check_fails, fake_config, roster, start, Out, Scratch};
 use serde_json::{json, Value};
 
 const EXPIRATION_RULE: &str =
@@ -41,6 +41,12 @@ fn bad_rs() -> Vec<(Value, String)> {
     ]
 }
 
+/// `roster graph -L R ARGS`.
+fn graph(r: &std::path::Path, args: &[&str]) -> Out {
+    let o = roster().args(["graph", "-L"]).arg(r).args(args).output();
+    o.expect("run roster graph").into()
+}
+
 #[test]
 fn serve_check_refuses_what_rfc20_forbids() {
     let s = Scratch::new("rrules-check");
@@ -53,9 +59,7 @@ fn serve_check_refuses_what_rfc20_forbids() {
                 rpath.display()
             ),
         );
-        let o = check(&cfg);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{r}: {err}");
+        let err = check_fails(&cfg);
         assert!(err.contains(&why), "{r}: {err}");
     }
 }
@@ -66,15 +70,9 @@ fn graph_refuses_what_rfc20_forbids() {
     for (i, (r, why)) in bad_rs().into_iter().enumerate() {
         let rpath = s.write(&format!("r{i}.json"), &r.to_string());
         for fmt in ["rv1", "rv1exec"] {
-            let o = roster()
-                .args(["graph", "-L"])
-                .arg(&rpath)
-                .args(["-f", fmt, "copy"])
-                .output()
-                .unwrap();
-            let err = String::from_utf8_lossy(&o.stderr);
-            assert_ne!(o.status.code(), Some(0), "{fmt} {r}");
-            assert!(err.contains(&why), "{fmt} {r}: {err}");
+            let o = graph(&rpath, &["-f", fmt, "copy"]);
+            assert_ne!(o.code, 0, "{fmt} {r}");
+            assert!(o.stderr.contains(&why), "{fmt} {r}: {}", o.stderr);
         }
     }
 }
@@ -90,41 +88,23 @@ fn graph_loads_an_r_of_version_and_scheduling() {
                 "nodelist": ["n[0-1]"]}})
         .to_string(),
     );
-    let o = roster()
-        .args(["graph", "-L"])
-        .arg(&r)
-        .args(["-F", "jgf", "copy"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let jgf: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let o = graph(&r, &["-F", "jgf", "copy"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let jgf: Value = serde_json::from_str(&o.stdout).unwrap();
     model::jgf::check_rfc20(&jgf).unwrap();
     let only = s.write(
         "only.json",
         &json!({"version": 1, "scheduling": jgf}).to_string(),
     );
-    let o = roster()
-        .args(["graph", "-L"])
-        .arg(&only)
-        .args(["-f", "rv1", "aggregate"])
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = graph(&only, &["-f", "rv1", "aggregate"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let out = o.stdout;
     assert!(out.contains("core") && out.contains('8'), "{out}");
     // rv1exec needs execution, and says so
-    let o = roster()
-        .args(["graph", "-L"])
-        .arg(&only)
-        .args(["-f", "rv1exec", "aggregate"])
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("Object item not found: execution"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = graph(&only, &["-f", "rv1exec", "aggregate"]);
+    assert_ne!(o.code, 0);
+    let err = o.stderr;
+    assert!(err.contains("Object item not found: execution"), "{err}");
 }
 
 #[test]

@@ -748,19 +748,30 @@ fn section<'a>(all: &'a [Block], name: &str) -> Vec<&'a Block> {
     all.iter().filter(|b| b.section.starts_with(name)).collect()
 }
 
+/// Section `name` run as written, in a scratch directory `dir`, then the
+/// shell lines `check` (if any).
+fn as_written(all: &[Block], name: &str, dir: &str, check: &str) -> Result<Record, String> {
+    let s = Scratch::new(dir);
+    let mut sc = Script::new(name, &s);
+    for b in section(all, name) {
+        sc.block(b);
+    }
+    if !check.is_empty() {
+        sc.glue(check);
+    }
+    sc.finish()
+}
+
 /// Set up: `cargo run --release -- serve` is checked, and `roster serve`
 /// (what it runs) is run: the embedded default answers.
 fn set_up(all: &[Block]) -> Result<Record, String> {
-    let s = Scratch::new("readme-setup");
-    let mut sc = Script::new("Set up", &s);
-    for b in section(all, "Set up") {
-        sc.block(b);
-    }
-    sc.glue(
+    as_written(
+        all,
+        "Set up",
+        "readme-setup",
         "roster serve & GLUE+=($!)\nwait_sock $XDG_RUNTIME_DIR/roster/roster.sock\n\
          roster resource status | grep -q avail",
-    );
-    sc.finish()
+    )
 }
 
 fn quick_start(all: &[Block]) -> Result<Record, String> {
@@ -832,18 +843,15 @@ fn json_output(all: &[Block]) -> Result<Record, String> {
 }
 
 fn completions(all: &[Block]) -> Result<Record, String> {
-    let s = Scratch::new("readme-compl");
-    let mut sc = Script::new("Shell completions", &s);
-    for b in section(all, "Shell completions") {
-        sc.block(b);
-    }
-    sc.glue(
+    as_written(
+        all,
+        "Shell completions",
+        "readme-compl",
         "grep -q _roster $T/etc/bash_completion.d/roster\n\
          grep -q compdef $T/usr/local/share/zsh/site-functions/_roster\n\
          grep -q 'complete -c roster' $HOME/.config/fish/completions/roster.fish\n\
          test -s $T/usr/local/share/man/man1/roster-resource-drain.1",
-    );
-    sc.finish()
+    )
 }
 
 fn monitoring(all: &[Block]) -> Result<Record, String> {
@@ -1040,22 +1048,16 @@ fn graph_follow(all: &[Block]) -> Result<Record, String> {
 }
 
 fn flux_clients(all: &[Block]) -> Result<Record, String> {
-    let s = Scratch::new("readme-flux");
-    let mut sc = Script::new("Using flux clients", &s);
-    for b in section(all, "Using flux clients") {
-        sc.block(b);
-    }
-    sc.glue("test -S $T/run/roster/local-0");
-    sc.finish()
+    as_written(
+        all,
+        "Using flux clients",
+        "readme-flux",
+        "test -S $T/run/roster/local-0",
+    )
 }
 
 fn limits(all: &[Block]) -> Result<Record, String> {
-    let s = Scratch::new("readme-limits");
-    let mut sc = Script::new("Limits", &s);
-    for b in section(all, "Limits") {
-        sc.block(b);
-    }
-    sc.finish()
+    as_written(all, "Limits", "readme-limits", "")
 }
 
 fn securing(all: &[Block]) -> Result<Record, String> {
@@ -1172,12 +1174,7 @@ fn free_port_of(l: &str) -> u16 {
 }
 
 fn development(all: &[Block]) -> Result<Record, String> {
-    let s = Scratch::new("readme-dev");
-    let mut sc = Script::new("Development", &s);
-    for b in section(all, "Development") {
-        sc.block(b);
-    }
-    sc.finish()
+    as_written(all, "Development", "readme-dev", "")
 }
 
 #[test]

@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use std::time::{Duration, Instant};
 
@@ -25,41 +25,6 @@ fn relay(s: &Scratch, parent: &str, host: &str) -> Agent {
 
 fn leaf(s: &Scratch, parent: &str, host: &str) -> Agent {
     Agent::spawn(s, &format!("{host}-leaf"), &node_args(parent, host))
-}
-
-/// An agent's options for `host` (4 cores, heartbeat 0.2 s) below `parent`.
-fn node_args<'a>(parent: &'a str, host: &'a str) -> [&'a str; 8] {
-    [
-        "--uri",
-        parent,
-        "--hostname",
-        host,
-        "--cores",
-        "0-3",
-        "--heartbeat",
-        "0.2",
-    ]
-}
-
-fn status(d: &Daemon) -> Value {
-    d.rpc("resource.status", json!({})).expect("status")
-}
-
-fn wait_status(d: &Daemon, key: &str, want: &str, secs: f64) -> Duration {
-    let start = Instant::now();
-    loop {
-        let st = status(d);
-        if st[key] == want {
-            return start.elapsed();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs_f64(secs),
-            "{key} is {} after {secs} s, wanted {want}; log:\n{}",
-            st[key],
-            d.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn config(n: u32, extra: &str) -> String {
@@ -85,11 +50,8 @@ fn wait_log(p: &Agent, text: &str, secs: f64) {
 fn three_level_tree_restart_and_a_leaf_moving() {
     // kary:2 over 7 ranks: 0 -> 1,2; 1 -> 3,4; 2 -> 5,6.
     let s = Scratch::new("relay-tree");
-    let d = start(
-        &s,
-        &config(7, "torpid-max = \"1s\"\noffline-timeout = \"10s\""),
-        &[],
-    );
+    let cfg = config(7, "torpid-max = \"1s\"\noffline-timeout = \"10s\"");
+    let d = start(&s, &cfg, &[]);
     let r0 = relay(&s, &d.uri, "fake0");
     let mut r1 = relay(&s, &sock(&s, "fake0"), "fake1");
     let _r2 = relay(&s, &sock(&s, "fake0"), "fake2");
@@ -97,7 +59,7 @@ fn three_level_tree_restart_and_a_leaf_moving() {
     let _l4 = leaf(&s, &sock(&s, "fake1"), "fake4");
     let _l5 = leaf(&s, &sock(&s, "fake2"), "fake5");
     let _l6 = leaf(&s, &sock(&s, "fake2"), "fake6");
-    wait_status(&d, "online", "0-6", 15.0);
+    d.wait_status("online", "0-6", 15.0);
     wait_log(
         &r0,
         "fake0 joined as rank 0 (relay for up to 6 ranks below it)",
@@ -110,31 +72,31 @@ fn three_level_tree_restart_and_a_leaf_moving() {
     );
     wait_log(&l3, "fake3 joined as rank 3", 1.0);
     // One session at the service: the top relay.
-    assert!(status(&d)["torpid"] == "", "{}", status(&d));
+    assert!(d.status()["torpid"] == "", "{}", d.status());
     // Heartbeats flow through two relays: nobody turns torpid.
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(status(&d)["torpid"], "");
-    assert_eq!(status(&d)["online"], "0-6");
+    assert_eq!(d.status()["torpid"], "");
+    assert_eq!(d.status()["online"], "0-6");
 
     // A stalled leaf turns torpid through the relays, then lively.
     l3.signal(libc::SIGSTOP);
-    wait_status(&d, "torpid", "3", 4.0);
+    d.wait_status("torpid", "3", 4.0);
     l3.signal(libc::SIGCONT);
-    wait_status(&d, "torpid", "", 3.0);
+    d.wait_status("torpid", "", 3.0);
 
     // kill -9 of a mid relay: exactly its subtree (1, 3, 4) goes offline.
     r1.kill();
-    let t = wait_status(&d, "online", "0,2,5-6", 2.0);
+    let t = d.wait_status("online", "0,2,5-6", 2.0);
     assert!(t < Duration::from_secs(2), "{t:?}");
     // Restarted: its leaves reconnect and the subtree is back.
     let r1b = relay(&s, &sock(&s, "fake0"), "fake1");
-    wait_status(&d, "online", "0-6", 8.0);
+    d.wait_status("online", "0-6", 8.0);
     wait_log(&r1b, "joined as rank 1", 1.0);
 
     // A leaf moves: fake4 leaves relay 1 for relay 0 (an ancestor); a
     // relay it does not belong under refuses it.
     drop(_l4);
-    wait_status(&d, "online", "0-3,5-6", 2.0);
+    d.wait_status("online", "0-3,5-6", 2.0);
     let mut wrong = leaf(&s, &sock(&s, "fake2"), "fake4");
     wait_log(
         &wrong,
@@ -143,13 +105,13 @@ fn three_level_tree_restart_and_a_leaf_moving() {
     );
     wrong.kill();
     let _l4b = leaf(&s, &sock(&s, "fake0"), "fake4");
-    wait_status(&d, "online", "0-6", 5.0);
+    d.wait_status("online", "0-6", 5.0);
     // No verification drains: every node reported cores 0-3.
-    assert_eq!(status(&d)["drain"], json!({}));
+    assert_eq!(d.status()["drain"], json!({}));
 
     // kill -9 of the top relay: everything offline at once.
     drop(r0);
-    wait_status(&d, "online", "", 2.0);
+    d.wait_status("online", "", 2.0);
 }
 
 #[test]
@@ -160,11 +122,11 @@ fn relay_reconnects_to_a_restarted_service_and_reannounces() {
     let _r0 = relay(&s, &d.uri, "fake0");
     let _l1 = leaf(&s, &sock(&s, "fake0"), "fake1");
     let _l2 = leaf(&s, &sock(&s, "fake0"), "fake2");
-    wait_status(&d, "online", "0-2", 10.0);
+    d.wait_status("online", "0-2", 10.0);
     d.stop();
     let d = start(&s, &cfg, &[]);
     // The leaves never left the relay; the relay announces them again.
-    wait_status(&d, "online", "0-2", 10.0);
+    d.wait_status("online", "0-2", 10.0);
 }
 
 #[test]
@@ -184,8 +146,8 @@ fn verification_drain_reaches_the_leaf_through_the_relay() {
             "0-1",
         ],
     );
-    wait_status(&d, "online", "0-1", 10.0);
-    let st = status(&d);
+    d.wait_status("online", "0-1", 10.0);
+    let st = d.status();
     assert_eq!(
         st["drain"]["1"]["reason"], "rank 1 (fake1) missing resources: core[2-3]",
         "{st}"
@@ -230,7 +192,7 @@ fn simulator_relays_in_one_process() {
     );
     let spawned = Instant::now();
     let mut sim = simulate(&s, &d, "sim[0-999]", "21", ["500-599", "5"]);
-    wait_status(&d, "online", "0-999", 20.0);
+    d.wait_status("online", "0-999", 20.0);
     // 100 stalled leaves (below 3 relays of 21) turn torpid together at
     // torpid-max after they stall (5 s after the simulator started, plus
     // its start-up): the relays time them and report the idset.
@@ -238,7 +200,7 @@ fn simulator_relays_in_one_process() {
         spawned.elapsed() < Duration::from_secs(5),
         "too slow to come online to time the stall"
     );
-    let t = spawned.elapsed() + wait_status(&d, "torpid", "500-599", 10.0);
+    let t = spawned.elapsed() + d.wait_status("torpid", "500-599", 10.0);
     eprintln!(
         "100 stalled leaves torpid {:.2} s after the stall",
         t.as_secs_f64() - 5.0
@@ -247,9 +209,9 @@ fn simulator_relays_in_one_process() {
         t > Duration::from_secs(6) && t < Duration::from_millis(8500),
         "torpid {t:?} after start, wanted 7 s +/- 1 s (+ start-up)"
     );
-    assert_eq!(status(&d)["drain"], json!({}));
+    assert_eq!(d.status()["drain"], json!({}));
     sim.kill();
-    wait_status(&d, "online", "", 3.0);
+    d.wait_status("online", "", 3.0);
     assert_contains(&sim.log_text(), "all 1000 agents joined");
 }
 
@@ -258,22 +220,18 @@ fn simulator_relays_in_one_process() {
 /// timings and a relay killed in a process of its own.
 #[test]
 fn scale_131072_nodes_through_relays() {
-    if std::env::var("ROSTER_SCALE_TESTS").as_deref() != Ok("1") {
-        eprintln!("skipped: set ROSTER_SCALE_TESTS=1");
+    if !opted_in("ROSTER_SCALE_TESTS") {
         return;
     }
     let s = Scratch::new("relay-scale");
-    let d = start(
-        &s,
-        "[resource]\ntorpid-max = \"5s\"\noffline-timeout = \"120s\"\n[[resource.config]]\nhosts = \"sim[0-131071]\"\ncores = \"0-3\"\n",
-        &[],
-    );
+    let cfg = "[resource]\ntorpid-max = \"5s\"\noffline-timeout = \"120s\"\n[[resource.config]]\nhosts = \"sim[0-131071]\"\ncores = \"0-3\"\n";
+    let d = start(&s, cfg, &[]);
     let mut sim = simulate(&s, &d, "sim[0-131071]", "129", ["20000-20099", "12"]);
-    let t = wait_status(&d, "online", "0-131071", 10.0);
+    let t = d.wait_status("online", "0-131071", 10.0);
     eprintln!("all online after {t:?}");
-    wait_status(&d, "torpid", "20000-20099", 25.0);
+    d.wait_status("torpid", "20000-20099", 25.0);
     sim.kill();
-    let t = wait_status(&d, "online", "", 2.0);
+    let t = d.wait_status("online", "", 2.0);
     eprintln!("all offline after {t:?}");
 }
 
@@ -352,7 +310,7 @@ fn relays_listen_on_tls_and_check_each_childs_certificate() {
     );
     let l1 = node("fake1", "fake1", &relay0, &[]);
     let _l5 = node("fake5", "fake5", &sock(&s, "fake2"), &[]);
-    wait_status(&d, "online", "0-2,5", 15.0);
+    d.wait_status("online", "0-2,5", 15.0);
     wait_log(
         &r0,
         "fake0 joined as rank 0 (relay for up to 6 ranks below it)",
@@ -374,71 +332,51 @@ fn relays_listen_on_tls_and_check_each_childs_certificate() {
     );
     let st = liar.wait();
     assert!(!st.success());
-    assert_eq!(status(&d)["online"], "0-2,5");
+    assert_eq!(d.status()["online"], "0-2,5");
     // A stalled leaf behind the TLS relay: torpid at torpid-max (2 s)
     // after its last heartbeat (0.2 s period), +/- 1 s.
     l1.signal(libc::SIGSTOP);
-    let t = wait_status(&d, "torpid", "1", 5.0);
+    let t = d.wait_status("torpid", "1", 5.0);
     eprintln!("stalled leaf torpid after {:.2} s", t.as_secs_f64());
     assert!(
         t > Duration::from_secs(1) && t < Duration::from_secs(3),
         "{t:?}"
     );
     l1.signal(libc::SIGCONT);
-    wait_status(&d, "torpid", "", 3.0);
-    // Plain TCP off loopback stays refused for a relay's children.
+    d.wait_status("torpid", "", 3.0);
+    // Plain TCP off loopback stays refused for a relay's children (with
+    // a token); tls:// without this node's certificate: a clear refusal.
     let token = token_file(&s);
     let plain = format!("tcp://0.0.0.0:{}", free_port());
-    let mut bad = Agent::spawn(
-        &s,
-        "plain",
-        &[
-            "--uri",
-            &d.uri,
-            "--token-file",
-            token.to_str().unwrap(),
-            "--hostname",
-            "fake3",
-            "--cores",
-            "0-3",
-            "--relay",
-            "--listen",
+    let tls = format!("tls://127.0.0.1:{}", free_port());
+    let with_token = ["--token-file", token.to_str().unwrap()];
+    for (name, auth, listen, refusal) in [
+        (
+            "plain",
+            &with_token[..],
             &plain,
-        ],
-    );
-    let st = bad.wait();
-    assert!(!st.success());
-    assert!(
-        bad.log_text()
-            .contains("plain TCP is only allowed on loopback addresses"),
-        "{}",
-        bad.log_text()
-    );
-    // tls:// without this node's certificate: a clear refusal.
-    let mut nocert = Agent::spawn(
-        &s,
-        "nocert",
-        &[
-            "--uri",
-            &d.uri,
+            "plain TCP is only allowed on loopback addresses",
+        ),
+        (
+            "nocert",
+            &[],
+            &tls,
+            "a relay's TLS listener presents this node's certificate",
+        ),
+    ] {
+        let relay = [
             "--hostname",
             "fake3",
             "--cores",
             "0-3",
             "--relay",
             "--listen",
-            &format!("tls://127.0.0.1:{}", free_port()),
-        ],
-    );
-    let st = nocert.wait();
-    assert!(!st.success());
-    assert!(
-        nocert
-            .log_text()
-            .contains("a relay's TLS listener presents this node's certificate"),
-        "{}",
-        nocert.log_text()
-    );
+            listen,
+        ];
+        let mut a = Agent::spawn(&s, name, &[&["--uri", &d.uri], auth, &relay].concat());
+        assert!(!a.wait().success(), "{name}");
+        assert!(a.log_text().contains(refusal), "{name}: {}", a.log_text());
+    }
 }
 
 /// An agent certificate's relay hello is refused (EPERM naming the role)
@@ -487,7 +425,7 @@ fn an_agent_certificate_may_not_relay() {
     assert!(bad.log_text().contains(msg), "{}", bad.log_text());
     assert!(d.log_text().contains(msg), "{}", d.log_text());
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(status(&d)["online"], "");
+    assert_eq!(d.status()["online"], "");
     let log = d.ok(&["eventlog"]);
     assert!(!log.lines().any(|l| l.contains(" online ")), "{log}");
     // With the relay role (a certificate issued again): accepted, and
@@ -504,7 +442,7 @@ fn an_agent_certificate_may_not_relay() {
     ]);
     let _good = relay1("fake1-relay-cert");
     let _leaf = leaf(&s, &sock(&s, "fake1"), "fake3");
-    wait_status(&d, "online", "1,3", 15.0);
+    d.wait_status("online", "1,3", 15.0);
     let log = d.ok(&["eventlog"]);
     let online: Vec<&str> = log.lines().filter(|l| l.contains(" online ")).collect();
     assert!(
@@ -549,7 +487,7 @@ fn a_relay_refuses_revoked_children_after_sighup() {
     wait_log(&r0, "fake0 joined as rank 0", 15.0);
     let _l1 = node("fake1", &relay0, &[]);
     let _l2 = node("fake2", &relay0, &[]);
-    wait_status(&d, "online", "0,2", 15.0);
+    d.wait_status("online", "0,2", 15.0);
     wait_log(&r0, "TLS handshake failed", 5.0);
     // fake3's key is revoked while the relay runs: SIGHUP
     ca(&["revoke", &pki, "fake3"]);
@@ -557,9 +495,9 @@ fn a_relay_refuses_revoked_children_after_sighup() {
     wait_log(&r0, "SIGHUP: re-read", 5.0);
     let _l3 = node("fake3", &relay0, &[]);
     let _l4 = node("fake4", &relay0, &[]);
-    wait_status(&d, "online", "0,2,4", 15.0);
+    d.wait_status("online", "0,2,4", 15.0);
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(status(&d)["online"], "0,2,4");
+    assert_eq!(d.status()["online"], "0,2,4");
 }
 
 #[test]
@@ -570,7 +508,7 @@ fn relay_follows_a_server_list_whose_first_is_dead() {
     let list = format!("{dead},{}", d.uri);
     let r0 = relay(&s, &list, "fake0");
     let _l1 = leaf(&s, &sock(&s, "fake0"), "fake1");
-    wait_status(&d, "online", "0-1", 10.0);
+    d.wait_status("online", "0-1", 10.0);
     wait_log(&r0, "fake0 joined as rank 0", 1.0);
 }
 
@@ -584,13 +522,13 @@ fn relay_moves_to_the_next_server_and_announces_its_children_again() {
     let _r0 = relay(&s1, &list, "fake0");
     let _l1 = leaf(&s1, &sock(&s1, "fake0"), "fake1");
     let _l2 = leaf(&s1, &sock(&s1, "fake0"), "fake2");
-    wait_status(&a, "online", "0-2", 10.0);
+    a.wait_status("online", "0-2", 10.0);
     // The first server goes away for good; the second takes over: the
     // relay moves there with its children (which never left it).
     a.stop();
     let b = start(&s2, &config(3, ""), &[]);
     assert_eq!(b.uri, b_uri);
-    wait_status(&b, "online", "0-2", 10.0);
+    b.wait_status("online", "0-2", 10.0);
 }
 
 /// A standby of a highly available service, as far as a relay can tell:
@@ -635,7 +573,7 @@ fn relay_follows_a_standbys_redirect_to_the_leader() {
     let r0 = relay(&s, &format!("unix://{}", standby.display()), "fake0");
     let _l1 = leaf(&s, &sock(&s, "fake0"), "fake1");
     let _l2 = leaf(&s, &sock(&s, "fake0"), "fake2");
-    wait_status(&d, "online", "0-2", 10.0);
+    d.wait_status("online", "0-2", 10.0);
     wait_log(&r0, "fake0 joined as rank 0", 1.0);
     assert_eq!(turned.load(std::sync::atomic::Ordering::Relaxed), 1);
 }

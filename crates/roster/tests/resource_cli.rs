@@ -4,23 +4,20 @@
 
 mod common;
 
-use common::{fake_config, roster, Daemon, Out, Scratch};
+use common::{fake_config, Daemon, Out, Scratch};
 use std::io::{BufRead, BufReader};
-use std::process::Stdio;
 
 /// A daemon on `fake[0-3]`, all online (the daemon is dropped before its
 /// directory).
 struct Server {
     d: Daemon,
-    uri: String,
     _dir: Scratch,
 }
 
 fn start(name: &str) -> Option<Server> {
     let dir = Scratch::new(&format!("rescli-{name}"));
     let d = common::start(&dir, &fake_config(4, ""), &["--monitor-force-up"]);
-    let uri = d.uri.clone();
-    Some(Server { d, uri, _dir: dir })
+    Some(Server { d, _dir: dir })
 }
 
 fn run(s: &Server, args: &[&str]) -> Out {
@@ -183,25 +180,9 @@ fn eventlog_backlog_wait_and_include() {
     let o = run(&s, &["eventlog", "--include=42"]);
     assert_eq!(o.code, 1);
     // a follower sees a live drain
-    let mut child = roster()
-        .args([
-            "resource",
-            "--uri",
-            &s.uri,
-            "eventlog",
-            "-HF",
-            "--wait=drain",
-            "-m",
-            "reason=live",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn follower");
-    let stdout = child.stdout.take().expect("follower stdout");
-    let mut reader = BufReader::new(stdout);
-    let mut first = String::new();
-    let _ = reader.read_line(&mut first);
+    let mut child =
+        s.d.spawn_resource(&["eventlog", "-HF", "--wait=drain", "-m", "reason=live"]);
+    let (reader, _) = first_line(&mut child);
     assert_eq!(ok(&s, &["drain", "2", "live"]), "");
     let status = child.wait().expect("follower exits");
     assert!(status.success());
@@ -210,6 +191,14 @@ fn eventlog_backlog_wait_and_include() {
         rest = l;
     }
     assert!(rest.contains("drain") && rest.contains("live"), "{rest}");
+}
+
+/// The stdout of `child` and the first line read from it.
+fn first_line(child: &mut std::process::Child) -> (BufReader<std::process::ChildStdout>, String) {
+    let mut reader = BufReader::new(child.stdout.take().expect("stdout piped"));
+    let mut first = String::new();
+    let _ = reader.read_line(&mut first);
+    (reader, first)
 }
 
 fn idset_contains_0(s: &str) -> bool {
@@ -222,16 +211,8 @@ fn idset_contains_0(s: &str) -> bool {
 #[test]
 fn acquire_streams_json_lines_and_release_answers() {
     let Some(s) = start("acquire") else { return };
-    let mut child = roster()
-        .args(["resource", "--uri", &s.uri, "acquire"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn acquire");
-    let stdout = child.stdout.take().expect("acquire stdout");
-    let mut reader = BufReader::new(stdout);
-    let mut first = String::new();
-    let _ = reader.read_line(&mut first);
+    let mut child = s.d.spawn_resource(&["acquire"]);
+    let (mut reader, first) = first_line(&mut child);
     let v: serde_json::Value = serde_json::from_str(first.trim_end()).expect("first line is JSON");
     assert!(v.is_object(), "{first}");
     // one compact object per line

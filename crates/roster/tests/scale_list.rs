@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{start, Scratch};
+use common::{opted_in, start, Scratch};
 use idset::IdSet;
 use serde_json::json;
 
@@ -41,16 +41,12 @@ fn random_ranks(n: u32, count: usize, seed: u64) -> IdSet {
 
 #[test]
 fn list_of_131072_nodes_with_30_percent_drained() {
-    if std::env::var("ROSTER_SCALE_TESTS").as_deref() != Ok("1") {
-        eprintln!("skipped: set ROSTER_SCALE_TESTS=1");
+    if !opted_in("ROSTER_SCALE_TESTS") {
         return;
     }
     let s = Scratch::new("scale-list");
-    let d = start(
-        &s,
-        "[[resource.config]]\nhosts = \"node[0-131071]\"\ncores = \"0-63\"\ngpus = \"0-3\"\n",
-        &["--monitor-force-up"],
-    );
+    let cfg = "[[resource.config]]\nhosts = \"node[0-131071]\"\ncores = \"0-63\"\ngpus = \"0-3\"\n";
+    let d = start(&s, cfg, &["--monitor-force-up"]);
     let drained = random_ranks(131_072, 39_321, 0x5eed_2611);
     assert_eq!(drained.len(), 39_321);
     d.rpc(

@@ -100,11 +100,8 @@ fn drain_undrain_matrix_through_the_cli() {
 #[test]
 fn exclude_by_hostlist_and_idset() {
     let s = Scratch::new("exclude");
-    let d = start(
-        &s,
-        &fake_config(4, "exclude = \"fake[0,2]\""),
-        &["--monitor-force-up"],
-    );
+    let cfg = fake_config(4, "exclude = \"fake[0,2]\"");
+    let d = start(&s, &cfg, &["--monitor-force-up"]);
     assert_eq!(
         d.ok(&["status", "-s", "exclude", "-no", "{ranks}"]).trim(),
         "0,2"
@@ -113,9 +110,7 @@ fn exclude_by_hostlist_and_idset() {
     assert!(err.contains("rank 0 excluded"), "{err}");
     drop(d);
     let s2 = Scratch::new("exclude-bad");
-    let err = try_start(&s2, &fake_config(4, "exclude = \"9\""), &[])
-        .err()
-        .expect("bad exclude refuses start");
+    let err = start_refused(&s2, &fake_config(4, "exclude = \"9\""), &[]);
     assert!(err.contains("exclude"), "{err}");
 }
 
@@ -314,10 +309,16 @@ fn restart_restores_drains_and_journal_order() {
     );
 }
 
-fn drained_after_replay(events: &[Value], checkpoint: Option<Value>) -> String {
-    let s = Scratch::new("remap");
-    let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+/// A scratch directory whose state directory holds the eventlog `text`.
+fn with_eventlog(name: &str, text: &str) -> Scratch {
+    let s = Scratch::new(name);
     std::fs::write(s.statedir().join("resource.eventlog"), text).unwrap();
+    s
+}
+
+fn drained_after_replay(events: &[Value], checkpoint: Option<Value>) -> String {
+    let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+    let s = with_eventlog("remap", &text);
     if let Some(cp) = checkpoint {
         std::fs::write(s.statedir().join("checkpoint.resource"), cp.to_string()).unwrap();
     }
@@ -362,36 +363,29 @@ fn replay_remaps_ranks_through_the_stored_nodelist() {
 
 #[test]
 fn torn_last_line_is_dropped_and_corrupt_lines_refuse_start() {
-    let s = Scratch::new("torn");
     let good = drain_ev(1.0, "1", "fake1").to_string();
-    std::fs::write(
-        s.statedir().join("resource.eventlog"),
-        format!("{good}\n{{\"timestamp\":2.0,\"na"),
-    )
-    .unwrap();
+    let s = with_eventlog("torn", &format!("{good}\n{{\"timestamp\":2.0,\"na"));
     let d = start(&s, &fake_config(4, "history = \"inf\""), &[]);
     assert_eq!(drained(&d), "1");
     assert!(d.log_text().contains("torn"), "{}", d.log_text());
     drop(d);
 
-    let s = Scratch::new("corrupt");
-    std::fs::write(
-        s.statedir().join("resource.eventlog"),
-        format!("{good}\nnot json\n{good}\n"),
-    )
-    .unwrap();
-    let err = try_start(&s, &fake_config(4, ""), &[])
-        .err()
-        .expect("corrupt log refuses start");
-    assert!(err.contains("resource.eventlog line 2"), "{err}");
-
-    let s = Scratch::new("parse-error");
     let bad = json!({"timestamp": 1.0, "name": "drain", "context": {"idset": "1"}});
-    std::fs::write(s.statedir().join("resource.eventlog"), format!("{bad}\n")).unwrap();
-    let err = try_start(&s, &fake_config(4, ""), &[])
-        .err()
-        .expect("drain without nodelist refuses start");
-    assert!(err.contains("line 1: drain parse error"), "{err}");
+    for (name, log, want) in [
+        (
+            "corrupt",
+            format!("{good}\nnot json\n{good}\n"),
+            "resource.eventlog line 2",
+        ),
+        (
+            "parse-error",
+            format!("{bad}\n"),
+            "line 1: drain parse error",
+        ),
+    ] {
+        let err = start_refused(&with_eventlog(name, &log), &fake_config(4, ""), &[]);
+        assert!(err.contains(want), "{name}: {err}");
+    }
 }
 
 #[test]
@@ -450,7 +444,8 @@ fn guests_read_status_only_and_tcp_needs_the_token() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let (d, tcp) = start_tcp_with_token(&s, 2, &token);
+    let (d, addr) = start_with_tcp(&s, &fake_config(2, ""), &[]);
+    let tcp = format!("tcp://{addr}");
     // TCP without the token: refused; with it: owner
     let o = roster()
         .args(["resource", "--uri", &tcp, "drain", "1"])
@@ -516,10 +511,7 @@ fn guests_read_status_only_and_tcp_needs_the_token() {
 /// full run.
 #[test]
 fn crash_loses_no_acknowledged_drain() {
-    let rounds: u32 = std::env::var("ROSTER_CRASH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let rounds = env_number("ROSTER_CRASH_ROUNDS", 10);
     let nodes = 16384u32;
     let s = Scratch::new("crash");
     let config = fake_config(nodes, "");
@@ -662,10 +654,7 @@ fn sighup_applies_group_changes_with_shrink_release_grow() {
 #[test]
 fn flux_clients_reach_the_same_service() {
     let s = Scratch::new("flux");
-    let fsock = s.path("flux.sock");
-    let furi = format!("flux://{}", fsock.display());
-    let d = start(&s, &fake_config(4, ""), &["--listen", &furi]);
-    let mut c = flux_wire::connect(&fsock);
+    let (d, mut c) = start_flux(&s, &fake_config(4, ""));
     flux_wire::request(
         &mut c,
         "resource.drain",
@@ -730,6 +719,17 @@ fn config_typo_gets_did_you_mean_with_file_and_line() {
     );
 }
 
+/// `roster serve [--check]` on `cfg`, with the state directory of `s`.
+fn serve_once(s: &Scratch, cfg: &std::path::Path, check: bool) -> Out {
+    let mut c = roster();
+    c.arg("serve").arg("--statedir").arg(s.statedir());
+    c.arg("--config").arg(cfg);
+    if check {
+        c.arg("--check");
+    }
+    c.output().unwrap().into()
+}
+
 /// `roster serve --check` and `roster serve` on the same configuration:
 /// both must refuse it, with the same message (containing `want`), and
 /// exit 1; nothing is started.
@@ -741,37 +741,41 @@ fn refused_by_check_and_serve(name: &str, serve_toml: &str, want: &str) {
         "roster.toml",
         &(fake_config(2, "") + "[serve]\n" + &serve_toml),
     );
-    let run = |check: bool| {
-        let mut c = roster();
-        c.arg("serve").arg("--statedir").arg(s.statedir());
-        c.arg("--config").arg(&cfg);
-        if check {
-            c.arg("--check");
-        }
-        let o = c.output().unwrap();
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
-    };
-    let (check_code, check_err) = run(true);
-    assert_eq!(check_code, Some(1), "--check passed: {check_err}");
-    assert!(check_err.contains(want), "{check_err}");
-    let (serve_code, serve_err) = run(false);
-    assert_eq!(serve_code, Some(1), "{serve_err}");
+    let check = serve_once(&s, &cfg, true);
+    assert_eq!(check.code, 1, "{name}: --check passed: {}", check.stderr);
+    assert!(check.stderr.contains(want), "{name}: {}", check.stderr);
+    let serve = serve_once(&s, &cfg, false);
+    assert_eq!(serve.code, 1, "{name}: {}", serve.stderr);
     let last = |t: &str| t.lines().last().unwrap_or("").to_string();
-    assert_eq!(last(&serve_err), last(&check_err));
+    assert_eq!(last(&serve.stderr), last(&check.stderr), "{name}");
     // refused before the state directory was touched
-    assert!(!s.statedir().join("resource.eventlog").exists());
+    let log = s.statedir().join("resource.eventlog");
+    assert!(!log.exists(), "{name}");
 }
 
+/// Listeners a configuration may not have: TLS without a certificate,
+/// TCP without a token, plain TCP off loopback.
 #[test]
-fn check_refuses_tls_without_a_certificate() {
-    refused_by_check_and_serve(
-        "check-tls-cert",
-        "listen = [\"tls://127.0.0.1:8050\"]\ntoken-file = \"TOKEN\"\n",
-        "a TLS listener needs a certificate and key (tls-cert, tls-key)",
-    );
+fn check_refuses_unsafe_listeners() {
+    for (name, serve_toml, want) in [
+        (
+            "check-tls-cert",
+            "listen = [\"tls://127.0.0.1:8050\"]\ntoken-file = \"TOKEN\"\n",
+            "a TLS listener needs a certificate and key (tls-cert, tls-key)",
+        ),
+        (
+            "check-tcp-token",
+            "listen = [\"tcp://127.0.0.1:8051\"]\n",
+            "TCP listener requires a token file",
+        ),
+        (
+            "check-tcp-any",
+            "listen = [\"tcp://0.0.0.0:8051\"]\ntoken-file = \"TOKEN\"\n",
+            "plain TCP is only allowed on loopback addresses",
+        ),
+    ] {
+        refused_by_check_and_serve(name, serve_toml, want);
+    }
 }
 
 #[test]
@@ -785,24 +789,6 @@ fn check_refuses_tls_without_client_authentication() {
             cert_and_key(&pki)
         ),
         "TLS clients could not authenticate",
-    );
-}
-
-#[test]
-fn check_refuses_tcp_without_a_token() {
-    refused_by_check_and_serve(
-        "check-tcp-token",
-        "listen = [\"tcp://127.0.0.1:8051\"]\n",
-        "TCP listener requires a token file",
-    );
-}
-
-#[test]
-fn check_refuses_plain_tcp_off_loopback() {
-    refused_by_check_and_serve(
-        "check-tcp-any",
-        "listen = [\"tcp://0.0.0.0:8051\"]\ntoken-file = \"TOKEN\"\n",
-        "plain TCP is only allowed on loopback addresses",
     );
 }
 
@@ -878,15 +864,10 @@ fn a_missing_path_names_its_line() {
         "# the cluster\n[resource]\npath = \"/nonexistent/R.json\"\n",
     );
     for check in [true, false] {
-        let mut c = roster();
-        c.arg("serve").arg("--statedir").arg(s.statedir());
-        c.arg("--config").arg(&cfg);
-        if check {
-            c.arg("--check");
-        }
-        let o = c.output().unwrap();
-        assert_eq!(o.status.code(), Some(1));
-        let err = String::from_utf8_lossy(&o.stderr);
+        let Out {
+            code, stderr: err, ..
+        } = serve_once(&s, &cfg, check);
+        assert_eq!(code, 1, "--check {check}");
         assert_eq!(
             err.lines().last().unwrap_or(""),
             format!(

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{fake_config, flux_wire, start, start_env, Scratch};
+use common::{fake_config, flux_wire, start, start_env, start_flux, Scratch};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -58,10 +58,7 @@ fn every_read_sees_the_drains_acknowledged_before_it() {
 #[test]
 fn a_status_pipelined_after_a_drain_on_a_flux_connection_reads_it() {
     let s = Scratch::new("snapshot-flux");
-    let fsock = s.path("flux.sock");
-    let furi = format!("flux://{}", fsock.display());
-    let d = start(&s, &fake_config(4, ""), &["--listen", &furi]);
-    let mut c = flux_wire::connect(&fsock);
+    let (d, mut c) = start_flux(&s, &fake_config(4, ""));
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut tag = 1;
     for i in 0..40 {
@@ -174,12 +171,8 @@ fn answered_after_a_wait(d: &common::Daemon) -> usize {
 #[test]
 fn one_shot_reads_answered_at_accept_are_the_http_paths_bytes() {
     let s = Scratch::new("snapshot-accept");
-    let d = start_env(
-        &s,
-        &fake_config(4, ""),
-        &[],
-        &[("RUST_LOG", "info,transport::quick=debug")],
-    );
+    let env = [("RUST_LOG", "info,transport::quick=debug")];
+    let d = start_env(&s, &fake_config(4, ""), &[], &env);
     d.rpc("resource.drain", json!({"targets": "2", "reason": "r"}))
         .expect("drain");
     const HEAD: &[u8] =

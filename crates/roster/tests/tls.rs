@@ -56,7 +56,7 @@ impl Site {
     }
 
     fn online(&self) -> Value {
-        self.d.rpc("resource.status", json!({})).unwrap()["online"].clone()
+        self.d.status()["online"].clone()
     }
 
     fn wait_online(&self, want: &str) {
@@ -274,7 +274,7 @@ fn verification_self_drain_still_works_for_its_own_rank() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let st = site.d.rpc("resource.status", json!({})).unwrap();
+        let st = site.d.status();
         if st["drain"].get("1").is_some() {
             let reason = st["drain"]["1"]["reason"]
                 .as_str()
@@ -331,7 +331,7 @@ fn roles_from_certificates() {
     site.client("alice")
         .rpc("resource.drain", drain)
         .expect("admin drains");
-    let st = site.d.rpc("resource.status", json!({})).unwrap();
+    let st = site.d.status();
     assert!(st["drain"].to_string().contains("fan"), "{st}");
     // ...and is recorded by its certificate's name (issue 28 item 7).
     let stored = stored_events(&site.s.statedir());
@@ -357,16 +357,13 @@ fn roles_from_certificates() {
 #[test]
 fn plain_tcp_off_loopback_is_refused_at_start_up() {
     let s = Scratch::new("tls-plain-tcp");
-    let token = s.write("token", "s3cret\n");
-    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let token = token_file(&s);
     let listen = format!("tcp://0.0.0.0:{}", free_port());
-    let log = try_start(
+    let log = start_refused(
         &s,
         &fake_config(2, ""),
         &["--listen", &listen, "--token-file", token.to_str().unwrap()],
-    )
-    .err()
-    .expect("roster serve must refuse plain TCP off loopback");
+    );
     assert!(
         log.contains("plain TCP is only allowed on loopback addresses")
             && log.contains("use tls://0.0.0.0:"),
@@ -399,6 +396,14 @@ impl Site {
             .env_remove("ROSTER_TOKEN_FILE")
             .stdin(Stdio::null());
         c
+    }
+
+    /// `acquire` as `who`, running, and the lines it prints.
+    fn acquire(&self, who: &str) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+        let mut c = self.cli(Some(who), &["acquire"]);
+        let mut acq = c.stdout(Stdio::piped()).spawn().unwrap();
+        let lines = line_channel(acq.stdout.take().unwrap());
+        (acq, lines)
     }
 
     /// [`Site::cli`], which must succeed; its stdout.
@@ -468,18 +473,8 @@ fn every_resource_command_reaches_a_tls_service_with_flags() {
 
     // A scheduler acquires, mutes, sets groups; the first response of
     // acquire is the whole resource set.
-    let mut acq = site
-        .cli(Some("sched"), &["acquire"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(acq.stdout.take().unwrap()),
-        &mut first,
-    )
-    .unwrap();
+    let (mut acq, rx) = site.acquire("sched");
+    let first = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     let _ = acq.kill();
     let _ = acq.wait();
     let v: Value = serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first:?}"));
@@ -528,22 +523,7 @@ fn another_schedulers_mute_leaves_the_stream_flowing() {
     let site = site("tls-mute");
     let _a0 = site.agent("fake0", "fake0");
     site.wait_online("0");
-    let mut acq = site
-        .cli(Some("sched"), &["acquire"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let stdout = acq.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut acq, rx) = site.acquire("sched");
     let first = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(first.contains("\"resources\""), "{first}");
     site.cli_ok(Some("sched2"), &["acquire-mute"]);
@@ -557,15 +537,10 @@ fn another_schedulers_mute_leaves_the_stream_flowing() {
 
 /// `openssl` with these arguments, in `dir`, which must succeed.
 fn openssl(dir: &std::path::Path, args: &[&str]) {
-    let o = std::process::Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run openssl (Debian package openssl)");
-    assert!(
-        o.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
+    output_ok(
+        std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir),
     );
 }
 
@@ -665,7 +640,7 @@ fn a_sub_ca_owner_and_a_key_encipherment_admin_are_refused() {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    assert!(site.d.rpc("resource.status", json!({})).unwrap()["drain"]
+    assert!(site.d.status()["drain"]
         .as_object()
         .is_none_or(|d| d.is_empty()));
 }
@@ -673,55 +648,43 @@ fn a_sub_ca_owner_and_a_key_encipherment_admin_are_refused() {
 #[test]
 fn resource_tls_flag_errors_are_precise() {
     let site = site("tls-cli-errors");
+    let resource = |args: &[&str]| {
+        let mut c = roster();
+        c.args(["resource", "--uri", &site.tls_uri]).args(args);
+        c
+    };
     // No CA at all.
-    let o = roster()
-        .args(["resource", "--uri", &site.tls_uri, "status"])
+    let mut no_ca = resource(&["status"]);
+    no_ca
         .env_remove("ROSTER_CA")
         .env_remove("ROSTER_CERT")
-        .env_remove("ROSTER_KEY")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("give --ca FILE or set ROSTER_CA"), "{err}");
-    // A certificate without its key.
-    let o = site
-        .cli(None, &["--cert", &site.pki("bob.pem"), "status"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("needs its key too (--key or ROSTER_KEY)"),
-        "{err}"
-    );
-    // A CA file that does not exist.
-    let o = roster()
-        .args([
-            "resource",
-            "--uri",
-            &site.tls_uri,
-            "--ca",
-            "/nonexistent/ca.pem",
-            "status",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("/nonexistent/ca.pem"), "{err}");
+        .env_remove("ROSTER_KEY");
     // The wrong CA: the service's certificate is not trusted.
     let other = site.s.path("other");
     ca(&["init", other.to_str().unwrap()]);
-    let o = roster()
-        .args(["resource", "--uri", &site.tls_uri, "--ca"])
-        .arg(other.join("ca.pem"))
-        .arg("status")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("certificate"), "{err}");
+    let other_ca = other.join("ca.pem");
+    for (what, mut cmd, want) in [
+        ("no CA", no_ca, "give --ca FILE or set ROSTER_CA"),
+        (
+            "a certificate without its key",
+            site.cli(None, &["--cert", &site.pki("bob.pem"), "status"]),
+            "needs its key too (--key or ROSTER_KEY)",
+        ),
+        (
+            "a CA file that does not exist",
+            resource(&["--ca", "/nonexistent/ca.pem", "status"]),
+            "/nonexistent/ca.pem",
+        ),
+        (
+            "the wrong CA",
+            resource(&["--ca", other_ca.to_str().unwrap(), "status"]),
+            "certificate",
+        ),
+    ] {
+        let o: Out = cmd.output().unwrap().into();
+        assert_eq!(o.code, 1, "{what}: {}", o.stderr);
+        assert!(o.stderr.contains(want), "{what}: {}", o.stderr);
+    }
 }
 
 /// Per-agent enrolment (`[serve.auth] enrol-token-file`, `[serve]
@@ -757,25 +720,17 @@ fn an_agent_enrols_with_the_enrolment_token_then_joins() {
     let d = start(&s, &cfg, &["--listen", &format!("tls://127.0.0.1:{port}")]);
     let spawn = |host: &str, dir: &str, name: &str| {
         let (pki_dir, ca) = (s.path(dir), format!("{pki}/ca.pem"));
-        let args = [
-            "--uri",
-            &uri,
+        let enrol = [
             "--ca",
             &ca,
             "--enrol",
             token.to_str().unwrap(),
             "--pki",
             pki_dir.to_str().unwrap(),
-            "--hostname",
-            host,
-            "--cores",
-            "0-3",
-            "--heartbeat",
-            "0.2",
         ];
-        Agent::spawn(&s, name, &args)
+        Agent::spawn(&s, name, &[&node_args(&uri, host)[..], &enrol].concat())
     };
-    let online = || d.rpc("resource.status", json!({})).unwrap()["online"].clone();
+    let online = || d.status()["online"].clone();
     let wait_online = |want: &str, a: &Agent| {
         let deadline = Instant::now() + Duration::from_secs(15);
         while online() != want {

@@ -117,6 +117,15 @@ impl Browser {
         self.cmd("POST", "url", Some(&json!({ "url": url })));
     }
 
+    /// [`Browser::goto`] `url`, and wait (20 s) until the page shows `n`
+    /// nodes and follows the journal.
+    fn open_live(&self, url: &str, n: usize) {
+        self.goto(url);
+        let ready = format!("return !!(window.roster && window.roster.n === {n} && document.getElementById('status').textContent === 'live')");
+        self.wait_for(&ready, &json!(true), Duration::from_secs(20))
+            .expect("page loaded and following the journal");
+    }
+
     fn eval(&self, script: &str) -> Value {
         self.cmd(
             "POST",
@@ -186,21 +195,21 @@ fn base64_decode(s: &str) -> Vec<u8> {
     out
 }
 
+/// Are chromium and chromedriver installed?  (If not, skip loudly.)
+fn have_chromium() -> bool {
+    need("chromium", "chromium chromium-driver") && need("chromedriver", "chromium chromium-driver")
+}
+
 #[test]
 fn a_drain_shows_in_the_browser_within_a_second() {
-    if !need("chromium", "chromium chromium-driver")
-        || !need("chromedriver", "chromium chromium-driver")
-    {
+    if !have_chromium() {
         return;
     }
     let s = Scratch::new("webview");
-    let (d, addr) = start_with_tcp(&s, &fake_config(16, ""));
+    let (d, addr) = start_with_tcp(&s, &fake_config(16, ""), &[]);
     let b = Browser::start(1000, 800);
     // the owner's page: the token in the fragment, the journal followed
-    b.goto(&format!("http://{addr}/#token=s3cret"));
-    let page_ready = "return !!(window.roster && window.roster.n === 16 && document.getElementById('status').textContent === 'live')";
-    b.wait_for(page_ready, &json!(true), Duration::from_secs(20))
-        .expect("page loaded and following the journal");
+    b.open_live(&format!("http://{addr}/#token=s3cret"), 16);
     let state5 = "return window.roster.state ? null : (function(){ return window.roster.drained[5] ? 'drained' : 'other'; })()";
     assert_eq!(b.eval(state5), json!("other"));
     assert_eq!(
@@ -284,7 +293,7 @@ fn get_first_line(addr: &str, path: &str, headers: &str) -> (u16, String) {
 #[test]
 fn web_routes_run_with_the_callers_role() {
     let s = Scratch::new("webroles");
-    let (d, addr) = start_with_tcp(&s, &fake_config(4, ""));
+    let (d, addr) = start_with_tcp(&s, &fake_config(4, ""), &[]);
     d.ok(&["drain", "2", "roles"]);
     let (status, line) = get_first_line(&addr, "/api/journal", "");
     assert_eq!(status, 200);
@@ -326,9 +335,7 @@ fn r16k_first_paint_and_screenshot() {
         eprintln!("skipping: set ROSTER_SCALE_TESTS=1");
         return;
     }
-    if !need("chromium", "chromium chromium-driver")
-        || !need("chromedriver", "chromium chromium-driver")
-    {
+    if !have_chromium() {
         return;
     }
     let s = Scratch::new("webview16k");
@@ -337,7 +344,7 @@ fn r16k_first_paint_and_screenshot() {
         "/../../../shared/bench/R16k.json"
     );
     let config = format!("[resource]\nnoverify = true\npath = \"{r}\"\n");
-    let (d, addr) = start_with_tcp(&s, &config);
+    let (d, addr) = start_with_tcp(&s, &config, &[]);
     // the bench drain set: 4,915 ranks, drained in batches
     let ranks = std::process::Command::new("python3")
         .args([
@@ -400,21 +407,16 @@ fn r16k_first_paint_and_screenshot() {
 /// service's status says.
 #[test]
 fn forced_drains_keep_or_move_the_drain_time_as_the_service_does() {
-    if !need("chromium", "chromium chromium-driver")
-        || !need("chromedriver", "chromium chromium-driver")
-    {
+    if !have_chromium() {
         return;
     }
     let s = Scratch::new("webview-force");
-    let (d, addr) = start_with_tcp(&s, &fake_config(8, ""));
+    let (d, addr) = start_with_tcp(&s, &fake_config(8, ""), &[]);
     let b = Browser::start(1000, 800);
     let url = format!("http://{addr}/#token=s3cret");
-    let ready = "return !!(window.roster && window.roster.n === 8 && document.getElementById('status').textContent === 'live')";
-    b.goto(&url);
-    b.wait_for(ready, &json!(true), Duration::from_secs(20))
-        .expect("page loaded and following the journal");
+    b.open_live(&url, 8);
     let service_time = || {
-        let st = d.rpc("resource.status", json!({})).unwrap();
+        let st = d.status();
         st["drain"]["3"]["timestamp"].as_f64().unwrap() as i64
     };
     let page = "return window.roster.drained[3] ? [Math.round(window.roster.dtime[3]), window.roster.reason[3]] : null";
@@ -427,9 +429,7 @@ fn forced_drains_keep_or_move_the_drain_time_as_the_service_does() {
     assert_eq!(service_time(), first, "drain -f keeps the time");
     b.wait_for(page, &json!([first, "second"]), Duration::from_secs(3))
         .unwrap_or_else(|v| panic!("after drain -f the page must keep {first}: {v}"));
-    b.goto(&url);
-    b.wait_for(ready, &json!(true), Duration::from_secs(20))
-        .expect("page reloaded");
+    b.open_live(&url, 8);
     b.wait_for(page, &json!([first, "second"]), Duration::from_secs(3))
         .unwrap_or_else(|v| panic!("after a reload the page must keep {first}: {v}"));
     std::thread::sleep(Duration::from_millis(1500));
@@ -445,20 +445,15 @@ fn forced_drains_keep_or_move_the_drain_time_as_the_service_does() {
 /// drained+offline is not drained, and cells carry shapes.
 #[test]
 fn filter_in_the_url_pin_a_node_and_hosts_in_events() {
-    if !need("chromium", "chromium chromium-driver")
-        || !need("chromedriver", "chromium chromium-driver")
-    {
+    if !have_chromium() {
         return;
     }
     let s = Scratch::new("webview-tool");
-    let (d, addr) = start_with_tcp(&s, &fake_config(8, ""));
+    let (d, addr) = start_with_tcp(&s, &fake_config(8, ""), &[]);
     d.ok(&["drain", "fake[2-3]", "fan"]);
     d.ok(&["drain", "fake5", "disk"]);
     let b = Browser::start(1000, 800);
-    b.goto(&format!("http://{addr}/?reason=fan#token=s3cret"));
-    let ready = "return !!(window.roster && window.roster.n === 8 && document.getElementById('status').textContent === 'live')";
-    b.wait_for(ready, &json!(true), Duration::from_secs(20))
-        .expect("page loaded and following the journal");
+    b.open_live(&format!("http://{addr}/?reason=fan#token=s3cret"), 8);
     let matching = "return document.getElementById('matching').textContent";
     b.wait_for(matching, &json!("matching: 2"), Duration::from_secs(3))
         .unwrap_or_else(|v| panic!("the reason filter from the URL: {v}"));
@@ -519,26 +514,11 @@ fn filter_in_the_url_pin_a_node_and_hosts_in_events() {
 /// drained node stays drained; cleared, the node is up again.
 #[test]
 fn allocated_nodes_are_their_own_state() {
-    if !need("chromium", "chromium chromium-driver")
-        || !need("chromedriver", "chromium chromium-driver")
-    {
+    if !have_chromium() {
         return;
     }
     let s = Scratch::new("webview-alloc");
-    let token = s.write("token", "s3cret\n");
-    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let addr = format!("127.0.0.1:{}", free_port());
-    let d = start(
-        &s,
-        &fake_config(8, ""),
-        &[
-            "--listen",
-            &format!("tcp://{addr}"),
-            "--token-file",
-            token.to_str().unwrap(),
-            "--monitor-force-up",
-        ],
-    );
+    let (d, addr) = start_with_tcp(&s, &fake_config(8, ""), &["--monitor-force-up"]);
     d.rpc("resource.allocated-set", json!({"targets": "fake[2-3]"}))
         .unwrap();
     d.ok(&["drain", "3", "fan"]);

@@ -206,13 +206,9 @@ pub fn command() -> clap::Command {
 }
 
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    let args = match Args::try_parse_from(args) {
+    let args = match super::clap_or_exit(Args::try_parse_from(args)) {
         Ok(a) => a,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
+        Err(code) => return code,
     };
     match run(args) {
         Ok(code) => code,

@@ -298,12 +298,9 @@ pub fn completions_main(args: Vec<OsString>) -> ExitCode {
             .required(true)
             .value_parser(clap::value_parser!(Shell)),
     );
-    let m = match sub.try_get_matches_from(args) {
+    let m = match super::clap_or_exit(sub.try_get_matches_from(args)) {
         Ok(m) => m,
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
-        }
+        Err(code) => return code,
     };
     let Some(shell) = m.get_one::<Shell>("shell").copied() else {
         return ExitCode::from(2);
@@ -323,12 +320,9 @@ pub fn manpage_main(args: Vec<OsString>) -> ExitCode {
                 .value_parser(clap::value_parser!(PathBuf)),
         )
         .arg(Arg::new("command").num_args(0..));
-    let m = match sub.try_get_matches_from(args) {
+    let m = match super::clap_or_exit(sub.try_get_matches_from(args)) {
         Ok(m) => m,
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
-        }
+        Err(code) => return code,
     };
     let mut cmd = command();
     cmd.build();

@@ -94,6 +94,29 @@ struct Opts {
     words: Vec<String>,
 }
 
+impl Opts {
+    /// A session on `g` with the output and load options given.
+    fn session(&self, g: Graph) -> Session {
+        let format = if self.scheduling {
+            Format::Rv1
+        } else {
+            self.format
+        };
+        let mut s = Session::new(g, format, self.json);
+        s.set_load_options(self.load_format, i64::from(self.rank));
+        s
+    }
+
+    /// The `-c` commands, then the trailing words as one more.
+    fn commands(&self) -> Vec<String> {
+        let mut cmds = self.commands.clone();
+        if !self.words.is_empty() {
+            cmds.push(self.words.join(" "));
+        }
+        cmds
+    }
+}
+
 /// The command line, for `roster completions` and `roster manpage`.
 pub fn command() -> clap::Command {
     <Opts as clap::CommandFactory>::command()
@@ -104,12 +127,9 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     if let Some(first) = argv.first_mut() {
         *first = OsString::from("roster graph");
     }
-    let opts = match Opts::try_parse_from(argv) {
+    let opts = match super::clap_or_exit(Opts::try_parse_from(argv)) {
         Ok(o) => o,
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
-        }
+        Err(code) => return code,
     };
     if let Some(uri) = opts.follow.as_deref() {
         let c = match client::Client::from_env(Some(uri), None) {
@@ -119,19 +139,9 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        let format = if opts.scheduling {
-            Format::Rv1
-        } else {
-            opts.format
-        };
-        let mut s = Session::new(Graph::new(), format, opts.json);
-        s.set_load_options(opts.load_format, i64::from(opts.rank));
+        let mut s = opts.session(Graph::new());
         s.follow(opts.group.as_deref());
-        let mut cmds = opts.commands.clone();
-        if !opts.words.is_empty() {
-            cmds.push(opts.words.join(" "));
-        }
-        return follow::run(s, c, opts.group.as_deref(), cmds, opts.json);
+        return follow::run(s, c, opts.group.as_deref(), opts.commands(), opts.json);
     }
     let g = match load(&opts) {
         Ok(g) => g,
@@ -140,13 +150,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let format = if opts.scheduling {
-        Format::Rv1
-    } else {
-        opts.format
-    };
-    let mut s = Session::new(g, format, opts.json);
-    s.set_load_options(opts.load_format, i64::from(opts.rank));
+    let mut s = opts.session(g);
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -162,10 +166,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             Outcome::Quit => false,
         }
     };
-    let mut cmds: Vec<String> = opts.commands.clone();
-    if !opts.words.is_empty() {
-        cmds.push(opts.words.join(" "));
-    }
+    let cmds = opts.commands();
     if !cmds.is_empty() {
         for c in &cmds {
             let more = run(c, &mut out, &mut err);
@@ -208,11 +209,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         let _ = writeln!(err, "roster graph: writing output: {e}");
         return ExitCode::from(1);
     }
-    if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+    follow::exit(failed)
 }
 
 fn load(opts: &Opts) -> Result<Graph, String> {

@@ -29,7 +29,7 @@
 
 use hostlist::{Finder, Hostlist};
 use idset::IdSet;
-use pycompat::argparse::{terminal_columns, Arg, Namespace, Parser, Stop};
+use pycompat::argparse::{Arg, Namespace, Parser, Stop};
 use pycompat::{float_repr, repr_str};
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -796,15 +796,7 @@ fn run(args: &Args) -> PyResult<(String, u8)> {
 
 /// Entry point: `args[0]` is the program name, the rest are the options.
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    let words: Vec<String> = args
-        .iter()
-        .skip(1)
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let columns = terminal_columns(
-        std::env::var("COLUMNS").ok().as_deref(),
-        super::resource::sys::stdout_columns(),
-    );
+    let (words, columns) = super::words_and_columns(&args);
     let parsed = match parse_args(&words, columns) {
         Ok(a) => a,
         Err(Stop::Help(text)) => {
@@ -888,56 +880,49 @@ mod tests {
 
     #[test]
     fn argparse_errors() {
-        assert_eq!(
-            parse(&["-e", "-c", "x"]).err().as_deref(),
-            Some("argument -c/--count: not allowed with argument -e/--expand")
-        );
-        assert_eq!(
-            parse(&["-i", "-X", "x"]).err().as_deref(),
-            Some("argument -X/--xor: not allowed with argument -i/--intersect")
-        );
-        assert_eq!(
-            parse(&["--u", "x"]).err().as_deref(),
-            Some("ambiguous option: --u could match --union, --unique")
-        );
-        assert_eq!(
-            parse(&["--ex", "x"]).err().as_deref(),
-            Some("ambiguous option: --ex could match --expand, --exclude")
-        );
-        assert_eq!(
-            parse(&["-L", "x", "y"]).err().as_deref(),
-            Some("argument -L/--limit: invalid int value: 'x'")
-        );
-        assert_eq!(
-            parse(&["-x", "foo[", "y"]).err().as_deref(),
-            Some("argument -x/--exclude: invalid Hostlist value: 'foo['")
-        );
-        assert_eq!(
-            parse(&["a", "-e", "b"]).err().as_deref(),
-            Some("unrecognized arguments: b")
-        );
-        assert_eq!(
-            parse(&["-z", "a"]).err().as_deref(),
-            Some("unrecognized arguments: -z")
-        );
-        // argparse 3.13+: an unknown letter in a cluster is left over
-        assert_eq!(
-            parse(&["-qz"]).err().as_deref(),
-            Some("unrecognized arguments: -z")
-        );
-        assert_eq!(
-            parse(&["-q=z"]).err().as_deref(),
-            Some("argument -q/--quiet: ignored explicit argument 'z'")
-        );
-        assert_eq!(
-            parse(&["--expand=1"]).err().as_deref(),
-            Some("argument -e/--expand: ignored explicit argument '1'")
-        );
-        assert_eq!(parse(&["a", "-h"]).err().as_deref(), Some("HELP"));
-        assert_eq!(
-            parse(&["-n"]).err().as_deref(),
-            Some("argument -n/--nth: expected one argument")
-        );
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["-e", "-c", "x"],
+                "argument -c/--count: not allowed with argument -e/--expand",
+            ),
+            (
+                &["-i", "-X", "x"],
+                "argument -X/--xor: not allowed with argument -i/--intersect",
+            ),
+            (
+                &["--u", "x"],
+                "ambiguous option: --u could match --union, --unique",
+            ),
+            (
+                &["--ex", "x"],
+                "ambiguous option: --ex could match --expand, --exclude",
+            ),
+            (
+                &["-L", "x", "y"],
+                "argument -L/--limit: invalid int value: 'x'",
+            ),
+            (
+                &["-x", "foo[", "y"],
+                "argument -x/--exclude: invalid Hostlist value: 'foo['",
+            ),
+            (&["a", "-e", "b"], "unrecognized arguments: b"),
+            (&["-z", "a"], "unrecognized arguments: -z"),
+            // argparse 3.13+: an unknown letter in a cluster is left over
+            (&["-qz"], "unrecognized arguments: -z"),
+            (
+                &["-q=z"],
+                "argument -q/--quiet: ignored explicit argument 'z'",
+            ),
+            (
+                &["--expand=1"],
+                "argument -e/--expand: ignored explicit argument '1'",
+            ),
+            (&["a", "-h"], "HELP"),
+            (&["-n"], "argument -n/--nth: expected one argument"),
+        ];
+        for &(args, want) in cases {
+            assert_eq!(parse(args).err().as_deref(), Some(want), "{args:?}");
+        }
         assert_eq!(parse(&["-L", " 1_0 "]).map(|a| a.limit), Ok(Some(10)));
     }
 

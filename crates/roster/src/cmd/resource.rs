@@ -5,7 +5,7 @@
 //! stdout, the same diagnostics (`roster-resource: LEVEL: text` where flux
 //! prints `flux-resource: LEVEL: text`) and the same exit codes:
 //!
-//! * options are parsed like Python's argparse (see [`argparse`]); usage
+//! * options are parsed like Python's argparse (see [`pycompat::argparse`]); usage
 //!   errors print the sub-command's usage and exit 2;
 //! * `status`, `drain` (listing), `list`, `info` and `R` fetch
 //!   `resource.status`, `resource.sched-status` (falling back to
@@ -36,7 +36,7 @@ pub(crate) mod service;
 pub(crate) mod sys;
 mod views;
 
-use pycompat::argparse::{self, Arg, Namespace, Parser, Stop};
+use pycompat::argparse::{Arg, Namespace, Parser, Stop};
 use resource_views::{CmdOutput, Level, LocalZone};
 use service::{Service, SvcError};
 use std::ffi::OsString;
@@ -102,6 +102,12 @@ fn at_arg() -> Arg {
     .metavar("WHEN")
 }
 
+/// `-f/--force` (a count) and `-u/--update` of `drain` and `undrain`.
+fn force_update(p: Parser, force: &'static str, update: &'static str) -> Parser {
+    p.arg(Arg::count("force", &["-f", "--force"], force))
+        .arg(Arg::flag("update", &["-u", "--update"], update))
+}
+
 fn format_arg(help: &'static str) -> Arg {
     Arg::opt("format", &["-o", "--format"], help).default_str("default")
 }
@@ -155,16 +161,11 @@ pub fn parser() -> Parser {
         .subparsers("subcommands", "", "subcommand")
         .sub("acquire-mute", |p| p)
         .sub("drain", |p| {
-            p.arg(Arg::count(
-                "force",
-                &["-f", "--force"],
+            force_update(
+                p,
                 "Force overwrite of existing drain reason. Specify twice to also update drain timestamp.",
-            ))
-            .arg(Arg::flag(
-                "update",
-                &["-u", "--update"],
                 "Update only. Do not return an error if one or more targets are already drained. Do not overwrite any existing drain reason.",
-            ))
+            )
             .arg(include_arg())
             .arg(queue_arg())
             .arg(format_arg(
@@ -181,16 +182,11 @@ pub fn parser() -> Parser {
             .arg(Arg::remainder("reason", "Reason"))
         })
         .sub("undrain", |p| {
-            p.arg(Arg::count(
-                "force",
-                &["-f", "--force"],
+            force_update(
+                p,
                 "Do not fail if any of the targets are not drained. Specify twice to also update the undrain timestamp.",
-            ))
-            .arg(Arg::flag(
-                "update",
-                &["-u", "--update"],
                 "Do not fail if any of the targets are not drained.",
-            ))
+            )
             .arg(Arg::pos(
                 "targets",
                 "List of targets to resume (IDSET or HOSTLIST)",
@@ -523,16 +519,8 @@ pub fn run(
 
 /// Entry point: `args[0]` is the program name.
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    let words: Vec<String> = args
-        .iter()
-        .skip(1)
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
+    let (words, columns) = super::words_and_columns(&args);
     let env = |k: &str| std::env::var(k).ok();
-    let columns = argparse::terminal_columns(
-        std::env::var("COLUMNS").ok().as_deref(),
-        sys::stdout_columns(),
-    );
     let zone = sys::SystemZone::new();
     let stdout = std::io::stdout();
     let stdout_tty = stdout.is_terminal();

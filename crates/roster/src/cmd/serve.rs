@@ -162,13 +162,9 @@ enum CaArgs {
 }
 
 fn ca_main(args: Vec<OsString>) -> ExitCode {
-    let args = match CaArgs::try_parse_from(args) {
+    let args = match super::clap_or_exit(CaArgs::try_parse_from(args)) {
         Ok(a) => a,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
+        Err(code) => return code,
     };
     let fail = |e: &dyn std::fmt::Display| {
         eprintln!("roster serve ca: {e}");
@@ -266,13 +262,9 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         args.remove(1);
         return ca_main(args);
     }
-    let args = match Args::try_parse_from(args) {
+    let args = match super::clap_or_exit(Args::try_parse_from(args)) {
         Ok(a) => a,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
+        Err(code) => return code,
     };
     crate::logging::init(args.verbose, args.log_format);
     let opts = serve::Options {

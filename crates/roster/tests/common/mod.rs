@@ -92,6 +92,14 @@ pub fn try_start(s: &Scratch, config: &str, args: &[&str]) -> Result<Daemon, Str
     try_start_env(s, config, args, &[])
 }
 
+/// The log of a daemon that must refuse to start.
+#[track_caller]
+pub fn start_refused(s: &Scratch, config: &str, args: &[&str]) -> String {
+    try_start(s, config, args)
+        .err()
+        .expect("roster serve refuses to start")
+}
+
 /// [`start`] with extra environment variables for the daemon.
 pub fn start_env(s: &Scratch, config: &str, args: &[&str], env: &[(&str, &str)]) -> Daemon {
     try_start_env(s, config, args, env)
@@ -195,19 +203,32 @@ impl Daemon {
         self.client().rpc(topic, payload)
     }
 
-    /// `roster resource ARGS...` against this daemon.
-    pub fn resource(&self, args: &[&str]) -> Output {
-        roster()
-            .arg("resource")
-            .arg("--uri")
-            .arg(&self.uri)
-            .args(args)
-            .env("TZ", "UTC")
+    /// `roster resource --uri URI ARGS...` against this daemon (UTC, no
+    /// user configuration).
+    pub fn resource_cmd(&self, args: &[&str]) -> Command {
+        let mut c = roster();
+        c.arg("resource").arg("--uri").arg(&self.uri).args(args);
+        c.env("TZ", "UTC")
             .env("XDG_CONFIG_HOME", "/nonexistent")
             .env("XDG_CONFIG_DIRS", "/nonexistent")
-            .stdin(Stdio::null())
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// `roster resource ARGS...` against this daemon.
+    pub fn resource(&self, args: &[&str]) -> Output {
+        self.resource_cmd(args)
             .output()
             .expect("run roster resource")
+    }
+
+    /// [`Daemon::resource`] running, its stdout and stderr piped.
+    pub fn spawn_resource(&self, args: &[&str]) -> Child {
+        self.resource_cmd(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn roster resource")
     }
 
     /// stdout of a `roster resource` command that must succeed.
@@ -229,6 +250,31 @@ impl Daemon {
             o.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&o.stderr).into_owned(),
         )
+    }
+
+    /// Its `resource.status`.
+    pub fn status(&self) -> serde_json::Value {
+        self.rpc("resource.status", serde_json::json!({}))
+            .expect("status")
+    }
+
+    /// Wait (up to `secs`) until `key` of [`Daemon::status`] is `want`;
+    /// how long that took.
+    pub fn wait_status(&self, key: &str, want: &str, secs: f64) -> Duration {
+        let start = Instant::now();
+        loop {
+            let st = self.status();
+            if st[key] == want {
+                return start.elapsed();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs_f64(secs),
+                "{key} is {} after {secs} s, wanted {want}; log:\n{}",
+                st[key],
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// SIGTERM and wait: a clean shutdown.
@@ -388,6 +434,56 @@ pub fn event_names(v: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// The lines of `from` (a child's output), sent as they arrive by a
+/// thread of their own.
+pub fn line_channel(
+    from: impl std::io::Read + Send + 'static,
+) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(from).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// `flux.sock` in `s` and its `flux://` URI, for `--listen`.
+pub fn flux_socket(s: &Scratch) -> (PathBuf, String) {
+    let fsock = s.path("flux.sock");
+    let furi = format!("flux://{}", fsock.display());
+    (fsock, furi)
+}
+
+/// A daemon on `config` also listening on [`flux_socket`], and a Flux
+/// connection to it.
+pub fn start_flux(s: &Scratch, config: &str) -> (Daemon, std::os::unix::net::UnixStream) {
+    let (fsock, furi) = flux_socket(s);
+    let d = start(s, config, &["--listen", &furi]);
+    (d, flux_wire::connect(&fsock))
+}
+
+/// Is the opt-in `VAR=1` (of a slow test) set?  If not, say so (the
+/// caller returns).
+pub fn opted_in(var: &str) -> bool {
+    let on = std::env::var(var).as_deref() == Ok("1");
+    if !on {
+        eprintln!("skipped: set {var}=1");
+    }
+    on
+}
+
+/// The number in `$VAR`, else `default`.
+pub fn env_number(var: &str, default: u32) -> u32 {
+    std::env::var(var)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 /// A free TCP port on loopback (free when asked).
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -399,20 +495,6 @@ pub fn token_file(s: &Scratch) -> PathBuf {
     let token = s.write("token", "s3cret\n");
     std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     token
-}
-
-/// A service over `fake_config(nodes, "")` also listening on a free
-/// loopback TCP port whose clients need the token in `token_file`; the
-/// daemon and that listener's URI.
-pub fn start_tcp_with_token(s: &Scratch, nodes: u32, token_file: &Path) -> (Daemon, String) {
-    let tcp = format!("tcp://127.0.0.1:{}", free_port());
-    let token = token_file.to_str().unwrap();
-    let d = start(
-        s,
-        &fake_config(nodes, ""),
-        &["--listen", &tcp, "--token-file", token],
-    );
-    (d, tcp)
 }
 
 /// `pki` in `s`: a CA (`roster serve ca init`) and its certificate for
@@ -431,17 +513,19 @@ pub fn cert_and_key(pki: &str) -> String {
 
 /// `roster serve ca ...`, which must succeed; its stdout.
 pub fn ca(args: &[&str]) -> String {
-    let o = roster()
-        .args(["serve", "ca"])
-        .args(args)
-        .output()
-        .expect("run roster serve ca");
-    assert!(
-        o.status.success(),
-        "roster serve ca {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
+    output_ok(roster().args(["serve", "ca"]).args(args))
+}
+
+/// Run `cmd`, which must succeed (else show its output): its stdout.
+#[track_caller]
+pub fn output_ok(cmd: &mut Command) -> String {
+    let o = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
     );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    assert!(o.status.success(), "{cmd:?}: {out}{err}");
+    out.into_owned()
 }
 
 /// Resident set size of process `pid`, bytes.
@@ -526,6 +610,20 @@ impl Drop for Agent {
     }
 }
 
+/// An agent's options for `host` (4 cores, heartbeat 0.2 s) below `parent`.
+pub fn node_args<'a>(parent: &'a str, host: &'a str) -> [&'a str; 8] {
+    [
+        "--uri",
+        parent,
+        "--hostname",
+        host,
+        "--cores",
+        "0-3",
+        "--heartbeat",
+        "0.2",
+    ]
+}
+
 /// `roster serve --check --config CONFIG`.
 pub fn check(config: &Path) -> Output {
     roster()
@@ -576,18 +674,15 @@ pub fn run_stdin(args: &[&str], stdin: &str) -> Out {
     child.wait_with_output().expect("wait roster").into()
 }
 
-/// A daemon also listening on loopback TCP with the bearer token
-/// `s3cret`; returns it and the TCP address.
-pub fn start_with_tcp(s: &Scratch, config: &str) -> (Daemon, String) {
-    let token = s.write("token", "s3cret\n");
-    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+/// A daemon (with ARGS) also listening on a free loopback TCP port whose
+/// clients need the bearer token `s3cret` ([`token_file`]); returns it
+/// and the TCP address.
+pub fn start_with_tcp(s: &Scratch, config: &str, args: &[&str]) -> (Daemon, String) {
+    let token = token_file(s);
     let addr = format!("127.0.0.1:{}", free_port());
     let tcp = format!("tcp://{addr}");
-    let d = start(
-        s,
-        config,
-        &["--listen", &tcp, "--token-file", token.to_str().unwrap()],
-    );
+    let listen = ["--listen", &tcp, "--token-file", token.to_str().unwrap()];
+    let d = start(s, config, &[&listen[..], args].concat());
     (d, addr)
 }
 

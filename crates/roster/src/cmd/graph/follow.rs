@@ -237,10 +237,7 @@ pub fn run(
     }
 }
 
-fn exit(failed: bool) -> ExitCode {
-    if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+/// Exit status 1 when a command failed, else 0.
+pub(super) fn exit(failed: bool) -> ExitCode {
+    ExitCode::from(u8::from(failed))
 }

@@ -19,6 +19,13 @@ fn node_req() -> Request {
     Request::nodes(1, 1, 1, 0, true)
 }
 
+/// Match one node for `jobid` on the live graph: its path.
+fn match_node(f: &mut Follower, jobid: u64) -> String {
+    let m = f.graph_mut().match_allocate(&node_req(), jobid);
+    let m = m.unwrap().expect("a node matched");
+    f.graph().path(m.nodes[0]).unwrap()
+}
+
 #[test]
 fn v1_builds_then_follows_up_down_and_shrink() {
     let mut f = Follower::new(None);
@@ -39,12 +46,7 @@ fn v1_builds_then_follows_up_down_and_shrink() {
     f.apply(&json!({"up": "1,3"})).unwrap();
     assert_eq!(nodes(&f), 4);
     // match on the live graph, then the node it took is lost (v1 shrink)
-    let m = f
-        .graph_mut()
-        .match_allocate(&node_req(), 7)
-        .unwrap()
-        .unwrap();
-    assert_eq!(f.graph().path(m.nodes[0]).unwrap(), "/cluster0/n0");
+    assert_eq!(match_node(&mut f, 7), "/cluster0/n0");
     let a = f.apply(&json!({"down": "0", "shrink": "0"})).unwrap();
     assert_eq!(a.doomed, vec![7]);
     assert!(a.removed.is_empty());
@@ -73,12 +75,7 @@ fn groups_grow_offline_shrink_release() {
         .unwrap();
     f.apply(&json!({"type": "online", "targets": "3"})).unwrap();
     assert_eq!(nodes(&f), 3);
-    let m = f
-        .graph_mut()
-        .match_allocate(&node_req(), 1)
-        .unwrap()
-        .unwrap();
-    assert_eq!(f.graph().path(m.nodes[0]).unwrap(), "/cluster0/n0");
+    assert_eq!(match_node(&mut f, 1), "/cluster0/n0");
     // shrink 0-1: 1 is free → unlinked and releasable; 0 is held → doomed
     let a = f
         .apply(&json!({"type": "shrink", "targets": "0-1"}))

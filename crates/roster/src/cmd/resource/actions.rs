@@ -40,24 +40,40 @@ fn payload(ns: &Namespace, mode: Option<&str>) -> msg::DrainRequest {
 /// `drain [-f|-ff|-u] TARGETS [REASON...]`.  Errors print as `[Errno N]
 /// text`; EEXIST adds a hint to use `--force`.
 pub fn drain(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+    send::<cat::Drain>(ns, ctx, svc, |ctx, e| {
+        ctx.log(Level::Error, &e.os_error_str());
+        if e.errnum() == EEXIST && matches!(e, SvcError::Rpc(_)) {
+            ctx.log(
+                Level::Info,
+                "Use --force to overwrite existing drain reason",
+            );
+        }
+        1
+    })
+}
+
+/// `undrain [-f|-ff|-u] TARGETS [REASON...]`.
+pub fn undrain(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+    send::<cat::Undrain>(ns, ctx, svc, |ctx, e| ctx.rpc_fail(e))
+}
+
+/// Send drain or undrain `C`; `report` prints an error (its exit status).
+fn send<C: Call<Request = msg::DrainRequest>>(
+    ns: &Namespace,
+    ctx: &mut Ctx<'_>,
+    svc: &mut dyn Service,
+    report: fn(&mut Ctx<'_>, &SvcError) -> i32,
+) -> i32 {
     let mode = match mode(ns) {
         Ok(m) => m,
         Err(msg) => return ctx.fail(msg),
     };
-    match call::<cat::Drain>(svc, &payload(ns, mode)) {
-        Ok(_) => 0,
-        Err(e) => {
-            ctx.log(Level::Error, &e.os_error_str());
-            if e.errnum() == EEXIST && matches!(e, super::service::SvcError::Rpc(_)) {
-                ctx.log(
-                    Level::Info,
-                    "Use --force to overwrite existing drain reason",
-                );
-            }
-            targets_hint(ns, &e, ctx, svc);
-            1
-        }
-    }
+    let Err(e) = call::<C>(svc, &payload(ns, mode)) else {
+        return 0;
+    };
+    let code = report(ctx, &e);
+    targets_hint(ns, &e, ctx, svc);
+    code
 }
 
 /// After flux's error for targets the instance does not have (`idset is
@@ -130,22 +146,6 @@ fn targets_hint(ns: &Namespace, e: &SvcError, ctx: &mut Ctx<'_>, svc: &mut dyn S
             Level::Info,
             &format!("did you mean {}?", guesses.join(", ")),
         );
-    }
-}
-
-/// `undrain [-f|-ff|-u] TARGETS [REASON...]`.
-pub fn undrain(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
-    let mode = match mode(ns) {
-        Ok(m) => m,
-        Err(msg) => return ctx.fail(msg),
-    };
-    match call::<cat::Undrain>(svc, &payload(ns, mode)) {
-        Ok(_) => 0,
-        Err(e) => {
-            let code = ctx.rpc_fail(&e);
-            targets_hint(ns, &e, ctx, svc);
-            code
-        }
     }
 }
 

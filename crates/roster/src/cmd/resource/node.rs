@@ -359,17 +359,23 @@ fn fetch_status(svc: &mut dyn Service) -> Result<Now, String> {
     Ok(Now { status, rset })
 }
 
-/// TARGETS (an idset or a hostlist) → ranks of `rset`.
-fn target_ranks(targets: &str, rset: &Rset) -> Result<IdSet, String> {
+/// What the service says now, and the ranks of its R that TARGETS (an
+/// idset or a hostlist) names.
+fn fetch_targets(ns: &Namespace, svc: &mut dyn Service) -> Result<(Now, IdSet), String> {
+    let cur = fetch_status(svc)?;
+    let targets = ns.str("targets").unwrap_or("");
     let ids = match IdSet::parse(targets) {
         Ok(ids) => ids,
-        Err(_) => rset.hosts_to_ranks(targets).map_err(|e| e.to_string())?,
+        Err(_) => cur
+            .rset
+            .hosts_to_ranks(targets)
+            .map_err(|e| e.to_string())?,
     };
-    let bad = ids.difference(&rset.ranks());
+    let bad = ids.difference(&cur.rset.ranks());
     if !bad.is_empty() {
         return Err(format!("no such rank: {bad}"));
     }
-    Ok(ids)
+    Ok((cur, ids))
 }
 
 fn parse_ids(s: &str) -> IdSet {
@@ -379,12 +385,8 @@ fn parse_ids(s: &str) -> IdSet {
 /// `roster resource show TARGETS [--json]`.
 pub fn show(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
     let now = (ctx.now)();
-    let cur = match fetch_status(svc) {
+    let (cur, ranks) = match fetch_targets(ns, svc) {
         Ok(c) => c,
-        Err(e) => return ctx.fail(&e),
-    };
-    let ranks = match target_ranks(ns.str("targets").unwrap_or(""), &cur.rset) {
-        Ok(r) => r,
         Err(e) => return ctx.fail(&e),
     };
     let allocated = sched_status(ctx, svc)
@@ -660,12 +662,8 @@ pub fn history(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 
         Some(Err(e)) => return ctx.fail(&e),
         None => f64::NEG_INFINITY,
     };
-    let cur = match fetch_status(svc) {
+    let (cur, ranks) = match fetch_targets(ns, svc) {
         Ok(c) => c,
-        Err(e) => return ctx.fail(&e),
-    };
-    let ranks = match target_ranks(ns.str("targets").unwrap_or(""), &cur.rset) {
-        Ok(r) => r,
         Err(e) => return ctx.fail(&e),
     };
     let events = match journal(svc) {
@@ -808,10 +806,14 @@ mod tests {
 
     #[test]
     fn ages_are_short() {
-        assert_eq!(age(42.0), "42s");
-        assert_eq!(age(303.0), "5m 3s");
-        assert_eq!(age(7500.0), "2h 5m");
-        assert_eq!(age(273_600.0), "3d 4h");
+        for (secs, want) in [
+            (42.0, "42s"),
+            (303.0, "5m 3s"),
+            (7500.0, "2h 5m"),
+            (273_600.0, "3d 4h"),
+        ] {
+            assert_eq!(age(secs), want, "age({secs:?})");
+        }
     }
 
     fn ev(t: f64, name: &str, c: Value) -> Ev {

@@ -83,6 +83,22 @@ fn run_with(words: &[&str], fake: Fake) -> Out {
     run_full(words, fake, &[], "", false)
 }
 
+/// `words` against a service whose `resource.status` is [`example_status`].
+fn run_on_example(words: &[&str]) -> Out {
+    run_with(
+        words,
+        Fake::new().json("resource.status", &example_status()),
+    )
+}
+
+/// The stderr of a run that must exit 1.
+#[track_caller]
+fn fails_with(words: &[&str], fake: Fake) -> String {
+    let o = run_with(words, fake);
+    assert_eq!(o.code, 1, "{words:?}: {}", o.stderr);
+    o.stderr
+}
+
 const R4: &str = r#"{"version":1,"execution":{"R_lite":[{"rank":"0-3","children":{"core":"0-3"}}],"starttime":0.0,"expiration":0.0,"nodelist":["foo[1-4]"]}}"#;
 const EMPTY_R: &str =
     r#"{"version":1,"execution":{"R_lite":[],"starttime":0.0,"expiration":0.0,"nodelist":[""]}}"#;
@@ -135,32 +151,32 @@ fn usage_errors_exit_2_with_subcommand_usage() {
          roster resource drain: error: argument -f/--force: ignored explicit argument '2'\n"
     );
 
-    let o = run_with(&["list", "--s", "x"], Fake::new());
-    assert_eq!(o.code, 2);
-    assert!(o.stderr.ends_with(
-        "roster resource list: error: ambiguous option: --s could match --states, --skip-empty\n"
-    ));
-
-    let o = run_with(&["eventlog", "-f", "xml"], Fake::new());
-    assert!(o.stderr.ends_with(
-        "roster resource eventlog: error: argument -f/--format: invalid choice: 'xml' (choose from 'text', 'json')\n"
-    ));
-
-    // unrecognized arguments are reported by the top parser
+    for (args, ending) in [
+        (
+            &["list", "--s", "x"][..],
+            "roster resource list: error: ambiguous option: --s could match --states, --skip-empty\n",
+        ),
+        (
+            &["eventlog", "-f", "xml"],
+            "roster resource eventlog: error: argument -f/--format: invalid choice: 'xml' (choose from 'text', 'json')\n",
+        ),
+        // unrecognized arguments are reported by the top parser
+        (
+            &["status", "--bogus"],
+            "roster resource: error: unrecognized arguments: --bogus\n",
+        ),
+        (
+            &[],
+            "roster resource: error: the following arguments are required: subcommand\n",
+        ),
+    ] {
+        let o = run_with(args, Fake::new());
+        assert_eq!(o.code, 2, "{args:?}");
+        assert!(o.stderr.ends_with(ending), "{args:?}: {}", o.stderr);
+    }
     let o = run_with(&["status", "--bogus"], Fake::new());
-    assert_eq!(o.code, 2);
-    assert!(o
-        .stderr
-        .starts_with("usage: roster resource [-h] [--uri URI] [--token-file FILE] [--ca FILE]\n"));
-    assert!(o
-        .stderr
-        .ends_with("roster resource: error: unrecognized arguments: --bogus\n"));
-
-    let o = run_with(&[], Fake::new());
-    assert_eq!(o.code, 2);
-    assert!(o
-        .stderr
-        .ends_with("roster resource: error: the following arguments are required: subcommand\n"));
+    let usage = "usage: roster resource [-h] [--uri URI] [--token-file FILE] [--ca FILE]\n";
+    assert!(o.stderr.starts_with(usage), "{}", o.stderr);
 }
 
 #[test]
@@ -187,8 +203,7 @@ fn help_goes_to_stdout() {
 
 #[test]
 fn status_default_format_without_a_terminal() {
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["status"], fake);
+    let o = run_on_example(&["status"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     // color off: the text in front of {color_up} is dropped, as flux does
     assert_eq!(
@@ -213,8 +228,7 @@ fn status_default_format_without_a_terminal() {
 
 #[test]
 fn status_with_color_is_the_reference_sample() {
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["status", "-Lalways"], fake);
+    let o = run_on_example(&["status", "-Lalways"]);
     assert_eq!(o.code, 0);
     assert!(o.stdout.contains("\x1b[01;32m"));
     assert_eq!(
@@ -234,8 +248,7 @@ fn status_with_color_is_the_reference_sample() {
 #[test]
 fn status_static_format_and_states() {
     let fmt = "{state:>10} {nnodes:>6} {ranks:<15} {nodelist}";
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["status", "-o", fmt], fake);
+    let o = run_on_example(&["status", "-o", fmt]);
     assert_eq!(
         o.stdout,
         "     STATE NNODES RANKS           NODELIST\n\
@@ -244,8 +257,7 @@ fn status_static_format_and_states() {
          \x20  drained      1 0               foo1\n\
          \x20 drained*      1 1               foo2\n"
     );
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["status", "-s", "drain", "-no", "{ranks}"], fake);
+    let o = run_on_example(&["status", "-s", "drain", "-no", "{ranks}"]);
     // lines differing only in ranks merge (t2311 relies on it)
     assert_eq!(o.stdout, "0-1\n");
 }
@@ -265,38 +277,27 @@ fn status_draining_needs_allocated_ranks() {
 
 #[test]
 fn status_state_errors_and_help_send_nothing() {
-    let o = run_with(&["status", "-s", "help"], Fake::new());
-    assert_eq!(o.code, 0);
-    assert_eq!(o.stdout, "");
-    assert_eq!(
-        o.stderr,
-        "roster-resource: INFO: valid states: all,online,avail,offline,exclude,drain,draining,drained,torpid,allocated,housekeeping\n"
-    );
-    assert!(o.log.is_empty());
-
-    let o = run_with(&["status", "-s", "frelled"], Fake::new());
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster-resource: ERROR: Invalid resource state frelled specified\n\
-         roster-resource: INFO: valid states: all,online,avail,offline,exclude,drain,draining,drained,torpid,allocated,housekeeping\n"
-    );
-    assert!(o.log.is_empty());
-
-    let o = run_with(&["status", "-o", "help"], Fake::new());
-    assert_eq!(o.code, 0);
-    assert_eq!(
-        o.stdout,
-        "\nConfigured flux-resource output formats:\n\n  default      Default flux-resource status format string\n  long         Long flux-resource status format string\n"
-    );
-    assert!(o.log.is_empty());
-
-    let o = run_with(&["status", "-o", "nosuch"], Fake::new());
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster-resource: ERROR: --format: No such format nosuch\n"
-    );
+    const VALID: &str = "roster-resource: INFO: valid states: all,online,avail,offline,exclude,drain,draining,drained,torpid,allocated,housekeeping\n";
+    let invalid =
+        format!("roster-resource: ERROR: Invalid resource state frelled specified\n{VALID}");
+    let formats = "\nConfigured flux-resource output formats:\n\n  default      Default flux-resource status format string\n  long         Long flux-resource status format string\n";
+    for (args, code, stdout, stderr) in [
+        (["status", "-s", "help"], 0, "", VALID),
+        (["status", "-s", "frelled"], 1, "", &invalid),
+        (["status", "-o", "help"], 0, formats, ""),
+        (
+            ["status", "-o", "nosuch"],
+            1,
+            "",
+            "roster-resource: ERROR: --format: No such format nosuch\n",
+        ),
+    ] {
+        let o = run_with(&args, Fake::new());
+        assert_eq!(o.code, code, "{args:?}");
+        assert_eq!(o.stdout, stdout, "{args:?}");
+        assert_eq!(o.stderr, stderr, "{args:?}");
+        assert!(o.log.is_empty(), "{args:?}");
+    }
 }
 
 #[test]
@@ -320,10 +321,8 @@ fn status_rpc_errors() {
             "cannot connect to unix:///run/roster.sock: No such file or directory".into(),
         )),
     );
-    let o = run_with(&["status"], fake);
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["status"], fake),
         "roster-resource: ERROR: cannot connect to unix:///run/roster.sock: No such file or directory\n\
          roster-resource: INFO: is a service running? Start one with `roster serve &`, or point --uri / ROSTER_URI at it\n"
     );
@@ -396,8 +395,7 @@ fn status_from_stdin_and_queues_from_config_file() {
 
 #[test]
 fn drain_listing() {
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["drain"], fake);
+    let o = run_on_example(&["drain"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(
         o.stdout,
@@ -405,8 +403,7 @@ fn drain_listing() {
          Dec09 20:00  drained  bad node                       foo1\n\
          Dec09 20:00  drained* testing drain                  foo2\n"
     );
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["drain", "-n", "-o", "{ranks} {reason}", "-i", "1"], fake);
+    let o = run_on_example(&["drain", "-n", "-o", "{ranks} {reason}", "-i", "1"]);
     assert_eq!(o.stdout, "1 testing drain\n");
     let fake = Fake::new().json("resource.status", &example_status());
     let o = run_full(
@@ -481,10 +478,8 @@ fn drain_errors() {
         "resource.drain",
         Err(SvcError::rpc(EEXIST, "rank 1 already drained")),
     );
-    let o = run_with(&["drain", "0-1"], fake);
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["drain", "0-1"], fake),
         "roster-resource: ERROR: [Errno 17] rank 1 already drained\n\
          roster-resource: INFO: Use --force to overwrite existing drain reason\n"
     );
@@ -493,10 +488,8 @@ fn drain_errors() {
         "resource.drain",
         Err(SvcError::rpc(EINVAL, "rank 0 excluded")),
     );
-    let o = run_with(&["drain", "0", "reason"], fake);
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["drain", "0", "reason"], fake),
         "roster-resource: ERROR: [Errno 22] rank 0 excluded\n"
     );
 
@@ -547,14 +540,13 @@ fn undrain_payloads_and_errors() {
         "resource.undrain",
         Err(SvcError::rpc(EEXIST, "ranks 1-2 not drained")),
     );
-    let o = run_with(&["undrain", "0-2"], fake);
-    assert_eq!(o.code, 1);
-    assert_eq!(o.stderr, "roster-resource: ERROR: ranks 1-2 not drained\n");
-
-    let o = run_with(&["undrain", "-f", "-u", "0"], Fake::new());
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["undrain", "0-2"], fake),
+        "roster-resource: ERROR: ranks 1-2 not drained\n"
+    );
+
+    assert_eq!(
+        fails_with(&["undrain", "-f", "-u", "0"], Fake::new()),
         "roster-resource: ERROR: Only one of --force and --update may be specified\n"
     );
 }
@@ -585,66 +577,49 @@ fn reload_sends_absolute_path() {
             "resource object contains ranks execeeding size=4 (override with -f))",
         )),
     );
-    let o = run_with(&["reload", "/R"], fake);
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["reload", "/R"], fake),
         "roster-resource: ERROR: resource object contains ranks execeeding size=4 (override with -f))\n"
     );
 }
 
 #[test]
-fn acquire_mute_and_release() {
+fn acquire_mute_sends_nothing() {
     let o = run_with(
         &["acquire-mute"],
         Fake::new().json("resource.acquire-mute", "null"),
     );
     assert_eq!(o.code, 0);
     assert_eq!(o.payload("resource.acquire-mute"), json!({}));
-
-    let o = run_with(
-        &["release", "default", "1-3"],
-        Fake::new().json("resource.release", "null"),
-    );
-    assert_eq!(o.code, 0);
-    assert_eq!(o.stdout, "");
-    assert_eq!(
-        o.payload("resource.release"),
-        json!({"group": "default", "targets": "1-3"})
-    );
-    let fake = Fake::new().reply(
-        "resource.release",
-        Err(SvcError::rpc(EINVAL, "targets 4 were not shrunk")),
-    );
-    let o = run_with(&["release", "default", "4"], fake);
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster-resource: ERROR: targets 4 were not shrunk\n"
-    );
 }
 
+/// `release` and `group-set`: `{group, targets}`, nothing printed; the
+/// service's error printed as an ERROR line.
 #[test]
-fn group_set_sends_group_and_targets() {
-    let o = run_with(
-        &["group-set", "login", "fake[0-1]"],
-        Fake::new().json("resource.group-set", "null"),
-    );
-    assert_eq!((o.code, o.stdout.as_str()), (0, ""));
-    assert_eq!(
-        o.payload("resource.group-set"),
-        json!({"group": "login", "targets": "fake[0-1]"})
-    );
-    let fake = Fake::new().reply(
-        "resource.group-set",
-        Err(SvcError::rpc(EINVAL, "invalid targets: invalid hosts: x1")),
-    );
-    let o = run_with(&["group-set", "login", "x1"], fake);
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster-resource: ERROR: invalid targets: invalid hosts: x1\n"
-    );
+fn release_and_group_set_send_group_and_targets() {
+    for (ok, bad, error) in [
+        (
+            ["release", "default", "1-3"],
+            ["release", "default", "4"],
+            "targets 4 were not shrunk",
+        ),
+        (
+            ["group-set", "login", "fake[0-1]"],
+            ["group-set", "login", "x1"],
+            "invalid targets: invalid hosts: x1",
+        ),
+    ] {
+        let topic = format!("resource.{}", ok[0]);
+        let o = run_with(&ok, Fake::new().json(&topic, "null"));
+        assert_eq!((o.code, o.stdout.as_str()), (0, ""), "{ok:?}");
+        let want = json!({"group": ok[1], "targets": ok[2]});
+        assert_eq!(o.payload(&topic), want, "{ok:?}");
+        let fake = Fake::new().reply(&topic, Err(SvcError::rpc(EINVAL, error)));
+        let o = run_with(&bad, fake);
+        assert_eq!(o.code, 1, "{bad:?}");
+        let want = format!("roster-resource: ERROR: {error}\n");
+        assert_eq!(o.stderr, want, "{bad:?}");
+    }
 }
 
 #[test]
@@ -946,17 +921,18 @@ fn eventlog_wait_follows_and_matches_context() {
     assert_eq!(o.stdout.lines().count(), 1);
 
     // never satisfied: the stream stays open until the timeout
-    let o = run_with(
-        &[
-            "eventlog",
-            "--wait=drain",
-            "--match-context=reason=nonexistent",
-            "--timeout=0.5",
-        ],
-        journal(items.clone()),
+    assert_eq!(
+        fails_with(
+            &[
+                "eventlog",
+                "--wait=drain",
+                "--match-context=reason=nonexistent",
+                "--timeout=0.5"
+            ],
+            journal(items.clone()),
+        ),
+        "roster-resource: ERROR: ETIMEDOUT\n"
     );
-    assert_eq!(o.code, 1);
-    assert_eq!(o.stderr, "roster-resource: ERROR: ETIMEDOUT\n");
 
     // -F without -w ends when the service ends the stream
     let mut with_end = items;
@@ -996,10 +972,8 @@ fn eventlog_option_errors() {
         o.stderr,
         "roster-resource: ERROR: invalid Flux standard duration\n"
     );
-    let o = run_with(&["eventlog"], Fake::new());
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["eventlog"], Fake::new()),
         "roster-resource: ERROR: No service matching resource.journal is registered\n"
     );
 }
@@ -1040,20 +1014,14 @@ fn eventlog_include() {
         .nth(1)
         .is_some_and(|l| l.contains("online")));
 
-    let fake = journal(items.clone()).json("attr.get", r#"{"value":"fake[0-1]","flags":0}"#);
-    let o = run_with(&["eventlog", "--include=42"], fake);
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster-resource: ERROR: --include: rank 42 is not in this instance\n"
-    );
-    let fake = journal(items).json("attr.get", r#"{"value":"fake[0-1]","flags":0}"#);
-    let o = run_with(&["eventlog", "--include=foo"], fake);
-    assert_eq!(o.code, 1);
-    assert_eq!(
-        o.stderr,
-        "roster-resource: ERROR: --include: host foo is not in this instance\n"
-    );
+    for (include, what) in [("42", "rank 42"), ("foo", "host foo")] {
+        let fake = journal(items.clone()).json("attr.get", r#"{"value":"fake[0-1]","flags":0}"#);
+        assert_eq!(
+            fails_with(&["eventlog", &format!("--include={include}")], fake),
+            format!("roster-resource: ERROR: --include: {what} is not in this instance\n"),
+            "{include}"
+        );
+    }
 }
 
 #[test]
@@ -1066,12 +1034,13 @@ fn eventlog_stream_errors() {
     );
     assert_eq!(o.code, 1);
     assert_eq!(o.stderr, "roster-resource: ERROR: No data available\n");
-    let o = run_with(
-        &["eventlog"],
-        journal(vec![StreamItem::Payload(json!({"nope": 1}))]),
+    assert_eq!(
+        fails_with(
+            &["eventlog"],
+            journal(vec![StreamItem::Payload(json!({"nope": 1}))]),
+        ),
+        "roster-resource: ERROR: 'events'\n"
     );
-    assert_eq!(o.code, 1);
-    assert_eq!(o.stderr, "roster-resource: ERROR: 'events'\n");
 }
 
 #[test]
@@ -1107,9 +1076,8 @@ fn json_of(o: &Out) -> Value {
 
 #[test]
 fn status_json_is_the_lines_of_the_table() {
-    let fake = Fake::new().json("resource.status", &example_status());
     // -o and -n are ignored; the states are the table's
-    let o = run_with(&["status", "--json", "-o", "{nnodes}", "-n"], fake);
+    let o = run_on_example(&["status", "--json", "-o", "{nnodes}", "-n"]);
     assert_eq!(
         json_of(&o),
         json!({"version": 1, "lines": [
@@ -1124,8 +1092,7 @@ fn status_json_is_the_lines_of_the_table() {
         ]})
     );
     // -s with an explicit list keeps the empty lines, as the table does
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["status", "--json", "-s", "torpid"], fake);
+    let o = run_on_example(&["status", "--json", "-s", "torpid"]);
     assert_eq!(
         json_of(&o)["lines"],
         json!([{"state": "torpid", "online": true, "nnodes": 0, "ranks": "",
@@ -1139,8 +1106,7 @@ fn status_json_is_the_lines_of_the_table() {
 
 #[test]
 fn drain_json_lists_drained_nodes() {
-    let fake = Fake::new().json("resource.status", &example_status());
-    let o = run_with(&["drain", "--json", "-i", "foo2"], fake);
+    let o = run_on_example(&["drain", "--json", "-i", "foo2"]);
     assert_eq!(
         json_of(&o),
         json!({"version": 1, "lines": [
@@ -1239,10 +1205,8 @@ fn out_of_range_targets_name_the_valid_ones() {
             )),
         )
         .json("resource.status", &example_status());
-    let o = run_with(&["undrain", "fo2,bar"], fake);
-    assert_eq!(o.code, 1);
     assert_eq!(
-        o.stderr,
+        fails_with(&["undrain", "fo2,bar"], fake),
         "roster-resource: ERROR: invalid targets: invalid hosts: fo2,bar\n\
          roster-resource: INFO: valid targets: ranks 0-3 or hosts foo[1-4]\n\
          roster-resource: INFO: did you mean 'foo2' (for 'fo2')?\n"

@@ -135,6 +135,11 @@ fn j(s: &mut Session, line: &str) -> Value {
     serde_json::from_str(out.trim_end()).unwrap()
 }
 
+/// The `error` of a command's JSON answer ("" when it has none).
+fn error_text(v: &Value) -> &str {
+    v["error"].as_str().unwrap_or_default()
+}
+
 #[test]
 fn down_node_leaves_aggregate_copy_and_match() {
     // The case: a down node still counted.
@@ -148,7 +153,7 @@ fn down_node_leaves_aggregate_copy_and_match() {
     let c = j(&mut s, "copy");
     assert_eq!(c["R"]["execution"]["nodelist"], json!(["n[0-1,3]"]));
     let c = j(&mut s, "copy /cluster0/n2");
-    assert!(c["error"].as_str().unwrap().contains("/cluster0/n2"), "{c}");
+    assert!(error_text(&c).contains("/cluster0/n2"), "{c}");
     assert_eq!(j(&mut s, "available /cluster0/n2/core0")["available"], 0);
     let e = j(&mut s, "allocate /cluster0/n2/core0 1 5");
     assert_eq!(
@@ -202,10 +207,7 @@ fn size_allocated_available_allocate_grows_and_partial_free() {
     assert_eq!(j(&mut s, "allocated /cluster0/n0/core0")["allocated"], 1);
     let e = j(&mut s, "allocate /cluster0/n0/core0 1 10");
     assert!(
-        e["error"]
-            .as_str()
-            .unwrap()
-            .contains("requested 1 units but only 0 available"),
+        error_text(&e).contains("requested 1 units but only 0 available"),
         "{e}"
     );
     // Allocate grows an existing allocation of the same job elsewhere.
@@ -227,13 +229,7 @@ fn size_allocated_available_allocate_grows_and_partial_free() {
         (json!(1), json!("CANCELED"))
     );
     let e = j(&mut s, "free /cluster0/n0 10");
-    assert!(
-        e["error"]
-            .as_str()
-            .unwrap()
-            .contains("job 10 holds nothing here"),
-        "{e}"
-    );
+    assert!(error_text(&e).contains("job 10 holds nothing here"), "{e}");
     // The next matched job is numbered after the allocated one.
     let e = j(&mut s, "allocate /cluster0/n0/core0 0 11");
     assert_eq!(e["error"], "invalid unit count '0' (a positive integer)");
@@ -268,10 +264,7 @@ fn tags_stage_reserve_promote_pool_and_duplicate() {
         (json!(100), json!(200))
     );
     let e = j(&mut s, "reserve /cluster0/n2 1 21 150 250");
-    assert!(
-        e["error"].as_str().unwrap().contains("only 0 available"),
-        "{e}"
-    );
+    assert!(error_text(&e).contains("only 0 available"), "{e}");
     j(&mut s, "reserve /cluster0/n2 1 21 200 250");
     let p = j(&mut s, "pool /cluster0/n2");
     assert_eq!(p["reservations"], json!({"20": 1, "21": 1}));
@@ -327,9 +320,6 @@ fn save_and_load_keep_the_whole_state() {
     // Loaded jobs can be freed; new ids come after them.
     assert_eq!(j(&mut t, "free 4")["status"], "CANCELED");
     let e = j(&mut s, &format!("save {}/no/such/dir/x", dir.display()));
-    assert!(
-        e["error"].as_str().unwrap().starts_with("can't write "),
-        "{e}"
-    );
+    assert!(error_text(&e).starts_with("can't write "), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
