@@ -25,6 +25,7 @@ pub mod lanes;
 pub mod metrics;
 pub mod modes;
 pub mod notify;
+pub mod release;
 pub mod reload;
 pub mod service_loop;
 mod who;
@@ -53,6 +54,9 @@ pub struct Options {
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub tls_client_ca: Option<PathBuf>,
+    /// Returns the allocator's free memory to the system; called once a
+    /// burst of requests is over (see [`release`]).
+    pub release_memory: Option<fn()>,
 }
 
 /// Why the daemon could not start or had to stop.
@@ -817,6 +821,7 @@ pub fn run(
     // the loop publishes (they do not queue behind the loop).
     let snapshots = ready_snapshots(&metrics);
     shell.set_snapshots(Arc::clone(&snapshots));
+    shell.set_release(opts.release_memory);
     let (net, rx) = Net::start(&plan, &control, &metrics, Some(snapshots))?;
     let addresses = net.addresses.clone();
     metrics.set_ready(true);

@@ -232,6 +232,8 @@ pub struct Shell {
     /// reload is read in place).
     reloads: Arc<Mutex<Vec<Reloaded>>>,
     waker: Option<std::sync::mpsc::Sender<Incoming>>,
+    /// Free memory given back after a burst of requests.
+    release: crate::release::Release,
 }
 
 /// Validity of an enrolled agent's certificate, days (renew it with
@@ -267,6 +269,7 @@ impl Shell {
             enrol_ca: None,
             reloads: Arc::new(Mutex::new(Vec::new())),
             waker: None,
+            release: crate::release::Release::default(),
         }
     }
 
@@ -352,6 +355,11 @@ impl Shell {
     /// loop ends.
     pub fn set_snapshots(&mut self, snapshots: Arc<transport::Snapshots>) {
         self.snapshots = Some(snapshots);
+    }
+
+    /// The hook that gives free memory back after a burst of requests.
+    pub fn set_release(&mut self, hook: Option<fn()>) {
+        self.release = crate::release::Release::new(hook);
     }
 
     /// Publish (or clear) the ready replies: before any reply of a batch
@@ -838,9 +846,14 @@ impl Shell {
                 wait = Some(wait.map_or(LEASE_CHECK, |w| w.min(LEASE_CHECK)));
             }
             let now = Instant::now();
-            for due in [self.metrics.refresh_due(), notifier.next_watchdog()]
-                .into_iter()
-                .flatten()
+            self.release.run(now);
+            for due in [
+                self.metrics.refresh_due(),
+                notifier.next_watchdog(),
+                self.release.due(),
+            ]
+            .into_iter()
+            .flatten()
             {
                 let d = due.saturating_duration_since(now);
                 wait = Some(wait.map_or(d, |w| w.min(d)));
@@ -878,8 +891,10 @@ impl Shell {
     /// Queue one message from the listeners in its lane (a wake-up is
     /// dropped: the flags are checked at the top of the loop).
     fn take(&mut self, m: Incoming) {
-        if matches!(m, Incoming::Wake) {
-            return;
+        match m {
+            Incoming::Wake => return,
+            Incoming::Request { .. } => self.release.request(Instant::now()),
+            _ => {}
         }
         let routes = &self.routes;
         self.lanes.push(m, |c| {
