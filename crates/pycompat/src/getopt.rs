@@ -24,6 +24,23 @@ pub struct OptSpec {
     pub usage: &'static str,
 }
 
+impl OptSpec {
+    /// An option: long name, short key, argument info, help text.
+    pub const fn new(
+        name: &'static str,
+        key: char,
+        arginfo: Option<&'static str>,
+        usage: &'static str,
+    ) -> OptSpec {
+        OptSpec {
+            name,
+            key,
+            arginfo,
+            usage,
+        }
+    }
+}
+
 /// One `struct optparse_subcommand`.
 #[derive(Debug, Clone, Copy)]
 pub struct Subcommand {
@@ -35,6 +52,23 @@ pub struct Subcommand {
     pub doc: &'static str,
     /// Its options (`-h, --help` is implied).
     pub opts: &'static [OptSpec],
+}
+
+impl Subcommand {
+    /// A sub-command: word, usage, doc, options.
+    pub const fn new(
+        name: &'static str,
+        usage: &'static str,
+        doc: &'static str,
+        opts: &'static [OptSpec],
+    ) -> Subcommand {
+        Subcommand {
+            name,
+            usage,
+            doc,
+            opts,
+        }
+    }
 }
 
 /// Parsed options: (option name, value) in command-line order, and the
