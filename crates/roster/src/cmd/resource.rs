@@ -507,7 +507,7 @@ pub fn run(
     let mut service = svc(&ns);
     let s = service.as_mut();
     let sub = ns.str("subcommand").unwrap_or("");
-    // The views and node commands give a failure's exit status as `Err`.
+    // The views, node and eventlog commands give a failure's exit status as `Err`.
     let code = match sub {
         "status" => views::status(&ns, ctx, s),
         "drain" if ns.str("targets").is_none() => views::drain_list(&ns, ctx, s),
@@ -516,6 +516,7 @@ pub fn run(
         "R" => views::list(&ns, ctx, s, resource_views::ListView::R),
         "show" => node::show(&ns, ctx, s),
         "history" => node::history(&ns, ctx, s),
+        "eventlog" => eventlog::eventlog(&ns, ctx, s),
         _ => Ok(match sub {
             "drain" => actions::drain(&ns, ctx, s),
             "undrain" => actions::undrain(&ns, ctx, s),
@@ -524,7 +525,6 @@ pub fn run(
             "acquire" => actions::acquire(&ns, ctx, s),
             "release" => actions::release(&ns, ctx, s),
             "group-set" => actions::group_set(&ns, ctx, s),
-            "eventlog" => eventlog::eventlog(&ns, ctx, s),
             _ => 2,
         }),
     };
