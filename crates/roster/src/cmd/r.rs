@@ -27,6 +27,11 @@ fn die<T>(msg: impl Into<String>) -> Res<T> {
     Err(Fatal(msg.into()))
 }
 
+/// An error as `log_msg_exit ("{what}: {e}")`.
+fn or_die<T>(r: Result<T, impl std::fmt::Display>, what: &str) -> Res<T> {
+    r.map_err(|e| Fatal(format!("{what}: {e}")))
+}
+
 /// `log_err_exit`: the message plus `strerror (errno)`.
 fn die_errno<T>(msg: impl std::fmt::Display, errno: &str) -> Res<T> {
     Err(Fatal(format!("{msg}: {errno}")))
@@ -100,10 +105,7 @@ fn load_all(stdin: &[u8]) -> Res<Vec<Rset>> {
     let mut loader = StreamLoader::new(stdin);
     loop {
         match loader.next_value() {
-            Ok(v) => match Rset::from_json(&v) {
-                Ok(rl) => list.push(rl),
-                Err(e) => return die(format!("Failed to decode R on stdin: {e}")),
-            },
+            Ok(v) => list.push(or_die(Rset::from_json(&v), "Failed to decode R on stdin")?),
             Err(e) => {
                 if list.is_empty() {
                     return die(format!("Failed to read an R object: {}", e.text));
@@ -176,10 +178,10 @@ fn assign_props(rl: &mut Rset, specs: &[&str]) -> Res<()> {
     for s in specs {
         set_one_property(&mut o, &allranks, s);
     }
-    if let Err(e) = rl.assign_properties(&Value::Object(o)) {
-        return die(format!("failed to assign properties: {e}"));
-    }
-    Ok(())
+    or_die(
+        rl.assign_properties(&Value::Object(o)),
+        "failed to assign properties",
+    )
 }
 
 fn cmd_encode(p: &Parsed, out: &mut Vec<u8>) -> Res<()> {
@@ -250,15 +252,10 @@ fn cmd_encode(p: &Parsed, out: &mut Vec<u8>) -> Res<()> {
                 Err(e) => return die_errno(path, &errno_text(&e)),
             }
         };
-        match topo::from_hwloc_xml(&text) {
-            Ok(t) => Some(t),
-            Err(e) => return die(format!("rlist_from_hwloc: {e}")),
-        }
+        Some(or_die(topo::from_hwloc_xml(&text), "rlist_from_hwloc")?)
     } else if p.has("local") {
-        match topo::discover_local() {
-            Ok(t) => Some(t),
-            Err(e) => return die(format!("failed to gather local topology XML: {e}")),
-        }
+        let what = "failed to gather local topology XML";
+        Some(or_die(topo::discover_local(), what)?)
     } else {
         None
     };
@@ -448,10 +445,8 @@ fn cmd_parse_config(args: &[String], out: &mut Vec<u8>) -> Res<()> {
     let Some(path) = args.first() else {
         return die("flux_conf_parse: Invalid argument");
     };
-    let conf = match config::flux_conf::parse_path(std::path::Path::new(path)) {
-        Ok(c) => c,
-        Err(e) => return die(format!("flux_conf_parse: {e}")),
-    };
+    let conf = config::flux_conf::parse_path(std::path::Path::new(path));
+    let conf = or_die(conf, "flux_conf_parse")?;
     // flux_conf_unpack (conf, "{s:{s?o s?s s?s}}", "resource", "config",
     // "path", "scheduling")
     let Some(resource) = conf.get("resource") else {
@@ -477,10 +472,7 @@ fn cmd_parse_config(args: &[String], out: &mut Vec<u8>) -> Res<()> {
     let rpath = string_key("path")?;
     let sched = string_key("scheduling")?;
     let mut rl = match config {
-        Some(o) => match Rset::from_config(o) {
-            Ok(r) => r,
-            Err(e) => return die(format!("Config file error: {e}")),
-        },
+        Some(o) => or_die(Rset::from_config(o), "Config file error")?,
         None => {
             let Some(rpath) = rpath else {
                 return die("Config file error: resource.config or resource.path must be defined");
