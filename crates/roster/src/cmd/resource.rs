@@ -506,27 +506,24 @@ pub fn run(
     };
     let mut service = svc(&ns);
     let s = service.as_mut();
-    let sub = ns.str("subcommand").unwrap_or("");
-    // The views, node and eventlog commands give a failure's exit status as `Err`.
-    let code = match sub {
+    // A command's `Err` is the exit status of a failure it has reported.
+    let code = match ns.str("subcommand").unwrap_or("") {
         "status" => views::status(&ns, ctx, s),
         "drain" if ns.str("targets").is_none() => views::drain_list(&ns, ctx, s),
+        "drain" => actions::drain(&ns, ctx, s),
+        "undrain" => actions::undrain(&ns, ctx, s),
         "list" => views::list(&ns, ctx, s, resource_views::ListView::List),
         "info" => views::list(&ns, ctx, s, resource_views::ListView::Info),
         "R" => views::list(&ns, ctx, s, resource_views::ListView::R),
+        "reload" => actions::reload(&ns, ctx, s),
+        "acquire-mute" => actions::acquire_mute(ctx, s),
+        "acquire" => actions::acquire(&ns, ctx, s),
+        "release" => actions::release(&ns, ctx, s),
+        "group-set" => actions::group_set(&ns, ctx, s),
+        "eventlog" => eventlog::eventlog(&ns, ctx, s),
         "show" => node::show(&ns, ctx, s),
         "history" => node::history(&ns, ctx, s),
-        "eventlog" => eventlog::eventlog(&ns, ctx, s),
-        _ => Ok(match sub {
-            "drain" => actions::drain(&ns, ctx, s),
-            "undrain" => actions::undrain(&ns, ctx, s),
-            "reload" => actions::reload(&ns, ctx, s),
-            "acquire-mute" => actions::acquire_mute(ctx, s),
-            "acquire" => actions::acquire(&ns, ctx, s),
-            "release" => actions::release(&ns, ctx, s),
-            "group-set" => actions::group_set(&ns, ctx, s),
-            _ => 2,
-        }),
+        _ => Err(2),
     };
     let _ = ctx.out.flush();
     code.unwrap_or_else(|code| code)
