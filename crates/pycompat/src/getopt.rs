@@ -281,31 +281,16 @@ mod tests {
     use super::*;
 
     const OPTS: &[OptSpec] = &[
-        OptSpec {
-            name: "count",
-            key: 'c',
-            arginfo: Some("TYPE"),
-            usage: "Print count of resource TYPE in R (ranks, core, gpu)",
-        },
-        OptSpec {
-            name: "short",
-            key: 's',
-            arginfo: None,
-            usage: "Print short-form representation of R",
-        },
-        OptSpec {
-            name: "shape",
-            key: 'S',
-            arginfo: None,
-            usage: "x",
-        },
+        OptSpec::new(
+            "count",
+            'c',
+            Some("TYPE"),
+            "Print count of resource TYPE in R (ranks, core, gpu)",
+        ),
+        OptSpec::new("short", 's', None, "Print short-form representation of R"),
+        OptSpec::new("shape", 'S', None, "x"),
     ];
-    const SUB: Subcommand = Subcommand {
-        name: "decode",
-        usage: "[OPTIONS]...",
-        doc: "Doc.",
-        opts: OPTS,
-    };
+    const SUB: Subcommand = Subcommand::new("decode", "[OPTIONS]...", "Doc.", OPTS);
 
     fn parse(words: &[&str]) -> Outcome {
         let w: Vec<String> = words.iter().map(|s| s.to_string()).collect();
