@@ -24,6 +24,23 @@ pub struct OptSpec {
     pub usage: &'static str,
 }
 
+impl OptSpec {
+    /// An option: long name, short key, argument info, help text.
+    pub const fn new(
+        name: &'static str,
+        key: char,
+        arginfo: Option<&'static str>,
+        usage: &'static str,
+    ) -> OptSpec {
+        OptSpec {
+            name,
+            key,
+            arginfo,
+            usage,
+        }
+    }
+}
+
 /// One `struct optparse_subcommand`.
 #[derive(Debug, Clone, Copy)]
 pub struct Subcommand {
@@ -35,6 +52,23 @@ pub struct Subcommand {
     pub doc: &'static str,
     /// Its options (`-h, --help` is implied).
     pub opts: &'static [OptSpec],
+}
+
+impl Subcommand {
+    /// A sub-command: word, usage, doc, options.
+    pub const fn new(
+        name: &'static str,
+        usage: &'static str,
+        doc: &'static str,
+        opts: &'static [OptSpec],
+    ) -> Subcommand {
+        Subcommand {
+            name,
+            usage,
+            doc,
+            opts,
+        }
+    }
 }
 
 /// Parsed options: (option name, value) in command-line order, and the
@@ -247,31 +281,16 @@ mod tests {
     use super::*;
 
     const OPTS: &[OptSpec] = &[
-        OptSpec {
-            name: "count",
-            key: 'c',
-            arginfo: Some("TYPE"),
-            usage: "Print count of resource TYPE in R (ranks, core, gpu)",
-        },
-        OptSpec {
-            name: "short",
-            key: 's',
-            arginfo: None,
-            usage: "Print short-form representation of R",
-        },
-        OptSpec {
-            name: "shape",
-            key: 'S',
-            arginfo: None,
-            usage: "x",
-        },
+        OptSpec::new(
+            "count",
+            'c',
+            Some("TYPE"),
+            "Print count of resource TYPE in R (ranks, core, gpu)",
+        ),
+        OptSpec::new("short", 's', None, "Print short-form representation of R"),
+        OptSpec::new("shape", 'S', None, "x"),
     ];
-    const SUB: Subcommand = Subcommand {
-        name: "decode",
-        usage: "[OPTIONS]...",
-        doc: "Doc.",
-        opts: OPTS,
-    };
+    const SUB: Subcommand = Subcommand::new("decode", "[OPTIONS]...", "Doc.", OPTS);
 
     fn parse(words: &[&str]) -> Outcome {
         let w: Vec<String> = words.iter().map(|s| s.to_string()).collect();

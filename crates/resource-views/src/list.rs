@@ -1222,35 +1222,28 @@ mod tests {
 
     #[test]
     fn t2350_info_fixtures() {
-        for (name, want) in [
-            ("null", "4 Nodes, 16 Cores, 0 GPUs\n"),
-            ("normal-new", "5 Nodes, 20 Cores, 0 GPUs\n"),
-            ("fluke", "101 Nodes, 404 Cores, 0 GPUs\n"),
-            ("fluxion", "4 Nodes, 16 Cores, 0 GPUs\n"),
+        // (fixture, --include, --states, output)
+        for (name, include, states, want) in [
+            ("null", None, None, "4 Nodes, 16 Cores, 0 GPUs\n"),
+            ("normal-new", None, None, "5 Nodes, 20 Cores, 0 GPUs\n"),
+            ("fluke", None, None, "101 Nodes, 404 Cores, 0 GPUs\n"),
+            ("fluxion", None, None, "4 Nodes, 16 Cores, 0 GPUs\n"),
+            ("normal-new", Some("0"), None, "1 Nodes, 4 Cores, 0 GPUs\n"),
+            // several states merge into a single summary line
+            (
+                "fluke",
+                None,
+                Some("free,down"),
+                "101 Nodes, 404 Cores, 0 GPUs\n",
+            ),
         ] {
-            assert_eq!(
-                run(ListView::Info, name, &ListOptions::default()).stdout,
-                want,
-                "{name}"
-            );
+            let opts = ListOptions {
+                include: include.map(String::from),
+                states: states.map(String::from),
+                ..ListOptions::default()
+            };
+            assert_eq!(run(ListView::Info, name, &opts).stdout, want, "{name}");
         }
-        let opts = ListOptions {
-            include: Some("0".into()),
-            ..ListOptions::default()
-        };
-        assert_eq!(
-            run(ListView::Info, "normal-new", &opts).stdout,
-            "1 Nodes, 4 Cores, 0 GPUs\n"
-        );
-        // several states merge into a single summary line
-        let opts = ListOptions {
-            states: Some("free,down".into()),
-            ..ListOptions::default()
-        };
-        assert_eq!(
-            run(ListView::Info, "fluke", &opts).stdout,
-            "101 Nodes, 404 Cores, 0 GPUs\n"
-        );
     }
 
     #[test]

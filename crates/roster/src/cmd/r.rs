@@ -27,6 +27,11 @@ fn die<T>(msg: impl Into<String>) -> Res<T> {
     Err(Fatal(msg.into()))
 }
 
+/// An error as `log_msg_exit ("{what}: {e}")`.
+fn or_die<T>(r: Result<T, impl std::fmt::Display>, what: &str) -> Res<T> {
+    r.map_err(|e| Fatal(format!("{what}: {e}")))
+}
+
 /// `log_err_exit`: the message plus `strerror (errno)`.
 fn die_errno<T>(msg: impl std::fmt::Display, errno: &str) -> Res<T> {
     Err(Fatal(format!("{msg}: {errno}")))
@@ -39,156 +44,56 @@ fn die_errno<T>(msg: impl std::fmt::Display, errno: &str) -> Res<T> {
 pub(crate) const DOC: &str = "Read, generate, and process RFC 20 Resource Set objects.\nOptions:\n";
 
 const ENCODE_OPTS: &[OptSpec] = &[
-    OptSpec {
-        name: "ranks",
-        key: 'r',
-        arginfo: Some("IDSET"),
-        usage: "Generate an R with ranks in IDSET. If not provided then either match the number of nodes given  in --hosts option, or emit a single rank: \"0\"",
-    },
-    OptSpec {
-        name: "cores",
-        key: 'c',
-        arginfo: Some("IDS"),
-        usage: "Assign cores with IDS to each rank in R. Default is to assign a single core \"0\" to each rank.",
-    },
-    OptSpec {
-        name: "gpus",
-        key: 'g',
-        arginfo: Some("IDS"),
-        usage: "Assign gpu resources with IDS to each rank in R. Default is to assign no gpu resources.",
-    },
-    OptSpec {
-        name: "hosts",
-        key: 'H',
-        arginfo: Some("HOSTS"),
-        usage: "Generate R with nodelist set to HOSTS. By default, duplicate the local hostname to match the number of ranks given in --ranks.",
-    },
-    OptSpec {
-        name: "property",
-        key: 'p',
-        arginfo: Some("NAME[:RANKS]"),
-        usage: "Assign property NAME to target ranks RANKS. If RANKS is not specified then the property applies to all defined ranks. This option may be specified multiple times for each property",
-    },
-    OptSpec {
-        name: "local",
-        key: 'l',
-        arginfo: None,
-        usage: "Generate child resources from local system",
-    },
-    OptSpec {
-        name: "xml",
-        key: 'f',
-        arginfo: Some(""),
-        usage: "Generate child resources from hwloc XML",
-    },
+    OptSpec::new("ranks", 'r', Some("IDSET"), "Generate an R with ranks in IDSET. If not provided then either match the number of nodes given  in --hosts option, or emit a single rank: \"0\""),
+    OptSpec::new("cores", 'c', Some("IDS"), "Assign cores with IDS to each rank in R. Default is to assign a single core \"0\" to each rank."),
+    OptSpec::new("gpus", 'g', Some("IDS"), "Assign gpu resources with IDS to each rank in R. Default is to assign no gpu resources."),
+    OptSpec::new("hosts", 'H', Some("HOSTS"), "Generate R with nodelist set to HOSTS. By default, duplicate the local hostname to match the number of ranks given in --ranks."),
+    OptSpec::new("property", 'p', Some("NAME[:RANKS]"), "Assign property NAME to target ranks RANKS. If RANKS is not specified then the property applies to all defined ranks. This option may be specified multiple times for each property"),
+    OptSpec::new("local", 'l', None, "Generate child resources from local system"),
+    OptSpec::new("xml", 'f', Some(""), "Generate child resources from hwloc XML"),
 ];
 
 const DECODE_OPTS: &[OptSpec] = &[
-    OptSpec {
-        name: "short",
-        key: 's',
-        arginfo: None,
-        usage: "Print short-form representation of R",
-    },
-    OptSpec {
-        name: "nodelist",
-        key: 'n',
-        arginfo: None,
-        usage: "Print nodelist in hostlist form from R, if any",
-    },
-    OptSpec {
-        name: "ranks",
-        key: 'r',
-        arginfo: None,
-        usage: "Print ranks in idset form from R, if any",
-    },
-    OptSpec {
-        name: "count",
-        key: 'c',
-        arginfo: Some("TYPE"),
-        usage: "Print count of resource TYPE in R (ranks, core, gpu)",
-    },
-    OptSpec {
-        name: "include",
-        key: 'i',
-        arginfo: Some("RANKS"),
-        usage: "Include only specified ranks.",
-    },
-    OptSpec {
-        name: "exclude",
-        key: 'x',
-        arginfo: Some("RANKS"),
-        usage: "Exclude specified ranks.",
-    },
-    OptSpec {
-        name: "properties",
-        key: 'p',
-        arginfo: Some("LIST"),
-        usage: "Filter on properties",
-    },
+    OptSpec::new("short", 's', None, "Print short-form representation of R"),
+    OptSpec::new(
+        "nodelist",
+        'n',
+        None,
+        "Print nodelist in hostlist form from R, if any",
+    ),
+    OptSpec::new(
+        "ranks",
+        'r',
+        None,
+        "Print ranks in idset form from R, if any",
+    ),
+    OptSpec::new(
+        "count",
+        'c',
+        Some("TYPE"),
+        "Print count of resource TYPE in R (ranks, core, gpu)",
+    ),
+    OptSpec::new(
+        "include",
+        'i',
+        Some("RANKS"),
+        "Include only specified ranks.",
+    ),
+    OptSpec::new("exclude", 'x', Some("RANKS"), "Exclude specified ranks."),
+    OptSpec::new("properties", 'p', Some("LIST"), "Filter on properties"),
 ];
 
 pub(crate) const SUBS: &[Subcommand] = &[
-    Subcommand {
-        name: "append",
-        usage: "",
-        doc: "Append multiple R objects on stdin. Emits an error if resource sets are not disjoint.",
-        opts: &[],
-    },
-    Subcommand {
-        name: "decode",
-        usage: "[OPTIONS]...",
-        doc: "\nReturn the union of all R objects on stdin and print details or summary of the result. By default an RFC 20 JSON object is emitted on stdout, unless one or more options below are used\n\nOptions:\n",
-        opts: DECODE_OPTS,
-    },
-    Subcommand {
-        name: "diff",
-        usage: "",
-        doc: "Return the set difference of multiple R objects on stdin. (i.e. (R1 - R2) - R3 ...)",
-        opts: &[],
-    },
-    Subcommand {
-        name: "encode",
-        usage: "[OPTIONS]...",
-        doc: "\nEncode RFC 20 R objects for testing.\n\nOptions:\n",
-        opts: ENCODE_OPTS,
-    },
-    Subcommand {
-        name: "intersect",
-        usage: "",
-        doc: "Return the intersection of all R objects on stdin",
-        opts: &[],
-    },
-    Subcommand {
-        name: "parse-config",
-        usage: "PATH",
-        doc: "Read config from resource.config array",
-        opts: &[],
-    },
-    Subcommand {
-        name: "remap",
-        usage: "",
-        doc: "Return the union of all R objects on stdin with ranks re-numbered starting from index 0.",
-        opts: &[],
-    },
-    Subcommand {
-        name: "rerank",
-        usage: "HOSTLIST",
-        doc: "Return the union of all R objects on stdin with ranks re-mapped  based on their index in HOSTLIST.",
-        opts: &[],
-    },
-    Subcommand {
-        name: "set-property",
-        usage: "PROPERTY:RANKS [PROPERTY:RANKS]...",
-        doc: "Set properties on R object on stdin, emitting the result on stdout",
-        opts: &[],
-    },
-    Subcommand {
-        name: "verify",
-        usage: "",
-        doc: "Takes 2 R objects on stdin and verifies that the resources in each rank present in R2 has at least resources present for the same rank in R1.",
-        opts: &[],
-    },
+    Subcommand::new("append", "", "Append multiple R objects on stdin. Emits an error if resource sets are not disjoint.", &[]),
+    Subcommand::new("decode", "[OPTIONS]...", "\nReturn the union of all R objects on stdin and print details or summary of the result. By default an RFC 20 JSON object is emitted on stdout, unless one or more options below are used\n\nOptions:\n", DECODE_OPTS),
+    Subcommand::new("diff", "", "Return the set difference of multiple R objects on stdin. (i.e. (R1 - R2) - R3 ...)", &[]),
+    Subcommand::new("encode", "[OPTIONS]...", "\nEncode RFC 20 R objects for testing.\n\nOptions:\n", ENCODE_OPTS),
+    Subcommand::new("intersect", "", "Return the intersection of all R objects on stdin", &[]),
+    Subcommand::new("parse-config", "PATH", "Read config from resource.config array", &[]),
+    Subcommand::new("remap", "", "Return the union of all R objects on stdin with ranks re-numbered starting from index 0.", &[]),
+    Subcommand::new("rerank", "HOSTLIST", "Return the union of all R objects on stdin with ranks re-mapped  based on their index in HOSTLIST.", &[]),
+    Subcommand::new("set-property", "PROPERTY:RANKS [PROPERTY:RANKS]...", "Set properties on R object on stdin, emitting the result on stdout", &[]),
+    Subcommand::new("verify", "", "Takes 2 R objects on stdin and verifies that the resources in each rank present in R2 has at least resources present for the same rank in R1.", &[]),
 ];
 
 // ---------------------------------------------------------------------------
@@ -200,10 +105,7 @@ fn load_all(stdin: &[u8]) -> Res<Vec<Rset>> {
     let mut loader = StreamLoader::new(stdin);
     loop {
         match loader.next_value() {
-            Ok(v) => match Rset::from_json(&v) {
-                Ok(rl) => list.push(rl),
-                Err(e) => return die(format!("Failed to decode R on stdin: {e}")),
-            },
+            Ok(v) => list.push(or_die(Rset::from_json(&v), "Failed to decode R on stdin")?),
             Err(e) => {
                 if list.is_empty() {
                     return die(format!("Failed to read an R object: {}", e.text));
@@ -276,10 +178,10 @@ fn assign_props(rl: &mut Rset, specs: &[&str]) -> Res<()> {
     for s in specs {
         set_one_property(&mut o, &allranks, s);
     }
-    if let Err(e) = rl.assign_properties(&Value::Object(o)) {
-        return die(format!("failed to assign properties: {e}"));
-    }
-    Ok(())
+    or_die(
+        rl.assign_properties(&Value::Object(o)),
+        "failed to assign properties",
+    )
 }
 
 fn cmd_encode(p: &Parsed, out: &mut Vec<u8>) -> Res<()> {
@@ -350,15 +252,10 @@ fn cmd_encode(p: &Parsed, out: &mut Vec<u8>) -> Res<()> {
                 Err(e) => return die_errno(path, &errno_text(&e)),
             }
         };
-        match topo::from_hwloc_xml(&text) {
-            Ok(t) => Some(t),
-            Err(e) => return die(format!("rlist_from_hwloc: {e}")),
-        }
+        Some(or_die(topo::from_hwloc_xml(&text), "rlist_from_hwloc")?)
     } else if p.has("local") {
-        match topo::discover_local() {
-            Ok(t) => Some(t),
-            Err(e) => return die(format!("failed to gather local topology XML: {e}")),
-        }
+        let what = "failed to gather local topology XML";
+        Some(or_die(topo::discover_local(), what)?)
     } else {
         None
     };
@@ -548,10 +445,8 @@ fn cmd_parse_config(args: &[String], out: &mut Vec<u8>) -> Res<()> {
     let Some(path) = args.first() else {
         return die("flux_conf_parse: Invalid argument");
     };
-    let conf = match config::flux_conf::parse_path(std::path::Path::new(path)) {
-        Ok(c) => c,
-        Err(e) => return die(format!("flux_conf_parse: {e}")),
-    };
+    let conf = config::flux_conf::parse_path(std::path::Path::new(path));
+    let conf = or_die(conf, "flux_conf_parse")?;
     // flux_conf_unpack (conf, "{s:{s?o s?s s?s}}", "resource", "config",
     // "path", "scheduling")
     let Some(resource) = conf.get("resource") else {
@@ -577,10 +472,7 @@ fn cmd_parse_config(args: &[String], out: &mut Vec<u8>) -> Res<()> {
     let rpath = string_key("path")?;
     let sched = string_key("scheduling")?;
     let mut rl = match config {
-        Some(o) => match Rset::from_config(o) {
-            Ok(r) => r,
-            Err(e) => return die(format!("Config file error: {e}")),
-        },
+        Some(o) => or_die(Rset::from_config(o), "Config file error")?,
         None => {
             let Some(rpath) = rpath else {
                 return die("Config file error: resource.config or resource.path must be defined");

@@ -434,6 +434,17 @@ impl Ctx<'_> {
         self.fail(&e.message())
     }
 
+    /// `Ok` as is; an error logged as [`Ctx::fail`], its exit status as `Err`.
+    pub fn check<T, E: std::fmt::Display>(&mut self, r: Result<T, E>) -> Result<T, i32> {
+        r.map_err(|e| self.fail(&e.to_string()))
+    }
+
+    /// `Ok` as is; an RPC error logged as [`Ctx::rpc_fail`], its exit
+    /// status as `Err`.
+    pub fn rpc_check<T>(&mut self, r: Result<T, SvcError>) -> Result<T, i32> {
+        r.map_err(|e| self.rpc_fail(&e))
+    }
+
     /// Print a view's output and return its exit status.
     pub fn emit(&mut self, o: &CmdOutput) -> i32 {
         let _ = self.out.write_all(o.stdout.as_bytes());
@@ -495,6 +506,7 @@ pub fn run(
     };
     let mut service = svc(&ns);
     let s = service.as_mut();
+    // A command's `Err` is the exit status of a failure it has reported.
     let code = match ns.str("subcommand").unwrap_or("") {
         "status" => views::status(&ns, ctx, s),
         "drain" if ns.str("targets").is_none() => views::drain_list(&ns, ctx, s),
@@ -511,10 +523,10 @@ pub fn run(
         "eventlog" => eventlog::eventlog(&ns, ctx, s),
         "show" => node::show(&ns, ctx, s),
         "history" => node::history(&ns, ctx, s),
-        _ => 2,
+        _ => Err(2),
     };
     let _ = ctx.out.flush();
-    code
+    code.unwrap_or_else(|code| code)
 }
 
 /// Entry point: `args[0]` is the program name.

@@ -307,23 +307,14 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         tls_client_ca: args.tls_client_ca,
         release_memory: Some(release_memory),
     };
-    if args.check {
-        return match serve::check(&opts) {
-            Ok(summary) => {
-                println!("{summary}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("roster serve: {}", error_text(&e));
-                config_hint(&e);
-                ExitCode::from(1)
-            }
-        };
-    }
-    // One socket per agent session: allow as many as the hard limit does.
-    agent::raise_nofile_limit();
-    let control = Arc::new(serve::Control::default());
-    match serve::run(&opts, control, |_| {}) {
+    let done = if args.check {
+        serve::check(&opts).map(|summary| println!("{summary}"))
+    } else {
+        // One socket per agent session: allow as many as the hard limit does.
+        agent::raise_nofile_limit();
+        serve::run(&opts, Arc::new(serve::Control::default()), |_| {})
+    };
+    match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("roster serve: {}", error_text(&e));

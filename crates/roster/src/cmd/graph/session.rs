@@ -411,10 +411,7 @@ impl Session {
             }
             Err(CmdError(msg)) => {
                 if self.json {
-                    let mut o = Map::new();
-                    o.insert("command".into(), Value::String(line.into()));
-                    o.insert("error".into(), Value::String(msg));
-                    let _ = writeln!(out, "{}", Value::Object(o));
+                    let _ = writeln!(out, "{}", json!({"command": line, "error": msg}));
                 } else {
                     // Whatever the command printed before failing goes first.
                     let _ = out.write_all(reply.text.as_bytes());
@@ -477,10 +474,7 @@ impl Session {
                 self.g.tag(v, k, val)?;
                 r.set("path", *p);
                 r.set("tag", k);
-                r.set(
-                    "value",
-                    val.map_or(Value::Null, |s| Value::String(s.into())),
-                );
+                r.set("value", val);
                 Ok(())
             }
             ("untag", [p, k]) => {
@@ -506,10 +500,7 @@ impl Session {
                         Some(val) => r.line(format!("{k}={val}")),
                         None => r.line(k),
                     }
-                    m.insert(
-                        k.into(),
-                        val.map_or(Value::Null, |s| Value::String(s.into())),
-                    );
+                    m.insert(k.into(), val.into());
                 }
                 r.set("path", *p);
                 r.set("tags", m);
@@ -831,12 +822,7 @@ impl Session {
             .collect();
         let tags: Map<String, Value> = x
             .tags()
-            .map(|(k, v)| {
-                (
-                    k.to_string(),
-                    v.map_or(Value::Null, |s| Value::String(s.into())),
-                )
-            })
+            .map(|(k, v)| (k.to_string(), Value::from(v)))
             .collect();
         let children: Vec<String> = x.children().filter_map(|c| g.path(c)).collect();
         let o = json!({

@@ -39,7 +39,7 @@ fn payload(ns: &Namespace, mode: Option<&str>) -> msg::DrainRequest {
 
 /// `drain [-f|-ff|-u] TARGETS [REASON...]`.  Errors print as `[Errno N]
 /// text`; EEXIST adds a hint to use `--force`.
-pub fn drain(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+pub fn drain(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> Result<i32, i32> {
     send::<cat::Drain>(ns, ctx, svc, |ctx, e| {
         ctx.log(Level::Error, &e.os_error_str());
         if e.errnum() == EEXIST && matches!(e, SvcError::Rpc(_)) {
@@ -53,7 +53,7 @@ pub fn drain(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
 }
 
 /// `undrain [-f|-ff|-u] TARGETS [REASON...]`.
-pub fn undrain(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+pub fn undrain(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> Result<i32, i32> {
     send::<cat::Undrain>(ns, ctx, svc, |ctx, e| ctx.rpc_fail(e))
 }
 
@@ -63,17 +63,14 @@ fn send<C: Call<Request = msg::DrainRequest>>(
     ctx: &mut Ctx<'_>,
     svc: &mut dyn Service,
     report: fn(&mut Ctx<'_>, &SvcError) -> i32,
-) -> i32 {
-    let mode = match mode(ns) {
-        Ok(m) => m,
-        Err(msg) => return ctx.fail(msg),
-    };
+) -> Result<i32, i32> {
+    let mode = ctx.check(mode(ns))?;
     let Err(e) = call::<C>(svc, &payload(ns, mode)) else {
-        return 0;
+        return Ok(0);
     };
     let code = report(ctx, &e);
     targets_hint(ns, &e, ctx, svc);
-    code
+    Err(code)
 }
 
 /// After flux's error for targets the instance does not have (`idset is
@@ -150,40 +147,31 @@ fn targets_hint(ns: &Namespace, e: &SvcError, ctx: &mut Ctx<'_>, svc: &mut dyn S
 }
 
 /// `reload [-x] [-f] PATH`: sends the real path.
-pub fn reload(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+pub fn reload(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> Result<i32, i32> {
     let req = msg::ReloadRequest {
         path: realpath(ns.str("path").unwrap_or(""), &ctx.cwd),
         xml: ns.flag("xml"),
         force: ns.flag("force"),
     };
-    match call::<cat::Reload>(svc, &req) {
-        Ok(_) => 0,
-        Err(e) => ctx.rpc_fail(&e),
-    }
+    ctx.rpc_check(call::<cat::Reload>(svc, &req)).map(|_| 0)
 }
 
 /// `acquire-mute`.
-pub fn acquire_mute(ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
-    match call::<cat::AcquireMute>(svc, &msg::Empty {}) {
-        Ok(_) => 0,
-        Err(e) => ctx.rpc_fail(&e),
-    }
+pub fn acquire_mute(ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> Result<i32, i32> {
+    ctx.rpc_check(call::<cat::AcquireMute>(svc, &msg::Empty {}))
+        .map(|_| 0)
 }
 
 /// `release GROUP TARGETS`: prints nothing on success.
-pub fn release(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
-    match call::<cat::Release>(svc, &group_targets(ns)) {
-        Ok(_) => 0,
-        Err(e) => ctx.rpc_fail(&e),
-    }
+pub fn release(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> Result<i32, i32> {
+    ctx.rpc_check(call::<cat::Release>(svc, &group_targets(ns)))
+        .map(|_| 0)
 }
 
 /// `group-set GROUP TARGETS`: `resource.group-set {group, targets}`.
-pub fn group_set(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
-    match call::<cat::GroupSet>(svc, &group_targets(ns)) {
-        Ok(_) => 0,
-        Err(e) => ctx.rpc_fail(&e),
-    }
+pub fn group_set(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> Result<i32, i32> {
+    ctx.rpc_check(call::<cat::GroupSet>(svc, &group_targets(ns)))
+        .map(|_| 0)
 }
 
 /// `GROUP TARGETS` of `release` and `group-set`.
@@ -195,14 +183,11 @@ fn group_targets(ns: &Namespace) -> msg::TargetsOfGroup {
 /// `acquire [-g GROUP]`: every response of `resource.acquire` as one line
 /// of compact JSON, flushed as it arrives, until the stream ends (exit 0
 /// on ENODATA) or the process is interrupted.
-pub fn acquire(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+pub fn acquire(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> Result<i32, i32> {
     let req = msg::AcquireRequest {
         group: ns.str("group").map(str::to_string),
     };
-    let mut stream = match open::<cat::Acquire>(svc, &req) {
-        Ok(s) => s,
-        Err(e) => return ctx.rpc_fail(&e),
-    };
+    let mut stream = ctx.rpc_check(open::<cat::Acquire>(svc, &req))?;
     loop {
         match stream.next(None) {
             StreamItem::Payload(v) => {
@@ -211,15 +196,15 @@ pub fn acquire(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 
                     .and_then(|()| ctx.out.flush())
                     .is_err()
                 {
-                    return 1;
+                    return Ok(1);
                 }
             }
             StreamItem::End(e)
                 if e.errnum() == ENODATA && matches!(e, super::service::SvcError::Rpc(_)) =>
             {
-                return 0
+                return Ok(0)
             }
-            StreamItem::End(e) => return ctx.rpc_fail(&e),
+            StreamItem::End(e) => return Err(ctx.rpc_fail(&e)),
             StreamItem::Timeout => continue,
         }
     }

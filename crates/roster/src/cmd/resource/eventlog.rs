@@ -296,7 +296,7 @@ fn next_item(stream: &mut dyn ReplyStream, deadline: Option<Instant>) -> StreamI
 }
 
 /// `roster resource eventlog`.
-pub fn eventlog(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+pub fn eventlog(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> Result<i32, i32> {
     let (format, time_format) = if ns.flag("json") {
         ("json", ns.str("time_format").unwrap_or("raw"))
     } else if ns.flag("human") {
@@ -310,31 +310,15 @@ pub fn eventlog(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32
     let color = ctx.color(ns.str("color"));
     let mut matches = Vec::new();
     for m in ns.list("match_context") {
-        match parse_match(m) {
-            Ok(kv) => matches.push(kv),
-            Err(e) => return ctx.fail(&e),
-        }
+        matches.push(ctx.check(parse_match(m))?);
     }
-    let timeout = match ns.str("timeout").map(parse_fsd) {
-        None => None,
-        Some(Ok(t)) => Some(t),
-        Some(Err(e)) => return ctx.fail(&e),
-    };
-    let formatter = match EventLogFormatter::new(format, time_format, color) {
-        Ok(f) => f,
-        Err(e) => return ctx.fail(&e.to_string()),
-    };
+    let timeout = ctx.check(ns.str("timeout").map(parse_fsd).transpose())?;
+    let formatter = ctx.check(EventLogFormatter::new(format, time_format, color))?;
     let include = match ns.str("include") {
         None => None,
         Some(t) => {
-            let hl = match instance_hostlist(svc) {
-                Ok(h) => h,
-                Err(e) => return ctx.rpc_fail(&e),
-            };
-            match Include::resolve(t, &hl) {
-                Ok(i) => Some(i),
-                Err(e) => return ctx.fail(&e),
-            }
+            let hl = ctx.rpc_check(instance_hostlist(svc))?;
+            Some(ctx.check(Include::resolve(t, &hl))?)
         }
     };
     let wait = ns.str("wait").map(String::from);
@@ -344,10 +328,7 @@ pub fn eventlog(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32
         .filter(|t| t.is_finite())
         .and_then(|t| Duration::try_from_secs_f64(t).ok())
         .map(|d| start + d);
-    let mut stream = match svc.journal() {
-        Ok(s) => s,
-        Err(e) => return ctx.rpc_fail(&e),
-    };
+    let mut stream = ctx.rpc_check(svc.journal())?;
     let mut run = Run {
         formatter,
         include,
@@ -367,45 +348,39 @@ pub fn eventlog(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32
                 if empty {
                     break;
                 }
-                match response_events(&v, (ctx.now)()) {
-                    Ok(evs) => backlog.extend(evs),
-                    Err(e) => return ctx.fail(&e),
-                }
+                backlog.extend(ctx.check(response_events(&v, (ctx.now)()))?);
             }
-            StreamItem::End(e) => return ctx.rpc_fail(&e),
-            StreamItem::Timeout => return ctx.fail("ETIMEDOUT"),
+            StreamItem::End(e) => return Err(ctx.rpc_fail(&e)),
+            StreamItem::Timeout => return Err(ctx.fail("ETIMEDOUT")),
         }
     }
     backlog.sort_by(|a, b| ts_of(a).total_cmp(&ts_of(b)));
     for ev in &backlog {
         if let Next::Exit(code) = run.show(ev, ctx) {
             let _ = ctx.out.flush();
-            return code;
+            return Ok(code);
         }
     }
     let _ = ctx.out.flush();
     if !follow {
-        return 0;
+        return Ok(0);
     }
     run.flush_each = true;
     loop {
         match next_item(stream.as_mut(), deadline) {
             StreamItem::Payload(v) => {
-                let evs = match response_events(&v, (ctx.now)()) {
-                    Ok(evs) => evs,
-                    Err(e) => return ctx.fail(&e),
-                };
+                let evs = ctx.check(response_events(&v, (ctx.now)()))?;
                 for ev in &evs {
                     if let Next::Exit(code) = run.show(ev, ctx) {
-                        return code;
+                        return Ok(code);
                     }
                 }
             }
             StreamItem::End(e) if e.errnum() == ENODATA && matches!(e, SvcError::Rpc(_)) => {
-                return 0
+                return Ok(0)
             }
-            StreamItem::End(e) => return ctx.rpc_fail(&e),
-            StreamItem::Timeout => return ctx.fail("ETIMEDOUT"),
+            StreamItem::End(e) => return Err(ctx.rpc_fail(&e)),
+            StreamItem::Timeout => return Err(ctx.fail("ETIMEDOUT")),
         }
     }
 }

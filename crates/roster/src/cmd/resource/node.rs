@@ -383,19 +383,13 @@ fn parse_ids(s: &str) -> IdSet {
 }
 
 /// `roster resource show TARGETS [--json]`.
-pub fn show(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+pub fn show(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> Result<i32, i32> {
     let now = (ctx.now)();
-    let (cur, ranks) = match fetch_targets(ns, svc) {
-        Ok(c) => c,
-        Err(e) => return ctx.fail(&e),
-    };
+    let (cur, ranks) = ctx.check(fetch_targets(ns, svc))?;
     let allocated = sched_status(ctx, svc)
         .ok()
         .and_then(|ss| allocated_ranks(&ss).ok());
-    let events = match journal(svc) {
-        Ok(e) => e,
-        Err(e) => return ctx.rpc_fail(&e),
-    };
+    let events = ctx.rpc_check(journal(svc))?;
     let past = replay_until(&events, f64::INFINITY);
     // `[queues]` (flux's `config.get`); none without it.
     let config = super::views::config_get(svc).ok().flatten();
@@ -493,14 +487,14 @@ pub fn show(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
     }
     if ns.flag("json") {
         let _ = writeln!(ctx.out, "{}", Value::Array(docs));
-        return 0;
+        return Ok(0);
     }
     let mut text = String::new();
     for d in &docs {
         show_text(&mut text, d, now, past.first);
     }
     let _ = ctx.out.write_all(text.as_bytes());
-    0
+    Ok(0)
 }
 
 fn show_text(s: &mut String, d: &Value, now: f64, first: Option<f64>) {
@@ -655,21 +649,12 @@ fn heartbeat_doc(
 }
 
 /// `roster resource history TARGETS [--since WHEN] [--json]`.
-pub fn history(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+pub fn history(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> Result<i32, i32> {
     let now = (ctx.now)();
-    let since = match ns.str("since").map(|w| parse_when(w, now, ctx.zone)) {
-        Some(Ok(t)) => t,
-        Some(Err(e)) => return ctx.fail(&e),
-        None => f64::NEG_INFINITY,
-    };
-    let (cur, ranks) = match fetch_targets(ns, svc) {
-        Ok(c) => c,
-        Err(e) => return ctx.fail(&e),
-    };
-    let events = match journal(svc) {
-        Ok(e) => e,
-        Err(e) => return ctx.rpc_fail(&e),
-    };
+    let since = ns.str("since").map(|w| parse_when(w, now, ctx.zone));
+    let since = ctx.check(since.unwrap_or(Ok(f64::NEG_INFINITY)))?;
+    let (cur, ranks) = ctx.check(fetch_targets(ns, svc))?;
+    let events = ctx.rpc_check(journal(svc))?;
     let mut rows = Vec::new();
     for (t, name, c) in events.iter().filter(|e| e.0 >= since) {
         let touched = match name.as_str() {
@@ -702,7 +687,7 @@ pub fn history(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 
     });
     if ns.flag("json") {
         let _ = writeln!(ctx.out, "{}", Value::Array(rows));
-        return 0;
+        return Ok(0);
     }
     let mut text = String::new();
     for row in &rows {
@@ -723,7 +708,7 @@ pub fn history(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 
         text.push('\n');
     }
     let _ = ctx.out.write_all(text.as_bytes());
-    0
+    Ok(0)
 }
 
 /// `status --at WHEN`: the `resource.status` payload as it was at WHEN,

@@ -206,7 +206,8 @@ enum Source<'a> {
     At(&'a str),
 }
 
-/// The RPC half of `status` and the drain listing.
+/// The RPC half of `status` and the drain listing.  Here and in the
+/// commands below, `Err` is the exit status of a failure already logged.
 fn status_render(
     plan: &resource_views::StatusPlan,
     opts: &StatusOptions,
@@ -215,53 +216,37 @@ fn status_render(
     source: Source<'_>,
     config_file: Option<&str>,
     json: bool,
-) -> i32 {
+) -> Result<i32, i32> {
     let mut allocated = IdSet::new();
     let mut housekeeping = IdSet::new();
     let from_stdin = matches!(source, Source::Stdin);
     let status = if let Source::At(when) = source {
-        match super::node::status_at(when, ctx, svc) {
-            Ok(v) => v,
-            Err(e) => return ctx.fail(&e),
-        }
+        let v = super::node::status_at(when, ctx, svc);
+        ctx.check(v)?
     } else if from_stdin {
-        match read_stdin_json(ctx, true) {
-            Ok(v) => v.unwrap_or_else(empty_status),
-            Err(e) => return ctx.fail(&e),
-        }
+        let v = read_stdin_json(ctx, true);
+        ctx.check(v)?.unwrap_or_else(empty_status)
     } else {
         if let Some(out) = status_from_summary(plan, opts, ctx, svc, json) {
-            return ctx.emit(&out);
+            return Ok(ctx.emit(&out));
         }
-        let status = match call::<cat::Status>(svc, &msg::Empty {}) {
-            Ok(v) => v,
-            Err(e) => return ctx.rpc_fail(&e),
-        };
+        let status = ctx.rpc_check(call::<cat::Status>(svc, &msg::Empty {}))?;
         if let Ok(stats) = call::<cat::JobStats>(svc, &msg::Empty {}) {
             if let Ok(ids) = housekeeping_ranks(&stats) {
                 housekeeping = ids;
             }
         }
         if let Ok(ss) = sched_status(ctx, svc) {
-            match allocated_ranks(&ss) {
-                Ok(ids) => allocated = ids,
-                Err(e) => return ctx.fail(&e.to_string()),
-            }
+            allocated = ctx.check(allocated_ranks(&ss))?;
         }
         status
     };
     let mut config: Option<Value> = None;
     if !opts.queues.is_empty() {
         config = match config_file {
-            Some(path) => match read_config_file(path) {
-                Ok(v) => Some(v),
-                Err(e) => return ctx.fail(&e),
-            },
+            Some(path) => Some(ctx.check(read_config_file(path))?),
             None if from_stdin => Some(json!({})),
-            None => match config_get(svc) {
-                Ok(v) => Some(v.unwrap_or_else(|| json!({}))),
-                Err(e) => return ctx.rpc_fail(&e),
-            },
+            None => Some(ctx.rpc_check(config_get(svc))?.unwrap_or_else(|| json!({}))),
         };
     }
     let input = StatusInput {
@@ -275,11 +260,11 @@ fn status_render(
     } else {
         plan.render(&input, ctx.zone)
     };
-    ctx.emit(&out)
+    Ok(ctx.emit(&out))
 }
 
 /// `roster resource status`.
-pub fn status(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+pub fn status(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> Result<i32, i32> {
     let opts = status_options(ns, ctx);
     // `-s help` and invalid states are reported before the configuration
     // files are read, as flux does.
@@ -288,15 +273,12 @@ pub fn status(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
         ..opts.clone()
     };
     if let Err(out) = status_prepare(&precheck, &FormatConfig::new(Subcommand::Status), &no_env) {
-        return ctx.emit(&out);
+        return Ok(ctx.emit(&out));
     }
-    let cfg = match config::load(Subcommand::Status, ctx.env) {
-        Ok(c) => c,
-        Err(e) => return ctx.fail(&e),
-    };
+    let cfg = ctx.check(config::load(Subcommand::Status, ctx.env))?;
     let plan = match status_prepare(&opts, &cfg, ctx.env) {
         Ok(p) => p,
-        Err(out) => return ctx.emit(&out),
+        Err(out) => return Ok(ctx.emit(&out)),
     };
     let at = ns.str("at").map(String::from);
     let source = match &at {
@@ -310,30 +292,29 @@ pub fn status(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
 }
 
 /// `roster resource drain` without targets: the drained nodes.
-pub fn drain_list(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> i32 {
+pub fn drain_list(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service) -> Result<i32, i32> {
     let opts = StatusOptions {
         states: None,
         skip_empty: false,
         ..status_options(ns, ctx)
     };
-    let drain_cfg = match config::load(Subcommand::Drain, ctx.env) {
-        Ok(c) => c,
-        Err(e) => return ctx.fail(&e),
-    };
-    let status_cfg = match config::load(Subcommand::Status, ctx.env) {
-        Ok(c) => c,
-        Err(e) => return ctx.fail(&e),
-    };
+    let drain_cfg = ctx.check(config::load(Subcommand::Drain, ctx.env))?;
+    let status_cfg = ctx.check(config::load(Subcommand::Status, ctx.env))?;
     let plan = match drain_list_prepare(&opts, &drain_cfg, &status_cfg, ctx.env) {
         Ok(p) => p,
-        Err(out) => return ctx.emit(&out),
+        Err(out) => return Ok(ctx.emit(&out)),
     };
     let source = Source::Service;
     status_render(&plan, &opts, ctx, svc, source, None, ns.flag("json"))
 }
 
 /// `roster resource list`, `info` and `R`.
-pub fn list(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service, view: ListView) -> i32 {
+pub fn list(
+    ns: &Namespace,
+    ctx: &mut Ctx<'_>,
+    svc: &mut dyn Service,
+    view: ListView,
+) -> Result<i32, i32> {
     let opts = ListOptions {
         format: ns.str("format").unwrap_or("default").to_string(),
         states: ns.str("states").map(String::from),
@@ -346,32 +327,24 @@ pub fn list(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service, view: List
     let plan = match list_prepare(view, &opts) {
         // the process exits after printing: skip freeing the node sets
         Ok(p) => p.leak_sets(),
-        Err(out) => return ctx.emit(&out),
+        Err(out) => return Ok(ctx.emit(&out)),
     };
     let json = ns.flag("json") && view != ListView::R;
     if !ns.flag("from_stdin") {
         if let Some(code) = list_from_summary(&plan, json, ctx, svc, view) {
-            return code;
+            return Ok(code);
         }
     }
     let (sched, config) = if ns.flag("from_stdin") {
-        let sched = match read_stdin_json(ctx, false) {
-            Ok(v) => v.unwrap_or(Value::Null),
-            Err(e) => return ctx.fail(&e),
-        };
+        let sched = read_stdin_json(ctx, false);
+        let sched = ctx.check(sched)?.unwrap_or(Value::Null);
         let config = match ns.str("config_file") {
-            Some(path) => match read_config_file(path) {
-                Ok(v) => Some(v),
-                Err(e) => return ctx.fail(&e),
-            },
+            Some(path) => Some(ctx.check(read_config_file(path))?),
             None => None,
         };
         (sched, config)
     } else {
-        let sched = match sched_status(ctx, svc) {
-            Ok(v) => v,
-            Err(e) => return ctx.rpc_fail(&e),
-        };
+        let sched = ctx.rpc_check(sched_status(ctx, svc))?;
         let config = match config_get(svc) {
             Ok(c) => c,
             Err(e) => {
@@ -385,10 +358,7 @@ pub fn list(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service, view: List
     let cfg = if view == ListView::R {
         FormatConfig::new(Subcommand::List)
     } else {
-        match config::load(Subcommand::List, ctx.env) {
-            Ok(c) => c,
-            Err(e) => return ctx.fail(&e),
-        }
+        ctx.check(config::load(Subcommand::List, ctx.env))?
     };
     let input = ListInput {
         sched_status: &sched,
@@ -399,5 +369,5 @@ pub fn list(ns: &Namespace, ctx: &mut Ctx<'_>, svc: &mut dyn Service, view: List
     } else {
         plan.render(&input, &cfg, ctx.env, ctx.zone)
     };
-    ctx.emit(&out)
+    Ok(ctx.emit(&out))
 }
