@@ -143,12 +143,7 @@ fn random_serial() -> Result<SerialNumber, CaError> {
 /// Write `data` to `path` with the store's atomic write (a temporary file
 /// of mode 0600, fsynced, renamed, the directory fsynced), so a reader
 /// never sees half a key; then give it `mode`.
-pub(crate) fn write_file(
-    path: &Path,
-    data: &[u8],
-    mode: u32,
-    exclusive: bool,
-) -> Result<(), CaError> {
+pub fn write_file(path: &Path, data: &[u8], mode: u32, exclusive: bool) -> Result<(), CaError> {
     if exclusive && path.exists() {
         return Err(CaError::Exists(path.to_path_buf()));
     }
@@ -161,7 +156,7 @@ pub(crate) fn write_file(
 
 /// Create `dir` if missing, mode 0700 whatever the umask (it will hold
 /// keys); an existing directory is left as it is.
-fn private_dir(dir: &Path) -> Result<(), CaError> {
+pub fn private_dir(dir: &Path) -> Result<(), CaError> {
     if dir.is_dir() {
         return Ok(());
     }

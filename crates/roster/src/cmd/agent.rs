@@ -258,45 +258,18 @@ fn enrol(
             csr,
         })
         .map_err(|e| format!("--enrol: {e}"))?;
-    write_private_dir(pki)?;
-    write_atomically(&key, key_pem.as_bytes(), 0o600)?;
-    write_atomically(&cert, resp.cert.as_bytes(), 0o644)?;
+    let save = |path: &std::path::Path, pem: &str, mode| {
+        tls::ca::write_file(path, pem.as_bytes(), mode, false).map_err(|e| format!("--enrol: {e}"))
+    };
+    tls::ca::private_dir(pki).map_err(|e| format!("--enrol: {e}"))?;
+    save(&key, &key_pem, 0o600)?;
+    save(&cert, &resp.cert, 0o644)?;
     tracing::info!(
         "enrolled {host}: wrote {} and {}",
         key.display(),
         cert.display()
     );
     Ok((cert, key))
-}
-
-fn write_private_dir(dir: &std::path::Path) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
-    if dir.is_dir() {
-        return Ok(());
-    }
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| format!("{}: {e}", dir.display()))
-}
-
-/// Write through a temporary file and a rename (a reader never sees half
-/// a key), mode `mode` whatever the umask.
-fn write_atomically(path: &std::path::Path, data: &[u8], mode: u32) -> Result<(), String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let err = |e: std::io::Error| format!("{}: {e}", path.display());
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(err)?;
-    f.write_all(data).map_err(err)?;
-    f.sync_all().map_err(err)?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(err)
 }
 
 fn run(mut args: Args) -> Result<ExitCode, String> {
