@@ -277,12 +277,12 @@ fn take(fd: BorrowedFd<'_>, buf: &mut [u8; PEEK_BYTES], len: usize) -> bool {
     true
 }
 
-/// Hand a request taken out of its socket to the service loop, in a task
-/// of its own (no HTTP connection state: a third of the daemon's work per
-/// call, see bench/RESULTS.md).  The service loop writes the reply on the
-/// socket itself as it sends it ([`DirectReply`]); the task writes what
-/// the socket did not take, or the reply the loop did not write, and
-/// closes.  The connection id is the request's own: the service takes its
+/// Hand a request taken out of its socket to the service loop at once,
+/// and wait for its reply in a task of its own (no HTTP connection state:
+/// a third of the daemon's work per call, see bench/RESULTS.md).  The
+/// service loop writes the reply on the socket itself as it sends it
+/// ([`DirectReply`]); the task writes what the socket did not take, or
+/// the reply the loop did not write, and closes.  The connection id is the request's own: the service takes its
 /// reply as the disconnect; a client gone before it (end of stream while
 /// waiting) is told to the service as usual.
 fn dispatch(
@@ -291,30 +291,65 @@ fn dispatch(
     ctx: &Ctx,
     hold: (ConnPermit, mpsc::Sender<()>),
 ) {
+    // Handed over here, before the task is spawned: the loop is woken
+    // first thing.
+    let handed = hand(stream, req, ctx.loop_tx(), ctx.limits());
     let tx = ctx.loop_tx().clone();
-    let limits = ctx.limits().clone();
+    let timeout = ctx.limits().request_timeout;
     tokio::spawn(async move {
         let _hold = hold;
-        dispatched(stream, req, &tx, &limits).await;
+        finish(handed, &tx, timeout).await;
     });
 }
 
-/// [`dispatch`], in the caller's task.
-async fn dispatched(
+/// A one-shot call handed to the service loop (or refused), its reply
+/// still to come.
+struct Handed {
+    stream: Arc<tokio::net::UnixStream>,
+    direct: Arc<DirectReply>,
+    replies: crate::limits::ReplyReceiver,
+    conn: rpc::ConnId,
+    /// The answer of a request the loop's queue refused.
+    refused: Option<rpc::RpcError>,
+}
+
+/// Hand a one-shot call to the service loop, with a sender that writes
+/// its reply on the socket ([`DirectReply`]).
+fn hand(
     stream: tokio::net::UnixStream,
     req: rpc::Request,
     tx: &crate::limits::LoopTx,
     limits: &crate::Limits,
-) {
+) -> Handed {
     let conn = req.conn;
     let stream = Arc::new(stream);
     let direct = Arc::new(DirectReply::new(Arc::clone(&stream)));
     let queue = crate::limits::OutQueue::new(limits.outbound_bytes(&req.role));
-    let (replies, mut rx) = crate::limits::ReplySender::new(queue, false);
+    let (replies, rx) = crate::limits::ReplySender::new(queue, false);
     let replies = replies.ending_conn().writing_to(Arc::clone(&direct));
-    let reply = match tx.request(req, replies) {
-        Err(e) => Err(e.error()),
-        Ok(_) => {
+    let refused = tx.request(req, replies).err().map(|e| e.error());
+    Handed {
+        stream,
+        direct,
+        replies: rx,
+        conn,
+        refused,
+    }
+}
+
+/// Wait for a handed call's reply (or its client's end, told to the
+/// service as a disconnect), write what the loop did not, and close.
+async fn finish(h: Handed, tx: &crate::limits::LoopTx, timeout: Duration) {
+    let Handed {
+        stream,
+        direct,
+        replies: mut rx,
+        conn,
+        refused,
+    } = h;
+    let reply = match refused {
+        Some(e) => Err(e),
+        None => {
             let mut watching = true;
             loop {
                 tokio::select! {
@@ -355,7 +390,7 @@ async fn dispatched(
         Some(rest) => rest,
         None => response::reply_bytes(&reply, &response::date_now()),
     };
-    write_rest(&stream, &rest, limits.request_timeout).await;
+    write_rest(&stream, &rest, timeout).await;
 }
 
 /// A reply written on its socket by the service loop itself, as it sends
@@ -513,7 +548,8 @@ pub(crate) async fn answer_when_in(
             Err(_) | Ok(Look::Declined) | Ok(Look::NotYet) => return Some(stream),
             Ok(Look::Gone) => return None,
             Ok(Look::Taken(req)) => {
-                dispatched(stream, req, ctx.loop_tx(), ctx.limits()).await;
+                let handed = hand(stream, req, ctx.loop_tx(), ctx.limits());
+                finish(handed, ctx.loop_tx(), ctx.limits().request_timeout).await;
                 return None;
             }
             Ok(Look::Answered(out, sent)) => {
