@@ -68,9 +68,7 @@ impl Stream {
                 let s = tls::connect(s, host, tls_config, "--ca or ROSTER_CA").await?;
                 Ok(Stream::Tls(Box::new(s)))
             }
-            Uri::Unix(path) => tokio::net::UnixStream::connect(path)
-                .await
-                .map(Stream::Unix),
+            Uri::Unix(path) => connect_unix(path).await.map(Stream::Unix),
             Uri::Tcp { host, port } => {
                 let s = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
                 let _ = s.set_nodelay(true);
@@ -81,6 +79,47 @@ impl Stream {
                 "flux:// is not supported by this client (use unix:// or tcp://)",
             )),
         }
+    }
+}
+
+/// Connect to a Unix socket without a turn of the event loop: a local
+/// stream socket is connected as soon as `connect` returns (or refused
+/// at once), so the request goes out right away and is in the server's
+/// socket when the server accepts it.  When the listener's backlog is
+/// full, tokio's connect (which says so).
+async fn connect_unix(path: &std::path::Path) -> io::Result<tokio::net::UnixStream> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )?;
+    match rustix::net::connect(&fd, &SocketAddrUnix::new(path)?) {
+        Ok(()) => tokio::net::UnixStream::from_std(std::os::unix::net::UnixStream::from(fd)),
+        Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INPROGRESS) => {
+            drop(fd);
+            tokio::net::UnixStream::connect(path).await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Write to a Unix socket at once: a fresh connection's readiness is not
+/// known to tokio before a turn of its event loop, which would hold the
+/// request back; the socket takes a request without waiting nearly always.
+/// When it does not, tokio's write (which waits for room).
+fn poll_write_unix(
+    s: &mut tokio::net::UnixStream,
+    cx: &mut Context<'_>,
+    buf: &[u8],
+) -> Poll<io::Result<usize>> {
+    use rustix::net::SendFlags;
+    use std::os::fd::AsFd;
+    match rustix::net::send(s.as_fd(), buf, SendFlags::NOSIGNAL | SendFlags::DONTWAIT) {
+        Ok(n) => Poll::Ready(Ok(n)),
+        Err(rustix::io::Errno::AGAIN) => Pin::new(s).poll_write(cx, buf),
+        Err(e) => Poll::Ready(Err(e.into())),
     }
 }
 
@@ -105,7 +144,7 @@ impl AsyncWrite for Stream {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Unix(s) => poll_write_unix(s, cx, buf),
             Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }

@@ -231,3 +231,38 @@ fn one_shot_reads_answered_at_accept_are_the_http_paths_bytes() {
     assert_eq!(answered_at_accept(&d), before, "pieces: not at accept");
     assert!(answered_after_a_wait(&d) > waited, "pieces: after a wait");
 }
+
+/// A one-shot call the service loop answers (a drain, an error) has its
+/// reply written on the socket by the loop itself: the same bytes as the
+/// HTTP path's answer to the same call.
+#[test]
+fn one_shot_calls_answered_by_the_loop_are_the_http_paths_bytes() {
+    let s = Scratch::new("snapshot-loop");
+    let d = start(&s, &fake_config(8, ""), &[]);
+    let call = |body: &str| {
+        let head = format!(
+            "POST /v1/resource.drain HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        (head.into_bytes(), body.as_bytes().to_vec())
+    };
+    for (slow, quick) in [
+        // Acknowledged drains (empty replies).
+        (
+            r#"{"targets":"1","reason":"a"}"#,
+            r#"{"targets":"2","reason":"a"}"#,
+        ),
+        // Refused: no such target.
+        (r#"{"targets":"99"}"#, r#"{"targets":"99"}"#),
+    ] {
+        // Head and body 300 ms apart: the HTTP path's answer.
+        let (head, body) = call(slow);
+        let want = exchange(&d.sock, &[&head, &body], Duration::from_millis(300));
+        assert!(want.starts_with("HTTP/1.1 "), "{want}");
+        let (head, body) = call(quick);
+        let got = exchange(&d.sock, &[&[head, body].concat()], Duration::ZERO);
+        assert_eq!(undated(&got), undated(&want), "{quick}");
+    }
+    let status = d.rpc("resource.status", json!({})).expect("status");
+    assert_eq!(drained(&status), ["1-2"]);
+}

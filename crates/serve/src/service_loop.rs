@@ -550,20 +550,24 @@ impl Shell {
             return;
         };
         let last = !route.streaming || reply.is_err();
-        if last {
+        let done = last.then(|| {
             let errnum = reply.as_ref().err().map(|e| e.errnum);
-            let (topic, outcome) = crate::metrics::rpc_labels(route.topic, errnum);
             let latency = (!route.streaming).then(|| route.start.elapsed());
+            (errnum, latency)
+        });
+        // A closed receiver means the listener is already dropping the
+        // connection; its Disconnect follows.  A refused reply (the client
+        // does not read) ends the route: its stream was ended with an
+        // error, or its connection is being closed.  (Sent before the
+        // metrics are counted: a one-shot call's reply is written here.)
+        let refused = route.tx.send(reply).is_err();
+        if let Some((errnum, latency)) = done {
+            let (topic, outcome) = crate::metrics::rpc_labels(route.topic, errnum);
             self.metrics.rpc_done(topic, outcome, latency);
             if route.is_agent() {
                 self.metrics.agent_closed();
             }
         }
-        // A closed receiver means the listener is already dropping the
-        // connection; its Disconnect follows.  A refused reply (the client
-        // does not read) ends the route: its stream was ended with an
-        // error, or its connection is being closed.
-        let refused = route.tx.send(reply).is_err();
         if refused && !last {
             // Ended by the listener (EOVERFLOW to the client): the core
             // must stop producing for it now, not at the disconnect.

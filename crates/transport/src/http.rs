@@ -576,16 +576,7 @@ pub(crate) fn too_slow(timeout: Duration) -> Response<ReplyBody> {
 /// The canned answer to a connection refused at a connection cap, written
 /// before it is closed.
 pub(crate) fn refusal_bytes(e: &RpcError) -> Vec<u8> {
-    let body = serde_json::to_string(&wire::error_json(e)).unwrap_or_default();
-    format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: {}\r\n{}: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
-        wire::JSON,
-        wire::ERRNUM_HEADER,
-        e.errnum,
-        body.len(),
-        body
-    )
-    .into_bytes()
+    crate::response::error_bytes(e, &crate::response::date_now())
 }
 
 async fn handle<B>(

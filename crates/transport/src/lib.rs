@@ -39,6 +39,7 @@ mod http;
 mod limits;
 mod linger;
 mod quick;
+mod response;
 mod snapshot;
 pub mod web;
 

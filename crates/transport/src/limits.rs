@@ -263,6 +263,9 @@ pub struct ReplySender {
     /// request has a connection id of its own): the service takes that
     /// reply as the connection's `Disconnect` ([`ReplySender::ends_conn`]).
     ends_conn: bool,
+    /// A one-shot call's socket: the last reply is written on it right
+    /// where it is sent (see [`crate::quick::DirectReply`]).
+    direct: Option<Arc<crate::quick::DirectReply>>,
 }
 
 /// The replies of one request between the service and its listener: a
@@ -381,6 +384,7 @@ impl Clone for ReplySender {
             queue: Arc::clone(&self.queue),
             streaming: self.streaming,
             ends_conn: self.ends_conn,
+            direct: self.direct.clone(),
         }
     }
 }
@@ -406,6 +410,7 @@ impl ReplySender {
             queue,
             streaming,
             ends_conn: false,
+            direct: None,
         };
         (s, ReplyReceiver { chan })
     }
@@ -416,6 +421,14 @@ impl ReplySender {
     /// went away first, and a second is harmless).
     pub(crate) fn ending_conn(mut self) -> ReplySender {
         self.ends_conn = true;
+        self
+    }
+
+    /// The sender of a one-shot call whose last reply (unless bigger than
+    /// [`crate::quick::DIRECT_MAX`]) is written on its socket by whoever
+    /// sends it (the service loop), before its receiver is woken.
+    pub(crate) fn writing_to(mut self, direct: Arc<crate::quick::DirectReply>) -> ReplySender {
+        self.direct = Some(direct);
         self
     }
 
@@ -472,6 +485,13 @@ impl ReplySender {
         }
         if last {
             self.chan.ended.store(true, Ordering::Release);
+            if let Some(d) = self
+                .direct
+                .as_ref()
+                .filter(|_| cost <= crate::quick::DIRECT_MAX)
+            {
+                d.write(&reply);
+            }
         }
         if self.push(reply) {
             Ok(())

@@ -17,9 +17,11 @@
 //!
 //! A one-shot request without a snapshot (a drain, `resource.get`) that
 //! the caller's role may send is taken the same way and handed to the
-//! service loop by the connection's task, which writes the reply's bytes
-//! and closes ([`dispatch`]): a client call costs no HTTP connection
-//! either, and its reply is written as soon as the service sends it.
+//! service loop by the connection's task ([`dispatch`]).  The loop writes
+//! the reply on the socket itself as it sends it, right after the batch's
+//! `fdatasync` ([`DirectReply`]), and the task closes the connection: a
+//! client call costs no HTTP connection either, and no wake-up of another
+//! thread stands between the commit and the client's reply.
 //!
 //! Anything else is declined *before a byte is consumed*: the request is
 //! only peeked at, so a declined connection goes to the normal HTTP path
@@ -43,13 +45,15 @@
 
 use crate::http::Ctx;
 use crate::limits::ConnPermit;
+use crate::response;
 use rpc::wire;
 use rustix::net::{RecvFlags, SendFlags};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncWriteExt, Interest};
+use tokio::io::Interest;
 use tokio::sync::mpsc;
 
 /// The most of a request looked at: a one-shot status request is well
@@ -164,21 +168,6 @@ pub(crate) fn check(input: &[u8]) {
     }
 }
 
-/// The HTTP path's bytes for a 200 reply with a JSON body to a
-/// `Connection: close` request.
-pub(crate) fn reply_bytes(body: &[u8], date: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + 128);
-    out.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-type: ");
-    out.extend_from_slice(wire::JSON.as_bytes());
-    out.extend_from_slice(b"\r\nconnection: close\r\ncontent-length: ");
-    out.extend_from_slice(body.len().to_string().as_bytes());
-    out.extend_from_slice(b"\r\ndate: ");
-    out.extend_from_slice(date.as_bytes());
-    out.extend_from_slice(b"\r\n\r\n");
-    out.extend_from_slice(body);
-    out
-}
-
 /// What one look at a connection's socket found.
 enum Look {
     /// Answered: the reply, and how much of it the socket took.
@@ -264,10 +253,7 @@ fn look(fd: BorrowedFd<'_>, uid: Option<u32>, ctx: &Ctx, when: &str) -> Look {
     if !take(fd, &mut buf, len) {
         return Look::Gone;
     }
-    let out = reply_bytes(
-        body.as_bytes(),
-        &httpdate::fmt_http_date(std::time::SystemTime::now()),
-    );
+    let out = response::response_bytes(200, None, body.as_bytes(), &response::date_now());
     let sent = match rustix::net::send(fd, &out, SendFlags::NOSIGNAL) {
         Ok(k) => k,
         Err(rustix::io::Errno::AGAIN) => 0,
@@ -291,74 +277,79 @@ fn take(fd: BorrowedFd<'_>, buf: &mut [u8; PEEK_BYTES], len: usize) -> bool {
     true
 }
 
-/// The bytes the HTTP path sends for `reply` to a `Connection: close`
-/// request (status, headers in hyper's order, body).
-pub(crate) fn reply_response_bytes(reply: &rpc::Reply, date: &str) -> Vec<u8> {
-    let (status, errnum, body) = match reply {
-        Ok(rpc::Payload::Json(s)) if &**s != "null" => (200, None, s.to_string()),
-        Ok(p) => (200, None, wire::payload_body(p)),
-        Err(e) => (
-            wire::http_status(e.errnum),
-            Some(e.errnum),
-            serde_json::to_string(&wire::error_json(e)).unwrap_or_default(),
-        ),
-    };
-    let reason = hyper::StatusCode::from_u16(status)
-        .ok()
-        .and_then(|s| s.canonical_reason())
-        .unwrap_or("");
-    let mut out = Vec::with_capacity(body.len() + 160);
-    out.extend_from_slice(format!("HTTP/1.1 {status} {reason}\r\n").as_bytes());
-    if !body.is_empty() {
-        out.extend_from_slice(b"content-type: ");
-        out.extend_from_slice(wire::JSON.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    if let Some(n) = errnum {
-        out.extend_from_slice(format!("{}: {n}\r\n", wire::ERRNUM_HEADER).as_bytes());
-    }
-    out.extend_from_slice(b"connection: close\r\ncontent-length: ");
-    out.extend_from_slice(body.len().to_string().as_bytes());
-    out.extend_from_slice(b"\r\ndate: ");
-    out.extend_from_slice(date.as_bytes());
-    out.extend_from_slice(b"\r\n\r\n");
-    out.extend_from_slice(body.as_bytes());
-    out
-}
-
-/// Hand a request taken out of its socket to the service loop and write
-/// its reply, in a task of its own (no HTTP connection state: a third of
-/// the daemon's work per call, see bench/RESULTS.md).  The connection id
-/// is the request's own: the service takes its reply as the disconnect;
-/// a client gone before it (end of stream while waiting) is told to the
-/// service as usual.
+/// Hand a request taken out of its socket to the service loop at once,
+/// and wait for its reply in a task of its own (no HTTP connection state:
+/// a third of the daemon's work per call, see bench/RESULTS.md).  The
+/// service loop writes the reply on the socket itself as it sends it
+/// ([`DirectReply`]); the task writes what the socket did not take, or
+/// the reply the loop did not write, and closes.  The connection id is the request's own: the service takes its
+/// reply as the disconnect; a client gone before it (end of stream while
+/// waiting) is told to the service as usual.
 fn dispatch(
     stream: tokio::net::UnixStream,
     req: rpc::Request,
     ctx: &Ctx,
     hold: (ConnPermit, mpsc::Sender<()>),
 ) {
+    // Handed over here, before the task is spawned: the loop is woken
+    // first thing.
+    let handed = hand(stream, req, ctx.loop_tx(), ctx.limits());
     let tx = ctx.loop_tx().clone();
-    let limits = ctx.limits().clone();
+    let timeout = ctx.limits().request_timeout;
     tokio::spawn(async move {
         let _hold = hold;
-        dispatched(stream, req, &tx, &limits).await;
+        finish(handed, &tx, timeout).await;
     });
 }
 
-/// [`dispatch`], in the caller's task.
-async fn dispatched(
-    mut stream: tokio::net::UnixStream,
+/// A one-shot call handed to the service loop (or refused), its reply
+/// still to come.
+struct Handed {
+    stream: Arc<tokio::net::UnixStream>,
+    direct: Arc<DirectReply>,
+    replies: crate::limits::ReplyReceiver,
+    conn: rpc::ConnId,
+    /// The answer of a request the loop's queue refused.
+    refused: Option<rpc::RpcError>,
+}
+
+/// Hand a one-shot call to the service loop, with a sender that writes
+/// its reply on the socket ([`DirectReply`]).
+fn hand(
+    stream: tokio::net::UnixStream,
     req: rpc::Request,
     tx: &crate::limits::LoopTx,
     limits: &crate::Limits,
-) {
+) -> Handed {
     let conn = req.conn;
+    let stream = Arc::new(stream);
+    let direct = Arc::new(DirectReply::new(Arc::clone(&stream)));
     let queue = crate::limits::OutQueue::new(limits.outbound_bytes(&req.role));
-    let (replies, mut rx) = crate::limits::ReplySender::new(queue, false);
-    let reply = match tx.request(req, replies.ending_conn()) {
-        Err(e) => Err(e.error()),
-        Ok(_) => {
+    let (replies, rx) = crate::limits::ReplySender::new(queue, false);
+    let replies = replies.ending_conn().writing_to(Arc::clone(&direct));
+    let refused = tx.request(req, replies).err().map(|e| e.error());
+    Handed {
+        stream,
+        direct,
+        replies: rx,
+        conn,
+        refused,
+    }
+}
+
+/// Wait for a handed call's reply (or its client's end, told to the
+/// service as a disconnect), write what the loop did not, and close.
+async fn finish(h: Handed, tx: &crate::limits::LoopTx, timeout: Duration) {
+    let Handed {
+        stream,
+        direct,
+        replies: mut rx,
+        conn,
+        refused,
+    } = h;
+    let reply = match refused {
+        Some(e) => Err(e),
+        None => {
             let mut watching = true;
             loop {
                 tokio::select! {
@@ -376,6 +367,7 @@ async fn dispatched(
                         let peek = || rustix::net::recv(stream.as_fd(), &mut [0u8; 1][..], RecvFlags::PEEK);
                         match (r, peek()) {
                             (Err(_), _) | (_, Ok((0, _))) | (_, Err(rustix::io::Errno::CONNRESET)) => {
+                                direct.take();
                                 tx.disconnect(conn);
                                 return;
                             }
@@ -394,13 +386,80 @@ async fn dispatched(
             }
         }
     };
-    let date = httpdate::fmt_http_date(std::time::SystemTime::now());
-    write_rest(
-        &mut stream,
-        &reply_response_bytes(&reply, &date),
-        limits.request_timeout,
-    )
-    .await;
+    let rest = match direct.take() {
+        Some(rest) => rest,
+        None => response::reply_bytes(&reply, &response::date_now()),
+    };
+    write_rest(&stream, &rest, timeout).await;
+}
+
+/// A reply written on its socket by the service loop itself, as it sends
+/// it ([`crate::limits::ReplySender::send`]) right after the batch's
+/// `fdatasync`: the client has it without waiting for the connection's
+/// task to be woken first.  Only for a one-shot call's reply (its
+/// connection closes after it) that is not too big to write on the loop.
+#[derive(Debug)]
+pub(crate) struct DirectReply {
+    state: std::sync::Mutex<Direct>,
+}
+
+#[derive(Debug)]
+enum Direct {
+    /// No reply yet: the socket to write it on (shared with the task).
+    Waiting(Arc<tokio::net::UnixStream>),
+    /// Written by the loop: what the socket did not take (for the task).
+    Written(Vec<u8>),
+    /// The task writes the reply, or the client is gone.
+    Off,
+}
+
+/// The largest reply (as [`crate::limits::reply_cost`] counts) the loop
+/// writes itself; a bigger one is left to the connection's task.
+pub(crate) const DIRECT_MAX: usize = 16 * 1024;
+
+impl DirectReply {
+    fn new(stream: Arc<tokio::net::UnixStream>) -> DirectReply {
+        DirectReply {
+            state: std::sync::Mutex::new(Direct::Waiting(stream)),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Direct> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Write `reply` on the socket, unless the task took over.  Never
+    /// blocks: what the socket does not take at once is left to the task.
+    pub(crate) fn write(&self, reply: &rpc::Reply) {
+        let mut state = self.lock();
+        let Direct::Waiting(stream) = &*state else {
+            return;
+        };
+        let out = response::reply_bytes(reply, &response::date_now());
+        let flags = SendFlags::NOSIGNAL | SendFlags::DONTWAIT;
+        let sent = match rustix::net::send(stream.as_fd(), &out, flags) {
+            Ok(k) => k,
+            Err(rustix::io::Errno::AGAIN) => 0,
+            // The client is gone: nothing more to write.
+            Err(_) => out.len(),
+        };
+        let rest = match sent {
+            0 => out,
+            k if k < out.len() => out[k..].to_vec(),
+            _ => Vec::new(),
+        };
+        *state = Direct::Written(rest);
+    }
+
+    /// For the task: what is left to write of the reply the loop wrote
+    /// (`None`: it wrote none, the task writes it); the loop writes
+    /// nothing from now on.
+    fn take(&self) -> Option<Vec<u8>> {
+        match std::mem::replace(&mut *self.lock(), Direct::Off) {
+            Direct::Written(rest) => Some(rest),
+            Direct::Waiting(_) | Direct::Off => None,
+        }
+    }
 }
 
 /// Answer the request on a just-accepted (non-blocking) Unix connection
@@ -489,13 +548,13 @@ pub(crate) async fn answer_when_in(
             Err(_) | Ok(Look::Declined) | Ok(Look::NotYet) => return Some(stream),
             Ok(Look::Gone) => return None,
             Ok(Look::Taken(req)) => {
-                dispatched(stream, req, ctx.loop_tx(), ctx.limits()).await;
+                let handed = hand(stream, req, ctx.loop_tx(), ctx.limits());
+                finish(handed, ctx.loop_tx(), ctx.limits().request_timeout).await;
                 return None;
             }
             Ok(Look::Answered(out, sent)) => {
-                let mut stream = stream;
                 if sent < out.len() {
-                    write_rest(&mut stream, &out[sent..], ctx.limits().request_timeout).await;
+                    write_rest(&stream, &out[sent..], ctx.limits().request_timeout).await;
                 }
                 return None;
             }
@@ -516,17 +575,29 @@ fn finish_later(
 ) {
     tokio::spawn(async move {
         let _hold = (permit, live);
-        let Ok(mut s) = tokio::net::UnixStream::from_std(stream) else {
+        let Ok(s) = tokio::net::UnixStream::from_std(stream) else {
             return;
         };
-        write_rest(&mut s, &out[sent..], timeout).await;
+        write_rest(&s, &out[sent..], timeout).await;
     });
 }
 
 /// Write `rest`, the part of an answer the socket could not take at
 /// once, within `timeout` (logged if it is not taken).
-async fn write_rest(stream: &mut tokio::net::UnixStream, rest: &[u8], timeout: Duration) {
-    let r = tokio::time::timeout(timeout, stream.write_all(rest)).await;
+async fn write_rest(stream: &tokio::net::UnixStream, mut rest: &[u8], timeout: Duration) {
+    let write = async {
+        while !rest.is_empty() {
+            stream.writable().await?;
+            match stream.try_write(rest) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(k) => rest = &rest[k..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok::<_, io::Error>(())
+    };
+    let r = tokio::time::timeout(timeout, write).await;
     if !matches!(r, Ok(Ok(()))) {
         tracing::debug!("a reply answered without HTTP was not taken within {timeout:?}");
     }
@@ -652,36 +723,98 @@ mod tests {
         }
     }
 
-    #[test]
-    fn any_reply_is_written_as_the_http_path_writes_it() {
-        let date = "Fri, 27 Nov 2026 15:06:58 GMT";
-        let ok: rpc::Reply = Ok(rpc::Payload::json("{\"a\":1}"));
+    /// The two ends of a connection, the service's shared as a one-shot
+    /// call's is, and a sender whose last reply is written on it.
+    fn direct_pair() -> (
+        Arc<tokio::net::UnixStream>,
+        tokio::net::UnixStream,
+        Arc<DirectReply>,
+        crate::limits::ReplySender,
+        crate::limits::ReplyReceiver,
+    ) {
+        let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+        let ours = Arc::new(ours);
+        let direct = Arc::new(DirectReply::new(Arc::clone(&ours)));
+        let (tx, rx) = crate::limits::ReplySender::unbounded(false);
+        (ours, theirs, direct.clone(), tx.writing_to(direct), rx)
+    }
+
+    /// What the client reads until the end (the service's end dropped).
+    async fn read_all(mut theirs: tokio::net::UnixStream) -> String {
+        use tokio::io::AsyncReadExt;
+        let mut out = Vec::new();
+        theirs.read_to_end(&mut out).await.unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn undated(text: &str) -> String {
+        text.split("\r\n")
+            .filter(|l| !l.starts_with("date: "))
+            .collect::<Vec<_>>()
+            .join("\r\n")
+    }
+
+    #[tokio::test]
+    async fn the_sender_writes_a_one_shot_reply_before_its_task_wakes() {
+        let (ours, theirs, direct, tx, mut rx) = direct_pair();
+        // Sent from another thread, as the service loop does.
+        std::thread::spawn(move || tx.send(Ok(rpc::Payload::json("{\"a\":1}"))).unwrap())
+            .join()
+            .unwrap();
+        // On the socket already; the task only learns it is written.
+        let mut first = [0u8; 15];
+        theirs.readable().await.unwrap();
+        assert_eq!(theirs.try_read(&mut first).unwrap(), 15);
+        assert_eq!(&first, b"HTTP/1.1 200 OK");
+        let reply = rx.recv().await.unwrap();
+        assert_eq!(direct.take(), Some(Vec::new()), "nothing left to write");
+        drop(ours);
+        let rest = read_all(theirs).await;
+        let want = response::reply_bytes(&reply, "x");
         assert_eq!(
-            reply_response_bytes(&ok, date),
-            reply_bytes(b"{\"a\":1}", date)
-        );
-        let none: rpc::Reply = Ok(serde_json::Value::Null.into());
-        assert_eq!(
-            std::str::from_utf8(&reply_response_bytes(&none, date)).unwrap(),
-            "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 0\r\n\
-             date: Fri, 27 Nov 2026 15:06:58 GMT\r\n\r\n"
-        );
-        let err: rpc::Reply = Err(rpc::RpcError::new(rpc::errno::EINVAL, "bad"));
-        assert_eq!(
-            std::str::from_utf8(&reply_response_bytes(&err, date)).unwrap(),
-            "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
-             x-roster-errnum: 22\r\nconnection: close\r\ncontent-length: 28\r\n\
-             date: Fri, 27 Nov 2026 15:06:58 GMT\r\n\r\n{\"errnum\":22,\"errstr\":\"bad\"}"
+            undated(&format!("HTTP/1.1 200 OK{rest}")),
+            undated(std::str::from_utf8(&want).unwrap())
         );
     }
 
-    #[test]
-    fn reply_bytes_are_the_http_paths() {
-        let r = reply_bytes(b"{\"a\":1}", "Fri, 27 Nov 2026 15:06:58 GMT");
-        assert_eq!(
-            std::str::from_utf8(&r).unwrap(),
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\
-             content-length: 7\r\ndate: Fri, 27 Nov 2026 15:06:58 GMT\r\n\r\n{\"a\":1}"
+    #[tokio::test]
+    async fn what_the_socket_does_not_take_is_left_to_the_task() {
+        let (ours, theirs, direct, tx, mut rx) = direct_pair();
+        socket2::SockRef::from(&*ours)
+            .set_send_buffer_size(4096)
+            .unwrap();
+        let body = format!("\"{}\"", "x".repeat(DIRECT_MAX - 200));
+        let reply: rpc::Reply = Ok(rpc::Payload::json(body.as_str()));
+        tx.send(reply.clone()).unwrap();
+        let rest = direct.take().expect("written in part by the sender");
+        assert!(
+            !rest.is_empty(),
+            "the socket took it all: make the reply bigger"
         );
+        assert!(rx.recv().await.is_some());
+        let reader = tokio::spawn(read_all(theirs));
+        write_rest(&ours, &rest, Duration::from_secs(10)).await;
+        drop(ours);
+        let got = reader.await.unwrap();
+        let want = response::reply_bytes(&reply, "x");
+        assert_eq!(undated(&got), undated(std::str::from_utf8(&want).unwrap()));
+    }
+
+    #[tokio::test]
+    async fn a_big_reply_or_a_client_gone_is_not_written_by_the_sender() {
+        // Over DIRECT_MAX: the task writes it.
+        let (ours, theirs, direct, tx, mut rx) = direct_pair();
+        let big = format!("\"{}\"", "x".repeat(DIRECT_MAX));
+        tx.send(Ok(rpc::Payload::json(big.as_str()))).unwrap();
+        assert!(rx.recv().await.is_some());
+        assert_eq!(direct.take(), None);
+        drop(ours);
+        assert_eq!(read_all(theirs).await, "");
+        // The task took over (its client went away): nothing written.
+        let (ours, theirs, direct, tx, _rx) = direct_pair();
+        assert_eq!(direct.take(), None);
+        tx.send(Ok(rpc::Payload::json("1"))).unwrap();
+        drop(ours);
+        assert_eq!(read_all(theirs).await, "");
     }
 }

@@ -132,8 +132,57 @@ pub struct Truth<'a> {
     pub inventory: Option<&'a Inventory>,
     pub exclude: &'a IdSet,
     pub lost: &'a IdSet,
-    /// The service's up set (valid − drained − offline − torpid).
-    pub up: IdSet,
+    pub drained: &'a IdSet,
+    pub online: &'a IdSet,
+    pub torpid: &'a IdSet,
+    /// [`Truth::up`], computed at its first use: only started acquires
+    /// need it, and after a drain of scattered ranks it is a walk over
+    /// every range of the drained set (each drain posts an event that
+    /// brings the acquires up to date, with or without acquires).
+    up: std::cell::OnceCell<IdSet>,
+}
+
+impl<'a> Truth<'a> {
+    pub fn new(
+        inventory: Option<&'a Inventory>,
+        exclude: &'a IdSet,
+        lost: &'a IdSet,
+        drained: &'a IdSet,
+        online: &'a IdSet,
+        torpid: &'a IdSet,
+    ) -> Truth<'a> {
+        Truth {
+            inventory,
+            exclude,
+            lost,
+            drained,
+            online,
+            torpid,
+            up: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The service's up set (valid − excluded − drained − offline −
+    /// torpid): the targets a scheduler sees as usable (RFC 28 `up`).
+    pub fn up(&self) -> &IdSet {
+        self.up.get_or_init(|| {
+            let Some(inv) = self.inventory else {
+                return IdSet::new();
+            };
+            let mut up = inv.ranks().clone();
+            up.subtract(self.exclude);
+            up.subtract(self.drained);
+            up = up.intersection(self.online);
+            up.subtract(self.torpid);
+            up
+        })
+    }
+
+    /// [`Truth::up`], owned.
+    pub fn into_up(self) -> IdSet {
+        self.up();
+        self.up.into_inner().unwrap_or_default()
+    }
 }
 
 /// One acquire, as the service sees it (for shells and tests).

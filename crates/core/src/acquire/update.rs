@@ -73,7 +73,7 @@ impl Acquire {
                 if let Some(h) = self.started_holder(&group) {
                     if !self.holders[h].v1 {
                         self.holders[h].granted.add(&add);
-                        let online = add.intersection(&t.up);
+                        let online = add.intersection(t.up());
                         self.holders[h].online.add(&online);
                         let to = self.holders[h].to;
                         if let Some(inv) = t.inventory {
@@ -101,7 +101,7 @@ impl Acquire {
             }
             let group = self.holders[i].group.clone();
             let granted = self.members(&group);
-            let online = granted.intersection(&t.up);
+            let online = granted.intersection(t.up());
             let holder = &mut self.holders[i];
             holder.started = true;
             holder.granted = granted.clone();
@@ -146,7 +146,7 @@ impl Acquire {
             let cur = holder
                 .granted
                 .difference(&holder.shrunk)
-                .intersection(&t.up);
+                .intersection(t.up());
             let joined = cur.difference(&holder.online);
             let left = holder.online.difference(&cur);
             holder.online = cur;

@@ -73,25 +73,19 @@ impl TargetState {
 
     /// The service state the acquire machinery reads.
     pub(super) fn truth(&self) -> Truth<'_> {
-        Truth {
-            up: self.up(),
-            inventory: self.inventory.as_ref(),
-            exclude: &self.exclude,
-            lost: &self.lost,
-        }
+        Truth::new(
+            self.inventory.as_ref(),
+            &self.exclude,
+            &self.lost,
+            self.drain.drained(),
+            &self.online,
+            &self.torpid,
+        )
     }
 
     /// The targets a scheduler sees as usable (RFC 28 `up`).
     pub(super) fn up(&self) -> IdSet {
-        let Some(inv) = &self.inventory else {
-            return IdSet::new();
-        };
-        let mut up = inv.ranks().clone();
-        up.subtract(&self.exclude);
-        up.subtract(self.drain.drained());
-        up = up.intersection(&self.online);
-        up.subtract(&self.torpid);
-        up
+        self.truth().into_up()
     }
 
     /// Take a new inventory: the size only grows; the host map follows R.

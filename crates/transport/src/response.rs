@@ -1,0 +1,109 @@
+//! The HTTP/1.1 responses the listeners write without hyper: a one-shot
+//! call's reply ([`crate::quick`]: from a snapshot, or written by the
+//! service loop itself) and the refusal of a connection over a cap.  One
+//! writer for all of them, which writes what the HTTP path (hyper) sends
+//! for the same answer to a `Connection: close` request: the status line,
+//! the headers in hyper's order, the body.
+
+use rpc::{wire, Reply, RpcError};
+
+/// The bytes of a complete response with `body` (JSON, or nothing), and
+/// `x-roster-errnum` for an error; the connection closes after it.
+pub(crate) fn response_bytes(status: u16, errnum: Option<i32>, body: &[u8], date: &str) -> Vec<u8> {
+    use std::io::Write;
+    let reason = hyper::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let mut out = Vec::with_capacity(body.len() + 160);
+    // Writes to a Vec cannot fail.
+    let _ = write!(out, "HTTP/1.1 {status} {reason}\r\n");
+    if !body.is_empty() {
+        let _ = write!(out, "content-type: {}\r\n", wire::JSON);
+    }
+    if let Some(n) = errnum {
+        let _ = write!(out, "{}: {n}\r\n", wire::ERRNUM_HEADER);
+    }
+    let _ = write!(
+        out,
+        "connection: close\r\ncontent-length: {}\r\ndate: {date}\r\n\r\n",
+        body.len()
+    );
+    out.extend_from_slice(body);
+    out
+}
+
+/// The response for one reply of the service (a payload, or an error
+/// with its HTTP status).
+pub(crate) fn reply_bytes(reply: &Reply, date: &str) -> Vec<u8> {
+    match reply {
+        Ok(rpc::Payload::Json(s)) if &**s != "null" => {
+            response_bytes(200, None, s.as_bytes(), date)
+        }
+        Ok(p) => response_bytes(200, None, wire::payload_body(p).as_bytes(), date),
+        Err(e) => error_bytes(e, date),
+    }
+}
+
+/// The response for an error.
+pub(crate) fn error_bytes(e: &RpcError, date: &str) -> Vec<u8> {
+    let body = serde_json::to_string(&wire::error_json(e)).unwrap_or_default();
+    response_bytes(
+        wire::http_status(e.errnum),
+        Some(e.errnum),
+        body.as_bytes(),
+        date,
+    )
+}
+
+/// The `date` header's value for now.
+pub(crate) fn date_now() -> String {
+    httpdate::fmt_http_date(std::time::SystemTime::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DATE: &str = "Fri, 27 Nov 2026 15:06:58 GMT";
+
+    #[test]
+    fn replies_are_written_as_the_http_path_writes_them() {
+        let ok: Reply = Ok(rpc::Payload::json("{\"a\":1}"));
+        assert_eq!(
+            std::str::from_utf8(&reply_bytes(&ok, DATE)).unwrap(),
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\
+             content-length: 7\r\ndate: Fri, 27 Nov 2026 15:06:58 GMT\r\n\r\n{\"a\":1}"
+        );
+        let value: Reply = Ok(serde_json::json!({"a": 1}).into());
+        assert_eq!(reply_bytes(&value, DATE), reply_bytes(&ok, DATE));
+        let none: Reply = Ok(serde_json::Value::Null.into());
+        assert_eq!(
+            std::str::from_utf8(&reply_bytes(&none, DATE)).unwrap(),
+            "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 0\r\n\
+             date: Fri, 27 Nov 2026 15:06:58 GMT\r\n\r\n"
+        );
+        let err: Reply = Err(RpcError::new(rpc::errno::EINVAL, "bad"));
+        assert_eq!(
+            std::str::from_utf8(&reply_bytes(&err, DATE)).unwrap(),
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+             x-roster-errnum: 22\r\nconnection: close\r\ncontent-length: 28\r\n\
+             date: Fri, 27 Nov 2026 15:06:58 GMT\r\n\r\n{\"errnum\":22,\"errstr\":\"bad\"}"
+        );
+    }
+
+    #[test]
+    fn a_refusal_at_a_cap_is_a_503_with_its_errnum() {
+        let e = RpcError::new(rpc::errno::EAGAIN, "too many connections");
+        let text = String::from_utf8(error_bytes(&e, DATE)).unwrap();
+        assert!(
+            text.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("\r\nx-roster-errnum: 11\r\n"), "{text}");
+        assert!(
+            text.ends_with("\r\n\r\n{\"errnum\":11,\"errstr\":\"too many connections\"}"),
+            "{text}"
+        );
+    }
+}
