@@ -86,16 +86,20 @@ impl Stream {
 /// stream socket is connected as soon as `connect` returns (or refused
 /// at once), so the request goes out right away and is in the server's
 /// socket when the server accepts it.  When the listener's backlog is
-/// full, tokio's connect (which says so).
+/// full, or the path cannot be a socket address, tokio's connect (which
+/// says so, in its words).
 async fn connect_unix(path: &std::path::Path) -> io::Result<tokio::net::UnixStream> {
     use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let Ok(addr) = SocketAddrUnix::new(path) else {
+        return tokio::net::UnixStream::connect(path).await;
+    };
     let fd = rustix::net::socket_with(
         AddressFamily::UNIX,
         SocketType::STREAM,
         SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
         None,
     )?;
-    match rustix::net::connect(&fd, &SocketAddrUnix::new(path)?) {
+    match rustix::net::connect(&fd, &addr) {
         Ok(()) => tokio::net::UnixStream::from_std(std::os::unix::net::UnixStream::from(fd)),
         Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INPROGRESS) => {
             drop(fd);
