@@ -46,22 +46,8 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-. bench/lib.sh # rss_mb, now, elapsed
+. bench/lib.sh # start_daemon, stop_daemon, r_config, rss_mb, now, elapsed
 
-start_daemon() { # name config -> PID, URI
-  local dir=$WORK/$1
-  mkdir -p "$dir/state"
-  URI=unix://$dir/roster.sock
-  "$R" serve --statedir "$dir/state" --listen "$URI" --config "$2" --monitor-force-up 2>"$dir/serve.log" &
-  PID=$!
-  PIDS+=("$PID")
-  for _ in $(seq 1 1200); do
-    "$R" resource --uri "$URI" status >/dev/null 2>&1 && return 0
-    sleep 0.05
-  done
-  echo "floor: roster serve did not start:" >&2; cat "$dir/serve.log" >&2; exit 1
-}
-stop_daemon() { kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; }
 
 ROWS=()
 row() { ROWS+=("| $1 | $2 | $3 | $4 | $5 |"); } # work, measured, floor, ratio, target
@@ -88,8 +74,8 @@ cli_rows() {
   python3 -c 'import random; print(",".join(map(str, sorted(random.Random(42).sample(range(16384), 4915)))))' >"$WORK/drain16k.txt"
   python3 -c 'import random; print(",".join(map(str, sorted(random.Random(42).sample(range(131072), 39321)))))' >"$WORK/drain131k.txt"
   "$R" R encode --ranks=0-131071 --cores=0-63 --gpus=0-3 --hosts='node[000001-131072]' >"$WORK/R131k.json"
-  printf '[resource]\nnoverify = true\npath = "%s"\n' "$SHARED/R16k.json" >"$WORK/r16k.toml"
-  printf '[resource]\nnoverify = true\npath = "%s"\n' "$WORK/R131k.json" >"$WORK/r131k.toml"
+  r_config "$SHARED/R16k.json" "$WORK/r16k.toml"
+  r_config "$WORK/R131k.json" "$WORK/r131k.toml"
   start_daemon r16k "$WORK/r16k.toml"
   local pid16=$PID u16=$URI
   "$SB" drain-big --uri "$URI" --ranks "$WORK/drain16k.txt" >/dev/null
@@ -123,7 +109,7 @@ cli_rows() {
 
 # --- durable drains, one client, vs append + fdatasync ------------------
 drain_rows() {
-  printf '[resource]\nnoverify = true\npath = "%s"\n' "$SHARED/R16k.json" >"$WORK/drains.toml"
+  r_config "$SHARED/R16k.json" "$WORK/drains.toml"
   start_daemon drains "$WORK/drains.toml"
   local dir=$WORK/drains/state i d f
   # RUNS disjoint sets of DRAINS ranks (each rank drained once).

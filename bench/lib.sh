@@ -1,5 +1,6 @@
-# Shell helpers shared by bench/agents.sh and bench/relays.sh (sourced;
-# they use $R, the roster binary, and $URI, the service, at call time).
+# Shell helpers shared by the bench scripts (sourced; they use $R, the
+# roster binary, $URI, the service, and $WORK, a scratch directory, at
+# call time).
 now() { date +%s.%N; }
 elapsed() { echo "$1 $2" | awk '{printf "%.3f", $2 - $1}'; }
 q() { "$R" resource --uri "$URI" status -s "$1" -no '{ranks}' 2>/dev/null | tr -d '\n'; }
@@ -16,3 +17,27 @@ wait_for() { # STATE WANT TIMEOUT -> prints the time it was first seen
 }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 rss_mb() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
+
+# Start `roster serve` on unix://$WORK/NAME/roster.sock with CONFIG (and
+# a copy of EVENTLOG as its eventlog, if given); waits until it answers
+# `resource.status`.  Sets PID and URI, and adds PID to PIDS.
+start_daemon() { # NAME CONFIG [EVENTLOG]
+  local dir=$WORK/$1
+  mkdir -p "$dir/state"
+  [ -n "${3:-}" ] && cp "$3" "$dir/state/resource.eventlog"
+  URI=unix://$dir/roster.sock
+  "$R" serve --statedir "$dir/state" --listen "$URI" --config "$2" --monitor-force-up 2>"$dir/serve.log" &
+  PID=$!
+  PIDS+=("$PID")
+  for _ in $(seq 1 1200); do
+    "$R" resource --uri "$URI" status >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  echo "bench: roster serve did not start:" >&2; cat "$dir/serve.log" >&2; exit 1
+}
+stop_daemon() { kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=; }
+
+# A configuration file naming R-FILE as the instance's R, without verification.
+r_config() { # R-FILE OUT
+  printf '[resource]\nnoverify = true\npath = "%s"\n' "$1" >"$2"
+}

@@ -37,24 +37,11 @@ trap cleanup EXIT
 
 # Workloads: the 30% drain set, configurations, a 100k-event eventlog.
 python3 -c 'import random; print(",".join(map(str, sorted(random.Random(42).sample(range(16384), 4915)))))' > "$WORK/drainset.txt"
-printf '[resource]\nnoverify = true\npath = "%s"\n' "$SHARED/R16k.json" > "$WORK/roster.toml"
+. bench/lib.sh # start_daemon, stop_daemon, r_config
+r_config "$SHARED/R16k.json" "$WORK/roster.toml"
 printf '[resource]\nnoverify = true\npath = "%s"\njournal-max = 100000\n' "$SHARED/R16k.json" > "$WORK/roster-j.toml"
 "$SB" gen-eventlog --out "$WORK/eventlog-100k" --events 100000 --nodes 16384
 
-start_daemon() { # name config [eventlog]
-  local dir=$WORK/$1
-  mkdir -p "$dir/state"
-  [ -n "${3:-}" ] && cp "$3" "$dir/state/resource.eventlog"
-  URI=unix://$dir/roster.sock
-  "$R" serve --statedir "$dir/state" --listen "$URI" --config "$2" --monitor-force-up 2>"$dir/serve.log" &
-  PID=$!
-  for _ in $(seq 1 600); do
-    "$R" resource --uri "$URI" status >/dev/null 2>&1 && return 0
-    sleep 0.05
-  done
-  echo "bench: roster serve did not start:" >&2; cat "$dir/serve.log" >&2; exit 1
-}
-stop_daemon() { kill -TERM "$PID"; wait "$PID" || true; PID=; }
 
 hf() { # name command
   [ "$HAVE_HYPERFINE" = 1 ] || return 0

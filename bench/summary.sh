@@ -38,20 +38,7 @@ drainset() { # N COUNT -> the README's drain set (random.Random(42).sample)
   python3 -c 'import random, sys; n, k = int(sys.argv[1]), int(sys.argv[2]); print(",".join(map(str, sorted(random.Random(42).sample(range(n), k)))))' "$1" "$2"
 }
 
-start_daemon() { # name R-file
-  local dir=$WORK/$1
-  mkdir -p "$dir/state"
-  printf '[resource]\nnoverify = true\npath = "%s"\n' "$2" > "$dir/roster.toml"
-  URI=unix://$dir/roster.sock
-  "$R" serve --statedir "$dir/state" --listen "$URI" --config "$dir/roster.toml" --monitor-force-up 2>"$dir/serve.log" &
-  PID=$!
-  for _ in $(seq 1 600); do
-    "$R" resource --uri "$URI" status >/dev/null 2>&1 && return 0
-    sleep 0.05
-  done
-  echo "bench: roster serve did not start:" >&2; cat "$dir/serve.log" >&2; exit 1
-}
-stop_daemon() { kill -TERM "$PID"; wait "$PID" || true; PID=; }
+. bench/lib.sh # start_daemon, stop_daemon, r_config
 
 drain() { # idset-file: one resource.drain RPC (the set is too long for argv)
   python3 - "${URI#unix://}" "$1" <<'PY'
@@ -102,7 +89,8 @@ PY
 
 # R16k (the shared workload), 30 % drained in one drain.
 drainset 16384 4915 > "$WORK/drain16k.txt"
-start_daemon r16k "$SHARED/R16k.json"
+r_config "$SHARED/R16k.json" "$WORK/r16k.toml"
+start_daemon r16k "$WORK/r16k.toml"
 drain "$WORK/drain16k.txt"
 alternate "status R16k 30% drained=resource --uri $URI status" \
   "list R16k 30% drained=resource --uri $URI list" \
@@ -114,7 +102,8 @@ stop_daemon
 # R131k uniform: 131,072 nodes of 64 cores and 4 GPUs.
 "$R" R encode --ranks 0-131071 --hosts 'node[0-131071]' --cores 0-63 --gpus 0-3 > "$WORK/R131k.json"
 drainset 131072 39321 > "$WORK/drain131k.txt"
-start_daemon r131k "$WORK/R131k.json"
+r_config "$WORK/R131k.json" "$WORK/r131k.toml"
+start_daemon r131k "$WORK/r131k.toml"
 drain "$WORK/drain131k.txt"
 alternate "status R131k 30% drained=resource --uri $URI status" \
   "list R131k 30% drained=resource --uri $URI list"
