@@ -28,7 +28,7 @@ INVARIANTS = {
     "rpc": "types and wire conventions only; no IO, no environment",
     "eventlog": "codec only; files belong to store",
     "rset": "no IO: configuration files are read by config",
-    "topo": "reads /sys or an XML file it is given; knows nothing of the service",
+    "topo": "reads /sys or an XML file it is given, and is the one reader of the host name; knows nothing of the service",
     "core": "sans-IO: no sockets, files, clock reads or async runtime (.ci/layers.sh)",
     "model": "RFC 4 graph over rset/topo; no network, no service state",
     "store": "the only crate that writes the state directory; fsyncs what it acknowledges",

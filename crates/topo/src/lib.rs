@@ -24,6 +24,8 @@ mod bits;
 mod sysfs;
 mod xml;
 
+pub use sysfs::kernel_hostname;
+
 /// Errors from discovery.  Each names what was wrong and where.
 #[derive(Debug, thiserror::Error)]
 pub enum TopoError {
@@ -69,10 +71,10 @@ pub struct Topology {
 
 /// Discover this machine from `/sys` and `/proc`, restricted to the process
 /// CPU binding.
-/// This machine's hostname as flux reports it (`/proc/sys/kernel/hostname`,
-/// hwloc's `HostName`), else `$HOSTNAME`, else `localhost`.
+/// This machine's hostname as flux reports it ([`kernel_hostname`] of `/`),
+/// else `$HOSTNAME`, else `localhost`.
 pub fn local_hostname() -> String {
-    sysfs::hostname(std::path::Path::new("/"))
+    kernel_hostname(Path::new("/"))
         .ok()
         .flatten()
         .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))

@@ -150,7 +150,11 @@ fn affinity(root: &Path) -> Result<Option<IdSet>, TopoError> {
     Ok(acc)
 }
 
-pub(crate) fn hostname(root: &Path) -> Result<Option<String>, TopoError> {
+/// The kernel's host name of the machine whose root is `root` (hwloc's
+/// `HostName`), `None` when unreadable or empty: the one reader of the
+/// host name (discovery, [`crate::local_hostname`], the transport's `Host`
+/// check), each caller with its own fallback.
+pub fn kernel_hostname(root: &Path) -> Result<Option<String>, TopoError> {
     Ok(read_opt(&root.join("proc/sys/kernel/hostname"))?
         .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
         .filter(|s| !s.is_empty()))
@@ -364,7 +368,7 @@ pub(crate) fn discover(root: &Path) -> Result<Topology, TopoError> {
         None => cores.len(),
     };
     Ok(Topology {
-        hostname: hostname(root)?,
+        hostname: kernel_hostname(root)?,
         cores: dense(kept),
         gpus: dense(gpus(root, allowed.as_ref())?),
     })

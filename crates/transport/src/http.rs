@@ -196,10 +196,10 @@ fn host_name(value: &str) -> &str {
 /// is another site's).
 fn this_host_is(name: &str) -> bool {
     static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let me = HOST.get_or_init(|| {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_ascii_lowercase())
-            .unwrap_or_default()
+    let me = HOST.get_or_init(|| match topo::kernel_hostname("/".as_ref()) {
+        Ok(Some(h)) => h.trim().to_ascii_lowercase(),
+        // Unknown: no name is this host's.
+        _ => String::new(),
     });
     let name = name.trim_end_matches('.').to_ascii_lowercase();
     let short = me.split('.').next().unwrap_or_default();
@@ -895,8 +895,8 @@ mod tests {
             "not on loopback"
         );
         assert!(tls.host_allowed(&req("[::1]:8050")).is_err());
-        let me = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-        let me = me.trim();
+        let me = topo::kernel_hostname("/".as_ref()).unwrap();
+        let me = me.as_deref().unwrap().trim();
         assert!(tcp.host_allowed(&req(&format!("{me}:8051"))).is_ok());
         let rebound = format!("{me}.evil.example");
         assert!(tcp.host_allowed(&req(&rebound)).is_err(), "{rebound}");
