@@ -22,7 +22,7 @@ mod sim;
 
 use idset::IdSet;
 use rpc::errno::{EAGAIN, EEXIST, EINVAL, ENOENT, EPERM, EPROTO};
-use rpc::uri::Uri;
+use rpc::uri::{Servers, Step, Uri};
 use rpc::{msg, RpcError};
 use serde_json::Value;
 use session::Session;
@@ -61,6 +61,17 @@ impl AgentError {
         matches!(self, AgentError::Refused(e)
             if matches!(e.errnum, EPERM | ENOENT | EINVAL | EEXIST | EPROTO))
     }
+
+    /// The leader a standby's refusal names ("not the leader; the leader
+    /// is URI").
+    pub fn leader(&self) -> Option<Uri> {
+        let AgentError::Refused(r) = self else {
+            return None;
+        };
+        rpc::uri::leader_redirect(r.errstr.as_deref()?)?
+            .into_iter()
+            .next()
+    }
 }
 
 use rpc::errno::io_text;
@@ -78,11 +89,11 @@ pub fn local_r(hostname: &str, cores: &IdSet, gpus: &IdSet) -> Result<Value, Age
 /// What one agent says and where.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
-    pub uri: Uri,
-    /// The other servers of a highly available service (etcd backend),
-    /// tried in turn when `uri` cannot be reached; a standby's redirect
-    /// ("not the leader; the leader is URI") is followed at once.
-    pub others: Vec<Uri>,
+    /// The service's servers (several: a highly available one, etcd
+    /// backend), tried in turn after each failure; a standby's redirect
+    /// ("not the leader; the leader is URI") is followed at once, but
+    /// not twice in a row.
+    pub servers: Servers,
     /// For `tls://`: the CA and, normally, this node's certificate.
     pub tls: Option<Arc<tls::rustls::ClientConfig>>,
     pub token: Option<String>,
@@ -205,73 +216,6 @@ pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
     }
 }
 
-/// The servers an agent (or a relay, upward) tries: `uri` first, then
-/// the others in turn after each failure; a standby's redirect ("not the
-/// leader; the leader is URI") is followed at once, but not twice in a
-/// row (two standbys naming each other cannot make it spin).
-#[derive(Debug, Clone)]
-pub(crate) struct Servers {
-    list: Vec<Uri>,
-    current: Uri,
-    next: usize,
-    followed: bool,
-}
-
-impl Servers {
-    pub(crate) fn new(cfg: &AgentConfig) -> Servers {
-        Servers {
-            list: std::iter::once(cfg.uri.clone())
-                .chain(cfg.others.iter().cloned())
-                .collect(),
-            current: cfg.uri.clone(),
-            next: 1,
-            followed: false,
-        }
-    }
-
-    /// The server to try now.
-    pub(crate) fn current(&self) -> &Uri {
-        &self.current
-    }
-
-    /// More than one server is known.
-    pub(crate) fn several(&self) -> bool {
-        self.list.len() > 1
-    }
-
-    /// A session was opened: the next redirect may be followed again.
-    pub(crate) fn opened(&mut self) {
-        self.followed = false;
-    }
-
-    /// Opening a session on [`Servers::current`] failed with `e`: pick
-    /// the server to try next.  Returns true when `e` named the leader
-    /// (try it at once, without backing off).
-    pub(crate) fn failed(&mut self, e: &AgentError) -> bool {
-        if let AgentError::Refused(r) = e {
-            if let Some(leader) = r
-                .errstr
-                .as_deref()
-                .and_then(rpc::uri::leader_redirect)
-                .and_then(|l| l.into_iter().next())
-            {
-                if leader != self.current && !self.followed {
-                    self.current = leader;
-                    self.followed = true;
-                    return true;
-                }
-            }
-        }
-        self.followed = false;
-        if self.several() {
-            // Unreachable or not the leader: the next server, next time.
-            self.current = self.list[self.next % self.list.len()].clone();
-            self.next = self.next.wrapping_add(1);
-        }
-        false
-    }
-}
-
 async fn open(cfg: &AgentConfig, uri: &Uri, ctl: &Control) -> Result<(Session, Value), AgentError> {
     let _permit = match &ctl.gate {
         Some(g) => Some(
@@ -306,16 +250,16 @@ pub async fn run(
     // has not yet seen it drop) is refused with EEXIST: retry a few times
     // before believing another agent owns it.
     let mut claimed = 0;
-    let mut servers = Servers::new(cfg);
+    let mut servers = cfg.servers.clone();
     loop {
         let opened = tokio::select! {
             r = open(cfg, servers.current(), &ctl) => r,
             _ = stopped(&mut stop) => return Ok(()),
         };
-        // A standby names the leader: go there at once (same rank: the
-        // rank comes from the hostname).
+        // The next server; a standby names the leader: go there at once
+        // (same rank: the rank comes from the hostname).
         if let Err(e) = &opened {
-            if servers.failed(e) {
+            if servers.failed(e.leader().as_ref()) == Step::Leader {
                 continue;
             }
         }
@@ -433,19 +377,14 @@ pub fn raise_nofile_limit() -> Option<libc::rlim_t> {
 mod tests {
     use super::*;
 
-    fn cfg(uris: &str) -> AgentConfig {
+    fn servers(uris: &str) -> Servers {
         let mut l = rpc::uri::parse_list(uris).unwrap();
-        AgentConfig {
-            uri: l.remove(0),
-            others: l,
-            tls: None,
-            token: None,
-            hostname: "h".into(),
-            r: None,
-            rank: None,
-            heartbeat: None,
-            source: None,
-        }
+        Servers::new(l.remove(0), l)
+    }
+
+    /// What `run` and the relay's upstream do after a failed open.
+    fn failed(s: &mut Servers, e: &AgentError) -> bool {
+        s.failed(e.leader().as_ref()) == Step::Leader
     }
 
     fn refused(errnum: i32, text: &str) -> AgentError {
@@ -453,31 +392,46 @@ mod tests {
     }
 
     #[test]
+    fn refusals_name_the_leader() {
+        let e = refused(EAGAIN, "not the leader; the leader is unix:///c");
+        assert_eq!(e.leader(), Some(Uri::Unix("/c".into())));
+        let none = refused(
+            EAGAIN,
+            "not the leader; no leader is elected yet, try again",
+        );
+        assert_eq!(none.leader(), None);
+        assert_eq!(AgentError::Closed.leader(), None);
+    }
+
+    #[test]
     fn servers_rotate_and_follow_the_leader_once() {
-        let mut s = Servers::new(&cfg("unix:///a,unix:///b,unix:///c"));
+        let mut s = servers("unix:///a,unix:///b,unix:///c");
         assert!(s.several());
         assert_eq!(s.current().to_string(), "unix:///a");
         let down = AgentError::Closed;
-        assert!(!s.failed(&down));
+        assert!(!failed(&mut s, &down));
         assert_eq!(s.current().to_string(), "unix:///b");
         // b is a standby naming c: straight there.
         let redirect = refused(EAGAIN, "not the leader; the leader is unix:///c");
-        assert!(s.failed(&redirect));
+        assert!(failed(&mut s, &redirect));
         assert_eq!(s.current().to_string(), "unix:///c");
         // c names a: not followed twice in a row, the rotation goes on.
         let back = refused(EAGAIN, "not the leader; the leader is unix:///a");
-        assert!(!s.failed(&back));
+        assert!(!failed(&mut s, &back));
         assert_eq!(s.current().to_string(), "unix:///c");
-        assert!(!s.failed(&down));
+        assert!(!failed(&mut s, &down));
         assert_eq!(s.current().to_string(), "unix:///a");
         s.opened();
-        assert!(s.failed(&redirect));
+        assert!(failed(&mut s, &redirect));
         assert_eq!(s.current().to_string(), "unix:///c");
         // One server: a redirect is still followed (to a server not listed).
-        let mut one = Servers::new(&cfg("unix:///a"));
-        assert!(!one.failed(&down));
+        let mut one = servers("unix:///a");
+        assert!(!failed(&mut one, &down));
         assert_eq!(one.current().to_string(), "unix:///a");
-        assert!(one.failed(&refused(EAGAIN, "not the leader; the leader is unix:///z")));
+        assert!(failed(
+            &mut one,
+            &refused(EAGAIN, "not the leader; the leader is unix:///z")
+        ));
         assert_eq!(one.current().to_string(), "unix:///z");
     }
 }

@@ -31,13 +31,13 @@
 
 use crate::session::Session;
 use crate::{
-    jitter, stopped, AgentConfig, AgentError, Servers, BACKOFF_MAX, BACKOFF_MIN, BACKOFF_NO_LEADER,
+    jitter, stopped, AgentConfig, AgentError, BACKOFF_MAX, BACKOFF_MIN, BACKOFF_NO_LEADER,
     EEXIST_RETRIES,
 };
 use hostlist::Hostlist;
 use idset::IdSet;
 use rpc::errno::{EEXIST, ENOSYS, EPERM, EPROTO};
-use rpc::uri::Uri;
+use rpc::uri::{Step, Uri};
 use rpc::{msg, ConnId, Request, Role, RpcError};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -977,14 +977,14 @@ async fn upstream(
 ) {
     let mut backoff = BACKOFF_MIN;
     let mut claimed = 0;
-    let mut servers = Servers::new(&cfg);
+    let mut servers = cfg.servers.clone();
     loop {
         let opened = tokio::select! {
             r = Session::open(servers.current(), cfg.tls.as_ref(), cfg.token.as_deref(), &hello, None) => r,
             _ = stopped(&mut stop) => return,
         };
         if let Err(e) = &opened {
-            if servers.failed(e) {
+            if servers.failed(e.leader().as_ref()) == Step::Leader {
                 continue;
             }
         }

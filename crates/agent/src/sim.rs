@@ -4,7 +4,7 @@
 use crate::relay::{run_relay, Leaves, RelayConfig, RelayEvent, Welcome};
 use crate::{run, AgentConfig, AgentError, Control, Event};
 use idset::IdSet;
-use rpc::uri::Uri;
+use rpc::uri::{Servers, Uri};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,9 +15,8 @@ use tokio::sync::{watch, Semaphore};
 /// What to simulate.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
-    pub uri: Uri,
-    /// The other servers of a highly available service.
-    pub others: Vec<Uri>,
+    /// The service's servers (see [`AgentConfig::servers`]).
+    pub servers: Servers,
     /// One TLS configuration shared by every virtual agent (`tls://`).
     pub tls: Option<Arc<tls::rustls::ClientConfig>>,
     pub token: Option<String>,
@@ -105,7 +104,7 @@ pub async fn simulate(
     // connect() search the ephemeral ports in use (__inet_hash_connect
     // and __inet_check_established were a third of the simulator's CPU
     // in a 16k join over tcp://).
-    let loopback = match &cfg.uri {
+    let loopback = match cfg.servers.current() {
         Uri::Tcp { host, port } | Uri::Tls { host, port } => {
             tokio::net::lookup_host((host.as_str(), *port))
                 .await
@@ -121,8 +120,7 @@ pub async fn simulate(
             *nl = serde_json::json!([host]);
         }
         let acfg = AgentConfig {
-            uri: cfg.uri.clone(),
-            others: cfg.others.clone(),
+            servers: cfg.servers.clone(),
             tls: cfg.tls.clone(),
             token: cfg.token.clone(),
             hostname: host.clone(),
@@ -221,16 +219,15 @@ async fn simulate_relays(
         let host = relays[i].clone();
         let rcfg = RelayConfig {
             agent: AgentConfig {
-                uri: upstream,
+                // Relays reach the service (or their parent relay) at one
+                // address; following an HA leader list is not done yet.
+                servers: Servers::new(upstream, Vec::new()),
                 tls: cfg.tls.clone(),
                 token: cfg.token.clone(),
                 hostname: host.clone(),
                 r: Some(host_r(&cfg, &host)?),
                 rank: None,
                 heartbeat: None,
-                // Relays reach the service (or their parent relay) at one
-                // address; following an HA leader list is not done yet.
-                others: Vec::new(),
                 source: None,
             },
             listen: vec![sock(i)],
@@ -300,7 +297,7 @@ async fn simulate_relays(
             }
         }))
     };
-    let mut tasks = vec![spawn(0, cfg.uri.clone())?];
+    let mut tasks = vec![spawn(0, cfg.servers.current().clone())?];
     // The tree, from the first relay's welcome.
     let mut stop_w = stop.clone();
     let first = tokio::select! {
@@ -319,7 +316,7 @@ async fn simulate_relays(
             }
         }
         for (i, h) in relays.iter().enumerate().skip(1) {
-            let mut up = cfg.uri.clone();
+            let mut up = cfg.servers.current().clone();
             if let Some(&r) = rank_of.get(h.as_str()) {
                 let mut p = rpc::relay::parent(r, w.fanout);
                 while let Some(a) = p {

@@ -32,7 +32,7 @@ pub use conn::Connection;
 use conn::Exchange;
 use rpc::catalog::{self as cat, Call};
 use rpc::msg;
-use rpc::uri::{Uri, UriError};
+use rpc::uri::{Servers, Step, Uri, UriError};
 use rpc::RpcError;
 use serde_json::Value;
 use std::io;
@@ -227,12 +227,10 @@ pub(crate) use rpc::errno::io_text;
 /// A client of one Roster service.  Cheap to clone; holds no connection.
 #[derive(Clone)]
 pub struct Client {
-    uri: Uri,
+    /// The service's servers (several: a highly available one).
+    servers: Servers,
     token: Option<String>,
     tls: Option<Arc<tls::rustls::ClientConfig>>,
-    /// Every other server of a highly available service, in the order
-    /// tried after `uri`; empty for one server.
-    others: Vec<Uri>,
 }
 
 /// How long a client of several servers keeps trying them (and following
@@ -241,9 +239,8 @@ pub const FAILOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(10
 
 impl PartialEq for Client {
     fn eq(&self, o: &Client) -> bool {
-        self.uri == o.uri
+        self.servers == o.servers
             && self.token == o.token
-            && self.others == o.others
             && match (&self.tls, &o.tls) {
                 (Some(a), Some(b)) => Arc::ptr_eq(a, b),
                 (None, None) => true,
@@ -257,7 +254,7 @@ impl Eq for Client {}
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("uri", &self.uri)
+            .field("uri", self.uri())
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("tls", &self.tls.is_some())
             .finish()
@@ -285,12 +282,7 @@ pub fn read_token_file(path: &Path) -> Result<String, ClientError> {
 impl Client {
     /// A client of the service at `uri`, without a token.
     pub fn new(uri: Uri) -> Client {
-        Client {
-            uri,
-            token: None,
-            tls: None,
-            others: Vec::new(),
-        }
+        Client::with_uris(vec![uri])
     }
 
     /// A client of a highly available service: `uris` are its servers,
@@ -299,73 +291,58 @@ impl Client {
     /// socket's service.
     pub fn with_uris(uris: Vec<Uri>) -> Client {
         let mut it = uris.into_iter();
-        let uri = it.next().unwrap_or_else(|| process_env().default_uri());
+        let first = it.next().unwrap_or_else(|| process_env().default_uri());
         Client {
-            uri,
+            servers: Servers::new(first, it.collect()),
             token: None,
             tls: None,
-            others: it.collect(),
         }
     }
 
-    /// Every server this client tries, in order.
-    pub fn uris(&self) -> Vec<Uri> {
-        std::iter::once(self.uri.clone())
-            .chain(self.others.iter().cloned())
-            .collect()
+    /// The servers this client tries, in order (see [`Servers`]).
+    pub fn servers(&self) -> &Servers {
+        &self.servers
     }
 
     /// Run `call` on the servers until one answers, retrying as the
     /// decision table of [`retry`] says for a `read_only` request or a
-    /// mutating one.  With one server: a standby's redirect is followed
-    /// once, and a read-only request whose connection was lost is sent
-    /// once more; a server that cannot be reached is an error at once.
-    /// With several: the next server (the leader a redirect names first)
-    /// is tried, round after round, for up to [`FAILOVER_WAIT`].
+    /// mutating one, where the walk of [`Servers`] says.  With one
+    /// server: a standby's redirect is followed once, and a read-only
+    /// request whose connection was lost is sent once more; a server that
+    /// cannot be reached is an error at once.  With several: the next
+    /// server (the leader a redirect names first) is tried, round after
+    /// round, for up to [`FAILOVER_WAIT`].
     async fn failover<T, F, Fut>(&self, read_only: bool, call: F) -> Result<T, ClientError>
     where
         F: Fn(Uri) -> Fut,
         Fut: std::future::Future<Output = Result<T, ClientError>>,
     {
         use retry::{classify, decide, Failure, Retry};
-        if self.others.is_empty() {
-            let err = match call(self.uri.clone()).await {
+        let several = self.servers.several();
+        let deadline = std::time::Instant::now() + FAILOVER_WAIT;
+        let mut servers = self.servers.clone();
+        let mut retried = false;
+        loop {
+            let err = match call(servers.current().clone()).await {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
             let failure = classify(&err);
-            return match decide(read_only, &failure) {
-                Retry::Leader(list) if !list.contains(&self.uri) => call(list[0].clone()).await,
-                Retry::Next if failure == Failure::Lost => call(self.uri.clone()).await,
-                _ => Err(err),
-            };
-        }
-        let deadline = std::time::Instant::now() + FAILOVER_WAIT;
-        let mut queue: std::collections::VecDeque<Uri> = self.uris().into();
-        loop {
-            let Some(uri) = queue.pop_front() else {
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                queue = self.uris().into();
-                continue;
-            };
-            let err = match call(uri.clone()).await {
-                Ok(v) => return Ok(v),
-                Err(e) => e,
-            };
-            match decide(read_only, &classify(&err)) {
-                Retry::Leader(list) => {
-                    for u in list.into_iter().rev() {
-                        if u != uri {
-                            queue.retain(|q| *q != u);
-                            queue.push_front(u);
-                        }
-                    }
-                }
-                Retry::Next => {}
+            let step = match decide(read_only, &failure) {
+                Retry::Leader(list) => servers.failed(list.first()),
+                Retry::Next => servers.failed(None),
                 Retry::Stop => return Err(err),
-            }
-            if std::time::Instant::now() >= deadline {
+            };
+            if !several {
+                // One more try at most: the leader, or the same server.
+                if retried || !(step == Step::Leader || failure == Failure::Lost) {
+                    return Err(err);
+                }
+                retried = true;
+            } else if std::time::Instant::now() >= deadline {
                 return Err(err);
+            } else if step == Step::Round {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
         }
     }
@@ -373,18 +350,10 @@ impl Client {
     /// The same client with its server list rotated to start at the
     /// server after `uri` (a follower moving on from a server that failed).
     pub fn starting_after(&self, uri: &Uri) -> Client {
-        let mut all = self.uris();
-        if let Some(i) = all.iter().position(|u| u == uri) {
-            let n = all.len();
-            all.rotate_left((i + 1) % n);
+        Client {
+            servers: self.servers.starting_after(uri),
+            ..self.clone()
         }
-        let mut c = self.clone();
-        let mut it = all.into_iter();
-        if let Some(first) = it.next() {
-            c.uri = first;
-            c.others = it.collect();
-        }
-        c
     }
 
     /// Use this TLS configuration for `tls://` (see [`TlsFiles::config`]).
@@ -419,12 +388,8 @@ impl Client {
         token_file: Option<&Path>,
         tls_files: TlsFiles,
     ) -> Result<Client, ClientError> {
-        let mut uris = resolve_uris(explicit_uri).map_err(ClientError::Uri)?;
-        let uri = uris.remove(0);
-        let others = uris;
-        let any_tls = std::iter::once(&uri)
-            .chain(&others)
-            .any(|u| matches!(u, Uri::Tls { .. }));
+        let uris = resolve_uris(explicit_uri).map_err(ClientError::Uri)?;
+        let any_tls = uris.iter().any(|u| matches!(u, Uri::Tls { .. }));
         let tls = if any_tls {
             Some(tls_files.or_env().config()?)
         } else {
@@ -438,21 +403,20 @@ impl Client {
             None => None,
         };
         Ok(Client {
-            uri,
             token,
             tls,
-            others,
+            ..Client::with_uris(uris)
         })
     }
 
-    /// The service URI.
+    /// The service URI (the first server).
     pub fn uri(&self) -> &Uri {
-        &self.uri
+        self.servers.current()
     }
 
     /// A connection kept open for many requests (see [`Connection`]).
     pub async fn connect(&self) -> Result<Connection, ClientError> {
-        Connection::open(&self.uri, self.tls.as_ref(), self.token.as_deref()).await
+        Connection::open(self.uri(), self.tls.as_ref(), self.token.as_deref()).await
     }
 
     /// The TLS configuration (for `tls://`).

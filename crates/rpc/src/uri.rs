@@ -155,6 +155,104 @@ pub fn leader_redirect(message: &str) -> Option<Vec<Uri>> {
     parse_list(message.strip_prefix(NOT_LEADER)?).ok()
 }
 
+/// The servers of a service (several: a highly available one) and the
+/// walk through them, shared by clients and agents (each keeps its own
+/// policy: what may be sent again, how long to go on, backoff).  The
+/// server to try now; after a failure, the leader a standby named,
+/// followed at once but not twice in a row (two standbys naming each
+/// other cannot make it spin), else the next server of the list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Servers {
+    /// Never empty.
+    list: Vec<Uri>,
+    current: Uri,
+    /// The index of the server after `current` in the rotation.
+    next: usize,
+    /// `current` is the leader a redirect named.
+    followed: bool,
+}
+
+/// Where [`Servers::failed`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// To the leader a standby named.
+    Leader,
+    /// To the next server of the list.
+    Next,
+    /// Back to the first server (every one was tried), or nowhere for a
+    /// single server.
+    Round,
+}
+
+impl Servers {
+    /// `first`, then `others` in turn.
+    pub fn new(first: Uri, others: Vec<Uri>) -> Servers {
+        Servers {
+            list: std::iter::once(first.clone()).chain(others).collect(),
+            current: first,
+            next: 1,
+            followed: false,
+        }
+    }
+
+    /// Every server, in order.
+    pub fn list(&self) -> &[Uri] {
+        &self.list
+    }
+
+    /// The server to try now.
+    pub fn current(&self) -> &Uri {
+        &self.current
+    }
+
+    /// More than one server is known.
+    pub fn several(&self) -> bool {
+        self.list.len() > 1
+    }
+
+    /// A connection was made: the next redirect may be followed again.
+    pub fn opened(&mut self) {
+        self.followed = false;
+    }
+
+    /// Trying [`Servers::current`] failed; `leader` is the leader a
+    /// standby named in its answer, if it did.  Moves to the server to
+    /// try next.
+    pub fn failed(&mut self, leader: Option<&Uri>) -> Step {
+        match leader {
+            Some(l) if *l != self.current && !self.followed => {
+                self.current = l.clone();
+                self.followed = true;
+                return Step::Leader;
+            }
+            _ => self.followed = false,
+        }
+        if !self.several() {
+            return Step::Round;
+        }
+        let i = self.next % self.list.len();
+        self.current = self.list[i].clone();
+        self.next = i + 1;
+        if i == 0 {
+            Step::Round
+        } else {
+            Step::Next
+        }
+    }
+
+    /// The same servers, rotated to start at the one after `uri` (moving
+    /// on from a server that failed), the walk starting afresh.
+    pub fn starting_after(&self, uri: &Uri) -> Servers {
+        let mut list = self.list.clone();
+        if let Some(i) = list.iter().position(|u| u == uri) {
+            let n = list.len();
+            list.rotate_left((i + 1) % n);
+        }
+        let first = list.remove(0);
+        Servers::new(first, list)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +280,94 @@ mod tests {
             leader_redirect("not the leader; no leader is elected yet, try again"),
             None
         );
+    }
+
+    fn servers(s: &str) -> Servers {
+        let mut l = parse_list(s).unwrap();
+        let first = l.remove(0);
+        Servers::new(first, l)
+    }
+
+    fn at(s: &Servers) -> String {
+        s.current().to_string()
+    }
+
+    #[test]
+    fn servers_rotate_after_failures() {
+        let mut s = servers("unix:///a,unix:///b,unix:///c");
+        assert!(s.several());
+        assert_eq!(s.list().len(), 3);
+        assert_eq!(at(&s), "unix:///a");
+        assert_eq!(s.failed(None), Step::Next);
+        assert_eq!(at(&s), "unix:///b");
+        assert_eq!(s.failed(None), Step::Next);
+        assert_eq!(at(&s), "unix:///c");
+        // Every server was tried: a new round starts with the first.
+        assert_eq!(s.failed(None), Step::Round);
+        assert_eq!(at(&s), "unix:///a");
+        assert_eq!(s.failed(None), Step::Next);
+        assert_eq!(at(&s), "unix:///b");
+        // One server: it stays the one to try.
+        let mut one = servers("unix:///a");
+        assert!(!one.several());
+        assert_eq!(one.failed(None), Step::Round);
+        assert_eq!(at(&one), "unix:///a");
+    }
+
+    #[test]
+    fn servers_follow_a_redirect_once_not_twice() {
+        let uri = |s: &str| Uri::parse(s).unwrap();
+        let mut s = servers("unix:///a,unix:///b,unix:///c");
+        assert_eq!(s.failed(None), Step::Next);
+        // b is a standby naming c: straight there.
+        assert_eq!(s.failed(Some(&uri("unix:///c"))), Step::Leader);
+        assert_eq!(at(&s), "unix:///c");
+        // c names a: not followed twice in a row, the rotation goes on.
+        assert_eq!(s.failed(Some(&uri("unix:///a"))), Step::Next);
+        assert_eq!(at(&s), "unix:///c");
+        assert_eq!(s.failed(None), Step::Round);
+        assert_eq!(at(&s), "unix:///a");
+        // A server naming itself is not followed.
+        assert_eq!(s.failed(Some(&uri("unix:///a"))), Step::Next);
+        assert_eq!(at(&s), "unix:///b");
+        // After a failure that named no leader, or a connection made, a
+        // redirect is followed again.
+        assert_eq!(s.failed(Some(&uri("unix:///c"))), Step::Leader);
+        assert_eq!(s.failed(Some(&uri("unix:///b"))), Step::Next);
+        assert_eq!(at(&s), "unix:///c");
+        assert_eq!(s.failed(None), Step::Round);
+        assert_eq!(s.failed(Some(&uri("unix:///c"))), Step::Leader);
+        s.opened();
+        assert_eq!(s.failed(Some(&uri("unix:///b"))), Step::Leader);
+        assert_eq!(at(&s), "unix:///b");
+        // One server: a redirect is followed (to a server not listed),
+        // once.
+        let mut one = servers("unix:///a");
+        assert_eq!(one.failed(Some(&uri("unix:///z"))), Step::Leader);
+        assert_eq!(at(&one), "unix:///z");
+        assert_eq!(one.failed(Some(&uri("unix:///y"))), Step::Round);
+        assert_eq!(at(&one), "unix:///z");
+    }
+
+    #[test]
+    fn servers_starting_after() {
+        let s = servers("unix:///a,unix:///b,unix:///c");
+        let after_b = s.starting_after(&Uri::Unix("/b".into()));
+        assert_eq!(at(&after_b), "unix:///c");
+        let order: Vec<String> = after_b.list().iter().map(Uri::to_string).collect();
+        assert_eq!(order, ["unix:///c", "unix:///a", "unix:///b"]);
+        assert_eq!(
+            s.starting_after(&Uri::Unix("/c".into())),
+            s,
+            "after the last: the first"
+        );
+        assert_eq!(s.starting_after(&Uri::Unix("/z".into())), s, "unknown");
+        // The walk starts afresh.
+        let mut w = s.clone();
+        w.failed(Some(&Uri::Unix("/z".into())));
+        assert_eq!(w.starting_after(&Uri::Unix("/c".into())), s);
+        let one = servers("unix:///a");
+        assert_eq!(one.starting_after(one.current()), one);
     }
 
     #[test]

@@ -288,8 +288,7 @@ fn run(mut args: Args) -> Result<ExitCode, String> {
     let client =
         client::Client::from_env_tls(args.uri.as_deref(), args.token_file.as_deref(), tls_files)
             .map_err(|e| e.to_string())?;
-    let uri = client.uri().clone();
-    let others: Vec<rpc::uri::Uri> = client.uris().into_iter().skip(1).collect();
+    let (uri, servers) = (client.uri(), client.servers().clone());
     // One TLS configuration, shared by every (virtual) agent.
     let tls = client.tls_config().cloned();
     let token_file = args.token_file.clone().or_else(|| {
@@ -349,8 +348,7 @@ fn run(mut args: Args) -> Result<ExitCode, String> {
             None => IdSet::new(),
         };
         let cfg = SimConfig {
-            uri,
-            others,
+            servers,
             tls,
             token,
             hosts,
@@ -431,8 +429,7 @@ fn run(mut args: Args) -> Result<ExitCode, String> {
         Some(agent::local_r(&hostname, &cores, &gpus).map_err(|e| e.to_string())?)
     };
     let cfg = AgentConfig {
-        uri,
-        others,
+        servers,
         tls,
         token,
         hostname,
