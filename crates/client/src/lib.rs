@@ -224,6 +224,17 @@ impl From<RpcError> for ClientError {
 
 pub(crate) use rpc::errno::io_text;
 
+/// Methods of [`Client`] sending one request, built by the request type's
+/// `new` from their arguments, and returning nothing of the reply.
+macro_rules! unit_calls {
+    ($($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) => $call:ty, $req:ty;)*) => {$(
+        $(#[$doc])*
+        pub async fn $name(&self, $($arg: $ty),*) -> Result<(), ClientError> {
+            self.call::<$call>(&<$req>::new($($arg),*)).await.map(drop)
+        }
+    )*};
+}
+
 /// A client of one Roster service.  Cheap to clone; holds no connection.
 #[derive(Clone)]
 pub struct Client {
@@ -490,27 +501,14 @@ impl Client {
         self.rpc(cat::SchedStatus::TOPIC, Value::Null).await
     }
 
-    /// `resource.drain {targets, reason?, mode?}`; `mode` is `update`,
-    /// `overwrite` or `force-overwrite`.
-    pub async fn drain(
-        &self,
-        targets: &str,
-        reason: Option<&str>,
-        mode: Option<&str>,
-    ) -> Result<(), ClientError> {
-        let req = msg::DrainRequest::new(targets, reason, mode);
-        self.call::<cat::Drain>(&req).await.map(drop)
-    }
-
-    /// `resource.undrain {targets, reason?, mode?}`.
-    pub async fn undrain(
-        &self,
-        targets: &str,
-        reason: Option<&str>,
-        mode: Option<&str>,
-    ) -> Result<(), ClientError> {
-        let req = msg::DrainRequest::new(targets, reason, mode);
-        self.call::<cat::Undrain>(&req).await.map(drop)
+    unit_calls! {
+        /// `resource.drain {targets, reason?, mode?}`; `mode` is `update`,
+        /// `overwrite` or `force-overwrite`.
+        drain(targets: &str, reason: Option<&str>, mode: Option<&str>)
+            => cat::Drain, msg::DrainRequest;
+        /// `resource.undrain {targets, reason?, mode?}`.
+        undrain(targets: &str, reason: Option<&str>, mode: Option<&str>)
+            => cat::Undrain, msg::DrainRequest;
     }
 
     /// `resource.reload {path, xml, force}`.  `path` is sent as given
@@ -559,19 +557,14 @@ impl Client {
         self.open::<cat::Acquire>(&req).await
     }
 
-    /// `resource.release {group, targets}` (RFC 28 groups draft).
-    pub async fn release(&self, group: &str, targets: &str) -> Result<(), ClientError> {
-        let req = msg::TargetsOfGroup::new(group, targets);
-        self.call::<cat::Release>(&req).await.map(drop)
-    }
-
-    /// `resource.group-set {group, targets}` (Roster): resource group
-    /// `group` gets exactly `targets` (idset or hostlist; empty to empty
-    /// the group), which leave any other named group.  Holders losing
-    /// targets get a `shrink`, gainers a `grow` once they are released.
-    pub async fn group_set(&self, group: &str, targets: &str) -> Result<(), ClientError> {
-        let req = msg::TargetsOfGroup::new(group, targets);
-        self.call::<cat::GroupSet>(&req).await.map(drop)
+    unit_calls! {
+        /// `resource.release {group, targets}` (RFC 28 groups draft).
+        release(group: &str, targets: &str) => cat::Release, msg::TargetsOfGroup;
+        /// `resource.group-set {group, targets}` (Roster): resource group
+        /// `group` gets exactly `targets` (idset or hostlist; empty to empty
+        /// the group), which leave any other named group.  Holders losing
+        /// targets get a `shrink`, gainers a `grow` once they are released.
+        group_set(group: &str, targets: &str) => cat::GroupSet, msg::TargetsOfGroup;
     }
 
     /// `resource.monitor-force-up {ranks}`.
