@@ -10,6 +10,18 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use tokio::runtime::Runtime;
 
+/// Methods of the blocking [`Client`]: its async client's method of the
+/// same name and arguments, run to completion by `block` or, for a
+/// stream, `block_stream`.
+macro_rules! blocking {
+    ($($how:ident $name:ident($($arg:ident: $ty:ty),*) -> $out:ty;)*) => {$(
+        #[doc = concat!("See [`crate::Client::", stringify!($name), "`].")]
+        pub fn $name(&self, $($arg: $ty),*) -> Result<$out, ClientError> {
+            self.$how(self.inner.$name($($arg),*))
+        }
+    )*};
+}
+
 /// A blocking client of one Roster service; same methods as
 /// [`crate::Client`].
 #[derive(Debug)]
@@ -90,11 +102,6 @@ impl Client {
         self.runtime()?.block_on(f)
     }
 
-    /// See [`crate::Client::rpc`].
-    pub fn rpc(&self, topic: &str, payload: Value) -> Result<Value, ClientError> {
-        self.block(self.inner.rpc(topic, payload))
-    }
-
     fn block_stream(
         &self,
         f: impl std::future::Future<Output = Result<crate::ReplyStream, ClientError>>,
@@ -104,9 +111,24 @@ impl Client {
         Ok(ReplyStream { inner, rt })
     }
 
-    /// See [`crate::Client::stream`].
-    pub fn stream(&self, topic: &str, payload: Value) -> Result<ReplyStream, ClientError> {
-        self.block_stream(self.inner.stream(topic, payload))
+    blocking! {
+        block rpc(topic: &str, payload: Value) -> Value;
+        block_stream stream(topic: &str, payload: Value) -> ReplyStream;
+        block status() -> Value;
+        block sched_status() -> Value;
+        block drain(targets: &str, reason: Option<&str>, mode: Option<&str>) -> ();
+        block undrain(targets: &str, reason: Option<&str>, mode: Option<&str>) -> ();
+        block reload(path: impl AsRef<Path>, xml: bool, force: bool) -> ();
+        block expiration_update(expiration: f64) -> ();
+        block get() -> Value;
+        block_stream journal() -> ReplyStream;
+        block_stream acquire(group: Option<&str>) -> ReplyStream;
+        block release(group: &str, targets: &str) -> ();
+        block group_set(group: &str, targets: &str) -> ();
+        block monitor_force_up(ranks: &str) -> ();
+        block monitor_force_down(ranks: &str) -> ();
+        block monitor_waitup(up: i64) -> ();
+        block acquire_mute() -> ();
     }
 
     /// See [`crate::Client::call`].
@@ -125,56 +147,6 @@ impl Client {
         self.block_stream(self.inner.open::<C>(req))
     }
 
-    /// See [`crate::Client::status`].
-    pub fn status(&self) -> Result<Value, ClientError> {
-        self.block(self.inner.status())
-    }
-
-    /// See [`crate::Client::sched_status`].
-    pub fn sched_status(&self) -> Result<Value, ClientError> {
-        self.block(self.inner.sched_status())
-    }
-
-    /// See [`crate::Client::drain`].
-    pub fn drain(
-        &self,
-        targets: &str,
-        reason: Option<&str>,
-        mode: Option<&str>,
-    ) -> Result<(), ClientError> {
-        self.block(self.inner.drain(targets, reason, mode))
-    }
-
-    /// See [`crate::Client::undrain`].
-    pub fn undrain(
-        &self,
-        targets: &str,
-        reason: Option<&str>,
-        mode: Option<&str>,
-    ) -> Result<(), ClientError> {
-        self.block(self.inner.undrain(targets, reason, mode))
-    }
-
-    /// See [`crate::Client::reload`].
-    pub fn reload(
-        &self,
-        path: impl AsRef<Path>,
-        xml: bool,
-        force: bool,
-    ) -> Result<(), ClientError> {
-        self.block(self.inner.reload(path, xml, force))
-    }
-
-    /// See [`crate::Client::expiration_update`].
-    pub fn expiration_update(&self, expiration: f64) -> Result<(), ClientError> {
-        self.block(self.inner.expiration_update(expiration))
-    }
-
-    /// See [`crate::Client::get`].
-    pub fn get(&self) -> Result<Value, ClientError> {
-        self.block(self.inner.get())
-    }
-
     /// See [`crate::Client::follow_journal`].
     pub fn follow_journal(&self) -> Result<JournalFollower, ClientError> {
         let rt = self.runtime()?;
@@ -182,51 +154,11 @@ impl Client {
         Ok(JournalFollower { inner, rt })
     }
 
-    /// See [`crate::Client::journal`].
-    pub fn journal(&self) -> Result<ReplyStream, ClientError> {
-        self.block_stream(self.inner.journal())
-    }
-
-    /// See [`crate::Client::acquire`].
-    pub fn acquire(&self, group: Option<&str>) -> Result<ReplyStream, ClientError> {
-        self.block_stream(self.inner.acquire(group))
-    }
-
     /// See [`crate::Client::acquisition`].
     pub fn acquisition(&self, group: Option<&str>) -> Result<AcquireStream, ClientError> {
         let rt = self.runtime()?;
         let inner = rt.block_on(self.inner.acquisition(group))?;
         Ok(AcquireStream { inner, rt })
-    }
-
-    /// See [`crate::Client::release`].
-    pub fn release(&self, group: &str, targets: &str) -> Result<(), ClientError> {
-        self.block(self.inner.release(group, targets))
-    }
-
-    /// See [`crate::Client::group_set`].
-    pub fn group_set(&self, group: &str, targets: &str) -> Result<(), ClientError> {
-        self.block(self.inner.group_set(group, targets))
-    }
-
-    /// See [`crate::Client::monitor_force_up`].
-    pub fn monitor_force_up(&self, ranks: &str) -> Result<(), ClientError> {
-        self.block(self.inner.monitor_force_up(ranks))
-    }
-
-    /// See [`crate::Client::monitor_force_down`].
-    pub fn monitor_force_down(&self, ranks: &str) -> Result<(), ClientError> {
-        self.block(self.inner.monitor_force_down(ranks))
-    }
-
-    /// See [`crate::Client::monitor_waitup`].
-    pub fn monitor_waitup(&self, up: i64) -> Result<(), ClientError> {
-        self.block(self.inner.monitor_waitup(up))
-    }
-
-    /// See [`crate::Client::acquire_mute`].
-    pub fn acquire_mute(&self) -> Result<(), ClientError> {
-        self.block(self.inner.acquire_mute())
     }
 }
 
