@@ -413,16 +413,16 @@ impl Exchange {
         parse_reply(status, errnum, &body, &topic)
     }
 
-    /// Turn a streaming exchange into its line stream (or the error the
-    /// service answered instead).
-    pub(crate) async fn into_stream(self) -> Result<ReplyStream, ClientError> {
+    /// Turn a streaming exchange with `uri` into its line stream (or the
+    /// error the service answered instead).
+    pub(crate) async fn into_stream(self, uri: Uri) -> Result<ReplyStream, ClientError> {
         if self.resp.status() != StatusCode::OK {
             let (status, errnum, body, topic) = self.body().await?;
             return Err(error_reply(status, errnum, &body, &topic));
         }
         let Exchange { conn, resp, topic } = self;
         Ok(ReplyStream {
-            uri: Uri::Unix(Default::default()),
+            uri,
             inner: LineStream {
                 conn,
                 body: resp.into_body(),
