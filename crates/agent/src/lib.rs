@@ -190,14 +190,14 @@ impl Control {
 }
 
 pub(crate) const BACKOFF_MIN: Duration = Duration::from_millis(100);
-pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(5);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Backoff bound while the servers answer "not the leader" (failover).
-pub(crate) const BACKOFF_NO_LEADER: Duration = Duration::from_millis(500);
+const BACKOFF_NO_LEADER: Duration = Duration::from_millis(500);
 /// How many EEXIST refusals in a row are retried.
 pub(crate) const EEXIST_RETRIES: u32 = 3;
 
 /// A random fraction in [0, 1) (for backoff jitter).
-pub(crate) fn jitter() -> f64 {
+fn jitter() -> f64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(0);
@@ -214,6 +214,23 @@ pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
             std::future::pending::<()>().await;
         }
     }
+}
+
+/// Wait `backoff` (jittered) before the next attempt to reconnect, then
+/// double it, up to 5 s, or 0.5 s when `soon` (a failover in progress, or
+/// one server of several down: look again soon).  False if stopped.
+pub(crate) async fn pause(
+    backoff: &mut Duration,
+    soon: bool,
+    stop: &mut watch::Receiver<bool>,
+) -> bool {
+    let delay = backoff.mul_f64(0.5 + jitter());
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => {}
+        _ = stopped(stop) => return false,
+    }
+    *backoff = (*backoff * 2).min(if soon { BACKOFF_NO_LEADER } else { BACKOFF_MAX });
+    true
 }
 
 async fn open(cfg: &AgentConfig, uri: &Uri, ctl: &Control) -> Result<(Session, Value), AgentError> {
@@ -333,16 +350,8 @@ pub async fn run(
                 delay: backoff,
             }),
         }
-        let delay = backoff.mul_f64(0.5 + jitter());
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = stopped(&mut stop) => return Ok(()),
-        }
-        backoff = (backoff * 2).min(BACKOFF_MAX);
-        if no_leader || servers.several() {
-            // A failover in progress (or a server of several down): look
-            // again soon.
-            backoff = backoff.min(BACKOFF_NO_LEADER);
+        if !pause(&mut backoff, no_leader || servers.several(), &mut stop).await {
+            return Ok(());
         }
     }
 }

@@ -30,10 +30,7 @@
 //! [`RelayState`] is the bookkeeping, free of IO; [`run_relay`] drives it.
 
 use crate::session::Session;
-use crate::{
-    jitter, stopped, AgentConfig, AgentError, BACKOFF_MAX, BACKOFF_MIN, BACKOFF_NO_LEADER,
-    EEXIST_RETRIES,
-};
+use crate::{pause, stopped, AgentConfig, AgentError, BACKOFF_MIN, EEXIST_RETRIES};
 use hostlist::Hostlist;
 use idset::IdSet;
 use rpc::errno::{EEXIST, ENOSYS, EPERM, EPROTO};
@@ -1052,16 +1049,8 @@ async fn upstream(
                 let _ = events.send(Up::Retrying(e.to_string(), backoff));
             }
         }
-        let delay = backoff.mul_f64(0.5 + jitter());
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = stopped(&mut stop) => return,
-        }
-        backoff = (backoff * 2).min(BACKOFF_MAX);
-        if no_leader || servers.several() {
-            // A failover in progress (or one server of several down):
-            // look again soon.
-            backoff = backoff.min(BACKOFF_NO_LEADER);
+        if !pause(&mut backoff, no_leader || servers.several(), &mut stop).await {
+            return;
         }
     }
 }
