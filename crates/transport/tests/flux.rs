@@ -356,9 +356,7 @@ impl Server {
 
     /// The next thing the service saw (blocking briefly).
     fn next_seen(&self) -> Seen {
-        self.seen
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the service sees something")
+        recv(&self.seen, "the service sees something")
     }
 
     /// The next request the service saw; returns its conn id.
@@ -1054,7 +1052,7 @@ async fn shutdown_finishes_requests_then_cuts_streams() {
     c.send("resource.journal", Some("{}"), F_STREAMING, 2).await;
     let mut pending = Vec::new();
     for _ in 0..2 {
-        match rx.recv_timeout(Duration::from_secs(10)).unwrap() {
+        match recv(&rx, "a request") {
             Incoming::Request { req, replies, .. } => pending.push((req, replies)),
             other => panic!("{other:?}"),
         }

@@ -35,21 +35,15 @@ struct Fake {
 
 impl Fake {
     fn request(&self) -> Pending {
-        self.requests
-            .recv_timeout(Duration::from_secs(10))
-            .expect("a request reaches the service")
+        recv(&self.requests, "a request reaches the service")
     }
 
     fn line(&self) -> (ConnId, Value) {
-        self.lines
-            .recv_timeout(Duration::from_secs(10))
-            .expect("a session line reaches the service")
+        recv(&self.lines, "a session line reaches the service")
     }
 
     fn disconnect(&self) -> ConnId {
-        self.disconnects
-            .recv_timeout(Duration::from_secs(10))
-            .expect("a disconnect reaches the service")
+        recv(&self.disconnects, "a disconnect reaches the service")
     }
 
     fn no_request(&self) {
