@@ -150,7 +150,7 @@ enum CaArgs {
 struct CertIn {
     dir: PathBuf,
     name: String,
-    /// Where NAME.pem (and NAME.key) are (the --out of `issue`; default DIR).
+    /// Where the files of NAME are (the --out of `issue`; default DIR).
     #[arg(long, value_name = "CERTDIR")]
     certs: Option<PathBuf>,
 }
