@@ -420,6 +420,16 @@ mod tests {
         ReplyTo { conn, matchtag: 1 }
     }
 
+    /// Relays with the timers `(torpid_max, offline_timeout)` and one
+    /// relay, of `rank` on `conn`, that said hello at `now` for all of
+    /// `subtree`.
+    fn one_relay(timers: (f64, f64), now: f64, rank: u32, conn: ConnId, subtree: &str) -> Relays {
+        let mut r = Relays::new(timers.0, timers.1);
+        r.hello(now, rank, to(conn), ids(subtree));
+        r.join(now, conn, &ids(subtree));
+        r
+    }
+
     #[test]
     fn via_names_the_relay_of_each_changed_rank() {
         let mut r = Relays::new(2.0, 5.0);
@@ -448,9 +458,7 @@ mod tests {
 
     #[test]
     fn join_beat_torpid_expire() {
-        let mut r = Relays::new(2.0, 5.0);
-        r.hello(100.0, 0, to(7), ids("1-131071"));
-        r.join(100.0, 7, &ids("1-131071"));
+        let mut r = one_relay((2.0, 5.0), 100.0, 0, 7, "1-131071");
         let c = r.take_changes();
         assert_eq!(c.up.encode(), "0-131071");
         assert_eq!(r.claimed().len(), 131072);
@@ -487,9 +495,7 @@ mod tests {
 
     #[test]
     fn gone_and_disconnect_net_with_joins() {
-        let mut r = Relays::new(0.0, 0.0);
-        r.hello(1.0, 1, to(3), ids("3-4"));
-        r.join(1.0, 3, &ids("3-4"));
+        let mut r = one_relay((0.0, 0.0), 1.0, 1, 3, "3-4");
         r.take_changes();
         // The relay's own rank cannot go.
         assert_eq!(r.gone(3, &ids("1,3")).encode(), "3");
@@ -506,9 +512,7 @@ mod tests {
 
     #[test]
     fn the_relays_torpid_report_and_the_services_own_timer() {
-        let mut r = Relays::new(2.0, 10.0);
-        r.hello(100.0, 0, to(7), ids("1-1023"));
-        r.join(100.0, 7, &ids("1-1023"));
+        let mut r = one_relay((2.0, 10.0), 100.0, 0, 7, "1-1023");
         r.take_changes();
         // The relay reports 100-199 torpid (its own rank and ranks it
         // does not hold are ignored): torpid at once, no timer needed.

@@ -152,15 +152,22 @@ fn positions_from_the_start_and_live() {
     assert_eq!(end[0].as_ref().unwrap_err().errnum, EAGAIN);
 }
 
-#[test]
-fn resume_on_the_same_run_sends_only_what_was_missed() {
+/// Run 1, whose reader saw `drain:a` and then missed `drain:b` and
+/// `drain:c`; the reader's position.
+fn reader_missed_b_and_c() -> (H, Value) {
     let mut h = H::start(1, Vec::new(), 1000);
     h.drain(0, "a");
     let (_, r) = h.journal(json!({"position": null}));
     let pos = last_position(&r);
-    // The reader's connection drops; events happen meanwhile.
     h.drain(1, "b");
     h.drain(2, "c");
+    (h, pos)
+}
+
+#[test]
+fn resume_on_the_same_run_sends_only_what_was_missed() {
+    // The reader's connection dropped; events happened meanwhile.
+    let (mut h, pos) = reader_missed_b_and_c();
     let (to, r) = h.journal(json!({ "position": pos }));
     assert_eq!(names(&r), ["drain:b", "drain:c"]);
     assert_eq!(r.last().unwrap().as_ref().unwrap()["events"], json!([]));
@@ -175,14 +182,9 @@ fn resume_on_the_same_run_sends_only_what_was_missed() {
 
 #[test]
 fn resume_on_another_run_continues_from_the_stored_log() {
-    let mut a = H::start(1, Vec::new(), 1000);
-    a.drain(0, "a");
-    let (_, r) = a.journal(json!({"position": null}));
-    let pos = last_position(&r);
-    // Acknowledged (persisted) but never seen by the reader: the daemon
-    // died before its journal reply went out.
-    a.drain(1, "b");
-    a.drain(2, "c");
+    // b and c were acknowledged (persisted) but never seen by the
+    // reader: the daemon died before its journal reply went out.
+    let (mut a, pos) = reader_missed_b_and_c();
     // The restart: a new run on the stored log.
     let mut b = H::start(2, a.log.clone(), 1000);
     let (_, r) = b.journal(json!({ "position": pos }));

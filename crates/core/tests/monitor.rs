@@ -69,10 +69,23 @@ impl H {
         (conn, first)
     }
 
+    /// Why an owner's hello is refused: errno and message.
+    fn refused(&mut self, hello: Value) -> (i32, String) {
+        let e = self.hello(hello, Role::Owner).1.unwrap_err();
+        (e.errnum, e.errstr.unwrap_or_default())
+    }
+
     fn join(&mut self, host: &str) -> (u64, u32) {
         let (conn, r) = self.hello(json!({"hostname": host}), Role::Owner);
         let r = r.expect("accepted");
         (conn, r["rank"].as_u64().unwrap() as u32)
+    }
+
+    /// Agents of `hosts` join, then a tick; their connections.
+    fn joined<const N: usize>(&mut self, hosts: [&str; N]) -> [u64; N] {
+        let conns = hosts.map(|host| self.join(host).0);
+        self.tick();
+        conns
     }
 
     /// The `name` events persisted so far.
@@ -227,45 +240,43 @@ fn hello_maps_hosts_to_ranks_and_batches_online() {
 #[test]
 fn refusals() {
     let mut h = start(settings(30.0, 60.0));
-    let (_, e) = h.hello(json!({"hostname": "nosuch"}), Role::Owner);
-    let e = e.unwrap_err();
-    assert_eq!(e.errnum, ENOENT);
     assert_eq!(
-        e.errstr.as_deref(),
-        Some("unknown host nosuch: it is not in the nodelist of R")
+        h.refused(json!({"hostname": "nosuch"})),
+        (
+            ENOENT,
+            "unknown host nosuch: it is not in the nodelist of R".into()
+        )
     );
-    let (_, e) = h.hello(json!({}), Role::Owner);
-    assert_eq!(e.unwrap_err().errnum, EPROTO);
+    assert_eq!(h.refused(json!({})).0, EPROTO);
     // Guests may not be agents.
     let (_, e) = h.hello(json!({"hostname": "fake0"}), Role::Guest);
     assert_eq!(e.unwrap_err().errnum, EPERM);
     // A second agent for a live rank.
     h.join("fake0");
-    let (_, e) = h.hello(json!({"hostname": "fake0"}), Role::Owner);
-    let e = e.unwrap_err();
-    assert_eq!(e.errnum, EEXIST);
     assert_eq!(
-        e.errstr.as_deref(),
-        Some("rank 0 (fake0) is already claimed by a live agent")
+        h.refused(json!({"hostname": "fake0"})),
+        (
+            EEXIST,
+            "rank 0 (fake0) is already claimed by a live agent".into()
+        )
     );
     h.join("fake3");
     h.join("fake3");
-    let (_, e) = h.hello(json!({"hostname": "fake3"}), Role::Owner);
     assert_eq!(
-        e.unwrap_err().errstr.as_deref(),
-        Some("every rank of host fake3 (3-4) is already claimed by a live agent")
+        h.refused(json!({"hostname": "fake3"})).1,
+        "every rank of host fake3 (3-4) is already claimed by a live agent"
     );
     // An explicit rank must belong to the host.
-    let (_, e) = h.hello(json!({"hostname": "fake1", "rank": 2}), Role::Owner);
-    assert_eq!(e.unwrap_err().errnum, EINVAL);
-    let (_, e) = h.hello(json!({"hostname": "fake1", "rank": -1}), Role::Owner);
-    assert_eq!(e.unwrap_err().errnum, EPROTO);
+    assert_eq!(h.refused(json!({"hostname": "fake1", "rank": 2})).0, EINVAL);
+    assert_eq!(
+        h.refused(json!({"hostname": "fake1", "rank": -1})).0,
+        EPROTO
+    );
     // R with two nodes.
     let two = json!({"version":1,"execution":{"R_lite":[{"rank":"0-1","children":{"core":"0"}}],"starttime":0.0,"expiration":0.0}});
-    let (_, e) = h.hello(json!({"hostname": "fake1", "R": two}), Role::Owner);
-    let e = e.unwrap_err();
-    assert_eq!(e.errnum, EPROTO);
-    assert!(e.errstr.unwrap().contains("exactly one node"));
+    let (errnum, msg) = h.refused(json!({"hostname": "fake1", "R": two}));
+    assert_eq!(errnum, EPROTO);
+    assert!(msg.contains("exactly one node"), "{msg}");
     // Non-streaming hello.
     let out = h.input(Input::Request(request(
         999,
@@ -298,9 +309,7 @@ fn refusals() {
 #[test]
 fn disconnect_is_offline_and_leave_rejoin_nets_out() {
     let mut h = start(settings(30.0, 60.0));
-    let (c0, _) = h.join("fake0");
-    let (c1, _) = h.join("fake1");
-    h.tick();
+    let [c0, c1] = h.joined(["fake0", "fake1"]);
     h.input(Input::Disconnect(c0));
     h.input(Input::Disconnect(c1));
     h.tick();
@@ -320,10 +329,7 @@ fn disconnect_is_offline_and_leave_rejoin_nets_out() {
 #[test]
 fn torpid_then_lively_then_offline_timeout() {
     let mut h = start(settings(2.0, 5.0));
-    let (c0, _) = h.join("fake0");
-    let (c1, _) = h.join("fake1");
-    let (c2, _) = h.join("fake2");
-    h.tick();
+    let [c0, c1, c2] = h.joined(["fake0", "fake1", "fake2"]);
     assert_eq!(h.svc.up().encode(), "0-2");
     // 0 keeps beating, 1 and 2 go silent.
     for _ in 0..3 {

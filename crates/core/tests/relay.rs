@@ -74,6 +74,15 @@ impl H {
         (conn, w.expect("relay welcome"))
     }
 
+    /// Relay `sim0`, with its children `hello` (a group list) taken in
+    /// at the next tick.
+    fn relay_with(&mut self, hello: Value) -> u64 {
+        let (r0, _) = self.relay("sim0");
+        self.line(r0, json!({ "hello": hello }));
+        self.advance(0.0);
+        r0
+    }
+
     /// Send a session line (one-way); returns what came back on the
     /// relay's stream.
     fn line(&mut self, conn: u64, payload: Value) -> Vec<Result<Value, RpcError>> {
@@ -299,9 +308,7 @@ fn verification_drains_are_answered_per_group() {
 #[test]
 fn relay_timers_end_silent_children_then_the_relay() {
     let mut h = start(7, 2, 1.0, 3.0);
-    let (r0, _) = h.relay("sim0");
-    h.line(r0, json!({"hello": [{"ranks": "1-6"}]}));
-    h.advance(0.0);
+    let r0 = h.relay_with(json!([{"ranks": "1-6"}]));
     assert_eq!(h.online(), "0-6");
     // 1-5 keep beating, 6 is silent: torpid, then ended.
     for _ in 0..7 {
@@ -327,9 +334,7 @@ fn relay_timers_end_silent_children_then_the_relay() {
 #[test]
 fn a_malformed_line_ends_the_relay_session() {
     let mut h = start(7, 2, 30.0, 60.0);
-    let (r0, _) = h.relay("sim0");
-    h.line(r0, json!({"hello": [{"ranks": "1-2"}]}));
-    h.advance(0.0);
+    let r0 = h.relay_with(json!([{"ranks": "1-2"}]));
     let r = h.line(r0, json!({"lively": 5}));
     assert_eq!(
         r.last().unwrap().as_ref().unwrap_err().message(),
@@ -373,9 +378,7 @@ fn a_malformed_line_ends_the_relay_session() {
 #[test]
 fn the_relays_torpid_idset_marks_ranks_torpid_and_lively() {
     let mut h = start(1024, 1024, 5.0, 60.0);
-    let (r0, _) = h.relay("sim0");
-    h.line(r0, json!({"hello": [{"ranks": "1-1023", "cores": "0-3"}]}));
-    h.advance(0.0);
+    let r0 = h.relay_with(json!([{"ranks": "1-1023", "cores": "0-3"}]));
     assert_eq!(h.online(), "0-1023");
     // The relay times its children: 100 stalled leaves are torpid the
     // moment it says so, well before the service's own timer would fire.

@@ -65,9 +65,14 @@ impl Harness {
         (to, out)
     }
 
+    /// A non-streaming owner request.
+    fn owner(&mut self, topic: &str, payload: Value) -> (ReplyTo, Vec<Output>) {
+        self.req(topic, payload, Role::Owner, false)
+    }
+
     /// A non-streaming owner RPC: its single reply.
     fn rpc(&mut self, topic: &str, payload: Value) -> Result<Value, RpcError> {
-        let (to, out) = self.req(topic, payload, Role::Owner, false);
+        let (to, out) = self.owner(topic, payload);
         let replies: Vec<_> = replies_to(&out, to);
         assert_eq!(replies.len(), 1, "{topic}: {out:?}");
         replies.into_iter().next().unwrap()
@@ -76,6 +81,12 @@ impl Harness {
     /// An RPC that must succeed; its reply.
     fn ok(&mut self, topic: &str, payload: Value) -> Value {
         self.rpc(topic, payload).unwrap()
+    }
+
+    /// The error a drain of rank 1 gets as `role`.
+    fn drain_as(&mut self, role: Role) -> (i32, String) {
+        let (to, out) = self.req("resource.drain", json!({"targets": "1"}), role, false);
+        err(replies_to(&out, to).remove(0))
     }
 
     /// `resource.status`'s `drain`.
@@ -135,12 +146,7 @@ fn drain_persists_before_reply_and_reply_before_followers() {
     let mut h = start();
     let (jto, jout) = h.req("resource.journal", Value::Null, Role::Owner, true);
     assert_eq!(replies_to(&jout, jto).len(), 3); // restart batch, define, sentinel
-    let (to, out) = h.req(
-        "resource.drain",
-        json!({"targets": "1", "reason": "x"}),
-        Role::Owner,
-        false,
-    );
+    let (to, out) = h.owner("resource.drain", json!({"targets": "1", "reason": "x"}));
     let pos_persist = out
         .iter()
         .position(|o| matches!(o, Output::Persist(_)))
@@ -335,14 +341,8 @@ fn drain_undrain_matrix() {
 #[test]
 fn roles_and_unknown_topics() {
     let mut h = start();
-    let (to, out) = h.req(
-        "resource.drain",
-        json!({"targets": "1"}),
-        Role::Guest,
-        false,
-    );
     assert_eq!(
-        err(replies_to(&out, to).remove(0)),
+        h.drain_as(Role::Guest),
         (EPERM, "Request requires owner credentials".into())
     );
     for t in [
@@ -433,22 +433,15 @@ fn roles_of_tls_clients() {
                 .handle(h.now, Input::Disconnect(to.conn), &mut Vec::new());
         }
     }
-    let (to, out) = h.req(
-        "resource.drain",
-        json!({"targets": "1"}),
-        Role::Scheduler,
-        false,
-    );
     assert_eq!(
-        err(replies_to(&out, to).remove(0)),
+        h.drain_as(Role::Scheduler),
         (
             EPERM,
             "resource.drain requires the admin role (this client has the scheduler role)".into()
         )
     );
-    let (to, out) = h.req("resource.drain", json!({"targets": "1"}), agent, false);
     assert_eq!(
-        err(replies_to(&out, to).remove(0)),
+        h.drain_as(agent),
         (
             EPERM,
             "resource.drain requires the admin role: this client is the agent of fake0, which may only hold its own agent session".into()
@@ -495,7 +488,7 @@ fn journal_backlog_batches_and_sentinel() {
     assert!(r[1].as_ref().unwrap().get("R").is_some());
     assert!(r[0].as_ref().unwrap().get("R").is_none());
     // not streaming: EPROTO
-    let (to, out) = h.req("resource.journal", Value::Null, Role::Owner, false);
+    let (to, out) = h.owner("resource.journal", Value::Null);
     assert_eq!(
         err(replies_to(&out, to).remove(0)),
         (EPROTO, "journal requires streaming RPC flag".into())
@@ -508,12 +501,7 @@ fn journal_cancel_and_disconnect() {
     let (jto, _) = h.req("resource.journal", Value::Null, Role::Owner, true);
     assert_eq!(h.svc.followers(), 1);
     // cancel from another connection does nothing
-    let (_, out) = h.req(
-        "resource.journal-cancel",
-        json!({"matchtag": 1}),
-        Role::Owner,
-        false,
-    );
+    let (_, out) = h.owner("resource.journal-cancel", json!({"matchtag": 1}));
     assert!(replies_to(&out, jto).is_empty());
     let mut out = Vec::new();
     let req = request(
@@ -678,14 +666,20 @@ fn replay_remap_table() {
     assert_eq!(replayed(vec![], Some(cp("fake13"))), "");
 }
 
-#[test]
-fn replay_modes_match_live() {
+/// Ranks 0-1 drained (`a`), then 1-2 (`b`, mode update).
+fn drained_a_then_b() -> Harness {
     let mut h = start();
     h.ok("resource.drain", json!({"targets": "0-1", "reason": "a"}));
     h.ok(
         "resource.drain",
         json!({"targets": "1-2", "reason": "b", "mode": "update"}),
     );
+    h
+}
+
+#[test]
+fn replay_modes_match_live() {
+    let mut h = drained_a_then_b();
     h.ok(
         "resource.drain",
         json!({"targets": "0", "reason": "c", "mode": "overwrite"}),
@@ -712,12 +706,7 @@ fn replay_modes_match_live() {
 /// nothing replayed at promotion.
 #[test]
 fn follower_fed_live_then_promoted_equals_a_restart() {
-    let mut h = start();
-    h.ok("resource.drain", json!({"targets": "0-1", "reason": "a"}));
-    h.ok(
-        "resource.drain",
-        json!({"targets": "1-2", "reason": "b", "mode": "update"}),
-    );
+    let mut h = drained_a_then_b();
     h.ok("resource.undrain", json!({"targets": "0"}));
     h.ok("resource.drain", json!({"targets": "3", "reason": "d"}));
     let events = h.drain_events();
@@ -906,12 +895,7 @@ fn expiration_update_and_get() {
         err(h.rpc("resource.expiration-update", json!({}))).0,
         EPROTO
     );
-    let (to, out) = h.req(
-        "resource.expiration-update",
-        json!({"expiration": 1234.0}),
-        Role::Owner,
-        false,
-    );
+    let (to, out) = h.owner("resource.expiration-update", json!({"expiration": 1234.0}));
     assert!(replies_to(&out, to)[0].is_ok());
     assert!(matches!(out[0], Output::WriteR(_)));
     assert_eq!(persisted(&out)[0].name, "resource-update");
@@ -923,11 +907,9 @@ fn expiration_update_and_get() {
 #[test]
 fn reload_checks_size() {
     let mut h = start();
-    let (to, out) = h.req(
+    let (to, out) = h.owner(
         "resource.reload",
         json!({"path": "/x", "xml": false, "force": false}),
-        Role::Owner,
-        false,
     );
     assert!(matches!(out[0], Output::LoadR { .. }));
     assert!(replies_to(&out, to).is_empty());
@@ -970,19 +952,9 @@ fn force_down_and_waitup() {
         monitor_force_up: true,
         ..Default::default()
     }));
-    let (wto, out) = h.req(
-        "resource.monitor-waitup",
-        json!({"up": 2}),
-        Role::Owner,
-        false,
-    );
+    let (wto, out) = h.owner("resource.monitor-waitup", json!({"up": 2}));
     assert!(replies_to(&out, wto).is_empty());
-    let (_, out) = h.req(
-        "resource.monitor-force-down",
-        json!({"ranks": "2-3"}),
-        Role::Owner,
-        false,
-    );
+    let (_, out) = h.owner("resource.monitor-force-down", json!({"ranks": "2-3"}));
     assert_eq!(replies_to(&out, wto), vec![Ok(Value::Null)]);
     assert_eq!(h.svc.online().encode(), "0-1");
     let names: Vec<_> = h.svc.journal().events().map(|e| e.name.clone()).collect();
@@ -1102,12 +1074,7 @@ fn a_cancelled_stream_is_dropped_at_once() {
     h.svc.handle(h.now, Input::Tick, &mut out);
     assert!(h.svc.online().is_empty(), "the agent went offline");
     // Nothing more goes to the cancelled requests.
-    let (_, out) = h.req(
-        "resource.drain",
-        json!({"targets": "1"}),
-        Role::Owner,
-        false,
-    );
+    let (_, out) = h.owner("resource.drain", json!({"targets": "1"}));
     for to in [journal, acquire, agent] {
         assert!(replies_to(&out, to).is_empty(), "{out:?}");
     }
@@ -1171,7 +1138,7 @@ fn cached_status_follows_every_state_change() {
     };
     for (topic, p) in ops {
         status(&mut h); // the cache is filled
-        let _ = h.req(topic, p.clone(), Role::Owner, false);
+        let _ = h.owner(topic, p.clone());
         let cached = status(&mut h);
         let fresh = h.svc.status_uncached_for_tests();
         assert_eq!(Some(&cached), fresh.as_ref(), "after {topic} {p}");
@@ -1253,7 +1220,7 @@ fn broker_attributes_and_config_come_from_the_service() {
     let (to, out) = h.req("config.get", Value::Null, Role::Guest, false);
     assert_eq!(replies_to(&out, to).remove(0).unwrap(), json!({}));
     // Another service's topic that Roster lacks: the broker's ENOSYS.
-    let (to, out) = h.req("job-manager.stats-get", Value::Null, Role::Owner, false);
+    let (to, out) = h.owner("job-manager.stats-get", Value::Null);
     assert_eq!(
         err(replies_to(&out, to).remove(0)),
         (

@@ -61,8 +61,7 @@ pub struct Settings {
     /// PEM CA certificate for TLS.
     pub ca: Option<PathBuf>,
     /// PEM client certificate and key for TLS client authentication.
-    pub cert: Option<PathBuf>,
-    pub key: Option<PathBuf>,
+    pub identity: Option<(PathBuf, PathBuf)>,
     /// The leader's lease.
     pub lease_ttl: Duration,
     /// Timeout of one etcd request.
@@ -399,13 +398,13 @@ impl Etcd {
             .with_connect_timeout(settings.timeout)
             .with_keep_alive(Duration::from_secs(1), settings.timeout)
             .with_keep_alive_while_idle(true);
-        let tls = settings.ca.is_some() || settings.cert.is_some();
+        let tls = settings.ca.is_some() || settings.identity.is_some();
         if tls {
             let mut t = TlsOptions::new();
             if let Some(ca) = &settings.ca {
                 t = t.ca_certificate(Certificate::from_pem(read_pem(ca)?));
             }
-            if let (Some(cert), Some(key)) = (&settings.cert, &settings.key) {
+            if let Some((cert, key)) = &settings.identity {
                 t = t.identity(Identity::from_pem(read_pem(cert)?, read_pem(key)?));
             }
             opts = opts.with_tls(t);

@@ -411,8 +411,7 @@ fn etcd_over_tls_with_client_certificates() {
         endpoints: etcd.client_urls.clone(),
         prefix: prefix.into(),
         ca: Some(files.ca),
-        cert: None,
-        key: None,
+        identity: None,
         lease_ttl: Duration::from_secs(2),
         timeout: Duration::from_secs(2),
     });

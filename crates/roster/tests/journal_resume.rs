@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{event_names, fake_config, line_channel, recv_until, start, Scratch};
+use common::{event_names, fake_config, line_channel, recv_until, start, Daemon, Scratch};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
@@ -22,12 +22,19 @@ fn until(rx: &mpsc::Receiver<String>, last: &str, resumes: &mut u64) -> Vec<Stri
     })
 }
 
+/// A daemon of 4 fake nodes with rank 0 drained (`before`): its scratch
+/// directory, its configuration (to start it again) and the daemon.
+fn drained_before(name: &str) -> (Scratch, String, Daemon) {
+    let s = Scratch::new(name);
+    let cfg = fake_config(4, "");
+    let d = start(&s, &cfg, &[]);
+    d.ok(&["drain", "0", "before"]);
+    (s, cfg, d)
+}
+
 #[test]
 fn follower_resumes_across_a_crash_and_a_clean_restart() {
-    let s = Scratch::new("journal-resume");
-    let cfg = fake_config(4, "");
-    let mut d = start(&s, &cfg, &[]);
-    d.ok(&["drain", "0", "before"]);
+    let (s, cfg, mut d) = drained_before("journal-resume");
     let mut f = d.client().follow_journal().expect("journal");
     let (tx, rx) = mpsc::channel();
     // The reader thread is left behind at the end (it would try to
@@ -86,10 +93,7 @@ fn follower_resumes_across_a_crash_and_a_clean_restart() {
 
 #[test]
 fn eventlog_follow_survives_a_restart() {
-    let s = Scratch::new("journal-resume-cli");
-    let cfg = fake_config(4, "");
-    let mut d = start(&s, &cfg, &[]);
-    d.ok(&["drain", "0", "before"]);
+    let (s, cfg, mut d) = drained_before("journal-resume-cli");
     let mut cli = d.spawn_resource(&[
         "eventlog",
         "-F",

@@ -372,32 +372,23 @@ mod tests {
 
     #[test]
     fn parse_forms() {
-        assert_eq!(
-            Uri::parse("unix:///run/r.sock").unwrap(),
-            Uri::Unix("/run/r.sock".into())
-        );
-        assert_eq!(
-            Uri::parse("tcp://127.0.0.1:8050").unwrap(),
-            Uri::Tcp {
-                host: "127.0.0.1".into(),
-                port: 8050
-            }
-        );
-        assert_eq!(
-            Uri::parse("tcp://[::1]:80").unwrap(),
-            Uri::Tcp {
-                host: "::1".into(),
-                port: 80
-            }
-        );
-        assert_eq!(
-            Uri::parse("tcp://[::1]:80").unwrap().to_string(),
-            "tcp://[::1]:80"
-        );
-        assert_eq!(
-            Uri::parse("flux:///tmp/f").unwrap(),
-            Uri::Flux("/tmp/f".into())
-        );
+        let tcp = |host: &str, port| Uri::Tcp {
+            host: host.into(),
+            port,
+        };
+        let tls = Uri::Tls {
+            host: "head".into(),
+            port: 8050,
+        };
+        for (s, uri) in [
+            ("unix:///run/r.sock", Uri::Unix("/run/r.sock".into())),
+            ("tcp://127.0.0.1:8050", tcp("127.0.0.1", 8050)),
+            ("tcp://[::1]:80", tcp("::1", 80)),
+            ("flux:///tmp/f", Uri::Flux("/tmp/f".into())),
+            ("tls://head:8050", tls),
+        ] {
+            assert_eq!(Uri::parse(s).unwrap(), uri);
+        }
         assert!(matches!(
             Uri::parse("unix://rel"),
             Err(UriError::RelativePath(_))
@@ -410,19 +401,13 @@ mod tests {
         assert!(matches!(Uri::parse("tcp://:80"), Err(UriError::Port(..))));
         assert!(matches!(Uri::parse("http://x"), Err(UriError::Scheme(_))));
         assert_eq!(
-            Uri::parse("tls://head:8050").unwrap(),
-            Uri::Tls {
-                host: "head".into(),
-                port: 8050
-            }
-        );
-        assert_eq!(
             Uri::parse("tls://h").unwrap_err().to_string(),
             "invalid URI 'tls://h': expected tls://HOST:PORT with a port in 1-65535"
         );
         for s in [
             "unix:///a/b",
             "tcp://h:1",
+            "tcp://[::1]:80",
             "tls://h:2",
             "tls://[::1]:3",
             "flux:///c",

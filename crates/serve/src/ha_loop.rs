@@ -118,8 +118,7 @@ fn settings_of(cfg: &config::EtcdConfig) -> ha::Settings {
         endpoints: cfg.endpoints.clone(),
         prefix: cfg.prefix.clone(),
         ca: cfg.ca.clone(),
-        cert: cfg.cert.clone(),
-        key: cfg.key.clone(),
+        identity: cfg.cert.clone().zip(cfg.key.clone()),
         lease_ttl: ttl,
         timeout: (ttl / 2).min(Duration::from_secs(2)),
     }

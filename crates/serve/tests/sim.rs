@@ -122,15 +122,8 @@ struct Harness {
     conn: u64,
     /// The log bytes as of the last acknowledged batch.
     acked: Vec<u8>,
-    /// Counters for the report.
-    crashes: u64,
-    /// Power losses that hit while a batch was being persisted.
-    mid_batch: u64,
-    /// Power losses during a start.
-    restart_crashes: u64,
-    faults: u64,
-    ops: u64,
-    acked_ops: u64,
+    /// Counters for the report (of every run so far).
+    n: Totals,
 }
 
 enum Outcome {
@@ -184,12 +177,7 @@ impl Harness {
             shell: None,
             conn: 0,
             acked: Vec::new(),
-            crashes: 0,
-            mid_batch: 0,
-            restart_crashes: 0,
-            faults: 0,
-            ops: 0,
-            acked_ops: 0,
+            n: Totals::default(),
         }
     }
 
@@ -241,7 +229,7 @@ impl Harness {
             Ok(()) => {
                 assert!(reply.is_ok(), "{topic}: persisted but no reply");
                 self.acked = self.log();
-                self.acked_ops += 1;
+                self.n.acked_ops += 1;
                 Outcome::Acked
             }
             Err(e) => {
@@ -256,7 +244,7 @@ impl Harness {
 
     /// One random operation.  Returns `None` for a clean restart.
     fn random_op(&mut self, rng: &mut Rng) -> Option<Outcome> {
-        self.ops += 1;
+        self.n.ops += 1;
         let targets = {
             let lo = rng.below(9);
             let hi = lo + rng.below(3);
@@ -339,7 +327,9 @@ impl Harness {
 struct Totals {
     runs: u64,
     crashes: u64,
+    /// Power losses that hit while a batch was being persisted.
     mid_batch: u64,
+    /// Power losses during a start.
     restart_crashes: u64,
     faults: u64,
     ops: u64,
@@ -354,6 +344,7 @@ fn run(seed: u64, totals: &mut Totals) {
     // rewrites the log and the checkpoint under the crash points too.
     let history = (seed % 3 == 2).then_some("0");
     let mut h = Harness::new(tmp.path(), history);
+    h.n = std::mem::take(totals);
     let mut state = h
         .start()
         .unwrap_or_else(|e| panic!("seed {seed}: start: {e}"));
@@ -421,13 +412,13 @@ fn run(seed: u64, totals: &mut Totals) {
         let in_flight = h.log();
         h.shell = None; // the process is gone
         if injected {
-            h.faults += 1;
+            h.n.faults += 1;
         }
         let power_loss = !injected || rng.chance(1, 2);
         if power_loss {
-            h.crashes += 1;
+            h.n.crashes += 1;
             if stopped {
-                h.mid_batch += 1;
+                h.n.mid_batch += 1;
             }
             h.disk.power_loss(&mut rng);
         } else {
@@ -444,8 +435,8 @@ fn run(seed: u64, totals: &mut Totals) {
             h.disk.crash_after(1 + rng.below(12));
             if h.start().is_err() {
                 h.shell = None;
-                h.crashes += 1;
-                h.restart_crashes += 1;
+                h.n.crashes += 1;
+                h.n.restart_crashes += 1;
                 h.disk.power_loss(&mut rng);
             } else {
                 h.disk.disarm();
@@ -465,13 +456,8 @@ fn run(seed: u64, totals: &mut Totals) {
             &states[floor..]
         );
     }
-    totals.runs += 1;
-    totals.crashes += h.crashes;
-    totals.mid_batch += h.mid_batch;
-    totals.restart_crashes += h.restart_crashes;
-    totals.faults += h.faults;
-    totals.ops += h.ops;
-    totals.acked_ops += h.acked_ops;
+    h.n.runs += 1;
+    *totals = std::mem::take(&mut h.n);
 }
 
 #[test]

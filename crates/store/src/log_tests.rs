@@ -16,6 +16,20 @@ fn open_log(path: &Path) -> Result<Opened, EventLogError> {
     EventLogFile::open(Arc::new(RealFs), path)
 }
 
+/// A temporary directory, and `resource.eventlog` in it.
+fn temp_log() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("resource.eventlog");
+    (dir, path)
+}
+
+const SIM_LOG: &str = "/sim/resource.eventlog";
+
+/// The log at [`SIM_LOG`] on the simulated disk.
+fn open_sim(disk: &SimDisk) -> Opened {
+    EventLogFile::open(Arc::new(disk.clone()), Path::new(SIM_LOG)).unwrap()
+}
+
 // ----------------------------------------------------------------- files
 
 fn events(n: usize) -> Vec<Event> {
@@ -32,8 +46,7 @@ fn events(n: usize) -> Vec<Event> {
 
 #[test]
 fn open_append_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("resource.eventlog");
+    let (_dir, path) = temp_log();
     let opened = open_log(&path).unwrap();
     assert!(path.exists());
     assert!(opened.events.is_empty() && opened.torn.is_none());
@@ -53,8 +66,7 @@ fn open_append_reopen() {
 
 #[test]
 fn group_commit_stage_and_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("resource.eventlog");
+    let (_dir, path) = temp_log();
     let mut log = open_log(&path).unwrap().log;
     assert_eq!(log.commit().unwrap(), 0);
     let evs = events(6);
@@ -86,8 +98,7 @@ fn group_commit_stage_and_commit() {
 
 #[test]
 fn torn_half_line_is_dropped_and_truncated() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("resource.eventlog");
+    let (_dir, path) = temp_log();
     let evs = events(3);
     let good = encode_log(&evs[..2]).unwrap();
     let third = evs[2].encode().unwrap();
@@ -117,8 +128,7 @@ fn torn_half_line_is_dropped_and_truncated() {
 fn valid_event_without_newline_is_torn_too() {
     // flux-core would refuse a log that is one unterminated line, and ignore
     // it after other lines; we always treat it as an unacknowledged append.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("resource.eventlog");
+    let (_dir, path) = temp_log();
     let evs = events(2);
     let line = evs[0].to_json().unwrap();
     fs::write(&path, &line).unwrap();
@@ -135,8 +145,7 @@ fn valid_event_without_newline_is_torn_too() {
 
 #[test]
 fn corrupt_middle_line_is_an_error_naming_the_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("resource.eventlog");
+    let (_dir, path) = temp_log();
     let evs = events(4);
     let mut text = encode_log(&evs).unwrap();
     // damage line 3
@@ -178,8 +187,7 @@ fn corrupt_middle_line_is_an_error_naming_the_line() {
 
 #[test]
 fn rewrite_replaces_atomically_and_appends_continue() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("resource.eventlog");
+    let (dir, path) = temp_log();
     let evs = events(6);
     let mut log = open_log(&path).unwrap().log;
     log.append_batch(&evs[..4]).unwrap();
@@ -212,8 +220,7 @@ fn rewrite_replaces_atomically_and_appends_continue() {
 
 #[test]
 fn temp_files_of_a_crashed_rewrite_are_ignored_and_removed() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("resource.eventlog");
+    let (dir, path) = temp_log();
     let evs = events(3);
     fs::write(&path, encode_log(&evs[..2]).unwrap()).unwrap();
     // a crash after writing the temp file, before the rename
@@ -255,11 +262,8 @@ fn write_file_atomic_replaces_whole_files() {
 #[test]
 fn failed_write_rolls_back_and_can_be_retried() {
     let disk = SimDisk::new();
-    let path = Path::new("/sim/resource.eventlog");
     let evs = events(4);
-    let mut log = EventLogFile::open(Arc::new(disk.clone()), path)
-        .unwrap()
-        .log;
+    let mut log = open_sim(&disk).log;
     log.append(&evs[0]).unwrap();
     log.stage(&evs[1..3]).unwrap();
     // the next write fails with ENOSPC after writing half its bytes
@@ -271,27 +275,21 @@ fn failed_write_rolls_back_and_can_be_retried() {
     );
     // the partial write was cut off; the batch is still staged
     assert_eq!(
-        disk.contents(path).unwrap(),
+        disk.contents(Path::new(SIM_LOG)).unwrap(),
         encode_log(&evs[..1]).unwrap().into_bytes()
     );
     assert_eq!(log.staged(), 2);
     assert_eq!(log.event_count(), 1);
     assert_eq!(log.commit().unwrap(), 2);
     drop(log);
-    let events = EventLogFile::open(Arc::new(disk.clone()), path)
-        .unwrap()
-        .events;
-    assert_eq!(events, evs[..3].to_vec());
+    assert_eq!(open_sim(&disk).events, evs[..3].to_vec());
 }
 
 #[test]
 fn failed_sync_poisons_until_reopened() {
     let disk = SimDisk::new();
-    let path = Path::new("/sim/resource.eventlog");
     let evs = events(3);
-    let mut log = EventLogFile::open(Arc::new(disk.clone()), path)
-        .unwrap()
-        .log;
+    let mut log = open_sim(&disk).log;
     // write, then fdatasync fails
     disk.fail_op(disk.ops() + 2, Fault::Eio);
     assert_eq!(
@@ -310,7 +308,7 @@ fn failed_sync_poisons_until_reopened() {
     }
     drop(log);
     // reopening reads what is there (the write reached the cache)
-    let opened = EventLogFile::open(Arc::new(disk.clone()), path).unwrap();
+    let opened = open_sim(&disk);
     assert_eq!(opened.events, evs[..1].to_vec());
     let mut log = opened.log;
     log.append(&evs[1]).unwrap();
@@ -320,8 +318,7 @@ fn failed_sync_poisons_until_reopened() {
 fn zero_block_then_newline_in_the_tail_is_torn_not_corrupt() {
     // The file size reached the disk, the data did not: zeros, then more
     // text and a newline from the same unsynced append.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("resource.eventlog");
+    let (_dir, path) = temp_log();
     let evs = events(4);
     let good = encode_log(&evs[..2]).unwrap();
     let mut bytes = good.clone().into_bytes();

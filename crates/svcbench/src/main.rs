@@ -53,6 +53,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use client::{Client, ClientError};
+use roster_svcbench::{ms, pct};
 use rpc::catalog::Call;
 use rpc::uri::Uri;
 use serde_json::{json, Map, Value};
@@ -122,19 +123,6 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BenchError + '_ {
         path: path.to_path_buf(),
         source,
     }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// Nearest-rank percentile of sorted samples.
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = (p * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 fn row(label: &str, mut samples: Vec<Duration>, note: &str) {

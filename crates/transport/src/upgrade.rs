@@ -23,9 +23,8 @@ use crate::http::{
 };
 use crate::limits::{reply_cost, Limits, LoopTx, OutQueue, ReplyReceiver, ReplySender};
 use crate::next_conn_id;
-use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use hyper::body::Body;
+use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONNECTION, UPGRADE};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -71,18 +70,14 @@ pub(crate) fn wants_raw_session<B>(req: &Request<B>) -> bool {
 /// it to the service, wait for its answer; a refusal is the reply (and
 /// the connection closes), a welcome is `101` and the session goes on in
 /// a task of its own on the upgraded connection.
-pub(crate) async fn upgraded_session<B>(
-    mut req: Request<B>,
+pub(crate) async fn upgraded_session(
+    mut req: Request<Incoming>,
     role: Role,
     userid: Option<u32>,
     tx: &LoopTx,
     limits: &Limits,
     hold: Arc<ConnHold>,
-) -> Response<ReplyBody>
-where
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + std::fmt::Display,
-{
+) -> Response<ReplyBody> {
     let on_upgrade = hyper::upgrade::on(&mut req);
     let limit = limits.body_bytes(wire::SESSION_TOPIC, &role);
     let timeout = limits.request_timeout;

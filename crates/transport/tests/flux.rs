@@ -350,15 +350,35 @@ impl Server {
         Server::start_with(ListenOptions::default()).await
     }
 
+    /// A server and a client connected to it.
+    async fn with_client() -> (Server, Client) {
+        let server = Server::start().await;
+        let c = server.client().await;
+        (server, c)
+    }
+
+    /// `resource.status` on `c` (matchtag `tag`) succeeds, and the
+    /// service saw it.
+    async fn status_ok(&self, c: &mut Client, tag: u32) {
+        assert_eq!(c.rpc("resource.status", None, tag).await.errnum(), 0);
+        let _ = self.seen_request("resource.status");
+    }
+
+    /// The client `c` of connection `conn` hangs up (the service sees the
+    /// disconnect); then stop.
+    async fn hang_up(self, c: Client, conn: ConnId) {
+        drop(c);
+        assert_eq!(self.seen_disconnect(), conn);
+        self.stop().await;
+    }
+
     async fn client(&self) -> Client {
         Client::connect(&self.path).await
     }
 
     /// The next thing the service saw (blocking briefly).
     fn next_seen(&self) -> Seen {
-        self.seen
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the service sees something")
+        recv(&self.seen, "the service sees something")
     }
 
     /// The next request the service saw; returns its conn id.
@@ -407,8 +427,7 @@ fn my_uid() -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_response_with_the_golden_status_request() {
-    let server = Server::start().await;
-    let mut c = server.client().await;
+    let (server, mut c) = Server::with_client().await;
     // `flux.Flux().rpc("resource.status")` byte for byte, from the notes.
     let mut golden = MAGIC.to_ne_bytes().to_vec();
     golden.extend_from_slice(&[0, 0, 0, 0x26, 0x00, 0x0f]);
@@ -485,9 +504,7 @@ async fn request_response_with_the_golden_status_request() {
     assert_eq!(m.text().unwrap(), big);
     let _ = server.seen_request("resource.echo");
 
-    drop(c);
-    assert_eq!(server.seen_disconnect(), conn);
-    server.stop().await;
+    server.hang_up(c, conn).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -495,8 +512,7 @@ async fn request_response_with_the_golden_status_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streaming_journal_with_cancel() {
-    let server = Server::start().await;
-    let mut c = server.client().await;
+    let (server, mut c) = Server::with_client().await;
     c.send_raw(&request_bytes(
         "resource.journal",
         Some("{}"),
@@ -551,19 +567,14 @@ async fn streaming_journal_with_cancel() {
     c.assert_silent().await;
 
     // The matchtag is free again: reuse it, as libflux does.
-    let m = c.rpc("resource.status", None, 1).await;
-    assert_eq!(m.errnum(), 0);
-    let _ = server.seen_request("resource.status");
+    server.status_ok(&mut c, 1).await;
 
-    drop(c);
-    assert_eq!(server.seen_disconnect(), conn);
-    server.stop().await;
+    server.hang_up(c, conn).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_then_disconnect() {
-    let server = Server::start().await;
-    let mut c = server.client().await;
+    let (server, mut c) = Server::with_client().await;
     c.send_raw(&request_bytes("resource.acquire", None, F_STREAMING, 0, 1))
         .await;
     let m = c.recv().await;
@@ -580,12 +591,8 @@ async fn acquire_then_disconnect() {
     drop(c);
     assert_eq!(server.seen_disconnect(), conn);
     server.seen_nothing();
-    let m = other.rpc("resource.status", None, 2).await;
-    assert_eq!(m.errnum(), 0);
-    let _ = server.seen_request("resource.status");
-    drop(other);
-    assert_eq!(server.seen_disconnect(), oconn);
-    server.stop().await;
+    server.status_ok(&mut other, 2).await;
+    server.hang_up(other, oconn).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -593,8 +600,7 @@ async fn acquire_then_disconnect() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_replies_and_local_topics() {
-    let server = Server::start().await;
-    let mut c = server.client().await;
+    let (server, mut c) = Server::with_client().await;
 
     // Not a service of ours: the broker's ENOSYS text, never reaching it.
     let m = c.rpc("nosuch.topic", None, 1).await;
@@ -725,8 +731,7 @@ async fn guest_client_helper() {
 async fn guest_vs_owner() {
     let me = my_uid();
     // The owner (and root) get OWNER|LOCAL and Role::Owner.
-    let server = Server::start().await;
-    let mut c = server.client().await;
+    let (server, mut c) = Server::with_client().await;
     let m = c.rpc("resource.role", None, 1).await;
     assert_eq!(m.rolemask, OWNER_LOCAL);
     assert_eq!(m.userid, me);
@@ -949,9 +954,7 @@ async fn bad_clients_are_dropped_alone() {
     // None of these reached the service, so no disconnects either.
     server.seen_nothing();
     // The good client still works, and its stream is still open.
-    let m = good.rpc("resource.status", None, 2).await;
-    assert_eq!(m.errnum(), 0);
-    let _ = server.seen_request("resource.status");
+    server.status_ok(&mut good, 2).await;
     good.send(
         "resource.journal-cancel",
         Some(r#"{"matchtag":1}"#),
@@ -1054,7 +1057,7 @@ async fn shutdown_finishes_requests_then_cuts_streams() {
     c.send("resource.journal", Some("{}"), F_STREAMING, 2).await;
     let mut pending = Vec::new();
     for _ in 0..2 {
-        match rx.recv_timeout(Duration::from_secs(10)).unwrap() {
+        match recv(&rx, "a request") {
             Incoming::Request { req, replies, .. } => pending.push((req, replies)),
             other => panic!("{other:?}"),
         }

@@ -35,21 +35,15 @@ struct Fake {
 
 impl Fake {
     fn request(&self) -> Pending {
-        self.requests
-            .recv_timeout(Duration::from_secs(10))
-            .expect("a request reaches the service")
+        recv(&self.requests, "a request reaches the service")
     }
 
     fn line(&self) -> (ConnId, Value) {
-        self.lines
-            .recv_timeout(Duration::from_secs(10))
-            .expect("a session line reaches the service")
+        recv(&self.lines, "a session line reaches the service")
     }
 
     fn disconnect(&self) -> ConnId {
-        self.disconnects
-            .recv_timeout(Duration::from_secs(10))
-            .expect("a disconnect reaches the service")
+        recv(&self.disconnects, "a disconnect reaches the service")
     }
 
     fn no_request(&self) {
@@ -290,10 +284,19 @@ type HttpSend = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
 /// Send `req` from a task whose result is the reply's status, its whole
 /// body as text, and `send` back.
-fn spawn_text(
-    mut send: HttpSend,
-    req: Request<Full<Bytes>>,
-) -> tokio::task::JoinHandle<(hyper::StatusCode, String, HttpSend)> {
+/// [`spawn_text`] of a stream of `x.y`, and the sender of its replies
+/// as the service got it.
+fn spawn_stream(send: HttpSend, fake: &Fake) -> (Texted, transport::ReplySender) {
+    let r = spawn_text(send, streaming("x.y", ""));
+    let (_req, tx) = fake.request();
+    (r, tx)
+}
+
+/// What [`spawn_text`] returns: the status, the body's text and the
+/// connection.
+type Texted = tokio::task::JoinHandle<(hyper::StatusCode, String, HttpSend)>;
+
+fn spawn_text(mut send: HttpSend, req: Request<Full<Bytes>>) -> Texted {
     tokio::spawn(async move {
         let resp = send.send_request(req).await.unwrap();
         let status = resp.status();
@@ -679,9 +682,7 @@ async fn client_going_away_is_a_disconnect() {
 async fn streaming_error_ends_the_body_and_sender_drop_closes_it() {
     let (server, fake) = start().await;
     let (send, _t) = unix_client(&server).await;
-    let req = streaming("x.y", "");
-    let r = spawn_text(send, req);
-    let (_req, tx) = fake.request();
+    let (r, tx) = spawn_stream(send, &fake);
     tx.send(Ok(json!({"up": "0-3"}).into())).unwrap();
     tx.send(Err(RpcError::new(rpc::errno::EPROTO, "nope")))
         .unwrap();
@@ -692,9 +693,7 @@ async fn streaming_error_ends_the_body_and_sender_drop_closes_it() {
     );
 
     // A service that drops the sender of a stream: the body just ends.
-    let req = streaming("x.y", "");
-    let r = spawn_text(send, req);
-    let (_req, tx) = fake.request();
+    let (r, tx) = spawn_stream(send, &fake);
     tx.send(Ok(json!(1).into())).unwrap();
     drop(tx);
     assert_eq!(r.await.unwrap().1, "1\n");
@@ -706,9 +705,7 @@ async fn pre_serialised_payloads_go_out_as_they_are() {
     let (server, fake) = start().await;
     let (send, _t) = unix_client(&server).await;
     // Streaming: one NDJSON line per payload, same bytes as a value.
-    let req = streaming("x.y", "");
-    let r = spawn_text(send, req);
-    let (_req, tx) = fake.request();
+    let (r, tx) = spawn_stream(send, &fake);
     tx.send(Ok(rpc::Payload::json("{\"events\":[1,2]}")))
         .unwrap();
     tx.send(Ok(json!({"events": []}).into())).unwrap();
@@ -903,6 +900,29 @@ async fn read_all<S: AsyncRead + Unpin>(s: &mut S) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// An upgraded agent session on a new connection: the hello `req` sent,
+/// the service's welcome `{"rank": rank}` read back.  The stream, what
+/// was read, the session's request and the sender of its replies.
+async fn welcomed(
+    server: &Server,
+    fake: &Fake,
+    req: &[u8],
+    rank: u32,
+) -> (
+    tokio::net::UnixStream,
+    String,
+    rpc::Request,
+    transport::ReplySender,
+) {
+    let mut s = connect_unix(server).await;
+    s.write_all(req).await.unwrap();
+    let (h, tx) = fake.request();
+    tx.send(Ok(json!({ "rank": rank }).into())).unwrap();
+    let mut seen = String::new();
+    read_until(&mut s, &mut seen, &format!("{{\"rank\":{rank}}}")).await;
+    (s, seen, h, tx)
+}
+
 async fn read_until<S: AsyncRead + Unpin>(s: &mut S, seen: &mut String, want: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut buf = [0u8; 4096];
@@ -1043,23 +1063,13 @@ async fn upgraded_agent_session_refusal_end_and_bad_lines() {
     assert_eq!(fake.disconnect(), h.conn);
 
     // A line that is not JSON ends the session with EPROTO.
-    let mut s = connect_unix(&server).await;
-    s.write_all(&req).await.unwrap();
-    let (h, tx) = fake.request();
-    tx.send(Ok(json!({"rank": 2}).into())).unwrap();
-    let mut seen = String::new();
-    read_until(&mut s, &mut seen, "{\"rank\":2}").await;
+    let (mut s, mut seen, h, _tx) = welcomed(&server, &fake, &req, 2).await;
     s.write_all(b"not json\n").await.unwrap();
     read_until(&mut s, &mut seen, "\"errnum\":71").await;
     assert_eq!(fake.disconnect(), h.conn);
 
     // The agent dies: Disconnect.
-    let mut s = connect_unix(&server).await;
-    s.write_all(&req).await.unwrap();
-    let (h, tx) = fake.request();
-    tx.send(Ok(json!({"rank": 3}).into())).unwrap();
-    let mut seen = String::new();
-    read_until(&mut s, &mut seen, "{\"rank\":3}").await;
+    let (s, _seen, h, _tx) = welcomed(&server, &fake, &req, 3).await;
     drop(s);
     assert_eq!(fake.disconnect(), h.conn);
     fake.no_request();
@@ -1080,14 +1090,9 @@ async fn upgraded_agent_session_line_limit() {
     fake.no_request();
     // A session line over the limit (even without its newline yet) ends
     // the session with EOVERFLOW.
-    let mut s = connect_unix(&server).await;
     let mut req = upgrade_head(3, "");
     req.extend_from_slice(b"{}\n");
-    s.write_all(&req).await.unwrap();
-    let (h, tx) = fake.request();
-    tx.send(Ok(json!({"rank": 0}).into())).unwrap();
-    let mut seen = String::new();
-    read_until(&mut s, &mut seen, "{\"rank\":0}").await;
+    let (mut s, mut seen, h, _tx) = welcomed(&server, &fake, &req, 0).await;
     s.write_all(&big.as_bytes()[..1500]).await.unwrap();
     read_until(&mut s, &mut seen, "\"errnum\":75").await;
     assert!(

@@ -307,7 +307,7 @@ impl Service {
             now,
             "resource-define",
             define(Method::DynamicDiscovery.as_str()),
-            true,
+            Keep::Persist,
             out,
         );
     }
@@ -380,7 +380,7 @@ impl Service {
                 .map(|relay| std::iter::once((relay.clone(), idset_str(&ids))).collect()),
             requester: None,
         });
-        self.post(now, "drain", c, true, out);
+        self.post(now, "drain", c, Keep::Persist, out);
         Some(v.message)
     }
 
@@ -394,8 +394,8 @@ impl Service {
         line: Result<msg::RelayLine, RpcError>,
         out: &mut Vec<Output>,
     ) -> Handled {
-        if self.relays.session(conn).is_some() {
-            return self.relay_line(now, conn, line, out);
+        if let Some(s) = self.relays.session(conn) {
+            return self.relay_line(now, conn, s.stream, line, out);
         }
         match self.monitor.heard(self.mono, conn) {
             Some(_) => Ok(Some(Value::Null.into())),

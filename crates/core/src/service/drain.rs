@@ -88,6 +88,6 @@ impl Service {
                 requester,
             })
         };
-        self.post_acknowledged(now, name, c, req.reply_to(), out);
+        self.post(now, name, c, Keep::Ack(req.reply_to()), out);
     }
 }

@@ -34,6 +34,16 @@ pub(super) fn events_payload(events: &[&str], r: Option<&str>, position: Option<
     Payload::json(s)
 }
 
+/// How [`Service::post`] keeps an event: every event is journaled; a
+/// persisted one is also written to the log, and an acknowledged one
+/// answers the request that caused it once durable (by the output order).
+#[derive(Clone, Copy)]
+pub(super) enum Keep {
+    Journal,
+    Persist,
+    Ack(ReplyTo),
+}
+
 /// R as compact JSON text.
 pub(super) fn r_text(inv: &Inventory) -> String {
     inv.json.to_string()
@@ -52,37 +62,44 @@ impl Service {
             .push_marked(ev, mark, || state.truncate_state())
     }
 
-    /// Create an event: persist it if asked, append it to the journal.
-    /// Returns it for [`Service::publish`].
-    pub(super) fn record(
+    /// Create an event: persist it if asked, append it to the journal,
+    /// answer the request it acknowledges, then [`Service::publish`] it.
+    pub(super) fn post(
         &mut self,
         now: f64,
         name: &str,
         c: Map<String, Value>,
-        persist: bool,
+        keep: Keep,
         out: &mut Vec<Output>,
-    ) -> Option<(Event, Place)> {
+    ) {
         // The caller changed the state this event records (even if the
         // event cannot be built).
         self.invalidate_caches();
-        let ev = match Event::new(now, name, Some(c)) {
-            Ok(ev) => ev,
+        let recorded = match Event::new(now, name, Some(c)) {
+            Ok(ev) => {
+                let mark = if let Keep::Journal = keep {
+                    self.log.mark()
+                } else {
+                    out.push(Output::Persist(ev.clone()));
+                    self.log.persisted(&ev)
+                };
+                let place = self.journal_push(ev.clone(), mark);
+                Some((ev, place))
+            }
             Err(e) => {
                 out.push(Output::Log {
                     level: Level::Error,
                     msg: format!("cannot post {name} event: {e}"),
                 });
-                return None;
+                None
             }
         };
-        let mark = if persist {
-            out.push(Output::Persist(ev.clone()));
-            self.log.persisted(&ev)
-        } else {
-            self.log.mark()
-        };
-        let place = self.journal_push(ev.clone(), mark);
-        Some((ev, place))
+        if let Keep::Ack(to) = keep {
+            Self::reply(out, to, Ok(Value::Null.into()));
+        }
+        if let Some((ev, place)) = recorded {
+            self.publish(&ev, place, out);
+        }
     }
 
     /// Tell the subscribers about an event (after the requester's reply):
@@ -117,37 +134,6 @@ impl Service {
                 to: f.to,
                 reply: Ok(payload.clone()),
             });
-        }
-    }
-
-    /// A persistent event caused by request `to`: record it, answer the
-    /// requester (after the event is durable, by the output order), then
-    /// tell acquirers and journal followers.
-    pub(super) fn post_acknowledged(
-        &mut self,
-        now: f64,
-        name: &str,
-        c: Map<String, Value>,
-        to: ReplyTo,
-        out: &mut Vec<Output>,
-    ) {
-        let ev = self.record(now, name, c, true, out);
-        Self::reply(out, to, Ok(Value::Null.into()));
-        if let Some((ev, place)) = ev {
-            self.publish(&ev, place, out);
-        }
-    }
-
-    pub(super) fn post(
-        &mut self,
-        now: f64,
-        name: &str,
-        c: Map<String, Value>,
-        persist: bool,
-        out: &mut Vec<Output>,
-    ) {
-        if let Some((ev, place)) = self.record(now, name, c, persist, out) {
-            self.publish(&ev, place, out);
         }
     }
 }

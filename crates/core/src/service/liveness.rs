@@ -72,7 +72,7 @@ impl Service {
                 idset: ids.encode(),
                 relays: (!via.is_empty()).then_some(via),
             });
-            self.post(now, name, c, false, out);
+            self.post(now, name, c, Keep::Journal, out);
         }
     }
 

@@ -185,7 +185,7 @@ impl Service {
                 nodelist: svc.state.nodelist_of(&reconcile),
                 ..Default::default()
             });
-            svc.post(now, "undrain", c, true, out);
+            svc.post(now, "undrain", c, Keep::Persist, out);
         }
         // 4. Liveness.
         if svc.force_up && svc.state.size > 0 {
@@ -198,7 +198,7 @@ impl Service {
                     idset: all.encode(),
                     relays: None,
                 }),
-                false,
+                Keep::Journal,
                 out,
             );
         }
@@ -212,14 +212,15 @@ impl Service {
             online: Some(svc.state.online.encode()),
             nodelist: Some(svc.state.nodelist_of(&ranks)),
         });
-        svc.post(now, "restart", c, false, out);
+        svc.post(now, "restart", c, Keep::Journal, out);
         // 5. Define R.
         if let Some(inv) = &svc.state.inventory {
             let method = inv.method;
             if method != Method::Kvs {
                 out.push(Output::WriteR(inv.json.clone()));
             }
-            svc.post(now, "resource-define", define(method.as_str()), true, out);
+            let c = define(method.as_str());
+            svc.post(now, "resource-define", c, Keep::Persist, out);
         }
     }
 

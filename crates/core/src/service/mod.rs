@@ -86,6 +86,7 @@ mod types;
 pub use table::{Topic, TOPICS};
 pub use types::{Init, Input, Inventory, Level, Method, Now, Output, Settings, StartError};
 
+use events::Keep;
 use position::{Follower, LogIndex};
 use targets::TargetState;
 

@@ -93,20 +93,18 @@ impl Service {
         self.welcomed(now, rank, &welcome, actual, to, out)
     }
 
-    /// A line of a relay session: `gone`, then `hello`, then `lively`,
-    /// then `torpid` (any of them; every line is also the relay's own heartbeat).  A
-    /// malformed line ends the session (EPROTO): the relay reconnects and
-    /// announces its children again.
+    /// A line of the relay session answered on `stream`: `gone`, then
+    /// `hello`, then `lively`, then `torpid` (any of them; every line is
+    /// also the relay's own heartbeat).  A malformed line ends the session
+    /// (EPROTO): the relay reconnects and announces its children again.
     pub(super) fn relay_line(
         &mut self,
         now: f64,
         conn: ConnId,
+        stream: ReplyTo,
         line: Result<msg::RelayLine, RpcError>,
         out: &mut Vec<Output>,
     ) -> Handled {
-        let Some(stream) = self.relays.session(conn).map(|s| s.stream) else {
-            return Err(proto());
-        };
         match line.and_then(|line| self.relay_line_inner(now, conn, line, out)) {
             Ok(answer) => {
                 let a = msg::AgentAnswer {

@@ -72,7 +72,7 @@ impl Service {
         let inv = Inventory::from_rset(rset, Method::Reload);
         out.push(Output::WriteR(inv.json.clone()));
         self.set_inventory(inv);
-        self.post_acknowledged(now, "resource-define", define("reload"), to, out);
+        self.post(now, "resource-define", define("reload"), Keep::Ack(to), out);
     }
 
     /// `resource.expiration-update {expiration}`.
@@ -105,13 +105,13 @@ impl Service {
             ex.insert("expiration".into(), json!(exp));
         }
         out.push(Output::WriteR(inv.json.clone()));
-        self.post_acknowledged(
+        self.post(
             now,
             "resource-update",
             rfc44::context(&rfc44::ResourceUpdate {
                 expiration: Some(exp),
             }),
-            to,
+            Keep::Ack(to),
             out,
         );
         Ok(None)

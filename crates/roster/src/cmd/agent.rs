@@ -28,11 +28,6 @@ use idset::IdSet;
 /// --relays N, the first N hosts run as relays and every other host is a
 /// virtual leaf of its nearest relay (no connection per leaf).
 #[derive(Debug, Parser)]
-#[command(
-    name = "roster agent",
-    bin_name = "roster agent",
-    disable_version_flag = true
-)]
 struct Args {
     /// Service URI, or a comma list of the servers of a highly available
     /// service (default: $ROSTER_URI, else the embedded default's socket).
@@ -206,7 +201,7 @@ pub fn command() -> clap::Command {
 }
 
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    let args = match super::clap_or_exit(Args::try_parse_from(args)) {
+    let args: Args = match super::parse_as("roster agent", args) {
         Ok(a) => a,
         Err(code) => return code,
     };

@@ -22,6 +22,14 @@ pub fn clap_or_exit<T>(parsed: Result<T, clap::Error>) -> Result<T, ExitCode> {
     })
 }
 
+/// [`clap_or_exit`] for `args` parsed as the command `name` (e.g. `roster
+/// agent`; no -V: only `roster` itself takes it).
+pub fn parse_as<T: clap::Parser>(name: &'static str, args: Vec<OsString>) -> Result<T, ExitCode> {
+    let cmd = T::command().name(name).bin_name(name);
+    let matches = cmd.disable_version_flag(true).try_get_matches_from(args);
+    clap_or_exit(matches.and_then(|mut m| T::from_arg_matches_mut(&mut m)))
+}
+
 /// The words after the program name, and the width for help text
 /// (`$COLUMNS`, else the terminal's).
 pub fn words_and_columns(args: &[OsString]) -> (Vec<String>, usize) {

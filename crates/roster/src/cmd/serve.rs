@@ -1,7 +1,7 @@
 //! `roster serve`: run the resource service.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -15,11 +15,6 @@ use rpc::uri::Uri;
 /// runtime directory. Stop it with SIGTERM or SIGINT: streams end cleanly
 /// and the drain checkpoint is written.
 #[derive(Debug, Parser)]
-#[command(
-    name = "roster serve",
-    bin_name = "roster serve",
-    disable_version_flag = true
-)]
 struct Args {
     /// TOML configuration file, or a directory of *.toml files.
     #[arg(short = 'c', long, value_name = "FILE")]
@@ -81,11 +76,6 @@ pub fn command() -> clap::Command {
 /// renew DIR NAME` signs NAME.pem again for a new period; `roster serve
 /// ca revoke DIR NAME` adds NAME.pem to the revocation list DIR/ca.crl.
 #[derive(Debug, Parser)]
-#[command(
-    name = "roster serve ca",
-    bin_name = "roster serve ca",
-    disable_version_flag = true
-)]
 enum CaArgs {
     /// Make a CA in DIR: ca.pem (give it to every node and client) and
     /// ca.key (mode 0600; keep it on the admin host).
@@ -133,11 +123,8 @@ enum CaArgs {
     /// certificate stays valid until it expires (revoke it if it must
     /// not).
     Renew {
-        dir: PathBuf,
-        name: String,
-        /// Where NAME.pem and NAME.key are (the --out of `issue`; default DIR).
-        #[arg(long, value_name = "CERTDIR")]
-        certs: Option<PathBuf>,
+        #[command(flatten)]
+        cert: CertIn,
         /// Validity in days, from now.
         #[arg(long, default_value_t = 365)]
         days: u32,
@@ -150,19 +137,32 @@ enum CaArgs {
     /// with `[serve] tls-crl` checks at every handshake (re-read on
     /// SIGHUP).
     Revoke {
-        dir: PathBuf,
-        name: String,
-        /// Where NAME.pem is (the --out of `issue`; default DIR).
-        #[arg(long, value_name = "CERTDIR")]
-        certs: Option<PathBuf>,
+        #[command(flatten)]
+        cert: CertIn,
         /// Days until the list's next update.
         #[arg(long, default_value_t = 365)]
         days: u32,
     },
 }
 
+/// The certificate NAME of the CA in DIR that `renew` and `revoke` act on.
+#[derive(Debug, clap::Args)]
+struct CertIn {
+    dir: PathBuf,
+    name: String,
+    /// Where the files of NAME are (the --out of `issue`; default DIR).
+    #[arg(long, value_name = "CERTDIR")]
+    certs: Option<PathBuf>,
+}
+
+impl CertIn {
+    fn certs(&self) -> &Path {
+        self.certs.as_deref().unwrap_or(&self.dir)
+    }
+}
+
 fn ca_main(args: Vec<OsString>) -> ExitCode {
-    let args = match super::clap_or_exit(CaArgs::try_parse_from(args)) {
+    let args: CaArgs = match super::parse_as("roster serve ca", args) {
         Ok(a) => a,
         Err(code) => return code,
     };
@@ -179,15 +179,12 @@ fn ca_main(args: Vec<OsString>) -> ExitCode {
             Err(e) => fail(&e),
         },
         CaArgs::Renew {
-            dir,
-            name,
-            certs,
+            cert,
             days,
             new_key,
         } => {
-            let certs = certs.unwrap_or_else(|| dir.clone());
             let validity = tls::ca::Validity::days(days);
-            match tls::ca::renew(&dir, &certs, &name, validity, new_key) {
+            match tls::ca::renew(&cert.dir, cert.certs(), &cert.name, validity, new_key) {
                 Ok(r) => {
                     let key = if r.new_key { "new key" } else { "same key" };
                     println!(
@@ -202,14 +199,8 @@ fn ca_main(args: Vec<OsString>) -> ExitCode {
                 Err(e) => fail(&e),
             }
         }
-        CaArgs::Revoke {
-            dir,
-            name,
-            certs,
-            days,
-        } => {
-            let certs = certs.unwrap_or_else(|| dir.clone());
-            match tls::ca::revoke(&dir, &certs, &name, days) {
+        CaArgs::Revoke { cert, days } => {
+            match tls::ca::revoke(&cert.dir, cert.certs(), &cert.name, days) {
                 Ok(r) => {
                     let what = if r.already {
                         "already revoked"
@@ -217,8 +208,9 @@ fn ca_main(args: Vec<OsString>) -> ExitCode {
                         "revoked"
                     };
                     println!(
-                        "{}: {name} (serial {}) {what}; {} certificate(s) listed",
+                        "{}: {} (serial {}) {what}; {} certificate(s) listed",
                         r.crl.display(),
+                        cert.name,
                         r.serial,
                         r.count
                     );
@@ -289,7 +281,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         args.remove(1);
         return ca_main(args);
     }
-    let args = match super::clap_or_exit(Args::try_parse_from(args)) {
+    let args: Args = match super::parse_as("roster serve", args) {
         Ok(a) => a,
         Err(code) => return code,
     };

@@ -25,6 +25,13 @@ pub struct TlsFiles {
     pub key: PathBuf,
 }
 
+impl TlsFiles {
+    /// The client certificate and key, as [`ha::Settings::identity`].
+    pub fn identity(&self) -> (PathBuf, PathBuf) {
+        (self.cert.clone(), self.key.clone())
+    }
+}
+
 fn etcd_binary() -> Option<PathBuf> {
     let from_path = std::env::var_os("PATH").and_then(|p| {
         std::env::split_paths(&p)
@@ -193,8 +200,7 @@ impl EtcdCluster {
             endpoints: self.client_urls.clone(),
             prefix: prefix.to_string(),
             ca: tls.as_ref().map(|t| t.ca.clone()).or(ca),
-            cert: tls.as_ref().map(|t| t.cert.clone()),
-            key: tls.as_ref().map(|t| t.key.clone()),
+            identity: tls.as_ref().map(TlsFiles::identity),
             lease_ttl: Duration::from_secs(2),
             timeout: Duration::from_secs(2),
         })
@@ -225,8 +231,7 @@ impl EtcdCluster {
                     endpoints: vec![url.clone()],
                     prefix: "/status".into(),
                     ca: self.tls.as_ref().map(|t| t.ca.clone()),
-                    cert: self.tls.as_ref().map(|t| t.cert.clone()),
-                    key: self.tls.as_ref().map(|t| t.key.clone()),
+                    identity: self.tls.as_ref().map(TlsFiles::identity),
                     lease_ttl: Duration::from_secs(2),
                     timeout: Duration::from_secs(1),
                 });

@@ -16,20 +16,12 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use client::Client;
+use roster_svcbench::{ms, pct};
 use rpc::uri::Uri;
 use serde_json::{json, Value};
 
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = (p * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 fn row(label: &str, mut v: Vec<Duration>, note: &str) {
     v.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
         "| {label} | {} | {:.3} | {:.3} | {:.3} | {note} |",
         v.len(),

@@ -50,6 +50,12 @@ pub fn flux_request_bytes(
     msg
 }
 
+/// What `rx` receives within 10 s (`what`: what the test waits for).
+pub fn recv<T>(rx: &std::sync::mpsc::Receiver<T>, what: &str) -> T {
+    let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+    got.unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
 /// Stop a `Listeners::run` task and check that it ended cleanly (within 10 s).
 pub async fn stop_listeners(
     stop: tokio::sync::watch::Sender<bool>,
