@@ -1285,26 +1285,19 @@ fn add_sym(l: &mut Vec<(Sym, u64)>, t: Sym, n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::tests::{add_sockets, cluster};
     use crate::graph::Pool;
 
     /// cluster0 > node{0,1} > socket{0,1} > core{0..3} (per socket), plus a
     /// memory pool of 1024 under each socket.
     fn g() -> Graph {
-        let mut g = Graph::new();
-        let p = g.pool("cluster").id(0);
-        let root = g.add_root(p);
+        let (mut g, root) = cluster();
+        let mem = g.intern("memory");
+        let mb = g.intern("MB");
         for n in 0..2 {
             let p = g.pool("node").id(n).rank(n);
             let node = g.add_child(root, p).unwrap();
-            for s in 0..2 {
-                let p = g.pool("socket").id(s);
-                let sock = g.add_child(node, p).unwrap();
-                for c in 0..4 {
-                    let p = g.pool("core").id(s * 4 + c);
-                    g.add_child(sock, p).unwrap();
-                }
-                let mem = g.intern("memory");
-                let mb = g.intern("MB");
+            for sock in add_sockets(&mut g, node, 4, None) {
                 g.add_child(sock, Pool::new(mem).size(1024).unit(mb))
                     .unwrap();
             }

@@ -1165,24 +1165,46 @@ impl<'a> PoolRef<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn small() -> (Graph, VertexId) {
+    /// Under `parent`: socket{0,1} > core{0..cores} per socket (ids
+    /// socket * cores + core), on `rank` when given; returns the sockets.
+    pub(crate) fn add_sockets(
+        g: &mut Graph,
+        parent: VertexId,
+        cores: i64,
+        rank: Option<i64>,
+    ) -> Vec<VertexId> {
+        let mut sockets = Vec::new();
+        for s in 0..2 {
+            let mut p = g.pool("socket").id(s);
+            p.rank = rank;
+            let sock = g.add_child(parent, p).unwrap();
+            for c in 0..cores {
+                let mut p = g.pool("core").id(s * cores + c);
+                p.rank = rank;
+                g.add_child(sock, p).unwrap();
+            }
+            sockets.push(sock);
+        }
+        sockets
+    }
+
+    /// A graph with only its root, cluster0.
+    pub(crate) fn cluster() -> (Graph, VertexId) {
         let mut g = Graph::new();
-        let c = g.pool("cluster").id(0);
-        let root = g.add_root(c);
+        let p = g.pool("cluster").id(0);
+        let root = g.add_root(p);
+        (g, root)
+    }
+
+    fn small() -> (Graph, VertexId) {
+        let (mut g, root) = cluster();
         for n in 0..2 {
             let p = g.pool("node").id(n).rank(n);
             let node = g.add_child(root, p).unwrap();
-            for s in 0..2 {
-                let p = g.pool("socket").id(s).rank(n);
-                let sock = g.add_child(node, p).unwrap();
-                for c in 0..4 {
-                    let p = g.pool("core").id(s * 4 + c).rank(n);
-                    g.add_child(sock, p).unwrap();
-                }
-            }
+            add_sockets(&mut g, node, 4, Some(n));
         }
         (g, root)
     }

@@ -599,6 +599,7 @@ fn copy_side<T: Clone>(src: &HashMap<u32, T>, dst: &mut HashMap<u32, T>, i: u32,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::tests::add_sockets;
     use crate::select::Pred;
 
     /// RDL's test graph: foo0 > socket{0,1} > core{0-3},{4-7}.
@@ -608,14 +609,7 @@ mod tests {
         let node = g.intern("node");
         let foo = g.intern("foo");
         let root = g.add_root(Pool::new(node).basename(foo).id(0));
-        for s in 0..2 {
-            let p = g.pool("socket").id(s);
-            let sock = g.add_child(root, p).unwrap();
-            for c in 0..4 {
-                let p = g.pool("core").id(s * 4 + c);
-                g.add_child(sock, p).unwrap();
-            }
-        }
+        add_sockets(&mut g, root, 4, None);
         g
     }
 

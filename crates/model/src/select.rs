@@ -453,11 +453,10 @@ impl Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::tests::cluster;
 
     fn g() -> Graph {
-        let mut g = Graph::new();
-        let p = g.pool("cluster").id(0);
-        let root = g.add_root(p);
+        let (mut g, root) = cluster();
         for n in 0..4 {
             let host = g.intern("fluke");
             let p = g.pool("node").basename(host).id(n + 10).rank(n);
