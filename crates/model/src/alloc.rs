@@ -1310,6 +1310,13 @@ mod tests {
         g.lookup(p).unwrap_or_else(|| panic!("no {p}"))
     }
 
+    /// [`g`] and its vertex at `p`.
+    fn g_at(p: &str) -> (Graph, VertexId) {
+        let g = g();
+        let v = at(&g, p);
+        (g, v)
+    }
+
     fn agg(g: &Graph, p: &str) -> Vec<(String, u64)> {
         g.aggregate(at(g, p)).unwrap().into_iter().collect()
     }
@@ -1320,8 +1327,7 @@ mod tests {
 
     #[test]
     fn out_of_service_pools_leave_available_aggregate_and_copy() {
-        let mut g = g();
-        let n1 = at(&g, "/cluster0/node1");
+        let (mut g, n1) = g_at("/cluster0/node1");
         let c = at(&g, "/cluster0/node1/socket0/core1");
         g.allocate(c, 1, 7).unwrap();
         g.set_state(n1, crate::State::Down).unwrap();
@@ -1383,8 +1389,7 @@ mod tests {
     #[test]
     fn pool_alloc_and_free_like_rdl() {
         // The memory pool example of the RDL tests: size 1024, alloc 512.
-        let mut g = g();
-        let m = at(&g, "/cluster0/node0/socket0/memory");
+        let (mut g, m) = g_at("/cluster0/node0/socket0/memory");
         assert_eq!(g.size(m).unwrap(), 1024);
         assert_eq!(g.allocated(m).unwrap(), 0);
         assert_eq!(g.available(m).unwrap(), 1024);
@@ -1417,8 +1422,7 @@ mod tests {
 
     #[test]
     fn never_more_than_size() {
-        let mut g = g();
-        let m = at(&g, "/cluster0/node0/socket0/memory");
+        let (mut g, m) = g_at("/cluster0/node0/socket0/memory");
         g.allocate(m, 1000, 1).unwrap();
         let e = g.allocate(m, 25, 2).unwrap_err();
         assert_eq!(
@@ -1441,8 +1445,7 @@ mod tests {
     fn exclusive_socket_prunes_children_and_shares_up() {
         // RDL test_pool: allocate one socket; its cores and memory vanish
         // from the aggregate.
-        let mut g = g();
-        let s0 = at(&g, "/cluster0/node0/socket0");
+        let (mut g, s0) = g_at("/cluster0/node0/socket0");
         g.allocate(s0, 1, 7).unwrap();
         assert_eq!(g.exclusive(s0).unwrap(), Some(7));
         assert_eq!(g.available(s0).unwrap(), 0);
@@ -1474,8 +1477,7 @@ mod tests {
 
     #[test]
     fn exclusive_absorbs_own_records_and_refuses_others() {
-        let mut g = g();
-        let c0 = at(&g, "/cluster0/node0/socket0/core0");
+        let (mut g, c0) = g_at("/cluster0/node0/socket0/core0");
         let c1 = at(&g, "/cluster0/node0/socket0/core1");
         let n0 = at(&g, "/cluster0/node0");
         g.allocate(c0, 1, 5).unwrap();
@@ -1502,8 +1504,7 @@ mod tests {
 
     #[test]
     fn free_without_n_frees_the_subtree() {
-        let mut g = g();
-        let n1 = at(&g, "/cluster0/node1");
+        let (mut g, n1) = g_at("/cluster0/node1");
         for c in ["core0", "core5"] {
             let s = if c == "core0" { "socket0" } else { "socket1" };
             let v = at(&g, &format!("/cluster0/node1/{s}/{c}"));
@@ -1528,8 +1529,7 @@ mod tests {
 
     #[test]
     fn zero_requests_and_bad_ids() {
-        let mut g = g();
-        let c0 = at(&g, "/cluster0/node0/socket0/core0");
+        let (mut g, c0) = g_at("/cluster0/node0/socket0/core0");
         assert!(matches!(g.allocate(c0, 0, 1), Err(ModelError::Job { .. })));
         assert_eq!(
             g.allocate(VertexId(10_000), 1, 1),
@@ -1540,8 +1540,7 @@ mod tests {
 
     #[test]
     fn reservations_use_the_same_accounting_in_time() {
-        let mut g = g();
-        let m = at(&g, "/cluster0/node0/socket0/memory");
+        let (mut g, m) = g_at("/cluster0/node0/socket0/memory");
         g.reserve(m, 1024, 20, 100, 200).unwrap();
         // Disjoint window: fine.
         g.reserve(m, 1024, 21, 200, 300).unwrap();
@@ -1607,8 +1606,7 @@ mod tests {
 
     #[test]
     fn invariant_checker_detects_corruption() {
-        let mut g = g();
-        let c0 = at(&g, "/cluster0/node0/socket0/core0");
+        let (mut g, c0) = g_at("/cluster0/node0/socket0/core0");
         g.allocate(c0, 1, 1).unwrap();
         let mut h = g.clone();
         // Drop the cluster's shared list entry.
