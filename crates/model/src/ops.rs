@@ -120,6 +120,22 @@ impl Graph {
         self.traverse(from, &mut W(f))
     }
 
+    /// The [`Pool`] that recreates pool `i` (in this graph's symbols).
+    fn pool_of(&self, i: u32) -> Pool {
+        let x = &self.v[i as usize];
+        Pool {
+            ty: x.ty,
+            basename: Some(x.basename),
+            name: (x.name != NONE).then(|| self.name_of(i).into_owned()),
+            id: Some(x.id),
+            rank: Some(x.rank),
+            size: x.size,
+            unit: x.unit,
+            uniq_id: Some(x.uniq),
+            state: x.state,
+        }
+    }
+
     /// Build a new graph from the pools for which `keep` is true (taken in
     /// pre-order, roots first).  `size` overrides sizes; `records` keeps
     /// the allocation records of the kept pools.  A kept pool whose parent
@@ -145,17 +161,8 @@ impl Graph {
         out.v.reserve(order.len());
         for &i in &order {
             let x = &self.v[i as usize];
-            let mut p = Pool::new(x.ty)
-                .basename(x.basename)
-                .size(size.map_or(x.size, |f| f(i)))
-                .unit(x.unit)
-                .uniq_id(x.uniq)
-                .state(x.state);
-            p.id = Some(x.id);
-            p.rank = Some(x.rank);
-            if x.name != NONE {
-                p.name = Some(self.name_of(i).into_owned());
-            }
+            let mut p = self.pool_of(i);
+            p.size = size.map_or(x.size, |f| f(i));
             let parent = map.get(x.parent as usize).copied().filter(|&p| p != NONE);
             let ni = match parent {
                 Some(np) => out.add_child(VertexId(np), p).map(|v| v.0).unwrap_or(NONE),
@@ -510,20 +517,10 @@ impl Graph {
                         .entry(s)
                         .or_insert_with(|| g.syms.intern(other.syms.resolve(s)))
                 };
-                let ty = tr(ox.ty, self);
-                let bn = tr(ox.basename, self);
-                let un = tr(ox.unit, self);
-                let mut p = Pool::new(ty)
-                    .basename(bn)
-                    .unit(un)
-                    .size(ox.size)
-                    .state(ox.state)
-                    .uniq_id(self.next_uniq);
-                p.id = Some(ox.id);
-                p.rank = Some(ox.rank);
-                if ox.name != NONE {
-                    p.name = Some(other.name_of(o).into_owned());
-                }
+                let mut p = other.pool_of(o).uniq_id(self.next_uniq);
+                p.ty = tr(ox.ty, self);
+                p.basename = Some(tr(ox.basename, self));
+                p.unit = tr(ox.unit, self);
                 let nv = self.add_child(VertexId(parent), p)?;
                 self.v[nv.index()].flags |= ox.flags & flag::XMARK;
                 if ox.flags & flag::STAGED != 0 {
