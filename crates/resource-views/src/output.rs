@@ -676,20 +676,20 @@ impl<T: FormatItem> Deduplicator<T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use pycompat::time::FixedZone;
 
     /// The `Item` class from flux's `t/python/t0024-util.py`.
-    struct Item {
-        s: String,
-        i: i64,
+    pub(crate) struct Item {
+        pub(crate) s: String,
+        pub(crate) i: i64,
         f: FieldValue,
         d: f64,
     }
 
     impl Item {
-        fn new(s: &str, i: i64, f: f64) -> Item {
+        pub(crate) fn new(s: &str, i: i64, f: f64) -> Item {
             Item {
                 s: s.into(),
                 i,
