@@ -363,13 +363,19 @@ impl Graph {
     }
 
     fn push_vertex(&mut self, p: Pool, parent: u32) -> u32 {
-        let idx = self.v.len() as u32;
-        let basename = p.basename.unwrap_or(p.ty);
-        let id = p.id.unwrap_or(-1);
         let uniq = p.uniq_id.unwrap_or(self.next_uniq);
         if uniq >= self.next_uniq {
             self.next_uniq = uniq.saturating_add(1);
         }
+        self.push_pool(p, parent, uniq)
+    }
+
+    /// Append the vertex of `p` with parent `parent` (not linked in as its
+    /// child) and unique id `uniq`; returns its index.
+    pub(crate) fn push_pool(&mut self, p: Pool, parent: u32, uniq: i64) -> u32 {
+        let idx = self.v.len() as u32;
+        let basename = p.basename.unwrap_or(p.ty);
+        let id = p.id.unwrap_or(-1);
         let mut vx = Vertex {
             size: p.size,
             id,
