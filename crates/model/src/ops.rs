@@ -136,6 +136,19 @@ impl Graph {
         }
     }
 
+    /// Give pool `n` the allocation records `from` holds on its pool `i`.
+    fn copy_records(&mut self, n: u32, from: &Graph, i: u32) {
+        let (allocs, resv) = from.records_of(i);
+        for (kind, list) in [(JobKind::Allocated, allocs), (JobKind::Reserved, resv)] {
+            for &(j, units) in list {
+                let w = from
+                    .job_window(j)
+                    .map_or((0, crate::FOREVER), |(_, s, e)| (s, e));
+                self.add_record_raw(n, kind, j, units, w);
+            }
+        }
+    }
+
     /// Build a new graph from the pools for which `keep` is true (taken in
     /// pre-order, roots first).  `size` overrides sizes; `records` keeps
     /// the allocation records of the kept pools.  A kept pool whose parent
@@ -213,15 +226,8 @@ impl Graph {
         }
         if records {
             for &i in &order {
-                let Some(ni) = mapped(i) else { continue };
-                let (allocs, resv) = self.records_of(i);
-                for (kind, list) in [(JobKind::Allocated, allocs), (JobKind::Reserved, resv)] {
-                    for &(j, n) in list {
-                        let w = self
-                            .job_window(j)
-                            .map_or((0, crate::FOREVER), |(_, s, e)| (s, e));
-                        out.add_record_raw(ni, kind, j, n, w);
-                    }
+                if let Some(ni) = mapped(i) {
+                    out.copy_records(ni, self, i);
                 }
             }
         }
@@ -558,15 +564,7 @@ impl Graph {
             }
         }
         for &(o, n) in &added {
-            let (allocs, resv) = other.records_of(o);
-            for (kind, list) in [(JobKind::Allocated, allocs), (JobKind::Reserved, resv)] {
-                for &(j, u) in list {
-                    let w = other
-                        .job_window(j)
-                        .map_or((0, crate::FOREVER), |(_, s, e)| (s, e));
-                    self.add_record_raw(n, kind, j, u, w);
-                }
-            }
+            self.copy_records(n, other, o);
         }
         for e in &other.edges {
             if let (Some(&s), Some(&d)) = (map.get(&e.src), map.get(&e.dst)) {
