@@ -643,13 +643,7 @@ impl Graph {
         for d in absorb {
             self.remove_record(d, kind, job, None);
         }
-        self.jobs.entry(job).or_insert_with(|| Job {
-            kind,
-            start: w.0,
-            end: w.1,
-            vertices: Vec::new(),
-        });
-        self.add_record(i, kind, job, n);
+        self.add_record_raw(i, kind, job, n, w);
         Ok(())
     }
 
