@@ -917,24 +917,15 @@ impl Graph {
         }
     }
 
-    /// A new subtree rooted at `i` was linked under its parent.
-    pub(crate) fn agg_attach(&mut self, i: u32) {
+    /// The subtree rooted at `i` was linked under its parent (`attached`),
+    /// or is about to be unlinked.
+    pub(crate) fn agg_link(&mut self, i: u32, attached: bool) {
         let p = self.v[i as usize].parent;
         if p == NONE {
             return;
         }
         let d = self.contrib(i);
-        self.agg_apply(i, p, &d, true);
-    }
-
-    /// The subtree rooted at `i` is about to be unlinked.
-    pub(crate) fn agg_detach(&mut self, i: u32) {
-        let p = self.v[i as usize].parent;
-        if p == NONE {
-            return;
-        }
-        let d = self.contrib(i);
-        self.agg_apply(i, p, &d, false);
+        self.agg_apply(i, p, &d, attached);
     }
 
     /// The units `i` offers changed from `old` to `new` (state, staging).

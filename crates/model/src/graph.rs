@@ -421,7 +421,7 @@ impl Graph {
         }
         let idx = self.push_vertex(p, par);
         self.link_last(par, idx);
-        self.agg_attach(idx);
+        self.agg_link(idx, true);
         Ok(VertexId(idx))
     }
 

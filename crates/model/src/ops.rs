@@ -369,7 +369,7 @@ impl Graph {
                 self.remove_record(x, k, j, None);
             }
         }
-        self.agg_detach(i);
+        self.agg_link(i, false);
         self.unlink_from_parent(i);
         for &x in &sub {
             let xv = &mut self.v[x as usize];
