@@ -918,28 +918,14 @@ pub(crate) fn default_name_eq(basename: &str, id: i64, s: &str) -> bool {
     if id == -1 {
         return rest.is_empty();
     }
-    let mut buf = [0u8; 24];
-    decimal(id, &mut buf) == rest.as_bytes()
-}
-
-/// Decimal form of `n` written into `buf` without allocating.
-pub(crate) fn decimal(n: i64, buf: &mut [u8; 24]) -> &[u8] {
-    let mut i = buf.len();
-    let neg = n < 0;
-    let mut m = n.unsigned_abs();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (m % 10) as u8;
-        m /= 10;
-        if m == 0 {
-            break;
-        }
-    }
-    if neg {
-        i -= 1;
-        buf[i] = b'-';
-    }
-    &buf[i..]
+    let mut buf = [0; 20];
+    let digits = idset::decimal(id.unsigned_abs(), &mut buf);
+    let unsigned = if id < 0 {
+        rest.strip_prefix('-')
+    } else {
+        Some(rest)
+    };
+    unsigned.is_some_and(|r| r.as_bytes() == digits)
 }
 
 /// Iterator along one link of the pools: children (`next`) or strict
@@ -1151,6 +1137,22 @@ pub(crate) mod tests {
             add_sockets(&mut g, node, 4, Some(n));
         }
         (g, root)
+    }
+
+    #[test]
+    fn default_names() {
+        for (id, name, want) in [
+            (3, "foo3", true),
+            (-1, "foo", true),
+            (-1, "foo-1", false),
+            (-5, "foo-5", true),
+            (5, "foo-5", false),
+            (12, "foo012", false),
+            (i64::MIN, "foo-9223372036854775808", true),
+            (3, "bar3", false),
+        ] {
+            assert_eq!(default_name_eq("foo", id, name), want, "{id} {name}");
+        }
     }
 
     #[test]
