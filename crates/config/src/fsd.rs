@@ -277,13 +277,19 @@ fn hexadecimal(s: &[u8]) -> Option<(f64, usize)> {
 mod tests {
     use super::*;
 
+    fn parses(good: &[(&str, f64)]) {
+        for &(s, v) in good {
+            assert_eq!(parse_fsd(s), Ok(v), "{s:?}");
+        }
+    }
+
     #[test]
     fn upstream_vectors() {
         // flux-core src/common/libutil/test/fsd.c
         for bad in ["-1.", "1.0f", "1.0sec"] {
             assert!(parse_fsd(bad).is_err(), "{bad}");
         }
-        let good = [
+        parses(&[
             ("0", 0.0),
             ("0s", 0.0),
             ("0m", 0.0),
@@ -294,24 +300,25 @@ mod tests {
             ("0.5m", 30.0),
             ("0.5h", 1800.0),
             ("1.0d", 86400.0),
-        ];
-        for (s, v) in good {
-            assert_eq!(parse_fsd(s), Ok(v), "{s}");
+        ]);
+        for (v, want) in [
+            (0.001, "0.001s"),
+            (5.0, "5s"),
+            (5.1, "5.1s"),
+            (62.0, "1.03333m"),
+            (3600.0, "1h"),
+            (4500.0, "1.25h"),
+            (86400.0, "1d"),
+            (103680.0, "1.2d"),
+            (f64::INFINITY, "inf"),
+        ] {
+            assert_eq!(format_fsd(v), want, "{v:?}");
         }
-        assert_eq!(format_fsd(0.001), "0.001s");
-        assert_eq!(format_fsd(5.0), "5s");
-        assert_eq!(format_fsd(5.1), "5.1s");
-        assert_eq!(format_fsd(62.0), "1.03333m");
-        assert_eq!(format_fsd(3600.0), "1h");
-        assert_eq!(format_fsd(4500.0), "1.25h");
-        assert_eq!(format_fsd(86400.0), "1d");
-        assert_eq!(format_fsd(103680.0), "1.2d");
-        assert_eq!(format_fsd(f64::INFINITY), "inf");
     }
 
     #[test]
     fn strtod_corners() {
-        let good = [
+        parses(&[
             ("90d", 7_776_000.0),
             ("100d", 8_640_000.0),
             ("30s", 30.0),
@@ -333,10 +340,7 @@ mod tests {
             ("", 0.0),
             ("s", 0.0),
             ("d", 0.0),
-        ];
-        for (s, v) in good {
-            assert_eq!(parse_fsd(s), Ok(v), "{s:?}");
-        }
+        ]);
         for inf in ["inf", "INF", "infinity", "Infinity", "infs", "infd"] {
             assert_eq!(parse_fsd(inf), Ok(f64::INFINITY), "{inf}");
         }
@@ -361,14 +365,18 @@ mod tests {
 
     #[test]
     fn format_g_matches_c() {
-        assert_eq!(format_g(1.0), "1");
-        assert_eq!(format_g(1.5), "1.5");
-        assert_eq!(format_g(0.0001), "0.0001");
-        assert_eq!(format_g(0.00001), "1e-05");
-        assert_eq!(format_g(123456.0), "123456");
-        assert_eq!(format_g(1234567.0), "1.23457e+06");
-        assert_eq!(format_g(999999.5), "1e+06");
-        assert_eq!(format_g(90.0), "90");
+        for (v, want) in [
+            (1.0, "1"),
+            (1.5, "1.5"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (123456.0, "123456"),
+            (1234567.0, "1.23457e+06"),
+            (999999.5, "1e+06"),
+            (90.0, "90"),
+        ] {
+            assert_eq!(format_g(v), want, "{v:?}");
+        }
     }
 
     proptest::proptest! {

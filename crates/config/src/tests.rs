@@ -12,6 +12,24 @@ fn err(text: &str) -> ConfigError {
     }
 }
 
+/// `line` alone in `[table]` fails with `test.toml: [table]: msg`.
+fn table_err(table: &str, line: &str, msg: &str) -> ConfigError {
+    let e = err(&format!("[{table}]\n{line}\n"));
+    assert_eq!(
+        e.to_string(),
+        format!("test.toml: [{table}]: {msg}"),
+        "{line}"
+    );
+    e
+}
+
+/// [`table_err`] for each `(line, msg)`.
+fn table_errs(table: &str, cases: &[(&str, &str)]) {
+    for (line, msg) in cases {
+        table_err(table, line, msg);
+    }
+}
+
 fn data(name: &str) -> String {
     format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
 }
@@ -142,12 +160,7 @@ fn verify_values() {
         ),
     ];
     for (text, msg) in cases {
-        let e = err(&format!("[resource]\nverify = {text}\n"));
-        assert_eq!(
-            e.to_string(),
-            format!("test.toml: [resource]: {msg}"),
-            "{text}"
-        );
+        let e = table_err("resource", &format!("verify = {text}"), msg);
         assert_eq!(e.flux_text(), msg);
     }
 }
@@ -227,31 +240,26 @@ fn resource_type_errors() {
         ),
     ];
     for (line, msg, flux) in cases {
-        let e = err(&format!("[resource]\n{line}\n"));
-        assert_eq!(
-            e.to_string(),
-            format!("test.toml: [resource]: {msg}"),
-            "{line}"
-        );
+        let e = table_err("resource", line, msg);
         assert_eq!(
             e.flux_text(),
             format!("error parsing [resource] configuration: {flux}"),
             "{line}"
         );
     }
-    let e = err("[resource]\nconfig = \"foo\"\n");
-    assert_eq!(
-        e.to_string(),
-        "test.toml: [resource]: config must be an array of tables, got string"
+    let e = table_err(
+        "resource",
+        "config = \"foo\"",
+        "config must be an array of tables, got string",
     );
     assert_eq!(
         e.flux_text(),
         "error parsing [resource.config] array: resource config must be an array"
     );
-    let e = err("[resource.groups]\nbatch = 1\n");
-    assert_eq!(
-        e.to_string(),
-        "test.toml: [resource.groups]: batch must be a string, got integer"
+    table_err(
+        "resource.groups",
+        "batch = 1",
+        "batch must be a string, got integer",
     );
     let e = err("resource = 1\n");
     assert_eq!(
@@ -271,16 +279,15 @@ fn resource_type_errors() {
 
 #[test]
 fn unknown_keys_and_tables() {
-    let e = err("[resource]\nfoo = 42\n");
-    assert_eq!(e.to_string(), "test.toml: [resource]: unknown key 'foo'");
+    let e = table_err("resource", "foo = 42", "unknown key 'foo'");
     assert_eq!(
         e.flux_text(),
         "error parsing [resource] configuration: 1 object item(s) left unpacked: foo"
     );
-    let e = err("[resource]\nfoo = 42\npath = \"/x\"\nbar = 1\n");
-    assert_eq!(
-        e.to_string(),
-        "test.toml: [resource]: unknown keys 'foo', 'bar'"
+    let e = table_err(
+        "resource",
+        "foo = 42\npath = \"/x\"\nbar = 1",
+        "unknown keys 'foo', 'bar'",
     );
     assert_eq!(
         e.flux_text(),
@@ -288,35 +295,40 @@ fn unknown_keys_and_tables() {
     );
     // Like jansson: a type error wins over an unknown key, and types are
     // checked in flux-core's unpack order, whatever the file order.
-    let e = err("[resource]\nfoo = 42\njournal-max = \"x\"\npath = 1\n");
-    assert_eq!(
-        e.to_string(),
-        "test.toml: [resource]: path must be a string, got integer"
+    let path_int = "path must be a string, got integer";
+    table_err(
+        "resource",
+        "foo = 42\njournal-max = \"x\"\npath = 1",
+        path_int,
     );
     // A type error also wins over an invalid value.
     let e = err("[resource]\nhistory = \"foobar\"\nnoverify = 1\n");
     assert!(e.to_string().contains("noverify must be a boolean"), "{e}");
     // Unknown keys win over invalid values.
-    let e = err("[resource]\nhistory = \"foobar\"\nfoo = 1\n");
-    assert_eq!(e.to_string(), "test.toml: [resource]: unknown key 'foo'");
+    table_err(
+        "resource",
+        "history = \"foobar\"\nfoo = 1",
+        "unknown key 'foo'",
+    );
     // Flux module arguments are not [resource] keys.
-    let e = err("[resource]\nmonitor-force-up = true\n");
-    assert_eq!(
-        e.to_string(),
-        "test.toml: [resource]: unknown key 'monitor-force-up'"
-    );
+    let force_up = "unknown key 'monitor-force-up'";
+    table_err("resource", "monitor-force-up = true", force_up);
 
-    let e = err("[foo]\nx = 1\n");
-    assert_eq!(e.to_string(), "test.toml: unknown table [foo]");
-    let e = err("foo = 1\n");
-    assert_eq!(e.to_string(), "test.toml: unknown top-level key 'foo'");
-    let e = err("[[resourcex]]\nx = 1\n");
-    assert_eq!(
-        e.to_string(),
-        "test.toml: unknown top-level key 'resourcex'"
+    for (text, msg) in [
+        ("[foo]\nx = 1\n", "unknown table [foo]"),
+        ("foo = 1\n", "unknown top-level key 'foo'"),
+        (
+            "[[resourcex]]\nx = 1\n",
+            "unknown top-level key 'resourcex'",
+        ),
+    ] {
+        assert_eq!(err(text).to_string(), format!("test.toml: {msg}"));
+    }
+    let e = table_err(
+        "serve",
+        "listen = [\"unix:///x\"]\nfoo = 1",
+        "unknown key 'foo'",
     );
-    let e = err("[serve]\nlisten = [\"unix:///x\"]\nfoo = 1\n");
-    assert_eq!(e.to_string(), "test.toml: [serve]: unknown key 'foo'");
     assert_eq!(e.flux_text(), "[serve]: unknown key 'foo'");
 }
 
@@ -399,15 +411,15 @@ fn roster_durations() {
     assert_eq!(c.resource.offline_timeout, 0.5);
     let c = parse("[resource]\ntorpid-max = \"inf\"\n").unwrap_or_default();
     assert!(c.resource.torpid_max.is_infinite());
-    let e = err("[resource]\ntorpid-max = \"bad\"\n");
-    assert_eq!(
-        e.to_string(),
-        "test.toml: [resource]: invalid torpid-max duration 'bad': invalid duration suffix"
+    table_err(
+        "resource",
+        "torpid-max = \"bad\"",
+        "invalid torpid-max duration 'bad': invalid duration suffix",
     );
-    let e = err("[resource]\noffline-timeout = \"-5s\"\n");
-    assert_eq!(
-        e.to_string(),
-        "test.toml: [resource]: invalid offline-timeout duration '-5s': duration is negative"
+    table_err(
+        "resource",
+        "offline-timeout = \"-5s\"",
+        "invalid offline-timeout duration '-5s': duration is negative",
     );
 }
 
@@ -442,29 +454,26 @@ parent-R = "/tmp/R.json"
     assert_eq!(s.parent_r, Some(PathBuf::from("/tmp/R.json")));
 
     let cases = [
-        ("statedir = 1", "[serve]: statedir must be a string, got integer"),
-        ("listen = \"unix:///x\"", "[serve]: listen must be an array of strings, got string"),
-        ("listen = [\"unix:///x\", 5]", "[serve]: listen[1] must be a string, got integer"),
-        ("listen = []", "[serve]: listen must name at least one URI"),
+        ("statedir = 1", "statedir must be a string, got integer"),
+        ("listen = \"unix:///x\"", "listen must be an array of strings, got string"),
+        ("listen = [\"unix:///x\", 5]", "listen[1] must be a string, got integer"),
+        ("listen = []", "listen must name at least one URI"),
         (
             "listen = [\"unix:///x\", \"http://x\"]",
-            "[serve]: listen[1]: invalid URI 'http://x': expected unix:///PATH, tls://HOST:PORT, tcp://HOST:PORT or flux:///PATH",
+            "listen[1]: invalid URI 'http://x': expected unix:///PATH, tls://HOST:PORT, tcp://HOST:PORT or flux:///PATH",
         ),
         (
             "listen = [\"tcp://host\"]",
-            "[serve]: listen[0]: invalid URI 'tcp://host': expected tcp://HOST:PORT with a port in 1-65535",
+            "listen[0]: invalid URI 'tcp://host': expected tcp://HOST:PORT with a port in 1-65535",
         ),
-        ("token-file = false", "[serve]: token-file must be a string, got boolean"),
-        ("monitor-force-up = \"true\"", "[serve]: monitor-force-up must be a boolean, got string"),
-        ("parent-R = []", "[serve]: parent-R must be a string, got array"),
-        ("parent-r = \"x\"", "[serve]: unknown key 'parent-r'"),
-        ("tls-cert = 1", "[serve]: tls-cert must be a string, got integer"),
-        ("auth = 1", "[serve]: auth must be a table, got integer"),
+        ("token-file = false", "token-file must be a string, got boolean"),
+        ("monitor-force-up = \"true\"", "monitor-force-up must be a boolean, got string"),
+        ("parent-R = []", "parent-R must be a string, got array"),
+        ("parent-r = \"x\"", "unknown key 'parent-r'"),
+        ("tls-cert = 1", "tls-cert must be a string, got integer"),
+        ("auth = 1", "auth must be a table, got integer"),
     ];
-    for (line, msg) in cases {
-        let e = err(&format!("[serve]\n{line}\n"));
-        assert_eq!(e.to_string(), format!("test.toml: {msg}"), "{line}");
-    }
+    table_errs("serve", &cases);
 }
 
 #[test]
@@ -531,26 +540,20 @@ user-token-file = "/etc/roster/user.token"
     let cases = [
         (
             "admin = 5",
-            "[serve.auth]: admin must be a string or an array of strings, got integer",
+            "admin must be a string or an array of strings, got integer",
         ),
-        (
-            "user = [\"a\", 1]",
-            "[serve.auth]: user[1] must be a string, got integer",
-        ),
+        ("user = [\"a\", 1]", "user[1] must be a string, got integer"),
         (
             "roles-from-ou = \"no\"",
-            "[serve.auth]: roles-from-ou must be a boolean, got string",
+            "roles-from-ou must be a boolean, got string",
         ),
-        ("root = \"x\"", "[serve.auth]: unknown key 'root'"),
+        ("root = \"x\"", "unknown key 'root'"),
         (
             "admin-token-file = 1",
-            "[serve.auth]: admin-token-file must be a string, got integer",
+            "admin-token-file must be a string, got integer",
         ),
     ];
-    for (line, msg) in cases {
-        let e = err(&format!("[serve.auth]\n{line}\n"));
-        assert_eq!(e.to_string(), format!("test.toml: {msg}"), "{line}");
-    }
+    table_errs("serve.auth", &cases);
 }
 
 #[test]
@@ -1012,13 +1015,7 @@ fn serve_etcd_backend() {
             "etcd-lease-ttl must be between 1s and 1h, got 0.5s",
         ),
     ];
-    for (lines, msg) in cases {
-        let e = err(&format!("[serve]\n{lines}\n"));
-        assert!(
-            e.to_string().ends_with(msg),
-            "{lines}: got {e}, want ...{msg}"
-        );
-    }
+    table_errs("serve", &cases);
 }
 
 #[test]

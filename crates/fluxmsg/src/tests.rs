@@ -203,73 +203,45 @@ fn decode_errors_are_precise() {
         DecodeError::TooLarge { len: 101, max: 100 }.to_string(),
         "message of 101 bytes exceeds the limit of 100 bytes"
     );
-    assert_eq!(body_err(&[]), DecodeError::Empty);
-    assert_eq!(
-        body_err(&hex("05 61 62")),
-        DecodeError::Truncated {
-            index: 0,
-            needed: 5,
-            available: 2
-        }
-    );
-    assert_eq!(
-        body_err(&hex("ff 00 00")),
-        DecodeError::Truncated {
-            index: 0,
-            needed: 4,
-            available: 2
-        }
-    );
-    assert_eq!(
-        body_err(&hex("ff ff ff ff ff 00")),
-        DecodeError::Truncated {
-            index: 0,
-            needed: 0xffff_ffff,
-            available: 1
-        }
-    );
-    assert_eq!(body_err(&hex("02 8e 01")), DecodeError::BadProtoSize(2));
-    assert_eq!(
-        body_err(&hex("14 8f 01 01 00 ffffffff 00000000 ffffffff 00000001")),
-        DecodeError::BadProtoMagic(0x8f)
-    );
-    assert_eq!(
-        body_err(&hex("14 8e 02 01 00 ffffffff 00000000 ffffffff 00000001")),
-        DecodeError::BadProtoVersion(2)
-    );
-    assert_eq!(
-        body_err(&hex("14 8e 01 03 00 ffffffff 00000000 ffffffff 00000001")),
-        DecodeError::BadType(3)
-    );
-    // ROUTE|TOPIC but no delimiter before PROTO.
-    assert_eq!(
-        body_err(&hex(&format!("01 61 {PROTO_REQ}"))),
-        DecodeError::MissingRouteDelimiter
-    );
-    // ROUTE|TOPIC, delimiter, no topic.
-    assert_eq!(
-        body_err(&hex(&format!("00 {PROTO_REQ}"))),
-        DecodeError::MissingTopic
-    );
-    // ROUTE|TOPIC|PAYLOAD, no payload.
-    assert_eq!(
-        body_err(&hex(
-            "00 01 61 14 8e 01 01 0b ffffffff 00000000 ffffffff 00000001"
-        )),
-        DecodeError::MissingPayload
-    );
-    assert_eq!(
-        body_err(&hex(&format!("00 01 61 01 62 01 63 {PROTO_REQ}"))),
-        DecodeError::TrailingFrames(2)
-    );
-    assert_eq!(
-        body_err(&hex(&format!("00 01 ff {PROTO_REQ}"))),
-        DecodeError::TopicNotUtf8
-    );
-    assert_eq!(
-        body_err(&hex(&format!("00 02 61 00 {PROTO_REQ}"))),
-        DecodeError::TopicNul
-    );
+    let req = |frames: &str| hex(&format!("{frames} {PROTO_REQ}"));
+    let truncated = |needed, available| DecodeError::Truncated {
+        index: 0,
+        needed,
+        available,
+    };
+    for (frames, want) in [
+        (vec![], DecodeError::Empty),
+        (hex("05 61 62"), truncated(5, 2)),
+        (hex("ff 00 00"), truncated(4, 2)),
+        (hex("ff ff ff ff ff 00"), truncated(0xffff_ffff, 1)),
+        (hex("02 8e 01"), DecodeError::BadProtoSize(2)),
+        (
+            hex("14 8f 01 01 00 ffffffff 00000000 ffffffff 00000001"),
+            DecodeError::BadProtoMagic(0x8f),
+        ),
+        (
+            hex("14 8e 02 01 00 ffffffff 00000000 ffffffff 00000001"),
+            DecodeError::BadProtoVersion(2),
+        ),
+        (
+            hex("14 8e 01 03 00 ffffffff 00000000 ffffffff 00000001"),
+            DecodeError::BadType(3),
+        ),
+        // ROUTE|TOPIC but no delimiter before PROTO.
+        (req("01 61"), DecodeError::MissingRouteDelimiter),
+        // ROUTE|TOPIC, delimiter, no topic.
+        (req("00"), DecodeError::MissingTopic),
+        // ROUTE|TOPIC|PAYLOAD, no payload.
+        (
+            hex("00 01 61 14 8e 01 01 0b ffffffff 00000000 ffffffff 00000001"),
+            DecodeError::MissingPayload,
+        ),
+        (req("00 01 61 01 62 01 63"), DecodeError::TrailingFrames(2)),
+        (req("00 01 ff"), DecodeError::TopicNotUtf8),
+        (req("00 02 61 00"), DecodeError::TopicNul),
+    ] {
+        assert_eq!(body_err(&frames), want);
+    }
 }
 
 #[test]

@@ -385,12 +385,7 @@ impl Hostlist {
                 Piece::Str(s) => s.len(),
                 Piece::Char(_) => 1,
                 Piece::Num(n, w) => padded_len(n, w),
-                Piece::RunHosts {
-                    affix,
-                    lo,
-                    hi,
-                    width,
-                } => run_encoded_len(affix, lo, hi, width),
+                Piece::RunHosts(affix, lo, hi, width) => run_encoded_len(affix, lo, hi, width),
             });
         });
         len
@@ -401,12 +396,7 @@ impl Hostlist {
             Piece::Str(s) => out.extend_from_slice(s.as_bytes()),
             Piece::Char(c) => out.push(c),
             Piece::Num(n, w) => push_padded_bytes(out, n, w),
-            Piece::RunHosts {
-                affix,
-                lo,
-                hi,
-                width,
-            } => {
+            Piece::RunHosts(affix, lo, hi, width) => {
                 let mut j = lo;
                 loop {
                     out.extend_from_slice(affix.prefix.as_bytes());
@@ -438,12 +428,7 @@ impl Hostlist {
                     hi,
                     width,
                 } => {
-                    emit(Piece::RunHosts {
-                        affix,
-                        lo: *lo,
-                        hi: *hi,
-                        width: *width,
-                    });
+                    emit(Piece::RunHosts(affix, *lo, *hi, *width));
                     i += 1;
                 }
                 Entry::Range { prefix, .. } => {
@@ -906,12 +891,8 @@ enum Piece<'a> {
     Str(&'a str),
     Char(u8),
     Num(u64, u32),
-    RunHosts {
-        affix: &'a Affix,
-        lo: u64,
-        hi: u64,
-        width: u32,
-    },
+    /// The hosts of an [`Entry::Run`]: affix, lo, hi, width.
+    RunHosts(&'a Affix, u64, u64, u32),
 }
 
 /// Encoded length of a run's hosts, comma separated, without building them.

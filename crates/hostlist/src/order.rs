@@ -312,11 +312,11 @@ struct Key {
 /// sharing one allocation are recognised without comparing bytes), then the
 /// entries are sorted by precomputed keys.
 fn sort_entries(entries: Vec<Entry>) -> Vec<Entry> {
-    let Ok(n) = u32::try_from(entries.len()) else {
+    if u32::try_from(entries.len()).is_err() {
         let mut entries = entries;
         entries.sort_by(cmp);
         return entries;
-    };
+    }
     let mut ids: Vec<u32> = Vec::with_capacity(entries.len());
     let mut distinct: Vec<&str> = Vec::new();
     let mut index: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
@@ -360,52 +360,47 @@ fn sort_entries(entries: Vec<Entry>) -> Vec<Entry> {
             _ => true,
         });
     if simple {
-        let mut keys: Vec<u128> = entries
-            .iter()
-            .zip(&ids)
-            .zip(0..n)
-            .map(|((e, &id), pos)| {
-                let (numbered, lo) = match e {
-                    Entry::Range { lo, .. } => (1u128, *lo),
-                    _ => (0, 0),
-                };
-                ((u128::from(rank_of(id)) * 2 + numbered) << 96)
-                    | (u128::from(lo) << 32)
-                    | u128::from(pos)
-            })
-            .collect();
-        keys.sort_unstable();
-        let mut slots: Vec<Option<Entry>> = entries.into_iter().map(Some).collect();
-        return keys
-            .iter()
-            .filter_map(|&k| {
-                slots
-                    .get_mut((k & 0xffff_ffff) as usize)
-                    .and_then(Option::take)
-            })
-            .collect();
-    }
-    let mut keys: Vec<Key> = entries
-        .iter()
-        .zip(&ids)
-        .zip(0..n)
-        .map(|((e, &id), pos)| {
-            let (numbered, num) = match e {
-                Entry::Range { lo, width, .. } => (true, num_key(*lo, *width)),
-                _ => (false, (0, 0, 0, 0)),
+        let key = |e: &Entry, id, pos| {
+            let (numbered, lo) = match e {
+                Entry::Range { lo, .. } => (1u128, *lo),
+                _ => (0, 0),
             };
-            Key {
-                rank: rank_of(id),
-                numbered,
-                num,
-                pos,
-            }
-        })
+            ((u128::from(rank_of(id)) * 2 + numbered) << 96)
+                | (u128::from(lo) << 32)
+                | u128::from(pos)
+        };
+        return sort_by_keys(entries, &ids, key, |&k| (k & 0xffff_ffff) as usize);
+    }
+    let key = |e: &Entry, id, pos| {
+        let (numbered, num) = match e {
+            Entry::Range { lo, width, .. } => (true, num_key(*lo, *width)),
+            _ => (false, (0, 0, 0, 0)),
+        };
+        Key {
+            rank: rank_of(id),
+            numbered,
+            num,
+            pos,
+        }
+    };
+    sort_by_keys(entries, &ids, key, |k| k.pos as usize)
+}
+
+/// `entries` in the order of their keys: `key(entry, prefix id, position)`,
+/// whose position `pos_of` reads back.
+fn sort_by_keys<K: Ord>(
+    entries: Vec<Entry>,
+    ids: &[u32],
+    key: impl Fn(&Entry, u32, u32) -> K,
+    pos_of: impl Fn(&K) -> usize,
+) -> Vec<Entry> {
+    let mut keys: Vec<K> = (entries.iter().zip(ids).zip(0..))
+        .map(|((e, &id), pos)| key(e, id, pos))
         .collect();
     keys.sort_unstable();
     let mut slots: Vec<Option<Entry>> = entries.into_iter().map(Some).collect();
     keys.iter()
-        .filter_map(|k| slots.get_mut(k.pos as usize).and_then(Option::take))
+        .filter_map(|k| slots.get_mut(pos_of(k)).and_then(Option::take))
         .collect()
 }
 

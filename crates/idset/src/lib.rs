@@ -578,8 +578,13 @@ impl IdSet {
     }
 }
 
-fn push_u32(s: &mut String, mut v: u32) {
-    let mut buf = [0u8; 10];
+fn push_u32(s: &mut String, v: u32) {
+    // The digits are ASCII.
+    s.push_str(std::str::from_utf8(decimal(v.into(), &mut [0; 20])).unwrap_or_default());
+}
+
+/// The decimal digits of `v`, written into `buf` without allocating.
+pub fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
     loop {
         i -= 1;
@@ -589,8 +594,7 @@ fn push_u32(s: &mut String, mut v: u32) {
             break;
         }
     }
-    // The buffer holds ASCII digits only.
-    s.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
+    &buf[i..]
 }
 
 /// Iterator over the ids of an [`IdSet`], ascending.

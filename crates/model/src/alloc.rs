@@ -643,13 +643,7 @@ impl Graph {
         for d in absorb {
             self.remove_record(d, kind, job, None);
         }
-        self.jobs.entry(job).or_insert_with(|| Job {
-            kind,
-            start: w.0,
-            end: w.1,
-            vertices: Vec::new(),
-        });
-        self.add_record(i, kind, job, n);
+        self.add_record_raw(i, kind, job, n, w);
         Ok(())
     }
 
@@ -923,24 +917,15 @@ impl Graph {
         }
     }
 
-    /// A new subtree rooted at `i` was linked under its parent.
-    pub(crate) fn agg_attach(&mut self, i: u32) {
+    /// The subtree rooted at `i` was linked under its parent (`attached`),
+    /// or is about to be unlinked.
+    pub(crate) fn agg_link(&mut self, i: u32, attached: bool) {
         let p = self.v[i as usize].parent;
         if p == NONE {
             return;
         }
         let d = self.contrib(i);
-        self.agg_apply(i, p, &d, true);
-    }
-
-    /// The subtree rooted at `i` is about to be unlinked.
-    pub(crate) fn agg_detach(&mut self, i: u32) {
-        let p = self.v[i as usize].parent;
-        if p == NONE {
-            return;
-        }
-        let d = self.contrib(i);
-        self.agg_apply(i, p, &d, false);
+        self.agg_apply(i, p, &d, attached);
     }
 
     /// The units `i` offers changed from `old` to `new` (state, staging).
@@ -1285,26 +1270,19 @@ fn add_sym(l: &mut Vec<(Sym, u64)>, t: Sym, n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::tests::{add_sockets, cluster};
     use crate::graph::Pool;
 
     /// cluster0 > node{0,1} > socket{0,1} > core{0..3} (per socket), plus a
     /// memory pool of 1024 under each socket.
     fn g() -> Graph {
-        let mut g = Graph::new();
-        let p = g.pool("cluster").id(0);
-        let root = g.add_root(p);
+        let (mut g, root) = cluster();
+        let mem = g.intern("memory");
+        let mb = g.intern("MB");
         for n in 0..2 {
             let p = g.pool("node").id(n).rank(n);
             let node = g.add_child(root, p).unwrap();
-            for s in 0..2 {
-                let p = g.pool("socket").id(s);
-                let sock = g.add_child(node, p).unwrap();
-                for c in 0..4 {
-                    let p = g.pool("core").id(s * 4 + c);
-                    g.add_child(sock, p).unwrap();
-                }
-                let mem = g.intern("memory");
-                let mb = g.intern("MB");
+            for sock in add_sockets(&mut g, node, 4, None) {
                 g.add_child(sock, Pool::new(mem).size(1024).unit(mb))
                     .unwrap();
             }
@@ -1317,6 +1295,13 @@ mod tests {
         g.lookup(p).unwrap_or_else(|| panic!("no {p}"))
     }
 
+    /// [`g`] and its vertex at `p`.
+    fn g_at(p: &str) -> (Graph, VertexId) {
+        let g = g();
+        let v = at(&g, p);
+        (g, v)
+    }
+
     fn agg(g: &Graph, p: &str) -> Vec<(String, u64)> {
         g.aggregate(at(g, p)).unwrap().into_iter().collect()
     }
@@ -1327,8 +1312,7 @@ mod tests {
 
     #[test]
     fn out_of_service_pools_leave_available_aggregate_and_copy() {
-        let mut g = g();
-        let n1 = at(&g, "/cluster0/node1");
+        let (mut g, n1) = g_at("/cluster0/node1");
         let c = at(&g, "/cluster0/node1/socket0/core1");
         g.allocate(c, 1, 7).unwrap();
         g.set_state(n1, crate::State::Down).unwrap();
@@ -1390,8 +1374,7 @@ mod tests {
     #[test]
     fn pool_alloc_and_free_like_rdl() {
         // The memory pool example of the RDL tests: size 1024, alloc 512.
-        let mut g = g();
-        let m = at(&g, "/cluster0/node0/socket0/memory");
+        let (mut g, m) = g_at("/cluster0/node0/socket0/memory");
         assert_eq!(g.size(m).unwrap(), 1024);
         assert_eq!(g.allocated(m).unwrap(), 0);
         assert_eq!(g.available(m).unwrap(), 1024);
@@ -1424,8 +1407,7 @@ mod tests {
 
     #[test]
     fn never_more_than_size() {
-        let mut g = g();
-        let m = at(&g, "/cluster0/node0/socket0/memory");
+        let (mut g, m) = g_at("/cluster0/node0/socket0/memory");
         g.allocate(m, 1000, 1).unwrap();
         let e = g.allocate(m, 25, 2).unwrap_err();
         assert_eq!(
@@ -1448,8 +1430,7 @@ mod tests {
     fn exclusive_socket_prunes_children_and_shares_up() {
         // RDL test_pool: allocate one socket; its cores and memory vanish
         // from the aggregate.
-        let mut g = g();
-        let s0 = at(&g, "/cluster0/node0/socket0");
+        let (mut g, s0) = g_at("/cluster0/node0/socket0");
         g.allocate(s0, 1, 7).unwrap();
         assert_eq!(g.exclusive(s0).unwrap(), Some(7));
         assert_eq!(g.available(s0).unwrap(), 0);
@@ -1481,8 +1462,7 @@ mod tests {
 
     #[test]
     fn exclusive_absorbs_own_records_and_refuses_others() {
-        let mut g = g();
-        let c0 = at(&g, "/cluster0/node0/socket0/core0");
+        let (mut g, c0) = g_at("/cluster0/node0/socket0/core0");
         let c1 = at(&g, "/cluster0/node0/socket0/core1");
         let n0 = at(&g, "/cluster0/node0");
         g.allocate(c0, 1, 5).unwrap();
@@ -1509,8 +1489,7 @@ mod tests {
 
     #[test]
     fn free_without_n_frees_the_subtree() {
-        let mut g = g();
-        let n1 = at(&g, "/cluster0/node1");
+        let (mut g, n1) = g_at("/cluster0/node1");
         for c in ["core0", "core5"] {
             let s = if c == "core0" { "socket0" } else { "socket1" };
             let v = at(&g, &format!("/cluster0/node1/{s}/{c}"));
@@ -1535,8 +1514,7 @@ mod tests {
 
     #[test]
     fn zero_requests_and_bad_ids() {
-        let mut g = g();
-        let c0 = at(&g, "/cluster0/node0/socket0/core0");
+        let (mut g, c0) = g_at("/cluster0/node0/socket0/core0");
         assert!(matches!(g.allocate(c0, 0, 1), Err(ModelError::Job { .. })));
         assert_eq!(
             g.allocate(VertexId(10_000), 1, 1),
@@ -1547,8 +1525,7 @@ mod tests {
 
     #[test]
     fn reservations_use_the_same_accounting_in_time() {
-        let mut g = g();
-        let m = at(&g, "/cluster0/node0/socket0/memory");
+        let (mut g, m) = g_at("/cluster0/node0/socket0/memory");
         g.reserve(m, 1024, 20, 100, 200).unwrap();
         // Disjoint window: fine.
         g.reserve(m, 1024, 21, 200, 300).unwrap();
@@ -1614,8 +1591,7 @@ mod tests {
 
     #[test]
     fn invariant_checker_detects_corruption() {
-        let mut g = g();
-        let c0 = at(&g, "/cluster0/node0/socket0/core0");
+        let (mut g, c0) = g_at("/cluster0/node0/socket0/core0");
         g.allocate(c0, 1, 1).unwrap();
         let mut h = g.clone();
         // Drop the cluster's shared list entry.

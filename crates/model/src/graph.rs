@@ -21,6 +21,8 @@ pub(crate) const NONE: u32 = u32::MAX;
 
 /// Tags of one pool: key and optional value.
 pub(crate) type TagList = Vec<(Sym, Option<Box<str>>)>;
+/// Per-vertex lists of (key, value): properties or tags.
+type Keyed<V> = HashMap<u32, Vec<(Sym, V)>>;
 
 /// Index of a pool in its [`Graph`].  Ids are only meaningful for the graph
 /// that issued them; methods validate them and report
@@ -167,6 +169,18 @@ pub struct EdgeRef<'a> {
     pub relationship: &'a str,
 }
 
+/// Chained setters of [`Pool`], one per field: `field(arg: T) = value;`.
+macro_rules! setters {
+    ($($field:ident($v:ident: $t:ty) = $val:expr;)*) => {
+        $(
+            pub fn $field(mut self, $v: $t) -> Pool {
+                self.$field = $val;
+                self
+            }
+        )*
+    };
+}
+
 /// Everything needed to create a pool.  Build with [`Pool::new`] (or
 /// [`Graph::pool`]) and the setter methods.
 #[derive(Debug, Clone)]
@@ -197,37 +211,15 @@ impl Pool {
             state: State::Up,
         }
     }
-    pub fn basename(mut self, b: Sym) -> Pool {
-        self.basename = Some(b);
-        self
-    }
-    pub fn name(mut self, n: impl Into<String>) -> Pool {
-        self.name = Some(n.into());
-        self
-    }
-    pub fn id(mut self, id: i64) -> Pool {
-        self.id = Some(id);
-        self
-    }
-    pub fn rank(mut self, r: i64) -> Pool {
-        self.rank = Some(r);
-        self
-    }
-    pub fn size(mut self, s: u64) -> Pool {
-        self.size = s;
-        self
-    }
-    pub fn unit(mut self, u: Sym) -> Pool {
-        self.unit = u;
-        self
-    }
-    pub fn uniq_id(mut self, u: i64) -> Pool {
-        self.uniq_id = Some(u);
-        self
-    }
-    pub fn state(mut self, s: State) -> Pool {
-        self.state = s;
-        self
+    setters! {
+        basename(b: Sym) = Some(b);
+        name(n: impl Into<String>) = Some(n.into());
+        id(id: i64) = Some(id);
+        rank(r: i64) = Some(r);
+        size(s: u64) = s;
+        unit(u: Sym) = u;
+        uniq_id(u: i64) = Some(u);
+        state(s: State) = s;
     }
 }
 
@@ -371,13 +363,19 @@ impl Graph {
     }
 
     fn push_vertex(&mut self, p: Pool, parent: u32) -> u32 {
-        let idx = self.v.len() as u32;
-        let basename = p.basename.unwrap_or(p.ty);
-        let id = p.id.unwrap_or(-1);
         let uniq = p.uniq_id.unwrap_or(self.next_uniq);
         if uniq >= self.next_uniq {
             self.next_uniq = uniq.saturating_add(1);
         }
+        self.push_pool(p, parent, uniq)
+    }
+
+    /// Append the vertex of `p` with parent `parent` (not linked in as its
+    /// child) and unique id `uniq`; returns its index.
+    pub(crate) fn push_pool(&mut self, p: Pool, parent: u32, uniq: i64) -> u32 {
+        let idx = self.v.len() as u32;
+        let basename = p.basename.unwrap_or(p.ty);
+        let id = p.id.unwrap_or(-1);
         let mut vx = Vertex {
             size: p.size,
             id,
@@ -423,7 +421,7 @@ impl Graph {
         }
         let idx = self.push_vertex(p, par);
         self.link_last(par, idx);
-        self.agg_attach(idx);
+        self.agg_link(idx, true);
         Ok(VertexId(idx))
     }
 
@@ -514,11 +512,7 @@ impl Graph {
 
     /// A read-only view of pool `v`.
     pub fn get(&self, v: VertexId) -> Option<PoolRef<'_>> {
-        if self.is_live(v.0) {
-            Some(PoolRef { g: self, i: v.0 })
-        } else {
-            None
-        }
+        self.is_live(v.0).then_some(PoolRef { g: self, i: v.0 })
     }
 
     /// Like [`Graph::get`] but with an error naming the id.
@@ -530,50 +524,31 @@ impl Graph {
         PoolRef { g: self, i }
     }
 
-    /// Children of `v` in order (empty for an unknown id).
-    pub fn children(&self, v: VertexId) -> Children<'_> {
-        let first = if self.is_live(v.0) {
-            self.v[v.0 as usize].first
-        } else {
-            NONE
-        };
-        Children {
-            g: self,
-            cur: first,
-        }
+    fn links(&self, cur: u32, link: fn(&Vertex) -> u32) -> Links<'_> {
+        Links { g: self, cur, link }
     }
 
-    pub(crate) fn kids(&self, v: u32) -> Children<'_> {
-        Children {
-            g: self,
-            cur: self.v[v as usize].first,
-        }
+    /// Children of `v` in order (empty for an unknown id).
+    pub fn children(&self, v: VertexId) -> Links<'_> {
+        self.links(self.get(v).map_or(NONE, |p| p.x().first), |x| x.next)
+    }
+
+    pub(crate) fn kids(&self, v: u32) -> Links<'_> {
+        self.links(self.v[v as usize].first, |x| x.next)
     }
 
     /// Parent of `v` in the containment hierarchy.
     pub fn parent(&self, v: VertexId) -> Option<VertexId> {
-        if !self.is_live(v.0) {
-            return None;
-        }
-        let p = self.v[v.0 as usize].parent;
-        (p != NONE).then_some(VertexId(p))
+        self.get(v)?.parent()
     }
 
     /// Strict ancestors of `v`, nearest first.
-    pub fn ancestors(&self, v: VertexId) -> Ancestors<'_> {
-        let cur = if self.is_live(v.0) {
-            self.v[v.0 as usize].parent
-        } else {
-            NONE
-        };
-        Ancestors { g: self, cur }
+    pub fn ancestors(&self, v: VertexId) -> Links<'_> {
+        self.links(self.get(v).map_or(NONE, |p| p.x().parent), |x| x.parent)
     }
 
-    pub(crate) fn ups(&self, v: u32) -> Ancestors<'_> {
-        Ancestors {
-            g: self,
-            cur: self.v[v as usize].parent,
-        }
+    pub(crate) fn ups(&self, v: u32) -> Links<'_> {
+        self.links(self.v[v as usize].parent, |x| x.parent)
     }
 
     /// Depth of `v` (roots are 0).
@@ -705,44 +680,66 @@ impl Graph {
 
     /// Set a static property (`value` may be empty, as R properties are).
     pub fn set_property(&mut self, v: VertexId, key: &str, value: &str) -> Result<(), ModelError> {
-        let i = self.check(v)?;
-        let k = self.syms.intern(key);
-        set_keyed(&mut self.props, i, k, value.into());
-        self.v[i as usize].flags |= flag::HAS_PROPS;
-        Ok(())
+        self.set_keyed(v, key, value.into(), flag::HAS_PROPS, |g| &mut g.props)
     }
 
     /// Remove a property; returns whether it was present.
     pub fn remove_property(&mut self, v: VertexId, key: &str) -> Result<bool, ModelError> {
-        let i = self.check(v)?;
-        let Some(k) = self.syms.get(key) else {
-            return Ok(false);
-        };
-        let (found, emptied) = remove_keyed(&mut self.props, i, k);
-        if emptied {
-            self.v[i as usize].flags &= !flag::HAS_PROPS;
-        }
-        Ok(found)
+        self.remove_keyed(v, key, flag::HAS_PROPS, |g| &mut g.props)
     }
 
     /// RFC 4 Tag(K, [V]): set a dynamic tag, with an optional value.
     pub fn tag(&mut self, v: VertexId, key: &str, value: Option<&str>) -> Result<(), ModelError> {
-        let i = self.check(v)?;
-        let k = self.syms.intern(key);
-        set_keyed(&mut self.tags, i, k, value.map(Box::from));
-        self.v[i as usize].flags |= flag::HAS_TAGS;
-        Ok(())
+        self.set_keyed(v, key, value.map(Box::from), flag::HAS_TAGS, |g| {
+            &mut g.tags
+        })
     }
 
     /// Remove a tag; returns whether it was present.
     pub fn untag(&mut self, v: VertexId, key: &str) -> Result<bool, ModelError> {
+        self.remove_keyed(v, key, flag::HAS_TAGS, |g| &mut g.tags)
+    }
+
+    /// Set `key` to `val` in `v`'s list of `map` (properties or tags) and
+    /// mark `v` as having one.
+    fn set_keyed<V>(
+        &mut self,
+        v: VertexId,
+        key: &str,
+        val: V,
+        has: u16,
+        map: fn(&mut Graph) -> &mut Keyed<V>,
+    ) -> Result<(), ModelError> {
         let i = self.check(v)?;
-        let Some(k) = self.syms.get(key) else {
+        let k = self.syms.intern(key);
+        let list = map(self).entry(i).or_default();
+        match list.iter_mut().find(|(kk, _)| *kk == k) {
+            Some(e) => e.1 = val,
+            None => list.push((k, val)),
+        }
+        self.v[i as usize].flags |= has;
+        Ok(())
+    }
+
+    /// Remove `key` from `v`'s list of `map`, dropping the list and the
+    /// mark once empty; returns whether `key` was there.
+    fn remove_keyed<V>(
+        &mut self,
+        v: VertexId,
+        key: &str,
+        has: u16,
+        map: fn(&mut Graph) -> &mut Keyed<V>,
+    ) -> Result<bool, ModelError> {
+        let i = self.check(v)?;
+        let (Some(k), Some(list)) = (self.syms.get(key), map(self).get_mut(&i)) else {
             return Ok(false);
         };
-        let (found, emptied) = remove_keyed(&mut self.tags, i, k);
-        if emptied {
-            self.v[i as usize].flags &= !flag::HAS_TAGS;
+        let n = list.len();
+        list.retain(|(kk, _)| *kk != k);
+        let found = list.len() != n;
+        if list.is_empty() {
+            map(self).remove(&i);
+            self.v[i as usize].flags &= !has;
         }
         Ok(found)
     }
@@ -914,30 +911,6 @@ impl Graph {
 
 /// RFC 4 default-name test without allocating: is `s` == basename + id
 /// (or just basename when the id is unassigned)?
-/// Set `k` to `val` in vertex `i`'s list of `map` (properties or tags).
-fn set_keyed<V>(map: &mut HashMap<u32, Vec<(Sym, V)>>, i: u32, k: Sym, val: V) {
-    let list = map.entry(i).or_default();
-    match list.iter_mut().find(|(kk, _)| *kk == k) {
-        Some(e) => e.1 = val,
-        None => list.push((k, val)),
-    }
-}
-
-/// Remove `k` from vertex `i`'s list of `map`, dropping the list once
-/// empty: whether `k` was there, and whether the list was dropped.
-fn remove_keyed<V>(map: &mut HashMap<u32, Vec<(Sym, V)>>, i: u32, k: Sym) -> (bool, bool) {
-    let Some(list) = map.get_mut(&i) else {
-        return (false, false);
-    };
-    let n = list.len();
-    list.retain(|(kk, _)| *kk != k);
-    let (found, emptied) = (list.len() != n, list.is_empty());
-    if emptied {
-        map.remove(&i);
-    }
-    (found, emptied)
-}
-
 pub(crate) fn default_name_eq(basename: &str, id: i64, s: &str) -> bool {
     let Some(rest) = s.strip_prefix(basename) else {
         return false;
@@ -945,62 +918,32 @@ pub(crate) fn default_name_eq(basename: &str, id: i64, s: &str) -> bool {
     if id == -1 {
         return rest.is_empty();
     }
-    let mut buf = [0u8; 24];
-    decimal(id, &mut buf) == rest.as_bytes()
+    let mut buf = [0; 20];
+    let digits = idset::decimal(id.unsigned_abs(), &mut buf);
+    let unsigned = if id < 0 {
+        rest.strip_prefix('-')
+    } else {
+        Some(rest)
+    };
+    unsigned.is_some_and(|r| r.as_bytes() == digits)
 }
 
-/// Decimal form of `n` written into `buf` without allocating.
-pub(crate) fn decimal(n: i64, buf: &mut [u8; 24]) -> &[u8] {
-    let mut i = buf.len();
-    let neg = n < 0;
-    let mut m = n.unsigned_abs();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (m % 10) as u8;
-        m /= 10;
-        if m == 0 {
-            break;
-        }
-    }
-    if neg {
-        i -= 1;
-        buf[i] = b'-';
-    }
-    &buf[i..]
-}
-
-/// Iterator over children.
-pub struct Children<'a> {
+/// Iterator along one link of the pools: children (`next`) or strict
+/// ancestors (`parent`, nearest first).
+pub struct Links<'a> {
     g: &'a Graph,
     cur: u32,
+    link: fn(&Vertex) -> u32,
 }
 
-impl Iterator for Children<'_> {
+impl Iterator for Links<'_> {
     type Item = VertexId;
     fn next(&mut self) -> Option<VertexId> {
         if self.cur == NONE {
             return None;
         }
         let c = self.cur;
-        self.cur = self.g.v[c as usize].next;
-        Some(VertexId(c))
-    }
-}
-
-/// Iterator over strict ancestors, nearest first.
-pub struct Ancestors<'a> {
-    g: &'a Graph,
-    cur: u32,
-}
-
-impl Iterator for Ancestors<'_> {
-    type Item = VertexId;
-    fn next(&mut self) -> Option<VertexId> {
-        if self.cur == NONE {
-            return None;
-        }
-        let c = self.cur;
-        self.cur = self.g.v[c as usize].parent;
+        self.cur = (self.link)(&self.g.v[c as usize]);
         Some(VertexId(c))
     }
 }
@@ -1104,7 +1047,7 @@ impl<'a> PoolRef<'a> {
         let p = self.x().parent;
         (p != NONE).then_some(VertexId(p))
     }
-    pub fn children(&self) -> Children<'a> {
+    pub fn children(&self) -> Links<'a> {
         self.g.kids(self.i)
     }
     pub fn has_children(&self) -> bool {
@@ -1112,79 +1055,104 @@ impl<'a> PoolRef<'a> {
     }
     /// Static properties in insertion order.
     pub fn properties(&self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
-        let g = self.g;
-        g.props
-            .get(&self.i)
-            .into_iter()
-            .flatten()
-            .map(move |(k, v)| (g.syms.resolve(*k), &**v))
+        self.keyed(&self.g.props).map(|(k, v)| (k, &**v))
     }
     pub fn property(&self, key: &str) -> Option<&'a str> {
-        if self.x().flags & flag::HAS_PROPS == 0 {
-            return None;
-        }
-        let k = self.g.syms.get(key)?;
-        self.g
-            .props
-            .get(&self.i)?
-            .iter()
-            .find(|(kk, _)| *kk == k)
-            .map(|(_, v)| &**v)
+        self.lookup(&self.g.props, flag::HAS_PROPS, key)
+            .map(|v| &**v)
     }
     /// Tags in insertion order.
     pub fn tags(&self) -> impl Iterator<Item = (&'a str, Option<&'a str>)> + 'a {
-        let g = self.g;
-        g.tags
-            .get(&self.i)
-            .into_iter()
-            .flatten()
-            .map(move |(k, v)| (g.syms.resolve(*k), v.as_deref()))
+        self.keyed(&self.g.tags).map(|(k, v)| (k, v.as_deref()))
     }
     /// `Some(value)` if tagged with `key` (the value itself is optional).
     pub fn tag(&self, key: &str) -> Option<Option<&'a str>> {
-        if self.x().flags & flag::HAS_TAGS == 0 {
-            return None;
-        }
-        let k = self.g.syms.get(key)?;
-        self.g
-            .tags
-            .get(&self.i)?
-            .iter()
-            .find(|(kk, _)| *kk == k)
-            .map(|(_, v)| v.as_deref())
+        self.lookup(&self.g.tags, flag::HAS_TAGS, key)
+            .map(|v| v.as_deref())
     }
     /// Paths in subsystems other than the containment hierarchy.
     pub fn subsystem_paths(&self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        self.keyed(&self.g.paths).map(|(k, v)| (k, &**v))
+    }
+    /// This pool's list of `map` (properties, tags or paths), keys resolved.
+    fn keyed<V>(&self, map: &'a Keyed<V>) -> impl Iterator<Item = (&'a str, &'a V)> + 'a {
         let g = self.g;
-        g.paths
-            .get(&self.i)
-            .into_iter()
-            .flatten()
-            .map(move |(k, v)| (g.syms.resolve(*k), &**v))
+        let list = map.get(&self.i).into_iter().flatten();
+        list.map(move |(k, v)| (g.syms.resolve(*k), v))
+    }
+    /// The value of `key` in this pool's list of `map`, when flag `has` says
+    /// there is a list.
+    fn lookup<V>(&self, map: &'a Keyed<V>, has: u16, key: &str) -> Option<&'a V> {
+        if self.x().flags & has == 0 {
+            return None;
+        }
+        let k = self.g.syms.get(key)?;
+        map.get(&self.i)?
+            .iter()
+            .find(|(kk, _)| *kk == k)
+            .map(|(_, v)| v)
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn small() -> (Graph, VertexId) {
+    /// Under `parent`: socket{0,1} > core{0..cores} per socket (ids
+    /// socket * cores + core), on `rank` when given; returns the sockets.
+    pub(crate) fn add_sockets(
+        g: &mut Graph,
+        parent: VertexId,
+        cores: i64,
+        rank: Option<i64>,
+    ) -> Vec<VertexId> {
+        let mut sockets = Vec::new();
+        for s in 0..2 {
+            let mut p = g.pool("socket").id(s);
+            p.rank = rank;
+            let sock = g.add_child(parent, p).unwrap();
+            for c in 0..cores {
+                let mut p = g.pool("core").id(s * cores + c);
+                p.rank = rank;
+                g.add_child(sock, p).unwrap();
+            }
+            sockets.push(sock);
+        }
+        sockets
+    }
+
+    /// A graph with only its root, cluster0.
+    pub(crate) fn cluster() -> (Graph, VertexId) {
         let mut g = Graph::new();
-        let c = g.pool("cluster").id(0);
-        let root = g.add_root(c);
+        let p = g.pool("cluster").id(0);
+        let root = g.add_root(p);
+        (g, root)
+    }
+
+    fn small() -> (Graph, VertexId) {
+        let (mut g, root) = cluster();
         for n in 0..2 {
             let p = g.pool("node").id(n).rank(n);
             let node = g.add_child(root, p).unwrap();
-            for s in 0..2 {
-                let p = g.pool("socket").id(s).rank(n);
-                let sock = g.add_child(node, p).unwrap();
-                for c in 0..4 {
-                    let p = g.pool("core").id(s * 4 + c).rank(n);
-                    g.add_child(sock, p).unwrap();
-                }
-            }
+            add_sockets(&mut g, node, 4, Some(n));
         }
         (g, root)
+    }
+
+    #[test]
+    fn default_names() {
+        for (id, name, want) in [
+            (3, "foo3", true),
+            (-1, "foo", true),
+            (-1, "foo-1", false),
+            (-5, "foo-5", true),
+            (5, "foo-5", false),
+            (12, "foo012", false),
+            (i64::MIN, "foo-9223372036854775808", true),
+            (3, "bar3", false),
+        ] {
+            assert_eq!(default_name_eq("foo", id, name), want, "{id} {name}");
+        }
     }
 
     #[test]

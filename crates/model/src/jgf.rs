@@ -29,7 +29,7 @@
 //! direction) are ignored.  Unknown vertex keys are kept and written back.
 
 use crate::alloc::{JobId, JobKind, FOREVER};
-use crate::graph::{flag, Edge, Graph, State, Vertex, VertexId, NONE};
+use crate::graph::{flag, Edge, Graph, Pool, State, VertexId, NONE};
 use crate::intern::Sym;
 use crate::ModelError;
 use serde_json::{Map, Value};
@@ -511,44 +511,26 @@ impl Graph {
             };
             let exclusive = boolean("exclusive")?.unwrap_or(false);
             let staged = boolean("staged")?.unwrap_or(false);
-            let i = g.v.len() as u32;
-            let tys = g.syms.intern(ty);
-            let bns = g.syms.intern(basename);
-            let uns = g.syms.intern(unit);
-            let mut x = Vertex {
+            // Fluxion's default name is basename + id, even for id -1.
+            let name = name.map_or_else(|| format!("{basename}{id}"), str::to_string);
+            let pool = Pool {
+                ty: g.syms.intern(ty),
+                basename: Some(g.syms.intern(basename)),
+                name: Some(name),
+                id: Some(id),
+                rank: Some(rank),
                 size,
-                id,
-                rank,
-                uniq: uniq.unwrap_or(0),
-                ty: tys,
-                basename: bns,
-                unit: uns,
-                name: NONE,
-                parent: NONE,
-                first: NONE,
-                last: NONE,
-                next: NONE,
-                prev: NONE,
-                rec: NONE,
-                agg: NONE,
-                flags: 0,
+                unit: g.syms.intern(unit),
+                uniq_id: None,
                 state,
             };
-            // Fluxion's default name is basename + id, even for id -1.
-            let default = format!("{basename}{id}");
-            let nm = name.map_or(default, str::to_string);
-            if !crate::graph::default_name_eq(basename, id, &nm) {
-                x.name = g.names.len() as u32;
-                g.names.push(nm.into_boxed_str());
-            }
+            let i = g.push_pool(pool, NONE, uniq.unwrap_or(0));
             if exclusive {
-                x.flags |= flag::XMARK;
+                g.v[i as usize].flags |= flag::XMARK;
             }
             if staged {
-                x.flags |= flag::STAGED;
+                g.v[i as usize].flags |= flag::STAGED;
             }
-            g.v.push(x);
-            g.live += 1;
             match uniq {
                 Some(u) => {
                     if used_uniq.insert(u, i).is_some() {

@@ -188,30 +188,36 @@ attributes:
 
     #[test]
     fn content_errors_name_the_field() {
-        assert_eq!(err("resources: []\n"), "jobspec: 'version' is missing");
-        assert_eq!(
-            err("version: 2\nresources: []\n"),
-            "jobspec: version must be 1, not 2"
-        );
-        assert_eq!(err("version: 1\n"), "jobspec: 'resources' is missing");
-        assert_eq!(
-            err("version: 1\nresources: {type: node}\n"),
-            "jobspec: 'resources' must be an array, not a mapping"
-        );
-        let no_duration = YAML_NODE.replace("    duration: 3600.\n", "");
-        assert_eq!(
-            err(&no_duration),
-            "jobspec: attributes.system.duration is required"
-        );
-        let bad_count = YAML_NODE.replace("count: 2\n    exclusive", "count: two\n    exclusive");
-        assert_eq!(
-            err(&bad_count),
-            "jobspec: node count must be a positive integer"
-        );
-        let bad_excl = YAML_NODE.replace("exclusive: true", "exclusive: yes please");
-        assert_eq!(
-            err(&bad_excl),
-            "jobspec: node 'exclusive' must be a boolean"
-        );
+        for (text, msg) in [
+            ("resources: []\n", "'version' is missing"),
+            ("version: 2\nresources: []\n", "version must be 1, not 2"),
+            ("version: 1\n", "'resources' is missing"),
+            (
+                "version: 1\nresources: {type: node}\n",
+                "'resources' must be an array, not a mapping",
+            ),
+        ] {
+            assert_eq!(err(text), format!("jobspec: {msg}"), "{text:?}");
+        }
+        // YAML_NODE with one line changed.
+        for (from, to, msg) in [
+            (
+                "    duration: 3600.\n",
+                "",
+                "attributes.system.duration is required",
+            ),
+            (
+                "count: 2\n    exclusive",
+                "count: two\n    exclusive",
+                "node count must be a positive integer",
+            ),
+            (
+                "exclusive: true",
+                "exclusive: yes please",
+                "node 'exclusive' must be a boolean",
+            ),
+        ] {
+            assert_eq!(err(&YAML_NODE.replace(from, to)), format!("jobspec: {msg}"));
+        }
     }
 }

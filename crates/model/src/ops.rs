@@ -120,6 +120,35 @@ impl Graph {
         self.traverse(from, &mut W(f))
     }
 
+    /// The [`Pool`] that recreates pool `i` (in this graph's symbols).
+    fn pool_of(&self, i: u32) -> Pool {
+        let x = &self.v[i as usize];
+        Pool {
+            ty: x.ty,
+            basename: Some(x.basename),
+            name: (x.name != NONE).then(|| self.name_of(i).into_owned()),
+            id: Some(x.id),
+            rank: Some(x.rank),
+            size: x.size,
+            unit: x.unit,
+            uniq_id: Some(x.uniq),
+            state: x.state,
+        }
+    }
+
+    /// Give pool `n` the allocation records `from` holds on its pool `i`.
+    fn copy_records(&mut self, n: u32, from: &Graph, i: u32) {
+        let (allocs, resv) = from.records_of(i);
+        for (kind, list) in [(JobKind::Allocated, allocs), (JobKind::Reserved, resv)] {
+            for &(j, units) in list {
+                let w = from
+                    .job_window(j)
+                    .map_or((0, crate::FOREVER), |(_, s, e)| (s, e));
+                self.add_record_raw(n, kind, j, units, w);
+            }
+        }
+    }
+
     /// Build a new graph from the pools for which `keep` is true (taken in
     /// pre-order, roots first).  `size` overrides sizes; `records` keeps
     /// the allocation records of the kept pools.  A kept pool whose parent
@@ -145,17 +174,8 @@ impl Graph {
         out.v.reserve(order.len());
         for &i in &order {
             let x = &self.v[i as usize];
-            let mut p = Pool::new(x.ty)
-                .basename(x.basename)
-                .size(size.map_or(x.size, |f| f(i)))
-                .unit(x.unit)
-                .uniq_id(x.uniq)
-                .state(x.state);
-            p.id = Some(x.id);
-            p.rank = Some(x.rank);
-            if x.name != NONE {
-                p.name = Some(self.name_of(i).into_owned());
-            }
+            let mut p = self.pool_of(i);
+            p.size = size.map_or(x.size, |f| f(i));
             let parent = map.get(x.parent as usize).copied().filter(|&p| p != NONE);
             let ni = match parent {
                 Some(np) => out.add_child(VertexId(np), p).map(|v| v.0).unwrap_or(NONE),
@@ -206,15 +226,8 @@ impl Graph {
         }
         if records {
             for &i in &order {
-                let Some(ni) = mapped(i) else { continue };
-                let (allocs, resv) = self.records_of(i);
-                for (kind, list) in [(JobKind::Allocated, allocs), (JobKind::Reserved, resv)] {
-                    for &(j, n) in list {
-                        let w = self
-                            .job_window(j)
-                            .map_or((0, crate::FOREVER), |(_, s, e)| (s, e));
-                        out.add_record_raw(ni, kind, j, n, w);
-                    }
+                if let Some(ni) = mapped(i) {
+                    out.copy_records(ni, self, i);
                 }
             }
         }
@@ -356,7 +369,7 @@ impl Graph {
                 self.remove_record(x, k, j, None);
             }
         }
-        self.agg_detach(i);
+        self.agg_link(i, false);
         self.unlink_from_parent(i);
         for &x in &sub {
             let xv = &mut self.v[x as usize];
@@ -510,20 +523,10 @@ impl Graph {
                         .entry(s)
                         .or_insert_with(|| g.syms.intern(other.syms.resolve(s)))
                 };
-                let ty = tr(ox.ty, self);
-                let bn = tr(ox.basename, self);
-                let un = tr(ox.unit, self);
-                let mut p = Pool::new(ty)
-                    .basename(bn)
-                    .unit(un)
-                    .size(ox.size)
-                    .state(ox.state)
-                    .uniq_id(self.next_uniq);
-                p.id = Some(ox.id);
-                p.rank = Some(ox.rank);
-                if ox.name != NONE {
-                    p.name = Some(other.name_of(o).into_owned());
-                }
+                let mut p = other.pool_of(o).uniq_id(self.next_uniq);
+                p.ty = tr(ox.ty, self);
+                p.basename = Some(tr(ox.basename, self));
+                p.unit = tr(ox.unit, self);
                 let nv = self.add_child(VertexId(parent), p)?;
                 self.v[nv.index()].flags |= ox.flags & flag::XMARK;
                 if ox.flags & flag::STAGED != 0 {
@@ -561,15 +564,7 @@ impl Graph {
             }
         }
         for &(o, n) in &added {
-            let (allocs, resv) = other.records_of(o);
-            for (kind, list) in [(JobKind::Allocated, allocs), (JobKind::Reserved, resv)] {
-                for &(j, u) in list {
-                    let w = other
-                        .job_window(j)
-                        .map_or((0, crate::FOREVER), |(_, s, e)| (s, e));
-                    self.add_record_raw(n, kind, j, u, w);
-                }
-            }
+            self.copy_records(n, other, o);
         }
         for e in &other.edges {
             if let (Some(&s), Some(&d)) = (map.get(&e.src), map.get(&e.dst)) {
@@ -599,6 +594,7 @@ fn copy_side<T: Clone>(src: &HashMap<u32, T>, dst: &mut HashMap<u32, T>, i: u32,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::tests::add_sockets;
     use crate::select::Pred;
 
     /// RDL's test graph: foo0 > socket{0,1} > core{0-3},{4-7}.
@@ -608,14 +604,7 @@ mod tests {
         let node = g.intern("node");
         let foo = g.intern("foo");
         let root = g.add_root(Pool::new(node).basename(foo).id(0));
-        for s in 0..2 {
-            let p = g.pool("socket").id(s);
-            let sock = g.add_child(root, p).unwrap();
-            for c in 0..4 {
-                let p = g.pool("core").id(s * 4 + c);
-                g.add_child(sock, p).unwrap();
-            }
-        }
+        add_sockets(&mut g, root, 4, None);
         g
     }
 

@@ -4,14 +4,13 @@
 //! subtree restores the aggregate and the jobs).
 
 use crate::alloc::JobKind;
+use crate::graph::tests::{add_sockets, cluster};
 use crate::graph::{Graph, Pool, State, VertexId};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
 fn base() -> Graph {
-    let mut g = Graph::new();
-    let p = g.pool("cluster").id(0);
-    let root = g.add_root(p);
+    let (mut g, root) = cluster();
     let mem = g.intern("memory");
     for n in 0..3 {
         let p = g
@@ -20,13 +19,7 @@ fn base() -> Graph {
             .rank(n)
             .size(if n == 0 { 2 } else { 1 });
         let node = g.add_child(root, p).unwrap();
-        for s in 0..2 {
-            let p = g.pool("socket").id(s).rank(n);
-            let sock = g.add_child(node, p).unwrap();
-            for c in 0..3 {
-                let p = g.pool("core").id(s * 3 + c).rank(n);
-                g.add_child(sock, p).unwrap();
-            }
+        for sock in add_sockets(&mut g, node, 3, Some(n)) {
             g.add_child(sock, Pool::new(mem).size(8).rank(n)).unwrap();
         }
     }

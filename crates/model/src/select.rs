@@ -82,28 +82,6 @@ impl Pred {
         }
         Ok(p)
     }
-
-    /// Conjunction helper.
-    pub fn and(self, other: Pred) -> Pred {
-        match self {
-            Pred::And(mut v) => {
-                v.push(other);
-                Pred::And(v)
-            }
-            p => Pred::And(vec![p, other]),
-        }
-    }
-
-    /// Disjunction helper.
-    pub fn or(self, other: Pred) -> Pred {
-        match self {
-            Pred::Or(mut v) => {
-                v.push(other);
-                Pred::Or(v)
-            }
-            p => Pred::Or(vec![p, other]),
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -453,11 +431,10 @@ impl Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::tests::cluster;
 
     fn g() -> Graph {
-        let mut g = Graph::new();
-        let p = g.pool("cluster").id(0);
-        let root = g.add_root(p);
+        let (mut g, root) = cluster();
         for n in 0..4 {
             let host = g.intern("fluke");
             let p = g.pool("node").basename(host).id(n + 10).rank(n);
@@ -515,22 +492,20 @@ mod tests {
     #[test]
     fn parse_errors_name_the_input() {
         let e = |s: &str| Pred::parse(s).unwrap_err().to_string();
-        assert_eq!(e("foo=bar"), "find expression: unknown predicate 'foo=bar'");
-        assert_eq!(
-            e("status=sideways"),
-            "find expression: unknown value in 'status=sideways'"
-        );
-        assert_eq!(e("type"), "find expression: expected key=value, got 'type'");
-        assert_eq!(
-            e("(type=node"),
-            "find expression: unbalanced parentheses in '(type=node'"
-        );
-        assert_eq!(e(""), "find expression: empty expression");
-        assert_eq!(e("type=node and"), "find expression: expression ends early");
-        assert_eq!(
-            e("jobid-alloc=18446744073709551616"),
-            "find expression: invalid job id in 'jobid-alloc=18446744073709551616'"
-        );
+        for (expr, msg) in [
+            ("foo=bar", "unknown predicate 'foo=bar'"),
+            ("status=sideways", "unknown value in 'status=sideways'"),
+            ("type", "expected key=value, got 'type'"),
+            ("(type=node", "unbalanced parentheses in '(type=node'"),
+            ("", "empty expression"),
+            ("type=node and", "expression ends early"),
+            (
+                "jobid-alloc=18446744073709551616",
+                "invalid job id in 'jobid-alloc=18446744073709551616'",
+            ),
+        ] {
+            assert_eq!(e(expr), format!("find expression: {msg}"));
+        }
         assert!(e("ranks=3-1").contains("ranks=3-1"));
     }
 

@@ -121,7 +121,15 @@ pub struct Arg {
 }
 
 impl Arg {
-    fn base(dest: &'static str, opts: &[&'static str], action: Action, nargs: Nargs) -> Arg {
+    /// An argument with no default; a positional is required unless its
+    /// `nargs` is `?` or `*` (as argparse decides).
+    fn base(
+        dest: &'static str,
+        opts: &[&'static str],
+        action: Action,
+        nargs: Nargs,
+        help: Option<&'static str>,
+    ) -> Arg {
         Arg {
             dest,
             opts: opts.to_vec(),
@@ -131,80 +139,64 @@ impl Arg {
             choices: Vec::new(),
             konst: None,
             default: Val::None,
-            help: None,
-            required: false,
+            help,
+            required: opts.is_empty() && !matches!(nargs, Nargs::Optional | Nargs::ZeroOrMore),
             check: None,
         }
     }
 
+    fn with_default(mut self, default: Val) -> Arg {
+        self.default = default;
+        self
+    }
+
     /// `action="store_true"`.
     pub fn flag(dest: &'static str, opts: &[&'static str], help: &'static str) -> Arg {
-        let mut a = Arg::base(dest, opts, Action::StoreTrue, Nargs::Zero);
-        a.default = Val::Bool(false);
-        a.help = Some(help);
-        a
+        Arg::base(dest, opts, Action::StoreTrue, Nargs::Zero, Some(help))
+            .with_default(Val::Bool(false))
     }
 
     /// `action="count", default=0`.
     pub fn count(dest: &'static str, opts: &[&'static str], help: &'static str) -> Arg {
-        let mut a = Arg::base(dest, opts, Action::Count, Nargs::Zero);
-        a.default = Val::Int(0);
-        a.help = Some(help);
-        a
+        Arg::base(dest, opts, Action::Count, Nargs::Zero, Some(help)).with_default(Val::Int(0))
     }
 
     /// An option taking one value (`store`).
     pub fn opt(dest: &'static str, opts: &[&'static str], help: &'static str) -> Arg {
-        let mut a = Arg::base(dest, opts, Action::Store, Nargs::One);
-        a.help = Some(help);
-        a
+        Arg::base(dest, opts, Action::Store, Nargs::One, Some(help))
     }
 
     /// `action="append", default=[]`.
     pub fn append(dest: &'static str, opts: &[&'static str], help: &'static str) -> Arg {
-        let mut a = Arg::base(dest, opts, Action::Append, Nargs::One);
-        a.default = Val::List(Vec::new());
-        a.help = Some(help);
-        a
+        Arg::base(dest, opts, Action::Append, Nargs::One, Some(help))
+            .with_default(Val::List(Vec::new()))
     }
 
     /// flux's `action=FilterActionSetUpdate, default=set()`.
     pub fn set_update(dest: &'static str, opts: &[&'static str], help: &'static str) -> Arg {
-        let mut a = Arg::base(dest, opts, Action::SetUpdate, Nargs::One);
-        a.default = Val::List(Vec::new());
-        a.help = Some(help);
-        a
+        Arg::base(dest, opts, Action::SetUpdate, Nargs::One, Some(help))
+            .with_default(Val::List(Vec::new()))
     }
 
     /// A required positional (`nargs=None`).
     pub fn pos(dest: &'static str, help: &'static str) -> Arg {
-        let mut a = Arg::base(dest, &[], Action::Store, Nargs::One);
-        a.help = Some(help);
-        a.required = true;
-        a
+        Arg::base(dest, &[], Action::Store, Nargs::One, Some(help))
     }
 
     /// An optional positional (`nargs="?"`).
     pub fn pos_optional(dest: &'static str, help: &'static str) -> Arg {
-        let mut a = Arg::base(dest, &[], Action::Store, Nargs::Optional);
-        a.help = Some(help);
-        a
+        Arg::base(dest, &[], Action::Store, Nargs::Optional, Some(help))
     }
 
     /// `nargs=argparse.REMAINDER` (required, as argparse marks it).
     pub fn remainder(dest: &'static str, help: &'static str) -> Arg {
-        let mut a = Arg::base(dest, &[], Action::Store, Nargs::Remainder);
-        a.help = Some(help);
-        a.required = true;
-        a
+        Arg::base(dest, &[], Action::Store, Nargs::Remainder, Some(help))
     }
 
     /// A positional taking any number of words (`nargs="*"`): a list.
     pub fn pos_any(dest: &'static str, help: &'static str) -> Arg {
-        let mut a = Arg::base(dest, &[], Action::Store, Nargs::ZeroOrMore);
-        a.default = Val::List(Vec::new());
-        a.help = Some(help);
-        a
+        Arg::base(dest, &[], Action::Store, Nargs::ZeroOrMore, Some(help))
+            .with_default(Val::List(Vec::new()))
     }
 
     /// `type=NAME`: a value `check` rejects fails with
@@ -545,8 +537,8 @@ pub fn terminal_columns(env_columns: Option<&str>, stdout_columns: Option<usize>
 impl Parser {
     /// A parser with only `-h/--help`.
     pub fn new(prog: &str) -> Parser {
-        let mut help = Arg::base("help", &["-h", "--help"], Action::Help, Nargs::Zero);
-        help.help = Some("show this help message and exit");
+        let help = Some("show this help message and exit");
+        let help = Arg::base("help", &["-h", "--help"], Action::Help, Nargs::Zero, help);
         Parser {
             prog: prog.to_string(),
             args: vec![help],
@@ -588,9 +580,13 @@ impl Parser {
         description: &'static str,
         dest: &'static str,
     ) -> Parser {
-        let mut a = Arg::base(dest, &[], Action::Subparsers, Nargs::Parser);
-        a.required = true;
-        self.args.push(a);
+        self.args.push(Arg::base(
+            dest,
+            &[],
+            Action::Subparsers,
+            Nargs::Parser,
+            None,
+        ));
         self.sub_title = Some(title);
         self.sub_description = Some(description);
         self
@@ -1654,6 +1650,10 @@ mod tests {
         }
     }
 
+    fn hl_err(args: &str) -> String {
+        err_line(hl().parse(&words(args), 80))
+    }
+
     #[test]
     fn groups_types_and_zero_or_more() {
         let ns = hl().parse(&words("-e a b"), 80).unwrap_or_default();
@@ -1661,22 +1661,17 @@ mod tests {
         assert_eq!(ns.list("sources"), ["a", "b"]);
         let ns = hl().parse(&words("-c"), 80).unwrap_or_default();
         assert_eq!(ns.list("sources"), Vec::<String>::new());
-        assert_eq!(
-            err_line(hl().parse(&words("-e -c x"), 80)),
-            "hl: error: argument -c/--count: not allowed with argument -e/--expand"
-        );
-        assert_eq!(
-            err_line(hl().parse(&words("-m -i"), 80)),
-            "hl: error: argument -i: not allowed with argument -m"
-        );
-        assert_eq!(
-            err_line(hl().parse(&words("-L x"), 80)),
-            "hl: error: argument -L/--limit: invalid int value: 'x'"
-        );
-        assert_eq!(
-            err_line(hl().parse(&words("a -e b"), 80)),
-            "hl: error: unrecognized arguments: b"
-        );
+        for (args, err) in [
+            (
+                "-e -c x",
+                "argument -c/--count: not allowed with argument -e/--expand",
+            ),
+            ("-m -i", "argument -i: not allowed with argument -m"),
+            ("-L x", "argument -L/--limit: invalid int value: 'x'"),
+            ("a -e b", "unrecognized arguments: b"),
+        ] {
+            assert_eq!(hl_err(args), format!("hl: error: {err}"), "{args}");
+        }
         let u = hl().format_usage(80);
         assert_eq!(
             u,
@@ -1700,18 +1695,19 @@ mod tests {
         // the separator is dropped from positionals, once
         let ns = hl().parse(&words("-- -- -e"), 80).unwrap_or_default();
         assert_eq!(ns.list("sources"), ["--", "-e"]);
-        assert_eq!(
-            err_line(hl().parse(&words("-ez"), 80)),
-            "hl: error: unrecognized arguments: -z"
-        );
-        assert_eq!(
-            err_line(hl().parse(&words("-e=c"), 80)),
-            "hl: error: argument -e/--expand: ignored explicit argument 'c'"
-        );
-        assert_eq!(
-            err_line(hl().parse(&words("-e-c"), 80)),
-            "hl: error: argument -e/--expand: ignored explicit argument '-c'"
-        );
+        for (args, err) in [
+            ("-ez", "unrecognized arguments: -z"),
+            (
+                "-e=c",
+                "argument -e/--expand: ignored explicit argument 'c'",
+            ),
+            (
+                "-e-c",
+                "argument -e/--expand: ignored explicit argument '-c'",
+            ),
+        ] {
+            assert_eq!(hl_err(args), format!("hl: error: {err}"), "{args}");
+        }
         let ns = hl().parse(&words("-ed=, a"), 80).unwrap_or_default();
         assert_eq!(ns.str("delimiter"), Some(","));
     }

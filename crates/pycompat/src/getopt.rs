@@ -307,22 +307,14 @@ mod tests {
         assert_eq!(p.all("count"), ["core", "gpu"]);
         assert!(p.has("short"));
         assert_eq!(parse(&["--he"]), Outcome::Help);
-        assert_eq!(
-            parse(&["-z"]),
-            Outcome::Error("p decode: invalid option -- 'z'".into())
-        );
-        assert_eq!(
-            parse(&["--sh"]),
-            Outcome::Error("p decode: option '--sh' is ambiguous".into())
-        );
-        assert_eq!(
-            parse(&["--short=1"]),
-            Outcome::Error("p decode: option '--short' doesn't allow an argument".into())
-        );
-        assert_eq!(
-            parse(&["-c"]),
-            Outcome::Error("p decode: option requires an argument -- 'c'".into())
-        );
+        for (word, err) in [
+            ("-z", "invalid option -- 'z'"),
+            ("--sh", "option '--sh' is ambiguous"),
+            ("--short=1", "option '--short' doesn't allow an argument"),
+            ("-c", "option requires an argument -- 'c'"),
+        ] {
+            assert_eq!(parse(&[word]), Outcome::Error(format!("p decode: {err}")));
+        }
     }
 
     #[test]

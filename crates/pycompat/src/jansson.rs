@@ -913,49 +913,50 @@ mod tests {
 
     #[test]
     fn jansson_error_texts() {
-        assert_eq!(err(""), "'[' or '{' expected near end of file");
-        assert_eq!(err("bad json"), "'[' or '{' expected near 'bad'");
-        assert_eq!(err("{}x"), "end of file expected near 'x'");
-        assert_eq!(err("{\"a\" 1}"), "':' expected near '1'");
-        assert_eq!(err("{\"a\": }"), "unexpected token near '}'");
-        assert_eq!(err("{\"a\": 1"), "'}' expected near end of file");
-        assert_eq!(err("[1,"), "']' expected near end of file");
-        assert_eq!(err("["), "']' expected near end of file");
-        assert_eq!(err("[1 2]"), "']' expected near '2'");
-        assert_eq!(err("{1: 2}"), "string or '}' expected near '1'");
-        assert_eq!(err("[01]"), "invalid token near '0'");
-        assert_eq!(
-            err("[99999999999999999999]"),
-            "too big integer near '99999999999999999999'"
-        );
-        assert_eq!(
-            err("[-9999999999999999999]"),
-            "too big negative integer near '-9999999999999999999'"
-        );
-        // Saved text longer than 20 bytes gives no context.
-        assert_eq!(err("[-99999999999999999999]"), "too big negative integer");
-        assert_eq!(err("[1e400]"), "real number overflow near '1e400'");
-        assert_eq!(
-            err("[\"a\\u0000\"]"),
-            "\\u0000 is not allowed without JSON_ALLOW_NUL near '\"a\\u0000\"'"
-        );
-        assert_eq!(err("[\"\\x\"]"), "invalid escape near '\"\\x'");
-        assert_eq!(err("[\"abc"), "premature end of input near '\"abc'");
-        assert_eq!(err("[tru]"), "invalid token near 'tru'");
-        assert_eq!(
-            err("[\"\\uD800\"]"),
-            "invalid Unicode '\\uD800' near '\"\\uD800\"'"
-        );
-        assert_eq!(err("[\"a\nb\"]"), "unexpected newline near '\"a'");
-        assert_eq!(err("\u{e9}"), "'[' or '{' expected near '\u{e9}'");
+        for (text, want) in [
+            ("", "'[' or '{' expected near end of file"),
+            ("bad json", "'[' or '{' expected near 'bad'"),
+            ("{}x", "end of file expected near 'x'"),
+            ("{\"a\" 1}", "':' expected near '1'"),
+            ("{\"a\": }", "unexpected token near '}'"),
+            ("{\"a\": 1", "'}' expected near end of file"),
+            ("[1,", "']' expected near end of file"),
+            ("[", "']' expected near end of file"),
+            ("[1 2]", "']' expected near '2'"),
+            ("{1: 2}", "string or '}' expected near '1'"),
+            ("[01]", "invalid token near '0'"),
+            (
+                "[99999999999999999999]",
+                "too big integer near '99999999999999999999'",
+            ),
+            (
+                "[-9999999999999999999]",
+                "too big negative integer near '-9999999999999999999'",
+            ),
+            // Saved text longer than 20 bytes gives no context.
+            ("[-99999999999999999999]", "too big negative integer"),
+            ("[1e400]", "real number overflow near '1e400'"),
+            (
+                "[\"a\\u0000\"]",
+                "\\u0000 is not allowed without JSON_ALLOW_NUL near '\"a\\u0000\"'",
+            ),
+            ("[\"\\x\"]", "invalid escape near '\"\\x'"),
+            ("[\"abc", "premature end of input near '\"abc'"),
+            ("[tru]", "invalid token near 'tru'"),
+            (
+                "[\"\\uD800\"]",
+                "invalid Unicode '\\uD800' near '\"\\uD800\"'",
+            ),
+            ("[\"a\nb\"]", "unexpected newline near '\"a'"),
+            ("\u{e9}", "'[' or '{' expected near '\u{e9}'"),
+            // Long saved text gives no context.
+            ("[\"aaaaaaaaaaaaaaaaaaaaaaaaa", "premature end of input"),
+        ] {
+            assert_eq!(err(text), want, "{text:?}");
+        }
         assert_eq!(
             loads(b"[\xff]").err().map(|e| e.text).unwrap_or_default(),
             "unable to decode byte 0xff"
-        );
-        // Long saved text gives no context.
-        assert_eq!(
-            err("[\"aaaaaaaaaaaaaaaaaaaaaaaaa"),
-            "premature end of input"
         );
     }
 

@@ -532,38 +532,30 @@ mod tests {
         assert_eq!(s("✔", ">2"), " ✔");
         assert_eq!(s("ab", ""), "ab");
         assert_eq!(s("ab", "s"), "ab");
-        assert_eq!(
-            s("ab", "d"),
-            "ERR Unknown format code 'd' for object of type 'str'"
-        );
-        assert_eq!(
-            s("ab", "+5"),
-            "ERR Sign not allowed in string format specifier"
-        );
-        assert_eq!(
-            s("ab", " 5"),
-            "ERR Space not allowed in string format specifier"
-        );
-        assert_eq!(
-            s("ab", "#5"),
-            "ERR Alternate form (#) not allowed in string format specifier"
-        );
-        assert_eq!(
-            s("ab", "=5"),
-            "ERR '=' alignment not allowed in string format specifier"
-        );
-        assert_eq!(s("ab", ",s"), "ERR Cannot specify ',' with 's'.");
-        assert_eq!(s("ab", ","), "ERR Cannot specify ',' with 's'.");
-        assert_eq!(s("ab", "5."), "ERR Format specifier missing precision");
-        assert_eq!(
-            s("ab", "<30.30+"),
-            "ERR Unknown format code '+' for object of type 'str'"
-        );
-        assert_eq!(
-            s("ab", "<30.30+x"),
-            "ERR Invalid format specifier '<30.30+x' for object of type 'str'"
-        );
-        assert_eq!(s("ab", ",_"), "ERR Cannot specify both ',' and '_'.");
+        for (spec, err) in [
+            ("d", "Unknown format code 'd' for object of type 'str'"),
+            ("+5", "Sign not allowed in string format specifier"),
+            (" 5", "Space not allowed in string format specifier"),
+            (
+                "#5",
+                "Alternate form (#) not allowed in string format specifier",
+            ),
+            ("=5", "'=' alignment not allowed in string format specifier"),
+            (",s", "Cannot specify ',' with 's'."),
+            (",", "Cannot specify ',' with 's'."),
+            ("5.", "Format specifier missing precision"),
+            (
+                "<30.30+",
+                "Unknown format code '+' for object of type 'str'",
+            ),
+            (
+                "<30.30+x",
+                "Invalid format specifier '<30.30+x' for object of type 'str'",
+            ),
+            (",_", "Cannot specify both ',' and '_'."),
+        ] {
+            assert_eq!(s("ab", spec), format!("ERR {err}"), "{spec:?}");
+        }
     }
 
     #[test]

@@ -328,11 +328,15 @@ mod tests {
 
     #[test]
     fn repr_str_quotes_like_python() {
-        assert_eq!(repr_str("abc"), "'abc'");
-        assert_eq!(repr_str("it's"), "\"it's\"");
-        assert_eq!(repr_str("a'b\"c"), "'a\\'b\"c'");
-        assert_eq!(repr_str("a\nb\x1b"), "'a\\nb\\x1b'");
-        assert_eq!(repr_str("✔"), "'✔'");
+        for (s, want) in [
+            ("abc", "'abc'"),
+            ("it's", "\"it's\""),
+            ("a'b\"c", "'a\\'b\"c'"),
+            ("a\nb\x1b", "'a\\nb\\x1b'"),
+            ("✔", "'✔'"),
+        ] {
+            assert_eq!(repr_str(s), want, "{s:?}");
+        }
         assert_eq!(ascii_str("✔"), "'\\u2714'");
     }
 

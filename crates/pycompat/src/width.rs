@@ -32,12 +32,16 @@ mod tests {
 
     #[test]
     fn widths() {
-        assert_eq!(wcswidth(""), 0);
-        assert_eq!(wcswidth("abc"), 3);
-        assert_eq!(wcswidth("✔"), 1);
-        assert_eq!(wcswidth("✗"), 1);
-        assert_eq!(wcswidth("日本"), 4);
-        assert_eq!(wcswidth("e\u{301}"), 1);
-        assert_eq!(wcswidth("\x1b[01;32m"), -1);
+        for (s, want) in [
+            ("", 0),
+            ("abc", 3),
+            ("✔", 1),
+            ("✗", 1),
+            ("日本", 4),
+            ("e\u{301}", 1),
+            ("\x1b[01;32m", -1),
+        ] {
+            assert_eq!(wcswidth(s), want, "{s:?}");
+        }
     }
 }

@@ -204,45 +204,34 @@ pub(crate) fn convert_field(
                 Err(e) => Err(e),
             }
         }
-        'F' => match number_of(&value) {
-            Some(f) => Ok(FieldValue::Str(fsd(f))),
-            None if orig.is_empty() => Ok(FieldValue::str("")),
-            None => Err(PyError::Type(format!(
-                "must be real number, not {}",
-                value.type_name()
-            ))),
-        },
-        'H' => match number_of(&value) {
-            Some(f) => {
-                let v = if 0.0 < f && f < 1.0 { 1.0 } else { f };
-                let n = match value {
-                    FieldValue::Int(i) if v == f => i,
-                    _ => py_round(v)?,
-                };
-                Ok(FieldValue::Str(timedelta_str(n)))
-            }
-            None if orig.is_empty() => Ok(FieldValue::str("")),
-            None => Err(PyError::Type(format!(
-                "'<' not supported between instances of 'int' and '{}'",
-                value.type_name()
-            ))),
-        },
-        'P' => match number_of(&value) {
-            Some(f) => {
-                let v = f * 100.0;
-                let s = if 0.0 < v && v < 1.0 {
-                    format!("{}%", pycompat::pyfmt::format_float(v, ".2f")?)
-                } else {
-                    format!("{}%", pycompat::pyfmt::format_float(v, ".3g")?)
-                };
-                Ok(FieldValue::Str(s))
-            }
-            None if orig.is_empty() => Ok(FieldValue::str("")),
-            None => Err(PyError::Type(format!(
-                "'<' not supported between instances of 'int' and '{}'",
-                value.type_name()
-            ))),
-        },
+        'F' | 'H' | 'P' => {
+            let Some(f) = number_of(&value) else {
+                if orig.is_empty() {
+                    return Ok(FieldValue::str(""));
+                }
+                let t = value.type_name();
+                return Err(PyError::Type(match conv {
+                    'F' => format!("must be real number, not {t}"),
+                    _ => format!("'<' not supported between instances of 'int' and '{t}'"),
+                }));
+            };
+            Ok(FieldValue::Str(match conv {
+                'F' => fsd(f),
+                'H' => {
+                    let v = if 0.0 < f && f < 1.0 { 1.0 } else { f };
+                    let n = match value {
+                        FieldValue::Int(i) if v == f => i,
+                        _ => py_round(v)?,
+                    };
+                    timedelta_str(n)
+                }
+                _ => {
+                    let v = f * 100.0;
+                    let spec = if 0.0 < v && v < 1.0 { ".2f" } else { ".3g" };
+                    format!("{}%", pycompat::pyfmt::format_float(v, spec)?)
+                }
+            }))
+        }
         's' => Ok(FieldValue::Str(orig)),
         'r' => Ok(FieldValue::Str(value.repr())),
         'a' => Ok(FieldValue::Str(match &value {
@@ -499,6 +488,12 @@ mod tests {
             conv(FieldValue::str("x"), 'F'),
             "ERR must be real number, not str"
         );
+        for c in ['H', 'P'] {
+            assert_eq!(
+                conv(FieldValue::str("x"), c),
+                "ERR '<' not supported between instances of 'int' and 'str'"
+            );
+        }
         assert_eq!(conv(FieldValue::str("abc"), 'r'), "'abc'");
         assert_eq!(
             conv(FieldValue::str("x"), 'q'),

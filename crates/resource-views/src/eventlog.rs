@@ -270,81 +270,87 @@ mod tests {
         serde_json::from_str(s).unwrap_or(Value::Null)
     }
 
+    fn formatter(format: &str, time: &str, color: bool) -> EventLogFormatter {
+        EventLogFormatter::new(format, time, color)
+            .unwrap_or_else(|_| EventLogFormatter::human(false))
+    }
+
+    /// Each event in turn through `f` (in UTC) gives its line.
+    fn check(mut f: EventLogFormatter, cases: &[(&str, &str)]) {
+        let z = FixedZone::utc();
+        for (event, want) in cases {
+            assert_eq!(
+                f.format(&ev(event), &z).unwrap_or_default(),
+                *want,
+                "{event}"
+            );
+        }
+    }
+
     #[test]
     fn text_raw() {
-        let z = FixedZone::utc();
-        let mut f = EventLogFormatter::new("text", "raw", false)
-            .unwrap_or_else(|_| EventLogFormatter::human(false));
-        let e = ev(
-            r#"{"timestamp":1713906350.984611,"name":"drain","context":{"idset":"1","nodelist":"fake1","reason":"x","overwrite":0}}"#,
-        );
-        assert_eq!(
-            f.format(&e, &z).unwrap_or_default(),
-            "1713906350.984611 drain idset=\"1\" nodelist=\"fake1\" reason=\"x\" overwrite=0"
-        );
-        let e = ev(r#"{"timestamp":1713906351.5,"name":"truncate"}"#);
-        assert_eq!(
-            f.format(&e, &z).unwrap_or_default(),
-            "1713906351.500000 truncate"
-        );
-        let e = ev(
-            r#"{"timestamp":5,"name":"online","context":{"idset":"0-1","x":1.0,"l":[1,"é"],"b":true,"n":null}}"#,
-        );
-        assert_eq!(
-            f.format(&e, &z).unwrap_or_default(),
-            "   5.000000 online idset=\"0-1\" x=1.0 l=[1,\"é\"] b=true n=null"
+        check(
+            formatter("text", "raw", false),
+            &[
+                (
+                    r#"{"timestamp":1713906350.984611,"name":"drain","context":{"idset":"1","nodelist":"fake1","reason":"x","overwrite":0}}"#,
+                    "1713906350.984611 drain idset=\"1\" nodelist=\"fake1\" reason=\"x\" overwrite=0",
+                ),
+                (
+                    r#"{"timestamp":1713906351.5,"name":"truncate"}"#,
+                    "1713906351.500000 truncate",
+                ),
+                (
+                    r#"{"timestamp":5,"name":"online","context":{"idset":"0-1","x":1.0,"l":[1,"é"],"b":true,"n":null}}"#,
+                    "   5.000000 online idset=\"0-1\" x=1.0 l=[1,\"é\"] b=true n=null",
+                ),
+            ],
         );
     }
 
     #[test]
     fn json_lines() {
-        let z = FixedZone::utc();
-        let mut f = EventLogFormatter::new("json", "raw", true)
-            .unwrap_or_else(|_| EventLogFormatter::human(false));
-        let e = ev(
-            r#"{"timestamp":1713906350.98,"name":"restart","context":{"ranks":"0-1","online":"","nodelist":"a,b"}}"#,
-        );
-        assert_eq!(
-            f.format(&e, &z).unwrap_or_default(),
-            r#"{"timestamp":1713906350.98,"name":"restart","context":{"ranks":"0-1","online":"","nodelist":"a,b"}}"#
-        );
-        let e = ev(r#"{"timestamp":1.0,"name":"truncate","context":{}}"#);
-        assert_eq!(
-            f.format(&e, &z).unwrap_or_default(),
-            r#"{"timestamp":1.0,"name":"truncate"}"#
-        );
-        let e = ev(r#"{"name":"x","timestamp":2}"#);
-        assert_eq!(
-            f.format(&e, &z).unwrap_or_default(),
-            r#"{"name":"x","timestamp":2}"#
+        let restart = r#"{"timestamp":1713906350.98,"name":"restart","context":{"ranks":"0-1","online":"","nodelist":"a,b"}}"#;
+        check(
+            formatter("json", "raw", true),
+            &[
+                (restart, restart),
+                (
+                    r#"{"timestamp":1.0,"name":"truncate","context":{}}"#,
+                    r#"{"timestamp":1.0,"name":"truncate"}"#,
+                ),
+                (
+                    r#"{"name":"x","timestamp":2}"#,
+                    r#"{"name":"x","timestamp":2}"#,
+                ),
+            ],
         );
     }
 
     #[test]
     fn iso_and_offset() {
-        let z = FixedZone::utc();
-        let mut f = EventLogFormatter::new("text", "iso", false)
-            .unwrap_or_else(|_| EventLogFormatter::human(false));
-        let e = ev(
-            r#"{"timestamp":1713906350.984611,"name":"resource-define","context":{"method":"kvs"}}"#,
-        );
-        assert_eq!(
-            f.format(&e, &z).unwrap_or_default(),
-            "2024-04-23T21:05:50.984611Z resource-define method=\"kvs\""
+        let define = r#"{"timestamp":1713906350.984611,"name":"resource-define","context":{"method":"kvs"}}"#;
+        check(
+            formatter("text", "iso", false),
+            &[(
+                define,
+                "2024-04-23T21:05:50.984611Z resource-define method=\"kvs\"",
+            )],
         );
         let pst = FixedZone::new(-7 * 3600, "PDT");
-        let mut f = EventLogFormatter::new("text", "iso", false)
-            .unwrap_or_else(|_| EventLogFormatter::human(false));
         assert_eq!(
-            f.format(&e, &pst).unwrap_or_default(),
+            formatter("text", "iso", false)
+                .format(&ev(define), &pst)
+                .unwrap_or_default(),
             "2024-04-23T14:05:50.984611-0700 resource-define method=\"kvs\""
         );
-        let mut f = EventLogFormatter::new("text", "offset", false)
-            .unwrap_or_else(|_| EventLogFormatter::human(false));
-        let e1 = ev(r#"{"timestamp":100.25,"name":"a"}"#);
-        let e2 = ev(r#"{"timestamp":102.5,"name":"b"}"#);
-        assert_eq!(f.format(&e1, &z).unwrap_or_default(), "       0.000000 a");
-        assert_eq!(f.format(&e2, &z).unwrap_or_default(), "       2.250000 b");
+        check(
+            formatter("text", "offset", false),
+            &[
+                (r#"{"timestamp":100.25,"name":"a"}"#, "       0.000000 a"),
+                (r#"{"timestamp":102.5,"name":"b"}"#, "       2.250000 b"),
+            ],
+        );
     }
 
     #[test]
@@ -379,13 +385,15 @@ mod tests {
     #[test]
     fn colors() {
         let z = FixedZone::utc();
-        let mut f = EventLogFormatter::new("text", "raw", true)
-            .unwrap_or_else(|_| EventLogFormatter::human(false));
-        let e = ev(r#"{"timestamp":1.0,"name":"drain","context":{"idset":"1","overwrite":0}}"#);
-        assert_eq!(
-            f.format(&e, &z).unwrap_or_default(),
-            "\x1b[32m   1.000000\x1b[0m \x1b[33mdrain\x1b[0m \x1b[34midset\x1b[0m=\x1b[35m\"1\"\x1b[0m \x1b[34moverwrite\x1b[0m=\x1b[37m0\x1b[0m"
+        let drain = r#"{"timestamp":1.0,"name":"drain","context":{"idset":"1","overwrite":0}}"#;
+        check(
+            formatter("text", "raw", true),
+            &[(
+                drain,
+                "\x1b[32m   1.000000\x1b[0m \x1b[33mdrain\x1b[0m \x1b[34midset\x1b[0m=\x1b[35m\"1\"\x1b[0m \x1b[34moverwrite\x1b[0m=\x1b[37m0\x1b[0m",
+            )],
         );
+        let e = ev(drain);
         let mut f = EventLogFormatter::human(true);
         assert!(f
             .format(&e, &z)

@@ -251,13 +251,20 @@ impl SchedResources {
     }
 
     fn get(&self, state: &str) -> &Rset {
-        match state {
-            "down" => &self.down,
-            "allocated" => &self.allocated,
-            "up" => &self.up,
-            "free" => &self.free,
-            _ => &self.all,
-        }
+        let s = self;
+        by_state(state, [&s.all, &s.down, &s.allocated, &s.up, &s.free])
+    }
+}
+
+/// Of values for all, down, allocated, up and free, the one for `state`
+/// (`all` for any other name).
+fn by_state<T>(state: &str, [all, down, allocated, up, free]: [T; 5]) -> T {
+    match state {
+        "down" => down,
+        "allocated" => allocated,
+        "up" => up,
+        "free" => free,
+        _ => all,
     }
 }
 
@@ -749,13 +756,8 @@ pub struct ListCells {
 
 impl ListCells {
     fn get(&self, state: &str) -> &[ListCell] {
-        match state {
-            "down" => &self.down,
-            "allocated" => &self.allocated,
-            "up" => &self.up,
-            "free" => &self.free,
-            _ => &self.all,
-        }
+        let s = self;
+        by_state(state, [&s.all, &s.down, &s.allocated, &s.up, &s.free])
     }
 
     /// The hosts of `ranks` in rank order, pushed one by one as
@@ -1185,6 +1187,14 @@ mod tests {
         run_cfg(view, name, opts, None)
     }
 
+    /// [`fmt`] without the header.
+    fn bare(f: &str) -> ListOptions {
+        ListOptions {
+            no_header: true,
+            ..fmt(f)
+        }
+    }
+
     fn fmt(f: &str) -> ListOptions {
         ListOptions {
             format: f.into(),
@@ -1304,41 +1314,24 @@ mod tests {
     /// give `foo,xx`).
     #[test]
     fn properties_fields_merged_order() {
-        let opts = |f: &str| ListOptions {
-            format: f.into(),
-            no_header: true,
-            ..ListOptions::default()
-        };
-        assert_eq!(
-            run(ListView::List, "properties", &opts("{properties}")).stdout,
-            "xx,foo\n"
-        );
-        assert_eq!(
-            run(ListView::List, "properties", &opts("{properties:>5.5+}")).stdout,
-            "xx,f+\n"
-        );
+        let props = |f: &str| run(ListView::List, "properties", &bare(f)).stdout;
+        assert_eq!(props("{properties}"), "xx,foo\n");
+        assert_eq!(props("{properties:>5.5+}"), "xx,f+\n");
     }
 
     #[test]
     fn properties_fields() {
-        let opts = |f: &str| ListOptions {
-            format: f.into(),
-            no_header: true,
-            ..ListOptions::default()
-        };
+        let props = |f: &str| run(ListView::List, "properties", &bare(f)).stdout;
         // a single field merges all states into one line
-        let one = run(ListView::List, "properties", &opts("{properties}")).stdout;
+        let one = props("{properties}");
         assert_eq!(one.lines().count(), 1);
         assert_eq!(one, "xx,foo\n");
         // truncation with '+', also with the 'h' suffix
-        let t = run(ListView::List, "properties", &opts("{properties:>5.5+}")).stdout;
-        assert_eq!(t, "xx,f+\n");
-        let t = run(ListView::List, "properties", &opts("{properties:>5.5h+}")).stdout;
-        assert_eq!(t, "xx,f+\n");
+        assert_eq!(props("{properties:>5.5+}"), "xx,f+\n");
+        assert_eq!(props("{properties:>5.5h+}"), "xx,f+\n");
         // per-state lines
-        let o = opts("{state} {properties}");
         assert_eq!(
-            run(ListView::List, "properties", &o).stdout,
+            props("{state} {properties}"),
             "free \nfree xx,foo\nfree foo\nallocated xx\ndown xx\n"
         );
     }
@@ -1410,28 +1403,23 @@ mod tests {
     fn queues() {
         let payload_cfg = serde_json::json!({"queues": {"pbatch": {"requires": ["pbatch"]},
                                                         "pdebug": {"requires": ["pdebug"]}}});
-        let opts = ListOptions::default();
-        let out = run_cfg(ListView::List, "corona", &opts, Some(&payload_cfg));
+        let list = |opts: ListOptions| run_cfg(ListView::List, "corona", &opts, Some(&payload_cfg));
         assert_eq!(
-            out.stdout,
+            list(ListOptions::default()).stdout,
             "     STATE QUEUE  NNODES NCORES NGPUS NODELIST\n      free pdebug     14    672   112 corona[171,173-175,177-186]\n allocated pbatch     96   4608   768 corona[187-194,196-201,203-207,213-247,250-256,258-259,262-269,271-283,285-296]\n      down pdebug      2     96    16 corona[172,176]\n      down pbatch      9    432    72 corona[195,202,248-249,257,260-261,270,284]\n"
         );
-        let opts = ListOptions {
+        let out = list(ListOptions {
             queues: vec!["pdebug".into()],
-            format: "{state} {nnodes} {queue}".into(),
-            no_header: true,
-            ..ListOptions::default()
-        };
-        let out = run_cfg(ListView::List, "corona", &opts, Some(&payload_cfg));
+            ..bare("{state} {nnodes} {queue}")
+        });
         assert_eq!(
             out.stdout,
             "free 14 pdebug\nallocated 0 pdebug\ndown 2 pdebug\n"
         );
-        let opts = ListOptions {
+        let out = list(ListOptions {
             queues: vec!["nope".into()],
             ..ListOptions::default()
-        };
-        let out = run_cfg(ListView::List, "corona", &opts, Some(&payload_cfg));
+        });
         assert_eq!(
             out.stderr_text("flux-resource"),
             "flux-resource: ERROR: --queue: nope: no such queue\n"
@@ -1546,10 +1534,8 @@ mod tests {
     #[test]
     fn sort_prefix_and_up_state() {
         let opts = ListOptions {
-            format: "sort:-nnodes {state} {nnodes} {properties}".into(),
             states: Some("up,all".into()),
-            no_header: true,
-            ..ListOptions::default()
+            ..bare("sort:-nnodes {state} {nnodes} {properties}")
         };
         let out = run(ListView::List, "normal-new", &opts);
         assert_eq!(out.stdout, "up 3 8g\nall 3 8g\nup 2 \nall 2 \n");

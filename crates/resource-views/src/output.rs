@@ -676,20 +676,20 @@ impl<T: FormatItem> Deduplicator<T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use pycompat::time::FixedZone;
 
     /// The `Item` class from flux's `t/python/t0024-util.py`.
-    struct Item {
-        s: String,
-        i: i64,
+    pub(crate) struct Item {
+        pub(crate) s: String,
+        pub(crate) i: i64,
         f: FieldValue,
         d: f64,
     }
 
     impl Item {
-        fn new(s: &str, i: i64, f: f64) -> Item {
+        pub(crate) fn new(s: &str, i: i64, f: f64) -> Item {
             Item {
                 s: s.into(),
                 i,
@@ -875,29 +875,21 @@ mod tests {
         assert_eq!(e("{s"), "expected '}' before end of string");
         // literal braces do not survive flux's rebuild of the format
         let z = FixedZone::utc();
-        let of = OutputFormat::new("a}}{s}", &hd()).unwrap_or_else(|e| panic!("{e}"));
         let item = Item::new("foo", 1, 1.0);
-        assert_eq!(
-            of.format(&item, &z)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default(),
-            "Single '}' encountered in format string"
-        );
+        let format_err = |fmt: &str| {
+            let of = OutputFormat::new(fmt, &hd()).unwrap_or_else(|e| panic!("{e}"));
+            of.format(&item, &z).err().map(|e| e.to_string())
+        };
+        let single = "Single '}' encountered in format string";
+        assert_eq!(format_err("a}}{s}").as_deref(), Some(single));
         // nested fields resolve against the item; names are KeyErrors
         let of = OutputFormat::new("{s:>{0.i}}", &hd()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             of.format(&Item::new("ab", 5, 1.0), &z).unwrap_or_default(),
             "   ab"
         );
-        let of = OutputFormat::new("{s:>{w}}", &hd()).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            of.format(&item, &z)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default(),
-            "\"Invalid format field 'w' for <class '__main__.Item'>\""
-        );
+        let invalid = "\"Invalid format field 'w' for <class '__main__.Item'>\"";
+        assert_eq!(format_err("{s:>{w}}").as_deref(), Some(invalid));
     }
 
     #[test]

@@ -1,28 +1,11 @@
 //! Property tests for the formatting engine.
 
 use crate::engine::parse;
+use crate::output::tests::Item as Row;
 use crate::output::{headings, OutputFormat};
-use crate::value::{FieldValue, FormatItem};
+use crate::value::FormatItem;
 use proptest::prelude::*;
 use pycompat::FixedZone;
-
-struct Row {
-    name: String,
-    n: i64,
-}
-
-impl FormatItem for Row {
-    fn class_path(&self) -> String {
-        "__main__.Row".into()
-    }
-    fn attr(&self, name: &str) -> Option<FieldValue> {
-        match name {
-            "name" => Some(FieldValue::Str(self.name.clone())),
-            "n" => Some(FieldValue::Int(self.n)),
-            _ => None,
-        }
-    }
-}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
@@ -48,10 +31,10 @@ proptest! {
 
     #[test]
     fn maxwidth_columns_align(names in prop::collection::vec("[a-z]{0,12}", 1..8)) {
-        let hd = headings(&[("name", "NAME"), ("n", "N")]);
-        let rows: Vec<Row> = names.iter().enumerate().map(|(i, s)| Row { name: s.clone(), n: i as i64 }).collect();
+        let hd = headings(&[("s", "NAME"), ("i", "N")]);
+        let rows: Vec<Row> = names.iter().enumerate().map(|(i, s)| Row::new(s, i as i64, 0.0)).collect();
         let mut items: Vec<&dyn FormatItem> = rows.iter().map(|r| r as &dyn FormatItem).collect();
-        let mut of = OutputFormat::new("+:{name:<2} {n}", &hd).unwrap_or_else(|e| panic!("{e}"));
+        let mut of = OutputFormat::new("+:{s:<2} {i}", &hd).unwrap_or_else(|e| panic!("{e}"));
         let mut out = String::new();
         of.print_items(&mut items, false, &FixedZone::utc(), &mut out).unwrap_or_else(|e| panic!("{e}"));
         let width = names.iter().map(|s| s.len()).max().unwrap_or(0).max(4);
@@ -68,20 +51,20 @@ proptest! {
 
     #[test]
     fn sort_is_stable_and_ordered(ns in prop::collection::vec(0i64..5, 0..20), rev in any::<bool>()) {
-        let hd = headings(&[("name", "NAME"), ("n", "N")]);
-        let rows: Vec<Row> = ns.iter().enumerate().map(|(i, n)| Row { name: format!("{i:02}"), n: *n }).collect();
+        let hd = headings(&[("s", "NAME"), ("i", "N")]);
+        let rows: Vec<Row> = ns.iter().enumerate().map(|(i, n)| Row::new(&format!("{i:02}"), *n, 0.0)).collect();
         let mut items: Vec<&Row> = rows.iter().collect();
-        let mut of = OutputFormat::new("{n}", &hd).unwrap_or_else(|e| panic!("{e}"));
-        of.set_sort_keys(if rev { "-n" } else { "n" }).unwrap_or_else(|e| panic!("{e}"));
+        let mut of = OutputFormat::new("{i}", &hd).unwrap_or_else(|e| panic!("{e}"));
+        of.set_sort_keys(if rev { "-i" } else { "i" }).unwrap_or_else(|e| panic!("{e}"));
         of.sort_items(&mut items).unwrap_or_else(|e| panic!("{e}"));
         let mut want: Vec<&Row> = rows.iter().collect();
         if rev {
-            want.sort_by_key(|r| std::cmp::Reverse(r.n));
+            want.sort_by_key(|r| std::cmp::Reverse(r.i));
         } else {
-            want.sort_by_key(|r| r.n);
+            want.sort_by_key(|r| r.i);
         }
-        let got: Vec<&str> = items.iter().map(|r| r.name.as_str()).collect();
-        let exp: Vec<&str> = want.iter().map(|r| r.name.as_str()).collect();
+        let got: Vec<&str> = items.iter().map(|r| r.s.as_str()).collect();
+        let exp: Vec<&str> = want.iter().map(|r| r.s.as_str()).collect();
         prop_assert_eq!(got, exp);
     }
 }

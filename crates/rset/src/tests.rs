@@ -39,6 +39,15 @@ fn rl(ranks: &str, cores: &str, gpus: Option<&str>, hosts: Option<&str>) -> Rset
     Rset::from_json_str(&r_create(ranks, cores, gpus, hosts, None)).unwrap_or_default()
 }
 
+/// [`rl`] from one string: "ranks cores gpus hosts", `-` for none.
+fn spec(s: &str) -> Rset {
+    let f: Vec<Option<&str>> = s
+        .split(' ')
+        .map(|w| Some(w).filter(|w| *w != "-"))
+        .collect();
+    rl(f[0].unwrap_or(""), f[1].unwrap_or(""), f[2], f[3])
+}
+
 fn ids(s: &str) -> IdSet {
     IdSet::parse(s).unwrap_or_default()
 }
@@ -107,56 +116,29 @@ fn dumps_follows_list_order_without_nodelist() {
     assert_eq!(rl.dumps(), "rank[0,2]/core0 rank1/core1");
 }
 
-struct AppendCase {
-    a: (&'static str, &'static str, &'static str),
-    b: (&'static str, &'static str, &'static str),
-    cores: u64,
-    nodes: usize,
-    nodelist: &'static str,
-}
-
 #[test]
 fn append_and_add_vectors() {
     let append = [
-        AppendCase {
-            a: ("1", "0-3", "foo15"),
-            b: ("0", "0-3", "foo16"),
-            cores: 8,
-            nodes: 2,
-            nodelist: "foo[16,15]",
-        },
-        AppendCase {
-            a: ("0,2-3", "0-3", "foo[0,2-3]"),
-            b: ("1", "0-3", "foo1"),
-            cores: 16,
-            nodes: 4,
-            nodelist: "foo[0-3]",
-        },
-        AppendCase {
-            a: ("0", "0-3", "foo0"),
-            b: ("0", "4-7", "foo0"),
-            cores: 8,
-            nodes: 1,
-            nodelist: "foo0",
-        },
-        AppendCase {
-            a: ("[0-1023]", "0-3", "foo[0-1023]"),
-            b: ("[1000-1024]", "4-7", "foo[1000-1024]"),
-            cores: 4196,
-            nodes: 1025,
-            nodelist: "foo[0-1024]",
-        },
+        ("1 0-3 - foo15", "0 0-3 - foo16", 8, 2, "foo[16,15]"),
+        ("0,2-3 0-3 - foo[0,2-3]", "1 0-3 - foo1", 16, 4, "foo[0-3]"),
+        ("0 0-3 - foo0", "0 4-7 - foo0", 8, 1, "foo0"),
+        (
+            "[0-1023] 0-3 - foo[0-1023]",
+            "[1000-1024] 4-7 - foo[1000-1024]",
+            4196,
+            1025,
+            "foo[0-1024]",
+        ),
     ];
-    for t in &append {
-        let mut a = rl(t.a.0, t.a.1, None, Some(t.a.2));
-        let b = rl(t.b.0, t.b.1, None, Some(t.b.2));
-        assert!(a.append(&b).is_ok());
-        assert_eq!(a.count("core"), t.cores);
-        assert_eq!(a.core_avail(), t.cores as i64);
-        assert_eq!(a.nnodes(), t.nodes);
+    for (a, b, cores, nodes, nodelist) in append {
+        let mut r = spec(a);
+        assert!(r.append(&spec(b)).is_ok());
+        assert_eq!(r.count("core"), cores);
+        assert_eq!(r.core_avail(), cores as i64);
+        assert_eq!(r.nnodes(), nodes);
         assert_eq!(
-            a.nodelist().map(|h| h.encode()).unwrap_or_default(),
-            t.nodelist
+            r.nodelist().map(|h| h.encode()).unwrap_or_default(),
+            nodelist
         );
     }
     // add: overlap allowed.
@@ -176,82 +158,36 @@ fn append_and_add_vectors() {
 
 #[test]
 fn diff_union_intersect_vectors() {
-    let d = |a: Rset, b: Rset| a.diff(&b).map(|r| r.dumps()).unwrap_or_default();
-    assert_eq!(
-        d(
-            rl("0", "0-3", None, Some("foo15")),
-            rl("0", "0-3", None, Some("foo15"))
+    type Op = fn(Rset, Rset) -> String;
+    let d: Op = |a, b| a.diff(&b).map(|r| r.dumps()).unwrap_or_default();
+    let u: Op = |a, b| a.union(&b).map(|r| r.dumps()).unwrap_or_default();
+    let x: Op = |a, b| a.intersect(&b).dumps();
+    let cases: [(Op, &str, &str, &str); 10] = [
+        (d, "0 0-3 - foo15", "0 0-3 - foo15", ""),
+        (d, "0 0-3 0-1 foo15", "0 0-3 0-1 foo15", ""),
+        (d, "0 0-3 - foo15", "0 0-1 - foo15", "rank0/core[2-3]"),
+        (d, "0 0-3 0 foo15", "0 0-3 - foo15", "rank0/gpu0"),
+        (u, "0 0-3 - foo15", "0 0-3 - foo15", "rank0/core[0-3]"),
+        (
+            u,
+            "0 0-3 0-1 foo15",
+            "1 0-3 0-1 foo16",
+            "rank[0-1]/core[0-3],gpu[0-1]",
         ),
-        ""
-    );
-    assert_eq!(
-        d(
-            rl("0", "0-3", Some("0-1"), Some("foo15")),
-            rl("0", "0-3", Some("0-1"), Some("foo15"))
+        (u, "0 0-3 - foo15", "0 - 0 foo15", "rank0/core[0-3],gpu0"),
+        (
+            x,
+            "0-10 0-3 - foo[0-10]",
+            "9-15 1 - foo[9-15]",
+            "rank[9-10]/core1",
         ),
-        ""
-    );
-    assert_eq!(
-        d(
-            rl("0", "0-3", None, Some("foo15")),
-            rl("0", "0-1", None, Some("foo15"))
-        ),
-        "rank0/core[2-3]"
-    );
-    assert_eq!(
-        d(
-            rl("0", "0-3", Some("0"), Some("foo15")),
-            rl("0", "0-3", None, Some("foo15"))
-        ),
-        "rank0/gpu0"
-    );
-
-    let u = |a: Rset, b: Rset| a.union(&b).map(|r| r.dumps()).unwrap_or_default();
-    assert_eq!(
-        u(
-            rl("0", "0-3", None, Some("foo15")),
-            rl("0", "0-3", None, Some("foo15"))
-        ),
-        "rank0/core[0-3]"
-    );
-    assert_eq!(
-        u(
-            rl("0", "0-3", Some("0-1"), Some("foo15")),
-            rl("1", "0-3", Some("0-1"), Some("foo16"))
-        ),
-        "rank[0-1]/core[0-3],gpu[0-1]"
-    );
-    assert_eq!(
-        u(
-            rl("0", "0-3", None, Some("foo15")),
-            rl("0", "", Some("0"), Some("foo15"))
-        ),
-        "rank0/core[0-3],gpu0"
-    );
-
-    let x = |a: Rset, b: Rset| a.intersect(&b).dumps();
-    assert_eq!(
-        x(
-            rl("0-10", "0-3", None, Some("foo[0-10]")),
-            rl("9-15", "1", None, Some("foo[9-15]"))
-        ),
-        "rank[9-10]/core1"
-    );
-    assert_eq!(
-        x(
-            rl("0", "0-3", Some("0-1"), Some("foo15")),
-            rl("1", "0-3", Some("0-1"), Some("foo16"))
-        ),
-        ""
-    );
-    // Different hostnames on the same rank do not intersect.
-    assert_eq!(
-        x(
-            rl("0", "0-3", None, Some("foo")),
-            rl("0", "0-3", None, Some("bar"))
-        ),
-        ""
-    );
+        (x, "0 0-3 0-1 foo15", "1 0-3 0-1 foo16", ""),
+        // Different hostnames on the same rank do not intersect.
+        (x, "0 0-3 - foo", "0 0-3 - bar", ""),
+    ];
+    for (op, a, b, want) in cases {
+        assert_eq!(op(spec(a), spec(b)), want, "{a} / {b}");
+    }
     // Empty nodes cannot be copied, so diff fails as in flux-core.
     assert!(matches!(
         rl("0", "", None, None).diff(&Rset::new()),
@@ -330,22 +266,20 @@ fn rerank_vectors() {
             nodes: 16
         })
     );
-    assert_eq!(
-        r.rerank("foo[1-15]").map_err(|e| e.to_string()),
-        Err("Number of hosts (15) is less than node count (16)".into())
-    );
-    assert_eq!(
-        r.rerank("foo[0-16]").map_err(|e| e.to_string()),
-        Err("Number of hosts (17) is greater than node count (16)".into())
-    );
-    assert_eq!(
-        r.rerank("foo[1-16]").map_err(|e| e.to_string()),
-        Err("Host foo16 not found in resources".into())
-    );
-    assert_eq!(
-        r.rerank("foo[0-").map_err(|e| e.to_string()),
-        Err("hostlist_decode: foo[0-: Invalid argument".into())
-    );
+    for (hosts, err) in [
+        (
+            "foo[1-15]",
+            "Number of hosts (15) is less than node count (16)",
+        ),
+        (
+            "foo[0-16]",
+            "Number of hosts (17) is greater than node count (16)",
+        ),
+        ("foo[1-16]", "Host foo16 not found in resources"),
+        ("foo[0-", "hostlist_decode: foo[0-: Invalid argument"),
+    ] {
+        assert_eq!(r.rerank(hosts).map_err(|e| e.to_string()), Err(err.into()));
+    }
     assert_eq!(
         r.nodelist().map(|h| h.encode()).unwrap_or_default(),
         "foo[0-15]"

@@ -251,42 +251,40 @@ mod tests {
     }
 
     #[test]
-    fn hwloc_bitmaps() {
-        for (text, want) in [
-            ("0x00000001", Some("0")),
-            ("0x0000000f", Some("0-3")),
-            ("0x0", Some("")),
-            ("", Some("")),
-            ("0x00000001,0x00000000", Some("32")),
+    fn hwloc_bitmaps_and_cpulists() {
+        type Parse = fn(&str) -> Option<IdSet>;
+        let (bitmap, cpulist): (Parse, Parse) = (parse_hwloc_bitmap, parse_cpulist);
+        for (parse, text, want) in [
+            (bitmap, "0x00000001", "0"),
+            (bitmap, "0x0000000f", "0-3"),
+            (bitmap, "0x0", ""),
+            (bitmap, "", ""),
+            (bitmap, "0x00000001,0x00000000", "32"),
             // empty chunks are zero (corona.xml writes "0x00400000,,0x0")
-            ("0x00400000,,0x0", Some("86")),
-            ("0xffffffff,0xffffffff,0xffffffff", Some("0-95")),
-            ("0x00ffffff,,,0x00ffffff", Some("0-23,96-119")),
-            ("0xf...f", Some("0-2147483647")),
-            ("0xf...f,0x00000001", Some("0,32-2147483647")),
-            ("0xzz", None),
-            ("0x1;", None),
-            ("0xf...fg", None),
+            (bitmap, "0x00400000,,0x0", "86"),
+            (bitmap, "0xffffffff,0xffffffff,0xffffffff", "0-95"),
+            (bitmap, "0x00ffffff,,,0x00ffffff", "0-23,96-119"),
+            (bitmap, "0xf...f", "0-2147483647"),
+            (bitmap, "0xf...f,0x00000001", "0,32-2147483647"),
             // an oversized chunk spills into the chunk above it
-            ("0x100000001", Some("0,32")),
+            (bitmap, "0x100000001", "0,32"),
+            (cpulist, "0-3,8,10-11\n", "0-3,8,10-11"),
+            (cpulist, "", ""),
+            (cpulist, "\n", ""),
+            (cpulist, "0-6:2", "0,2,4,6"),
         ] {
-            assert_eq!(parse_hwloc_bitmap(text), want.map(set), "{text:?}");
+            assert_eq!(parse(text), Some(set(want)), "{text:?}");
         }
-    }
-
-    #[test]
-    fn cpulists() {
-        for (text, want) in [
-            ("0-3,8,10-11\n", Some("0-3,8,10-11")),
-            ("", Some("")),
-            ("\n", Some("")),
-            ("0-6:2", Some("0,2,4,6")),
-            ("3-1", None),
-            ("a", None),
-            ("0-", None),
-            ("0-4:0", None),
+        for (parse, text) in [
+            (bitmap, "0xzz"),
+            (bitmap, "0x1;"),
+            (bitmap, "0xf...fg"),
+            (cpulist, "3-1"),
+            (cpulist, "a"),
+            (cpulist, "0-"),
+            (cpulist, "0-4:0"),
         ] {
-            assert_eq!(parse_cpulist(text), want.map(set), "{text:?}");
+            assert_eq!(parse(text), None, "{text:?}");
         }
     }
 

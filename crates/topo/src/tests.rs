@@ -8,6 +8,15 @@ fn ids(s: &str) -> IdSet {
     IdSet::parse(s).unwrap()
 }
 
+/// The topology flux would be told of: hostname, cores and GPUs.
+fn topo(hostname: Option<&str>, cores: &str, gpus: &str) -> Topology {
+    Topology {
+        hostname: hostname.map(str::to_string),
+        cores: ids(cores),
+        gpus: ids(gpus),
+    }
+}
+
 /// A v2 document: `npkg` packages of `ncores` cores (2 PUs each), then the
 /// given I/O subtree (already-formatted XML) under the Machine.
 fn v2_doc(npkg: u32, ncores: u32, host: Option<&str>, io: &str) -> String {
@@ -133,17 +142,13 @@ fn xml_v2_nvidia_sierra_like() {
     // sierra.xml upstream: core[0-43],gpu[0-3]; here 2 x 22 cores and 4 cards.
     let doc = v2_doc(2, 22, Some("sierra4321"), &nvidia_io(4));
     let t = from_hwloc_xml(&doc).unwrap();
-    assert_eq!(t.hostname.as_deref(), Some("sierra4321"));
-    assert_eq!(t.cores, ids("0-43"));
-    assert_eq!(t.gpus, ids("0-3"));
+    assert_eq!(t, topo(Some("sierra4321"), "0-43", "0-3"));
 }
 
 #[test]
 fn xml_v2_missing_hostname_and_no_gpus() {
     let t = from_hwloc_xml(&v2_doc(1, 4, None, "")).unwrap();
-    assert_eq!(t.hostname, None);
-    assert_eq!(t.cores, ids("0-3"));
-    assert!(t.gpus.is_empty());
+    assert_eq!(t, topo(None, "0-3", ""));
 }
 
 /// An OS device of [`v2_pci`]: name, subtype, osdev_type, backend.
@@ -308,9 +313,7 @@ fn corona_like() -> String {
 #[test]
 fn xml_v1_amd_corona_like() {
     let t = from_hwloc_xml(&corona_like()).unwrap();
-    assert_eq!(t.hostname.as_deref(), Some("corona263"));
-    assert_eq!(t.cores, ids("0-7"));
-    assert_eq!(t.gpus, ids("0-3"));
+    assert_eq!(t, topo(Some("corona263"), "0-7", "0-3"));
 }
 
 #[test]
@@ -333,9 +336,7 @@ fn xml_v1_hwloc1_cuda() {
     }
     s += "      </object>\n    </object>\n  </object>\n</topology>\n";
     let t = from_hwloc_xml(&s).unwrap();
-    assert_eq!(t.hostname.as_deref(), Some("sierra3179"));
-    assert_eq!(t.cores, ids("0-1"));
-    assert_eq!(t.gpus, ids("0-1"));
+    assert_eq!(t, topo(Some("sierra3179"), "0-1", "0-1"));
 }
 
 #[test]
@@ -350,8 +351,7 @@ fn xml_v2_amd_cpx_partitions() {
         inner += "    </object>\n";
     }
     let t = from_hwloc_xml(&v2_doc(2, 3, Some("tuo"), &bridge(&inner))).unwrap();
-    assert_eq!(t.cores, ids("0-5"));
-    assert_eq!(t.gpus, ids("0-11"));
+    assert_eq!(t, topo(Some("tuo"), "0-5", "0-11"));
 }
 
 #[test]
@@ -371,9 +371,7 @@ fn xml_synthetic_numa2_core3_pu1() {
     }
     s += "  </object>\n</topology>\n";
     let t = from_hwloc_xml(&s).unwrap();
-    assert_eq!(t.hostname, None);
-    assert_eq!(t.cores, ids("0-5"));
-    assert!(t.gpus.is_empty());
+    assert_eq!(t, topo(None, "0-5", ""));
 }
 
 #[test]
@@ -641,9 +639,7 @@ fn two_socket_smt() -> FakeRoot {
 fn sysfs_smt_siblings_count_once_over_two_packages() {
     let r = two_socket_smt();
     let t = discover_from_root(r.path()).unwrap();
-    assert_eq!(t.hostname.as_deref(), Some("node17"));
-    assert_eq!(t.cores, ids("0-7"));
-    assert!(t.gpus.is_empty());
+    assert_eq!(t, topo(Some("node17"), "0-7", ""));
 }
 
 #[test]
@@ -693,8 +689,7 @@ fn sysfs_thread_siblings_fallback_and_missing_topology() {
     r.write("sys/devices/system/cpu/cpu2/online", "1\n");
     r.online("0-2");
     let t = discover_from_root(r.path()).unwrap();
-    assert_eq!(t.cores, ids("0-1"));
-    assert_eq!(t.hostname, None);
+    assert_eq!(t, topo(None, "0-1", ""));
 }
 
 #[test]
@@ -709,8 +704,7 @@ fn sysfs_nvidia_gpu_pci_device() {
     // restricted to package 0: the GPU local to package 1 goes away
     r.affinity("0-3");
     let t = discover_from_root(r.path()).unwrap();
-    assert_eq!(t.cores, ids("0-3"));
-    assert_eq!(t.gpus, ids("0"));
+    assert_eq!(t, topo(Some("node17"), "0-3", "0"));
 }
 
 #[test]

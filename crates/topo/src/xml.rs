@@ -231,16 +231,14 @@ pub(crate) fn parse(xml: &str) -> Result<(Topology, Placement), TopoError> {
             message: e.to_string(),
         }
     })?;
+    let bad = |node, msg: String| Err(invalid(&doc, node, msg));
     let top = doc.root_element();
-    if top.tag_name().name() != "topology" {
-        return Err(invalid(
-            &doc,
+    let name = top.tag_name().name();
+    if name != "topology" {
+        return bad(
             top,
-            format!(
-                "root element is <{}>, expected <topology>",
-                top.tag_name().name()
-            ),
-        ));
+            format!("root element is <{name}>, expected <topology>"),
+        );
     }
     let version_major = match top.attribute("version") {
         None => 1,
@@ -248,36 +246,26 @@ pub(crate) fn parse(xml: &str) -> Result<(Topology, Placement), TopoError> {
             let major = v.split('.').next().unwrap_or("");
             match major.trim().parse::<u32>() {
                 Ok(m) => m,
-                Err(_) => {
-                    return Err(invalid(
-                        &doc,
-                        top,
-                        format!("invalid topology version '{v}'"),
-                    ))
-                }
+                Err(_) => return bad(top, format!("invalid topology version '{v}'")),
             }
         }
     };
     if version_major > 2 {
-        return Err(invalid(
-            &doc,
+        return bad(
             top,
             format!("cannot import XML version {version_major}.x (hwloc 2 reads versions 1 and 2)"),
-        ));
+        );
     }
     let v1 = version_major < 2;
     let Some(root_node) = top.children().find(|n| n.is_element()) else {
-        return Err(invalid(&doc, top, "<topology> has no root <object>".into()));
+        return bad(top, "<topology> has no root <object>".into());
     };
-    if root_node.tag_name().name() != "object" {
-        return Err(invalid(
-            &doc,
+    let name = root_node.tag_name().name();
+    if name != "object" {
+        return bad(
             root_node,
-            format!(
-                "expected the root <object>, found <{}>",
-                root_node.tag_name().name()
-            ),
-        ));
+            format!("expected the root <object>, found <{name}>"),
+        );
     }
 
     let mut objs: Vec<Obj> = Vec::new();
@@ -309,56 +297,42 @@ pub(crate) fn parse(xml: &str) -> Result<(Topology, Placement), TopoError> {
         }
         let parent_obj = parent.and_then(|p| objs.get(p));
         if let Some(p) = parent_obj {
-            let bad = match kind {
+            let misplaced = match kind {
                 Kind::Normal => p.kind != Kind::Normal,
                 Kind::Memory => matches!(p.kind, Kind::Io | Kind::Misc),
                 Kind::Io => matches!(p.kind, Kind::Memory | Kind::Misc),
                 Kind::Misc => false,
             };
-            if bad {
-                return Err(invalid(
-                    &doc,
+            if misplaced {
+                return bad(
                     node,
                     format!(
                         "{} object cannot be a child of {} object",
                         kind_name(kind),
                         kind_name(p.kind)
                     ),
-                ));
+                );
             }
         }
         if kind == Kind::Normal && attrs.cpuset.is_none() {
-            return Err(invalid(
-                &doc,
-                node,
-                format!("{} object without cpuset", attrs.type_name),
-            ));
+            return bad(node, format!("{} object without cpuset", attrs.type_name));
         }
         if matches!(kind, Kind::Io | Kind::Misc) && attrs.cpuset.is_some() {
-            return Err(invalid(
-                &doc,
-                node,
-                format!("{} object with a cpuset", attrs.type_name),
-            ));
+            return bad(node, format!("{} object with a cpuset", attrs.type_name));
         }
         if let Some(p) = parent_obj {
             if attrs.cpuset.is_some() && p.cpuset.is_none() {
-                return Err(invalid(
-                    &doc,
+                return bad(
                     node,
                     format!(
                         "{} object with a cpuset under a parent without one",
                         attrs.type_name
                     ),
-                ));
+                );
             }
         }
         if ty == Ty::NumaNode && attrs.nodeset.is_none() {
-            return Err(invalid(
-                &doc,
-                node,
-                "NUMANode object without nodeset".into(),
-            ));
+            return bad(node, "NUMANode object without nodeset".into());
         }
         if is_root {
             root_allowed = attrs.allowed_cpuset.clone();
@@ -376,11 +350,7 @@ pub(crate) fn parse(xml: &str) -> Result<(Topology, Placement), TopoError> {
                 continue;
             }
             if !child_objects.is_empty() {
-                return Err(invalid(
-                    &doc,
-                    child,
-                    format!("unexpected <{tag}> after child objects"),
-                ));
+                return bad(child, format!("unexpected <{tag}> after child objects"));
             }
             match tag {
                 "info" => {
@@ -391,11 +361,10 @@ pub(crate) fn parse(xml: &str) -> Result<(Topology, Placement), TopoError> {
                             "name" => name = Some(a.value()),
                             "value" => value = Some(a.value()),
                             other => {
-                                return Err(invalid(
-                                    &doc,
+                                return bad(
                                     child,
                                     format!("unexpected attribute '{other}' in <info>"),
-                                ))
+                                )
                             }
                         }
                     }
@@ -410,22 +379,15 @@ pub(crate) fn parse(xml: &str) -> Result<(Topology, Placement), TopoError> {
                 }
                 "page_type" => {
                     if ty != Ty::NumaNode && !is_root {
-                        return Err(invalid(
-                            &doc,
+                        return bad(
                             child,
                             format!("<page_type> in a {} object", attrs.type_name),
-                        ));
+                        );
                     }
                 }
                 "userdata" => {}
                 "distances" if v1 => {}
-                _ => {
-                    return Err(invalid(
-                        &doc,
-                        child,
-                        format!("unexpected <{tag}> in an object"),
-                    ))
-                }
+                _ => return bad(child, format!("unexpected <{tag}> in an object")),
             }
         }
 
@@ -455,32 +417,16 @@ pub(crate) fn parse(xml: &str) -> Result<(Topology, Placement), TopoError> {
     }
 
     let Some(root) = objs.first() else {
-        return Err(invalid(&doc, root_node, "no root object".into()));
+        return bad(root_node, "no root object".into());
     };
     if root.cpuset.is_none() {
-        return Err(invalid(
-            &doc,
-            root_node,
-            "root object without cpuset".into(),
-        ));
+        return bad(root_node, "root object without cpuset".into());
     }
     if !v1 {
         match &root_nodeset {
             Some(Some(ns)) if !ns.is_empty() => {}
-            Some(Some(_)) => {
-                return Err(invalid(
-                    &doc,
-                    root_node,
-                    "root object with empty nodeset".into(),
-                ))
-            }
-            _ => {
-                return Err(invalid(
-                    &doc,
-                    root_node,
-                    "root object without nodeset".into(),
-                ))
-            }
+            Some(Some(_)) => return bad(root_node, "root object with empty nodeset".into()),
+            _ => return bad(root_node, "root object without nodeset".into()),
         }
     }
     let hostname = root.hostname.clone();

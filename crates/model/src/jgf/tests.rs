@@ -1,4 +1,5 @@
 use super::*;
+use crate::graph::tests::cluster;
 use crate::graph::Pool;
 use proptest::prelude::*;
 
@@ -328,9 +329,7 @@ fn records_below_an_exclusive_pool_are_rejected_on_load() {
 }
 
 fn rich() -> Graph {
-    let mut g = Graph::new();
-    let p = g.pool("cluster").id(0);
-    let root = g.add_root(p);
+    let (mut g, root) = cluster();
     let fluke = g.intern("fluke");
     let mem = g.intern("memory");
     let gb = g.intern("GB");
@@ -454,9 +453,7 @@ fn arb_graph() -> impl Strategy<Value = Graph> {
         "[a-z]{1,3}",
     );
     proptest::collection::vec(node, 1..25).prop_map(|spec| {
-        let mut g = Graph::new();
-        let p = g.pool("cluster").id(0);
-        let root = g.add_root(p);
+        let (mut g, root) = cluster();
         let mut vs = vec![root];
         for (k, (parent, size, named, kind, word)) in spec.into_iter().enumerate() {
             let par = vs[parent % vs.len()];
