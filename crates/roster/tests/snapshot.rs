@@ -126,7 +126,16 @@ fn reads_answered_from_snapshots_count_in_the_metrics() {
         c.rpc("resource.sched-status", json!({}))
             .expect("sched-status");
     }
-    let text = metrics(&d.sock);
+    // A count may land just after its reply was written (the loop counts
+    // once its batch is out): wait for it a little, then check it exactly.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut text = metrics(&d.sock);
+    while requests_ok(&text, "resource.status") - before < 25
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+        text = metrics(&d.sock);
+    }
     assert_eq!(
         requests_ok(&text, "resource.status") - before,
         25,
