@@ -106,13 +106,6 @@ impl TlsFiles {
     }
 }
 
-/// The URI a client uses: the explicit one, else `$ROSTER_URI`, else the
-/// embedded default's socket.
-/// (The first of a comma list: see [`resolve_uris`].)
-pub fn resolve_uri(explicit: Option<&str>) -> Result<Uri, UriError> {
-    resolve_uris(explicit).map(|mut l| l.swap_remove(0))
-}
-
 /// The URIs a client uses (high availability: `--uri` / `$ROSTER_URI`
 /// may be a comma list of the servers, tried in order): the explicit
 /// list, else `$ROSTER_URI`, else the embedded default's socket.  Never
@@ -381,7 +374,7 @@ impl Client {
     }
 
     /// The service URI: `explicit_uri`, else `$ROSTER_URI`, else the
-    /// default socket ([`resolve_uri`]).  The token: read from
+    /// default socket ([`resolve_uris`]).  The token: read from
     /// `token_file`, else from the file named by `$ROSTER_TOKEN_FILE`,
     /// else none.  For `tls://`, the TLS files from the environment.
     pub fn from_env(
