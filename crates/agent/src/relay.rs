@@ -259,21 +259,6 @@ impl RelayState {
         self.welcome.as_ref()
     }
 
-    /// Live children (sessions), virtual leaves not counted.
-    pub fn children(&self) -> usize {
-        self.children.len()
-    }
-
-    /// Virtual leaves accepted by the service.
-    pub fn virtual_joined(&self) -> u64 {
-        self.virtual_joined.len()
-    }
-
-    /// This relay's virtual leaves.
-    pub fn virtual_ranks(&self) -> &IdSet {
-        &self.virtual_ranks
-    }
-
     /// The service (re)welcomed this relay: learn the subtree, and
     /// announce every child again (and the virtual leaves).  Hellos that
     /// waited for the first welcome are handled now.
@@ -1295,7 +1280,7 @@ mod tests {
         // The service ends the other (offline-timeout): its stream ends.
         s.answer(&json!({"ended": [{"ranks": "4", "errnum": 110, "errstr": "silent"}]}));
         assert_eq!(b.replies().remove(0).unwrap_err().message(), "silent");
-        assert_eq!(s.children(), 0);
+        assert_eq!(s.children.len(), 0);
         assert_eq!(s.take_up(), None);
     }
 
@@ -1373,13 +1358,13 @@ mod tests {
         let mut s = RelayState::new(Some(leaves));
         s.set_welcome(welcome(0, "1-14", "sim[1-14]"));
         // sim2 is a relay of the process: 2 and 5-6, 11-14 are not ours.
-        assert_eq!(s.virtual_ranks().encode(), "1,3-4,7-10");
+        assert_eq!(s.virtual_ranks.encode(), "1,3-4,7-10");
         assert_eq!(
             s.take_up(),
             Some(json!({"hello": [{"ranks": "1,3-4,7-10", "cores": "0-3"}]}))
         );
         s.answer(&json!({"accepted": "1,3-4,7-9", "refused": [{"ranks": "10", "errnum": 17, "errstr": "taken"}]}));
-        assert_eq!(s.virtual_joined(), 6);
+        assert_eq!(s.virtual_joined.len(), 6);
         assert_eq!(s.counts.refused, 1);
         assert_eq!(s.beat(Instant::now()), json!({"lively": "1,3-4,7-9"}));
         // Stalled past torpid-max (4 s): reported torpid, once.
