@@ -418,11 +418,6 @@ impl Config {
         Config::from_source(src)
     }
 
-    /// Whether an ignored table (e.g. `bootstrap`) is present.
-    pub fn has_table(&self, name: &str) -> bool {
-        self.ignored_tables.iter().any(|t| t == name)
-    }
-
     fn from_source(src: Source) -> Result<Config, ConfigError> {
         let mut cfg = Config {
             files: src.files.clone(),
