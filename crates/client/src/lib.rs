@@ -571,13 +571,6 @@ impl Client {
         self.call::<cat::ForceDown>(&req).await.map(drop)
     }
 
-    /// `resource.monitor-waitup {up}`: answers once exactly `up` ranks are
-    /// online.
-    pub async fn monitor_waitup(&self, up: i64) -> Result<(), ClientError> {
-        let req = msg::WaitupRequest { up };
-        self.call::<cat::Waitup>(&req).await.map(drop)
-    }
-
     /// `resource.acquire-mute` (payload `{}`).
     pub async fn acquire_mute(&self) -> Result<(), ClientError> {
         self.call::<cat::AcquireMute>(&msg::Empty {})
