@@ -193,14 +193,6 @@ pub struct RelayState {
     pub counts: LeafCounts,
 }
 
-fn ranks_error(ranks: IdSet, e: &RpcError) -> msg::RanksError {
-    msg::RanksError {
-        ranks,
-        errnum: e.errnum,
-        errstr: e.message().to_string(),
-    }
-}
-
 /// An answer for a child.
 fn answer(a: msg::AgentAnswer) -> rpc::Payload {
     msg::encode(&a).into()
@@ -543,7 +535,7 @@ impl RelayState {
                     EPERM,
                     format!("ranks {outside} are not in the subtree of this relay's child"),
                 );
-                refused.push(ranks_error(outside, &e));
+                refused.push(msg::RanksError::new(outside, &e));
             }
             let mut ok = ranks.intersection(subtree);
             let mut taken = ok.intersection(&self.claimed);
@@ -555,7 +547,7 @@ impl RelayState {
                     format!("ranks {taken} are already claimed by a live agent"),
                 );
                 ok.subtract(&taken);
-                refused.push(ranks_error(taken, &e));
+                refused.push(msg::RanksError::new(taken, &e));
             }
             let fresh = ok.difference(owned);
             pending.add(&fresh);
@@ -850,7 +842,7 @@ impl RelayState {
                 if !part.is_empty() {
                     pending.subtract(&part);
                     owned.subtract(&part);
-                    let list = Some(vec![ranks_error(part, e)]);
+                    let list = Some(vec![msg::RanksError::new(part, e)]);
                     let a = if refused {
                         msg::AgentAnswer {
                             refused: list,
