@@ -199,14 +199,6 @@ impl ClientError {
             ClientError::Uri(_) | ClientError::Tls(_) => rpc::errno::EINVAL,
         }
     }
-
-    /// The RPC error, if the service answered with one.
-    pub fn rpc_error(&self) -> Option<&RpcError> {
-        match self {
-            ClientError::Rpc(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 impl From<RpcError> for ClientError {
