@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | `resource.eventlog` | RFC 18 eventlog, one event per line | [`StateDir::append`] (group commit), [`StateDir::rewrite_eventlog`] |
 //! | `resource.R` | the instance R, JSON text | [`StateDir::write_r`] |
-//! | `checkpoint.resource` | drain checkpoint, JSON | [`StateDir::write_checkpoint`], [`StateDir::remove_checkpoint`] |
+//! | `checkpoint.resource` | drain checkpoint, JSON | [`StateDir::write_checkpoint`] |
 //! | `lock` | pid of the holder | [`StateDir::open`] |
 //!
 //! # Durability
