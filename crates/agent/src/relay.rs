@@ -193,14 +193,6 @@ pub struct RelayState {
     pub counts: LeafCounts,
 }
 
-fn ranks_error(ranks: IdSet, e: &RpcError) -> msg::RanksError {
-    msg::RanksError {
-        ranks,
-        errnum: e.errnum,
-        errstr: e.message().to_string(),
-    }
-}
-
 /// An answer for a child.
 fn answer(a: msg::AgentAnswer) -> rpc::Payload {
     msg::encode(&a).into()
@@ -257,21 +249,6 @@ impl RelayState {
 
     pub fn welcome(&self) -> Option<&Welcome> {
         self.welcome.as_ref()
-    }
-
-    /// Live children (sessions), virtual leaves not counted.
-    pub fn children(&self) -> usize {
-        self.children.len()
-    }
-
-    /// Virtual leaves accepted by the service.
-    pub fn virtual_joined(&self) -> u64 {
-        self.virtual_joined.len()
-    }
-
-    /// This relay's virtual leaves.
-    pub fn virtual_ranks(&self) -> &IdSet {
-        &self.virtual_ranks
     }
 
     /// The service (re)welcomed this relay: learn the subtree, and
@@ -558,7 +535,7 @@ impl RelayState {
                     EPERM,
                     format!("ranks {outside} are not in the subtree of this relay's child"),
                 );
-                refused.push(ranks_error(outside, &e));
+                refused.push(msg::RanksError::new(outside, &e));
             }
             let mut ok = ranks.intersection(subtree);
             let mut taken = ok.intersection(&self.claimed);
@@ -570,7 +547,7 @@ impl RelayState {
                     format!("ranks {taken} are already claimed by a live agent"),
                 );
                 ok.subtract(&taken);
-                refused.push(ranks_error(taken, &e));
+                refused.push(msg::RanksError::new(taken, &e));
             }
             let fresh = ok.difference(owned);
             pending.add(&fresh);
@@ -865,7 +842,7 @@ impl RelayState {
                 if !part.is_empty() {
                     pending.subtract(&part);
                     owned.subtract(&part);
-                    let list = Some(vec![ranks_error(part, e)]);
+                    let list = Some(vec![msg::RanksError::new(part, e)]);
                     let a = if refused {
                         msg::AgentAnswer {
                             refused: list,
@@ -1295,7 +1272,7 @@ mod tests {
         // The service ends the other (offline-timeout): its stream ends.
         s.answer(&json!({"ended": [{"ranks": "4", "errnum": 110, "errstr": "silent"}]}));
         assert_eq!(b.replies().remove(0).unwrap_err().message(), "silent");
-        assert_eq!(s.children(), 0);
+        assert_eq!(s.children.len(), 0);
         assert_eq!(s.take_up(), None);
     }
 
@@ -1373,13 +1350,13 @@ mod tests {
         let mut s = RelayState::new(Some(leaves));
         s.set_welcome(welcome(0, "1-14", "sim[1-14]"));
         // sim2 is a relay of the process: 2 and 5-6, 11-14 are not ours.
-        assert_eq!(s.virtual_ranks().encode(), "1,3-4,7-10");
+        assert_eq!(s.virtual_ranks.encode(), "1,3-4,7-10");
         assert_eq!(
             s.take_up(),
             Some(json!({"hello": [{"ranks": "1,3-4,7-10", "cores": "0-3"}]}))
         );
         s.answer(&json!({"accepted": "1,3-4,7-9", "refused": [{"ranks": "10", "errnum": 17, "errstr": "taken"}]}));
-        assert_eq!(s.virtual_joined(), 6);
+        assert_eq!(s.virtual_joined.len(), 6);
         assert_eq!(s.counts.refused, 1);
         assert_eq!(s.beat(Instant::now()), json!({"lively": "1,3-4,7-9"}));
         // Stalled past torpid-max (4 s): reported torpid, once.

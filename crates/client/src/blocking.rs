@@ -127,7 +127,6 @@ impl Client {
         block group_set(group: &str, targets: &str) -> ();
         block monitor_force_up(ranks: &str) -> ();
         block monitor_force_down(ranks: &str) -> ();
-        block monitor_waitup(up: i64) -> ();
         block acquire_mute() -> ();
     }
 

@@ -17,7 +17,7 @@
 //! backlog ends), not again after a resume.  ENODATA (the stream
 //! cancelled) ends the reader; so does an error the service answers to
 //! the resume (ERANGE: what the reader missed was truncated) or
-//! [`JournalFollower::with_resume_wait`] without a server to resume on.
+//! [`RESUME_WAIT`] without a server to resume on.
 
 use crate::retry::{classify, Failure};
 use crate::{Client, ClientError, ReplyStream};
@@ -28,7 +28,7 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long a follower tries to resume by default.
+/// How long a follower tries to resume.
 pub const RESUME_WAIT: Duration = Duration::from_secs(30);
 
 /// A resuming journal reader (see the module documentation).
@@ -80,22 +80,6 @@ impl JournalFollower {
             resumes: 0,
             notice: None,
         }
-    }
-
-    /// A reader resuming after `position` (one [`JournalFollower::position`]
-    /// returned, e.g. saved by a previous process).
-    pub fn from_position(client: Client, position: JournalPosition) -> JournalFollower {
-        JournalFollower {
-            position: Some(position),
-            ..JournalFollower::new(client)
-        }
-    }
-
-    /// How long to keep trying to resume after a failover (default
-    /// [`RESUME_WAIT`]).
-    pub fn with_resume_wait(mut self, wait: Duration) -> JournalFollower {
-        self.wait = wait;
-        self
     }
 
     /// Call `notice` with a one-line explanation when the stream ended

@@ -106,13 +106,6 @@ impl TlsFiles {
     }
 }
 
-/// The URI a client uses: the explicit one, else `$ROSTER_URI`, else the
-/// embedded default's socket.
-/// (The first of a comma list: see [`resolve_uris`].)
-pub fn resolve_uri(explicit: Option<&str>) -> Result<Uri, UriError> {
-    resolve_uris(explicit).map(|mut l| l.swap_remove(0))
-}
-
 /// The URIs a client uses (high availability: `--uri` / `$ROSTER_URI`
 /// may be a comma list of the servers, tried in order): the explicit
 /// list, else `$ROSTER_URI`, else the embedded default's socket.  Never
@@ -204,14 +197,6 @@ impl ClientError {
             ClientError::Protocol(_) => rpc::errno::EPROTO,
             ClientError::Lost(_) => rpc::errno::ECONNRESET,
             ClientError::Uri(_) | ClientError::Tls(_) => rpc::errno::EINVAL,
-        }
-    }
-
-    /// The RPC error, if the service answered with one.
-    pub fn rpc_error(&self) -> Option<&RpcError> {
-        match self {
-            ClientError::Rpc(e) => Some(e),
-            _ => None,
         }
     }
 }
@@ -381,7 +366,7 @@ impl Client {
     }
 
     /// The service URI: `explicit_uri`, else `$ROSTER_URI`, else the
-    /// default socket ([`resolve_uri`]).  The token: read from
+    /// default socket ([`resolve_uris`]).  The token: read from
     /// `token_file`, else from the file named by `$ROSTER_TOKEN_FILE`,
     /// else none.  For `tls://`, the TLS files from the environment.
     pub fn from_env(
@@ -576,13 +561,6 @@ impl Client {
             ranks: Some(ranks.to_string()),
         };
         self.call::<cat::ForceDown>(&req).await.map(drop)
-    }
-
-    /// `resource.monitor-waitup {up}`: answers once exactly `up` ranks are
-    /// online.
-    pub async fn monitor_waitup(&self, up: i64) -> Result<(), ClientError> {
-        let req = msg::WaitupRequest { up };
-        self.call::<cat::Waitup>(&req).await.map(drop)
     }
 
     /// `resource.acquire-mute` (payload `{}`).

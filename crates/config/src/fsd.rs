@@ -59,52 +59,6 @@ pub fn parse_fsd(s: &str) -> Result<f64, FsdError> {
     Ok(value * multiplier + 0.0)
 }
 
-/// Format seconds as flux-core's `fsd_format_duration()` does (`%g` with
-/// the largest unit that keeps the value at or above 1), e.g. `90d`,
-/// `1.5h`, `30s`; infinity is `inf`.
-pub fn format_fsd(seconds: f64) -> String {
-    if seconds.is_infinite() {
-        return "inf".to_string();
-    }
-    let (v, unit) = if seconds < 60.0 {
-        (seconds, 's')
-    } else if seconds < 3600.0 {
-        (seconds / 60.0, 'm')
-    } else if seconds < 86400.0 {
-        (seconds / 3600.0, 'h')
-    } else {
-        (seconds / 86400.0, 'd')
-    };
-    format!("{}{unit}", format_g(v))
-}
-
-/// C's `%g` (precision 6) for finite values.
-fn format_g(v: f64) -> String {
-    if v == 0.0 {
-        return "0".to_string();
-    }
-    let exp = v.abs().log10().floor() as i32;
-    // Round to 6 significant digits first: rounding may bump the exponent.
-    let sci = format!("{:.5e}", v);
-    let (mant, e) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let e: i32 = e.parse().unwrap_or(exp);
-    if !(-4..6).contains(&e) {
-        let mant = trim_zeros(mant);
-        let sign = if e < 0 { '-' } else { '+' };
-        return format!("{mant}e{sign}{:02}", e.abs());
-    }
-    let decimals = (5 - e).max(0) as usize;
-    trim_zeros(&format!("{:.*}", decimals, v)).to_string()
-}
-
-fn trim_zeros(s: &str) -> &str {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        s
-    }
-}
-
 /// C `strtod()` on a byte string: the value and how many bytes it used
 /// (0 when there is no number, in which case the value is 0).
 fn strtod(s: &[u8]) -> (f64, usize) {
@@ -301,19 +255,6 @@ mod tests {
             ("0.5h", 1800.0),
             ("1.0d", 86400.0),
         ]);
-        for (v, want) in [
-            (0.001, "0.001s"),
-            (5.0, "5s"),
-            (5.1, "5.1s"),
-            (62.0, "1.03333m"),
-            (3600.0, "1h"),
-            (4500.0, "1.25h"),
-            (86400.0, "1d"),
-            (103680.0, "1.2d"),
-            (f64::INFINITY, "inf"),
-        ] {
-            assert_eq!(format_fsd(v), want, "{v:?}");
-        }
     }
 
     #[test]
@@ -361,22 +302,6 @@ mod tests {
         assert_eq!(parse_fsd("1e+"), Err(FsdError::Suffix));
         assert_eq!(parse_fsd("1e+2"), Ok(100.0));
         assert_eq!(parse_fsd("2.5e-1m"), Ok(15.0));
-    }
-
-    #[test]
-    fn format_g_matches_c() {
-        for (v, want) in [
-            (1.0, "1"),
-            (1.5, "1.5"),
-            (0.0001, "0.0001"),
-            (0.00001, "1e-05"),
-            (123456.0, "123456"),
-            (1234567.0, "1.23457e+06"),
-            (999999.5, "1e+06"),
-            (90.0, "90"),
-        ] {
-            assert_eq!(format_g(v), want, "{v:?}");
-        }
     }
 
     proptest::proptest! {

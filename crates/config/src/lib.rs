@@ -126,7 +126,7 @@ use rset::{Rset, VerifyConfig};
 use serde_json::Value;
 
 pub use error::{ConfigError, ErrorKind};
-pub use fsd::{format_fsd, parse_fsd, FsdError};
+pub use fsd::{parse_fsd, FsdError};
 
 use error::{jansson_type, toml_type};
 use load::Source;
@@ -152,8 +152,6 @@ pub const IGNORED_TABLES: &[&str] = &[
 
 /// Default `journal-max`.
 pub const DEFAULT_JOURNAL_MAX: i64 = 100_000;
-/// Default `history` (flux-core 0.88: "90d").
-pub const DEFAULT_HISTORY: &str = "90d";
 /// Default `torpid-max` (Roster extension).
 pub const DEFAULT_TORPID_MAX: &str = "30s";
 /// Default `offline-timeout` (Roster extension).
@@ -418,11 +416,6 @@ impl Config {
     pub fn from_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
         let src = load::load_str(text, origin)?;
         Config::from_source(src)
-    }
-
-    /// Whether an ignored table (e.g. `bootstrap`) is present.
-    pub fn has_table(&self, name: &str) -> bool {
-        self.ignored_tables.iter().any(|t| t == name)
     }
 
     fn from_source(src: Source) -> Result<Config, ConfigError> {

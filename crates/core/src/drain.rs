@@ -119,11 +119,6 @@ impl DrainTable {
         }
     }
 
-    /// Number of targets covered.
-    pub fn size(&self) -> u32 {
-        self.size
-    }
-
     /// Grow or shrink the covered range; records of targets past the new size are dropped.
     pub fn resize(&mut self, size: u32) {
         if size < self.size {

@@ -184,17 +184,6 @@ impl Journal {
         self.events.iter().map(|e| &e.event)
     }
 
-    /// The events, oldest first, each with its [`object_json`] (computed
-    /// on first use and kept).
-    pub fn events_json(&self) -> impl ExactSizeIterator<Item = (&Event, Option<&str>)> + '_ {
-        self.events.iter().map(|e| {
-            let json = e
-                .json
-                .get_or_init(|| object_json(&e.event).map(String::into_boxed_str));
-            (&e.event, json.as_deref())
-        })
-    }
-
     /// The events, oldest first, each with its [`Place`] and its
     /// [`object_json`].
     pub fn entries(&self) -> impl ExactSizeIterator<Item = (&Event, Place, Option<&str>)> + '_ {
@@ -245,14 +234,6 @@ impl Journal {
             self.truncate(state());
         }
         place
-    }
-
-    /// Change the limit (configuration reload), truncating if needed.
-    pub fn set_max(&mut self, max: usize, state: impl FnOnce() -> TruncateState) {
-        self.max = max.max(1);
-        if self.events.len() > self.max {
-            self.truncate(state());
-        }
     }
 
     fn truncate(&mut self, state: TruncateState) {
@@ -412,24 +393,9 @@ mod tests {
                 state,
             );
         }
-        for (e, text) in j.events_json() {
+        for (e, _, text) in j.entries() {
             let want = serde_json::to_string(&e.to_value().unwrap()).unwrap();
             assert_eq!(text, Some(want.as_str()));
         }
-    }
-
-    #[test]
-    fn set_max_truncates_immediately() {
-        let mut j = Journal::new(100);
-        for i in 0..10 {
-            j.push(
-                ev(1.0 + f64::from(i), "online", json!({"idset": "0"})),
-                state,
-            );
-        }
-        j.set_max(9, state);
-        assert_eq!(j.len(), 9);
-        assert_eq!(j.events().next().unwrap().name, "truncate");
-        assert_eq!(j.events().next().unwrap().get("ranks"), None);
     }
 }

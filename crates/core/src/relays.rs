@@ -53,9 +53,6 @@ impl RelaySession {
     pub fn owned(&self) -> &IdSet {
         &self.owned
     }
-    pub fn torpid(&self) -> &IdSet {
-        &self.torpid
-    }
 
     /// Recompute `torpid` from `silent` and `reported`, recording the
     /// transitions.
@@ -522,7 +519,7 @@ mod tests {
         let c = r.take_changes();
         assert_eq!(c.torpid.encode(), "100-199");
         assert!(c.lively.is_empty());
-        assert_eq!(r.session(7).unwrap().torpid().encode(), "100-199");
+        assert_eq!(r.session(7).unwrap().torpid.encode(), "100-199");
         // The same report again changes nothing; a smaller one revives.
         r.report_torpid(7, &ids("100-199"));
         assert!(r.take_changes().is_empty());
@@ -542,7 +539,7 @@ mod tests {
         r.report_torpid(7, &ids("100-149"));
         let c = r.take_changes();
         assert_eq!(c.lively.encode(), "0-99,150-1023");
-        assert_eq!(r.session(7).unwrap().torpid().encode(), "100-149");
+        assert_eq!(r.session(7).unwrap().torpid.encode(), "100-149");
         // Heard but still reported: the relay's word holds.
         r.heard(103.5, 7, &ids("100-149"));
         assert!(r.take_changes().is_empty());
@@ -557,7 +554,7 @@ mod tests {
         assert_eq!(c.down.encode(), "300");
         assert_eq!(c.lively.encode(), "300");
         assert!(c.torpid.is_empty(), "{c:?}");
-        assert!(r.session(7).unwrap().torpid().is_empty());
+        assert!(r.session(7).unwrap().torpid.is_empty());
         assert!(!r.report_torpid(8, &ids("1")));
     }
 }

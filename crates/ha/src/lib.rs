@@ -21,8 +21,8 @@
 //!   retried while the lease is still ours; the retry recognises its own
 //!   earlier success (same key, same value), so a batch is never applied
 //!   twice.
-//! * The leader's lease is kept alive every TTL/4; [`Leadership::is_valid`]
-//!   turns false, by the monotonic clock, TTL after the last keepalive
+//! * The leader's lease is kept alive every TTL/4; [`Leadership::status`]
+//!   stops being valid, by the monotonic clock, TTL after the last keepalive
 //!   *sent* that etcd acknowledged: etcd cannot expire the lease before
 //!   that moment, so the old leader stops acting before a new one can be
 //!   elected.  It then waits ([`LeaseStatus::Uncertain`], acting on
@@ -306,11 +306,6 @@ pub enum LeaseStatus {
 }
 
 impl Leadership {
-    /// True while the lease is certainly ours (monotonic clock).
-    pub fn is_valid(&self) -> bool {
-        self.status() == LeaseStatus::Valid
-    }
-
     /// Valid, uncertain (suspend) or lost (step down).
     pub fn status(&self) -> LeaseStatus {
         if self.lost.load(Ordering::SeqCst) {
@@ -327,7 +322,7 @@ impl Leadership {
         }
     }
 
-    /// Why [`Leadership::is_valid`] is false.
+    /// Why [`Leadership::status`] is not valid.
     pub fn why_lost(&self) -> String {
         if self.lost.load(Ordering::SeqCst) {
             "the lease expired or was revoked in etcd".to_string()

@@ -294,16 +294,16 @@ pub fn served(topic: &str) -> bool {
         || lookup(topic).is_some_and(|t| t.server == Server::Service)
 }
 
-/// Topics a standby answers itself.
-pub fn standby_topics() -> impl Iterator<Item = &'static Topic> {
-    TOPICS
-        .iter()
-        .filter(|t| t.standby && t.server == Server::Service)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Topics a standby answers itself.
+    fn standby_topics() -> impl Iterator<Item = &'static Topic> {
+        TOPICS
+            .iter()
+            .filter(|t| t.standby && t.server == Server::Service)
+    }
 
     #[test]
     fn names_are_unique() {

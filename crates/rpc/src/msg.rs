@@ -578,6 +578,17 @@ pub struct RanksError {
     pub errstr: String,
 }
 
+impl RanksError {
+    /// `ranks`, refused or ended with `e`.
+    pub fn new(ranks: IdSet, e: &crate::RpcError) -> RanksError {
+        RanksError {
+            ranks,
+            errnum: e.errnum,
+            errstr: e.message().to_string(),
+        }
+    }
+}
+
 /// Ranks drained by verification, and the reason.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RanksDrained {

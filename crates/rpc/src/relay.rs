@@ -15,13 +15,13 @@
 //! (the subtree's ranks that R knows, and their hostnames in rank order).
 //! Each later line of the session is a JSON object with any of:
 //!
-//! * [`HELLO`]: `[{"ranks": IDSET, "cores": IDSET?, "gpus": IDSET?}, ...]`:
+//! * `hello`: `[{"ranks": IDSET, "cores": IDSET?, "gpus": IDSET?}, ...]`:
 //!   children joining, grouped by identical resources (without `cores`
 //!   the group is not verified, like an agent sending no R);
-//! * [`LIVELY`]: `IDSET`: the children heard from since the relay's last
+//! * `lively`: `IDSET`: the children heard from since the relay's last
 //!   line (one such line per relay per heartbeat period);
-//! * [`GONE`]: `IDSET`: children whose sessions ended (offline at once);
-//! * [`TORPID`]: `IDSET`: every rank below the relay that it finds torpid
+//! * `gone`: `IDSET`: children whose sessions ended (offline at once);
+//! * `torpid`: `IDSET`: every rank below the relay that it finds torpid
 //!   now (no heartbeat from it for `torpid-max`, the welcome's value),
 //!   sent whenever the set changes (`""` once none is left).  The service
 //!   marks those ranks torpid and the ones dropped from the set lively
@@ -30,10 +30,10 @@
 //!
 //! Every line also counts as the relay's own heartbeat.  The service
 //! answers on the session's reply stream, after the welcome, with lines
-//! holding any of [`ACCEPTED`] (`IDSET`), [`REFUSED`] and [`ENDED`]
+//! holding any of `accepted` (`IDSET`), `refused` and `ended`
 //! (`[{"ranks": IDSET, "errnum": N, "errstr": TEXT}]`: hellos refused,
 //! accepted ranks dropped later, e.g. after `offline-timeout`), and
-//! [`DRAINED`] (`[{"ranks": IDSET, "reason": TEXT}]`: verification
+//! `drained` (`[{"ranks": IDSET, "reason": TEXT}]`: verification
 //! drains).  A relay routes each answer to the child whose subtree holds
 //! the ranks; a leaf agent receives the same `drained` line on its own
 //! session.
@@ -60,23 +60,6 @@ pub fn may_relay(role: &crate::Role) -> Result<(), crate::RpcError> {
         _ => Ok(()),
     }
 }
-/// Line key: children joining, in groups.
-pub const HELLO: &str = "hello";
-/// Line key: children heard from since the last line.
-pub const LIVELY: &str = "lively";
-/// Line key: children whose sessions ended.
-pub const GONE: &str = "gone";
-/// Line key: every rank below the relay it finds torpid now.
-pub const TORPID: &str = "torpid";
-/// Answer key: ranks accepted.
-pub const ACCEPTED: &str = "accepted";
-/// Answer key: hellos refused.
-pub const REFUSED: &str = "refused";
-/// Answer key: accepted ranks dropped by the service.
-pub const ENDED: &str = "ended";
-/// Answer key: verification drains.
-pub const DRAINED: &str = "drained";
-
 /// The parent of `rank` in the k-ary tree (`None` for the root, rank 0).
 pub fn parent(rank: u32, fanout: u32) -> Option<u32> {
     let k = fanout.max(1);
@@ -104,24 +87,24 @@ pub fn subtree(rank: u32, fanout: u32, size: u32) -> IdSet {
     out
 }
 
-/// Whether `rank` lies in the subtree of `ancestor` (itself excluded).
-pub fn is_below(rank: u32, ancestor: u32, fanout: u32) -> bool {
-    let mut r = rank;
-    while let Some(p) = parent(r, fanout) {
-        if p == ancestor {
-            return true;
-        }
-        if p < ancestor {
-            return false;
-        }
-        r = p;
-    }
-    false
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether `rank` lies in the subtree of `ancestor` (itself excluded).
+    fn is_below(rank: u32, ancestor: u32, fanout: u32) -> bool {
+        let mut r = rank;
+        while let Some(p) = parent(r, fanout) {
+            if p == ancestor {
+                return true;
+            }
+            if p < ancestor {
+                return false;
+            }
+            r = p;
+        }
+        false
+    }
 
     #[test]
     fn kary_tree() {

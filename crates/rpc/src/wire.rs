@@ -101,14 +101,6 @@ pub fn as_error(v: &Value) -> Option<RpcError> {
     })
 }
 
-/// One NDJSON line of a streaming reply (with its `\n`).
-pub fn stream_line(reply: &Result<Value, RpcError>) -> String {
-    match reply {
-        Ok(v) => value_line(v),
-        Err(e) => value_line(&error_json(e)),
-    }
-}
-
 fn value_line(v: &Value) -> String {
     let mut s = serde_json::to_string(v).unwrap_or_else(|_| String::from("null"));
     s.push('\n');
@@ -116,8 +108,8 @@ fn value_line(v: &Value) -> String {
 }
 
 /// One NDJSON line of a streaming [`crate::Reply`] (with its `\n`): the
-/// same bytes as [`stream_line`] of the reply's value; a pre-serialised
-/// payload is copied as it is.
+/// compact JSON of the reply's value (an error as its error object); a
+/// pre-serialised payload is copied as it is.
 pub fn reply_line(reply: &crate::Reply) -> String {
     match reply {
         Ok(crate::Payload::Json(s)) => {
@@ -185,6 +177,14 @@ pub fn http_status(errnum: i32) -> u16 {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// One NDJSON line of a streaming reply (with its `\n`).
+    fn stream_line(reply: &Result<Value, RpcError>) -> String {
+        match reply {
+            Ok(v) => value_line(v),
+            Err(e) => value_line(&error_json(e)),
+        }
+    }
 
     #[test]
     fn topics() {

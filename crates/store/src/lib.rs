@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | `resource.eventlog` | RFC 18 eventlog, one event per line | [`StateDir::append`] (group commit), [`StateDir::rewrite_eventlog`] |
 //! | `resource.R` | the instance R, JSON text | [`StateDir::write_r`] |
-//! | `checkpoint.resource` | drain checkpoint, JSON | [`StateDir::write_checkpoint`], [`StateDir::remove_checkpoint`] |
+//! | `checkpoint.resource` | drain checkpoint, JSON | [`StateDir::write_checkpoint`] |
 //! | `lock` | pid of the holder | [`StateDir::open`] |
 //!
 //! # Durability
@@ -394,21 +394,6 @@ impl StateDir {
         &self.dir
     }
 
-    /// Path of `resource.eventlog`.
-    pub fn eventlog_path(&self) -> &Path {
-        self.log.path()
-    }
-
-    /// Number of events durably in `resource.eventlog`.
-    pub fn event_count(&self) -> usize {
-        self.log.event_count()
-    }
-
-    /// Size of `resource.eventlog` in bytes.
-    pub fn eventlog_len(&self) -> u64 {
-        self.log.byte_len()
-    }
-
     /// Append `events` durably: one `write` of all their lines and one
     /// `fdatasync` (nothing at all for an empty slice).  Returns only once
     /// they are on disk.  On error none of them is in the log (a partly
@@ -526,25 +511,6 @@ impl StateDir {
         let text = checkpoint_text(v);
         write_file_atomic(&*self.fs, &self.dir.join(CHECKPOINT_FILE), text.as_bytes())?;
         Ok(())
-    }
-
-    /// Remove `checkpoint.resource` durably (no error if there is none).
-    pub fn remove_checkpoint(&mut self) -> Result<(), StoreError> {
-        let path = self.dir.join(CHECKPOINT_FILE);
-        match self.fs.remove(&path) {
-            Ok(()) => {
-                self.position = None;
-                self.fs
-                    .sync_dir(&self.dir)
-                    .map_err(io_err(&self.dir, "fsync directory"))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(StoreError::Io {
-                path,
-                op: "remove",
-                source: e,
-            }),
-        }
     }
 }
 

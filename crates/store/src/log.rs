@@ -279,29 +279,14 @@ impl EventLogFile {
         })
     }
 
-    /// The file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Number of events durably in the file (staged events not included).
     pub fn event_count(&self) -> usize {
         self.count
     }
 
-    /// Size of the durable content in bytes.
-    pub fn byte_len(&self) -> u64 {
-        self.len
-    }
-
     /// [`fnv1a`] of the durable content.
     pub fn content_hash(&self) -> u64 {
         self.hash
-    }
-
-    /// Number of staged events waiting for [`EventLogFile::commit`].
-    pub fn staged(&self) -> usize {
-        self.staged_count
     }
 
     /// Queue events for the next commit, without I/O.  Either all of them

@@ -55,13 +55,13 @@ fn open_append_reopen() {
     log.append(&evs[0]).unwrap();
     log.append_batch(&evs[1..4]).unwrap();
     assert_eq!(log.event_count(), 4);
-    assert_eq!(log.path(), path.as_path());
+    assert_eq!(log.path.as_path(), path.as_path());
     drop(log);
     let text = fs::read_to_string(&path).unwrap();
     assert_eq!(text, encode_log(&evs[..4]).unwrap());
     let opened = open_log(&path).unwrap();
     assert_eq!(opened.events, evs[..4].to_vec());
-    assert_eq!(opened.log.byte_len(), text.len() as u64);
+    assert_eq!(opened.log.len, text.len() as u64);
 }
 
 #[test]
@@ -72,11 +72,11 @@ fn group_commit_stage_and_commit() {
     let evs = events(6);
     log.stage(&evs[0..2]).unwrap();
     log.stage(&evs[2..3]).unwrap();
-    assert_eq!(log.staged(), 3);
+    assert_eq!(log.staged_count, 3);
     // nothing reaches the file before the commit
     assert_eq!(fs::read_to_string(&path).unwrap(), "");
     assert_eq!(log.commit().unwrap(), 3);
-    assert_eq!(log.staged(), 0);
+    assert_eq!(log.staged_count, 0);
     assert_eq!(
         fs::read_to_string(&path).unwrap(),
         encode_log(&evs[..3]).unwrap()
@@ -89,7 +89,7 @@ fn group_commit_stage_and_commit() {
         err.to_string(),
         "resource.eventlog: cannot append event 'drain': invalid timestamp inf: it must be a finite number greater than zero"
     );
-    assert_eq!(log.staged(), 0);
+    assert_eq!(log.staged_count, 0);
     log.stage(&evs[3..4]).unwrap();
     log.discard_staged();
     assert_eq!(log.commit().unwrap(), 0);
@@ -278,7 +278,7 @@ fn failed_write_rolls_back_and_can_be_retried() {
         disk.contents(Path::new(SIM_LOG)).unwrap(),
         encode_log(&evs[..1]).unwrap().into_bytes()
     );
-    assert_eq!(log.staged(), 2);
+    assert_eq!(log.staged_count, 2);
     assert_eq!(log.event_count(), 1);
     assert_eq!(log.commit().unwrap(), 2);
     drop(log);

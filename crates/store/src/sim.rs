@@ -218,12 +218,6 @@ impl SimDisk {
         self.inner().crash_after = None;
     }
 
-    /// Whether the crash point set by [`SimDisk::crash_after`] was reached.
-    pub fn crashed(&self) -> bool {
-        let g = self.inner();
-        g.crash_after.is_some_and(|n| g.ops >= n)
-    }
-
     /// Record every operation (see [`SimDisk::trace`]).
     pub fn set_tracing(&self, on: bool) {
         self.inner().tracing = on;

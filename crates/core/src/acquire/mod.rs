@@ -315,14 +315,6 @@ impl Acquire {
         self.holders.iter().any(|h| h.v1 && h.started)
     }
 
-    pub fn shrink_mode(&self) -> bool {
-        self.shrink_mode
-    }
-
-    pub fn muted(&self) -> bool {
-        self.muted
-    }
-
     fn known_group(&self, group: &str) -> bool {
         group == DEFAULT_GROUP
             || self.desired.iter().any(|(g, _)| g == group)

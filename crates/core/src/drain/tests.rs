@@ -177,7 +177,7 @@ fn sparse_table_for_the_largest_rank() {
     // RFC 22's largest id: the table must not be sized by it.
     let top = 2_147_483_646u32;
     let mut t = DrainTable::new(top + 1);
-    assert_eq!(t.size(), top + 1);
+    assert_eq!(t.size, top + 1);
     drain(&mut t, "2147483646", DrainMode::Strict, Some("x"), 5.0);
     assert_eq!(t.get(top).and_then(|d| d.reason.as_deref()), Some("x"));
     assert_eq!(t.groups().len(), 1);

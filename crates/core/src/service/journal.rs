@@ -21,7 +21,7 @@ impl Service {
         let to = req.reply_to();
         let pos = |place: Place| start.positions.then(|| self.position_text(place));
         // Each event is serialised once for the life of the journal
-        // (`Journal::events_json`); a batch is their concatenation.  A
+        // (`Journal::entries`); a batch is their concatenation.  A
         // reader that did not ask for the requester gets the (rare)
         // events naming one serialised without it.
         let mut batch: Vec<Cow<str>> = Vec::with_capacity(100);

@@ -320,12 +320,6 @@ impl Service {
         self.mono
     }
 
-    /// The latest event timestamp handed out (the wall clock, never
-    /// decreasing).
-    pub fn last_stamp(&self) -> f64 {
-        self.stamp
-    }
-
     // ------------------------------------------------------------------
     // Accessors (for shells and tests)
 

@@ -18,14 +18,6 @@ pub(super) fn drained_answer(ranks: IdSet, reason: String) -> Payload {
     msg::encode(&a).into()
 }
 
-fn ranks_error(ranks: IdSet, e: RpcError) -> msg::RanksError {
-    msg::RanksError {
-        ranks,
-        errnum: e.errnum,
-        errstr: e.message().to_string(),
-    }
-}
-
 /// Only a relay credential (or the owner) may open a relay session: an
 /// agent's certificate speaks for its own host, never for a subtree.
 pub(super) fn may_relay(role: &Role, out: &mut Vec<Output>) -> Result<(), RpcError> {
@@ -192,7 +184,7 @@ impl Service {
                     "ranks {outside} are not in the subtree of the relay at rank {own} ({host})"
                 ),
             );
-            answer.refused.push(ranks_error(outside, e));
+            answer.refused.push(msg::RanksError::new(outside, &e));
         }
         // Held by another relay, or by a direct agent.
         let mut taken = ok.intersection(self.relays.claimed());
@@ -211,14 +203,14 @@ impl Service {
                 EEXIST,
                 format!("ranks {taken} ({hosts}) are already claimed by a live agent"),
             );
-            answer.refused.push(ranks_error(taken, e));
+            answer.refused.push(msg::RanksError::new(taken, &e));
         }
         if self.discovered.is_some() && cores.is_none() && !ok.is_empty() {
             let e = RpcError::new(
                 EPROTO,
                 "agent hello: R is required while resources are discovered",
             );
-            answer.refused.push(ranks_error(ok, e));
+            answer.refused.push(msg::RanksError::new(ok, &e));
             return Ok(());
         }
         if ok.is_empty() {
@@ -331,7 +323,7 @@ impl Service {
                 Self::reply(out, e.stream, Err(err));
             } else {
                 let a = msg::AgentAnswer {
-                    ended: Some(vec![ranks_error(e.ranks, err)]),
+                    ended: Some(vec![msg::RanksError::new(e.ranks, &err)]),
                     ..msg::AgentAnswer::default()
                 };
                 Self::reply(out, e.stream, Ok(msg::encode(&a).into()));

@@ -467,23 +467,18 @@ fn py_idset(s: &str) -> PyResult<IdSet> {
 
 /// flux-hostlist.py `intersect()`.
 fn intersect(hl1: &Hostlist, hl2: &Hostlist) -> PyResult<Hostlist> {
-    let mut result = Hostlist::new();
-    let hl2 = hl2.finder();
-    for host in py_hosts(hl1)? {
-        if py_contains(&hl2, &host)? {
-            py_append_str(&mut result, &host)?;
-        }
-    }
+    let mut result = select(hl1, hl2, true)?;
     result.uniq();
     Ok(result)
 }
 
-/// flux-hostlist.py `difference()`.
-fn difference(hl1: &Hostlist, hl2: &Hostlist) -> PyResult<Hostlist> {
+/// flux-hostlist.py `difference()` (`inside` false), or the hosts of `hl1`
+/// that `hl2` holds (`inside` true), in `hl1`'s order.
+fn select(hl1: &Hostlist, hl2: &Hostlist, inside: bool) -> PyResult<Hostlist> {
     let mut result = Hostlist::new();
     let hl2 = hl2.finder();
     for host in py_hosts(hl1)? {
-        if !py_contains(&hl2, &host)? {
+        if py_contains(&hl2, &host)? == inside {
             py_append_str(&mut result, &host)?;
         }
     }
@@ -492,8 +487,8 @@ fn difference(hl1: &Hostlist, hl2: &Hostlist) -> PyResult<Hostlist> {
 
 /// flux-hostlist.py `xor()`.
 fn xor(hl1: &Hostlist, hl2: &Hostlist) -> PyResult<Hostlist> {
-    let mut result = difference(hl1, hl2)?;
-    result.append(&difference(hl2, hl1)?);
+    let mut result = select(hl1, hl2, false)?;
+    result.append(&select(hl2, hl1, false)?);
     result.uniq();
     Ok(result)
 }

@@ -577,6 +577,4 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 }
 
 #[cfg(test)]
-pub(crate) mod fake;
-#[cfg(test)]
 mod tests;

@@ -1,9 +1,11 @@
 //! Sub-command tests against the fake service: outputs, diagnostics, exit
 //! codes and the requests sent.
 
-use super::fake::Fake;
+mod fake;
+
 use super::service::{StreamItem, SvcError};
 use super::{run, Ctx};
+use fake::Fake;
 use resource_views::FixedZone;
 use rpc::errno::{EEXIST, EINVAL, ENODATA, ENOSYS, EPERM};
 use rpc::RpcError;

@@ -1,7 +1,7 @@
 //! A scripted service for unit tests: canned replies per topic, and a
 //! record of every request.
 
-use super::service::{ReplyStream, Service, StreamItem, SvcError};
+use super::super::service::{ReplyStream, Service, StreamItem, SvcError};
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -75,7 +75,7 @@ impl Service for Fake {
         if !self.replies.contains_key(Summary::TOPIC) {
             return None;
         }
-        super::service::call::<Summary>(self, req).ok()
+        super::super::service::call::<Summary>(self, req).ok()
     }
 
     fn stream(&mut self, topic: &str, payload: Value) -> Result<Box<dyn ReplyStream>, SvcError> {
