@@ -214,28 +214,11 @@ fn res_of_r(r: Option<&Value>) -> Result<Res, RpcError> {
             gpus: String::new(),
         });
     };
-    let parsed = rset::Rset::from_json_limited(r, 64, 1 << 20)
-        .map_err(|e| RpcError::new(EPROTO, format!("agent hello: invalid R: {e}")))?;
-    let infos = parsed.node_infos();
-    let [node] = infos.as_slice() else {
-        return Err(RpcError::new(
-            EPROTO,
-            format!(
-                "agent hello: R must describe exactly one node (it has {})",
-                infos.len()
-            ),
-        ));
-    };
-    let child = |name: &str| {
-        node.children
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, ids)| ids.encode())
-            .unwrap_or_default()
-    };
+    let (cores, gpus) = rset::Rset::one_node(r, 1 << 20)
+        .map_err(|e| RpcError::new(EPROTO, format!("agent hello: {e}")))?;
     Ok(Res {
-        cores: Some(child("core")),
-        gpus: child("gpu"),
+        cores: Some(cores.encode()),
+        gpus: gpus.encode(),
     })
 }
 

@@ -142,6 +142,26 @@ impl Rset {
         v
     }
 
+    /// A node agent's R, which must describe one node (any rank): that
+    /// node's `core` and `gpu` sets, empty where absent.  The error says
+    /// what is wrong with it, for the refusal of the agent's hello.
+    pub fn one_node(r: &Value, max_items: u64) -> Result<(IdSet, IdSet), String> {
+        let parsed =
+            Rset::from_json_limited(r, 64, max_items).map_err(|e| format!("invalid R: {e}"))?;
+        let infos = parsed.node_infos();
+        let [node] = infos.as_slice() else {
+            return Err(format!(
+                "R must describe exactly one node (it has {})",
+                infos.len()
+            ));
+        };
+        let child = |name: &str| {
+            let found = node.children.iter().find(|(n, _)| n == name);
+            found.map(|(_, ids)| ids.clone()).unwrap_or_default()
+        };
+        Ok((child("core"), child("gpu")))
+    }
+
     /// Every node's rank, hostname and property names (in table order),
     /// in list order: the cheap part of [`Rset::node_infos`].
     pub fn node_properties(&self) -> Vec<(u32, Option<&str>, Vec<&str>)> {

@@ -706,3 +706,18 @@ fn attributes_are_kept_but_not_encoded() {
     assert!(r.to_json().get("attributes").is_none());
     assert_eq!(r.union(&Rset::new()).unwrap().attributes(), None);
 }
+
+#[test]
+fn one_node_gives_the_agents_cores_and_gpus_or_says_what_is_wrong() {
+    let j = |ranks, cores, gpus| -> Value {
+        serde_json::from_str(&r_create(ranks, cores, gpus, None, None)).unwrap()
+    };
+    let (cores, gpus) = Rset::one_node(&j("7", "0-3", Some("0")), 1 << 20).unwrap();
+    assert_eq!((cores.encode(), gpus.encode()), ("0-3".into(), "0".into()));
+    let (_, gpus) = Rset::one_node(&j("0", "0-1", None), 1 << 20).unwrap();
+    assert_eq!(gpus.encode(), "");
+    let two = Rset::one_node(&j("0-1", "0-1", None), 1 << 20).unwrap_err();
+    assert_eq!(two, "R must describe exactly one node (it has 2)");
+    let bad = Rset::one_node(&json!({"version": 9}), 1 << 20).unwrap_err();
+    assert!(bad.starts_with("invalid R: "), "{bad}");
+}

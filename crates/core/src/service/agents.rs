@@ -314,25 +314,10 @@ impl Service {
 
     /// The agent's R (one node, any rank) as a node of `rank` on `host`.
     fn agent_r(r: &Value, host: &str, rank: u32) -> Result<Rset, RpcError> {
-        let parsed = Rset::from_json_limited(r, 64, MAX_AGENT_R_ITEMS)
-            .map_err(|e| bad_hello(format!("invalid R: {e}")))?;
-        let infos = parsed.node_infos();
-        let [node] = infos.as_slice() else {
-            return Err(bad_hello(format!(
-                "R must describe exactly one node (it has {})",
-                infos.len()
-            )));
-        };
-        let child = |name: &str| {
-            node.children
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, ids)| ids.clone())
-                .unwrap_or_default()
-        };
+        let (cores, gpus) = Rset::one_node(r, MAX_AGENT_R_ITEMS).map_err(bad_hello)?;
         let mut single = Rset::new();
         single
-            .append_node(Some(host), rank, &child("core"), &child("gpu"))
+            .append_node(Some(host), rank, &cores, &gpus)
             .map_err(|e| bad_hello(format!("invalid R: {e}")))?;
         Ok(single)
     }
