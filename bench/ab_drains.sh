@@ -16,15 +16,9 @@ SHARED=${SHARED:-$(cd .. && pwd)/shared/bench}
 RUNS=${RUNS:-9}
 DRAINS=${DRAINS:-1500}
 CLIENTS=${CLIENTS:-1 16 64}
-WORK=$(mktemp -d /tmp/roster-ab.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
 R=$A/roster
 . bench/lib.sh
+scratch ab
 r_config "$SHARED/R16k.json" "$WORK/r.toml"
 python3 - "$WORK" "$RUNS" "$DRAINS" <<'PY'
 import random, sys

@@ -39,14 +39,8 @@ else
   nice -n 5 cargo build --release --locked -q -p roster -p roster-svcbench
   R=$PWD/target/release/roster SB=$PWD/target/release/svcbench
 fi
-WORK=$(mktemp -d /tmp/roster-floor.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-. bench/lib.sh # start_daemon, stop_daemon, r_config, rss_mb, now, elapsed
+. bench/lib.sh # start_daemon, stop_daemon, r_config, rss_mb, now, elapsed, scratch
+scratch floor
 
 
 ROWS=()

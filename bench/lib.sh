@@ -41,3 +41,15 @@ stop_daemon() { kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=; }
 r_config() { # R-FILE OUT
   printf '[resource]\nnoverify = true\npath = "%s"\n' "$1" >"$2"
 }
+
+# A scratch directory $WORK and a list PIDS of processes started in it;
+# on exit the processes are killed and the directory removed.
+scratch() { # NAME
+  WORK=$(mktemp -d "/tmp/roster-$1.XXXXXX")
+  PIDS=()
+  trap scratch_cleanup EXIT
+}
+scratch_cleanup() {
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
