@@ -181,3 +181,37 @@ fn sparse_rank_through_reload() {
     d.ok(&["reload", "-f", r.to_str().expect("utf-8 path")]);
     check_big(&d);
 }
+
+/// The eventlog is preallocated while the daemon runs (zeros after the
+/// last event, so that an acknowledged append changes no file size); a
+/// SIGKILL leaves that room, which the next start takes without a
+/// warning; a clean stop cuts it.
+#[test]
+fn eventlog_room_while_running_cut_at_a_clean_stop() {
+    let s = Scratch::new("eventlog-room");
+    let cfg = fake_config(4, "");
+    let log = s.statedir().join("resource.eventlog");
+    let bytes = || std::fs::read(&log).unwrap();
+    let mut d = start(&s, &cfg, &[]);
+    d.ok(&["drain", "0", "one"]);
+    d.ok(&["drain", "1", "two"]);
+    let b = bytes();
+    let end = b.iter().rposition(|&c| c == b'\n').unwrap() + 1;
+    assert!(b.len() - end >= 64 * 1024, "room: {} bytes", b.len() - end);
+    assert!(b[end..].iter().all(|&c| c == 0));
+    d.crash();
+    let mut d = start(&s, &cfg, &[]);
+    assert_eq!(drained(&d), "0 one\n1 two", "{}", d.log_text());
+    assert!(!d.log_text().contains("torn"), "{}", d.log_text());
+    d.ok(&["drain", "2", "three"]);
+    assert!(d.stop().success(), "{}", d.log_text());
+    let b = bytes();
+    assert_eq!(b.last(), Some(&b'\n'));
+    assert!(!b.contains(&0));
+    assert_eq!(
+        stored_events(&s.statedir()).len(),
+        String::from_utf8(b).unwrap().lines().count()
+    );
+    let d = start(&s, &cfg, &[]);
+    assert_eq!(drained(&d), "0 one\n1 two\n2 three", "{}", d.log_text());
+}

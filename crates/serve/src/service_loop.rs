@@ -234,6 +234,9 @@ pub struct Shell {
     waker: Option<std::sync::mpsc::Sender<Incoming>>,
     /// Free memory given back after a burst of requests.
     release: crate::release::Release,
+    /// Batches left before the eventlog's room is tried again after a
+    /// failure (see [`Shell::reserve_log`]).
+    reserve_backoff: u32,
 }
 
 /// Validity of an enrolled agent's certificate, days (renew it with
@@ -270,6 +273,7 @@ impl Shell {
             reloads: Arc::new(Mutex::new(Vec::new())),
             waker: None,
             release: crate::release::Release::default(),
+            reserve_backoff: 0,
         }
     }
 
@@ -752,6 +756,7 @@ impl Shell {
                 self.core.handle(clock(), Input::Cancel(to), &mut out);
             }
             if out.is_empty() {
+                self.reserve_log();
                 return Ok(());
             }
         }
@@ -954,11 +959,37 @@ impl Shell {
         self.commit(out)
     }
 
-    /// Clean shutdown: streams end, the drain checkpoint is written.
+    /// Clean shutdown: streams end, the drain checkpoint is written, the
+    /// eventlog's preallocated room is cut.
     pub fn shutdown(&mut self) -> Result<(), ServeError> {
         let mut out = Vec::new();
         self.core.handle(clock(), Input::Shutdown, &mut out);
-        self.commit(out)
+        self.commit(out)?;
+        #[allow(irrefutable_let_patterns)] // one variant without the etcd feature
+        if let Backing::Local(dir) = &mut self.backing {
+            dir.trim_log().map_err(ServeError::Persist)?;
+        }
+        Ok(())
+    }
+
+    /// Preallocated room for the eventlog's next appends (see
+    /// `store::EventLogFile::reserve`), made after a batch's replies went
+    /// out.  After a failure (a full disk) the next 1,024 batches do not
+    /// try again; appends go on, growing the file.
+    fn reserve_log(&mut self) {
+        #[allow(irrefutable_let_patterns)] // one variant without the etcd feature
+        let Backing::Local(dir) = &mut self.backing
+        else {
+            return;
+        };
+        if self.reserve_backoff > 0 {
+            self.reserve_backoff -= 1;
+            return;
+        }
+        if let Err(e) = dir.reserve_log() {
+            tracing::warn!("{e} (events are still appended, growing the file)");
+            self.reserve_backoff = 1024;
+        }
     }
 }
 

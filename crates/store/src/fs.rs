@@ -13,10 +13,14 @@ use std::path::{Path, PathBuf};
 
 /// An open file, for writing.
 pub trait FsFile: Send + Debug {
-    /// Write all of `bytes` at the end of the file (append mode) or at the
-    /// current position of a new file.  On error, part of the bytes may
-    /// have been written.
+    /// Write all of `bytes` at the current position (of a file from
+    /// [`Fs::create_new`]: its end).  On error, part of the bytes may have
+    /// been written.
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()>;
+    /// Write all of `bytes` at `offset` (`pwrite`), extending the file if
+    /// they reach past its end.  On error, part of the bytes may have been
+    /// written.
+    fn write_at(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()>;
     /// `fdatasync`.
     fn sync_data(&mut self) -> io::Result<()>;
     /// `fsync`.
@@ -42,8 +46,9 @@ pub trait Fs: Send + Sync + Debug {
     fn exists(&self, path: &Path) -> io::Result<bool>;
     /// The names of the entries of a directory.
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
-    /// Open a file for appending, creating it (mode 0600) if needed.
-    fn open_append(&self, path: &Path) -> io::Result<Box<dyn FsFile>>;
+    /// Open a file for writing at chosen offsets ([`FsFile::write_at`];
+    /// not in append mode), creating it (mode 0600) if needed.
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn FsFile>>;
     /// Create a new file for writing (`O_EXCL`, mode 0600):
     /// `AlreadyExists` if there is one.
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn FsFile>>;
@@ -67,6 +72,9 @@ struct RealFile(File);
 impl FsFile for RealFile {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.0.write_all(bytes)
+    }
+    fn write_at(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        std::os::unix::fs::FileExt::write_all_at(&self.0, bytes, offset)
     }
     fn sync_data(&mut self) -> io::Result<()> {
         self.0.sync_data()
@@ -146,8 +154,11 @@ impl Fs for RealFs {
         Ok(names)
     }
 
-    fn open_append(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
-        open_private(OpenOptions::new().append(true).create(true), path)
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+        open_private(
+            OpenOptions::new().write(true).create(true).truncate(false),
+            path,
+        )
     }
 
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {

@@ -326,7 +326,7 @@ impl StateDir {
         ] {
             if present {
                 let p = dir.join(name);
-                fs.open_append(&p)
+                fs.open_write(&p)
                     .and_then(|mut f| f.sync_all())
                     .map_err(io_err(&p, "fsync"))?;
             }
@@ -409,6 +409,20 @@ impl StateDir {
                 Err(e.into())
             }
         }
+    }
+
+    /// Make preallocated room at the end of `resource.eventlog` when it
+    /// runs low (see [`EventLogFile::reserve`]): between batches, so that
+    /// the appends that acknowledge requests each write only their data.
+    /// Returns whether it wrote.  An error leaves the log usable.
+    pub fn reserve_log(&mut self) -> Result<bool, StoreError> {
+        self.log.reserve().map_err(StoreError::from)
+    }
+
+    /// Cut the preallocated room of `resource.eventlog` (a clean stop: the
+    /// file at rest ends with its last event).
+    pub fn trim_log(&mut self) -> Result<(), StoreError> {
+        self.log.trim().map_err(StoreError::from)
     }
 
     /// Replace `resource.eventlog` with `events` atomically (history

@@ -338,11 +338,132 @@ fn zero_block_then_newline_in_the_tail_is_torn_not_corrupt() {
         format!("resource.eventlog line 3: discarded a torn tail ({tail} bytes from a line holding zero bytes: an unsynced block of an interrupted append)")
     );
     assert_eq!(fs::read_to_string(&path).unwrap(), good);
-    // only zeros, no newline
-    fs::write(&path, [good.as_bytes(), &[0u8; 10]].concat()).unwrap();
+}
+
+#[test]
+fn zeros_after_the_last_line_are_room_overwritten_in_place() {
+    // Only zeros after the last newline: the preallocated room (or an
+    // unsynced append of which only the size reached the disk, the same
+    // bytes): no warning, kept, and the next append writes over it.
+    let (_dir, path) = temp_log();
+    let evs = events(4);
+    let good = encode_log(&evs[..2]).unwrap();
+    fs::write(&path, [good.as_bytes(), &[0u8; 4096]].concat()).unwrap();
     let opened = open_log(&path).unwrap();
     assert_eq!(opened.events, evs[..2].to_vec());
-    assert!(opened.torn.unwrap().zeroed);
+    assert!(opened.torn.is_none());
+    let mut log = opened.log;
+    log.append(&evs[2]).unwrap();
+    let third = encode_log(&evs[..3]).unwrap();
+    let bytes = fs::read(&path).unwrap();
+    assert_eq!(bytes.len(), good.len() + 4096, "the size did not change");
+    assert!(bytes.starts_with(third.as_bytes()));
+    assert!(bytes[third.len()..].iter().all(|&b| b == 0));
+    // a clean stop cuts the room
+    log.trim().unwrap();
+    assert_eq!(fs::read_to_string(&path).unwrap(), third);
+    drop(log);
+    let opened = open_log(&path).unwrap();
+    assert_eq!(opened.events, evs[..3].to_vec());
+    assert!(opened.torn.is_none());
+}
+
+#[test]
+fn reserve_makes_room_when_it_runs_low_and_appends_fill_it() {
+    let (_dir, path) = temp_log();
+    let evs = events(3);
+    let mut log = open_log(&path).unwrap().log;
+    assert!(log.reserve().unwrap(), "an empty file has no room");
+    let size = || fs::metadata(&path).unwrap().len();
+    assert_eq!(size(), RESERVE_CHUNK);
+    assert!(!log.reserve().unwrap(), "enough room: nothing written");
+    log.append_batch(&evs).unwrap();
+    let text = encode_log(&evs).unwrap();
+    assert_eq!(size(), RESERVE_CHUNK);
+    assert!(fs::read(&path).unwrap().starts_with(text.as_bytes()));
+    // A batch larger than the room grows the file, as without room.
+    let big = ev(
+        1800000000.5,
+        "drain",
+        json!({"idset": "0", "reason": "x".repeat(RESERVE_CHUNK as usize)}),
+    );
+    log.append(&big).unwrap();
+    let all = [
+        text.clone(),
+        encode_log(std::slice::from_ref(&big)).unwrap(),
+    ]
+    .concat();
+    assert_eq!(size(), all.len() as u64);
+    assert!(log.reserve().unwrap());
+    assert_eq!(size(), all.len() as u64 + RESERVE_CHUNK);
+    drop(log);
+    // A restart keeps the events and the room, without a warning.
+    let opened = open_log(&path).unwrap();
+    assert_eq!(opened.events.len(), 4);
+    assert!(opened.torn.is_none());
+    assert_eq!(size(), all.len() as u64 + RESERVE_CHUNK);
+}
+
+#[test]
+fn a_failed_reserve_leaves_the_log_usable() {
+    let disk = SimDisk::new();
+    let evs = events(3);
+    let mut log = open_sim(&disk).log;
+    log.append(&evs[0]).unwrap();
+    disk.fail_op(disk.ops() + 1, Fault::Enospc);
+    let e = log.reserve().unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "/sim/resource.eventlog: preallocate: No space left on device"
+    );
+    let one = encode_log(&evs[..1]).unwrap();
+    assert_eq!(disk.contents(Path::new(SIM_LOG)).unwrap(), one.as_bytes());
+    log.append(&evs[1]).unwrap();
+    assert!(log.reserve().unwrap());
+    log.append(&evs[2]).unwrap();
+    disk.power_loss(&mut crate::sim::Rng::new(5));
+    let opened = open_sim(&disk);
+    assert_eq!(opened.events, evs);
+    assert!(opened.torn.is_none());
+}
+
+#[test]
+fn an_unsynced_append_into_the_room_recovers_the_acknowledged_prefix() {
+    // Over many seeds the unsynced line is lost, torn (a prefix, then the
+    // room's zeros), partial (a block still zero) or whole: every reopen
+    // keeps the acknowledged events, warns only when a line was cut, and
+    // accepts appends again.
+    let mut kinds = std::collections::BTreeSet::new();
+    for seed in 0..300 {
+        let disk = SimDisk::new();
+        let evs = events(3);
+        let mut log = open_sim(&disk).log;
+        log.append(&evs[0]).unwrap();
+        log.reserve().unwrap();
+        disk.sync_dir(Path::new("/sim")).unwrap();
+        log.append(&evs[1]).unwrap();
+        // the process dies after the write, before the fdatasync
+        disk.crash_after(1);
+        assert!(log.append(&evs[2]).is_err());
+        disk.power_loss(&mut crate::sim::Rng::new(seed));
+        let opened = open_sim(&disk);
+        let n = opened.events.len();
+        assert!(n == 2 || n == 3, "seed {seed}: {n} events");
+        assert_eq!(opened.events[..], evs[..n], "seed {seed}");
+        kinds.insert(match (n, opened.torn.is_some()) {
+            (3, _) => "whole",
+            (2, true) => "cut",
+            _ => "lost",
+        });
+        let mut log = opened.log;
+        log.append(&evs[2]).unwrap();
+        drop(log);
+        assert_eq!(open_sim(&disk).events.len(), n + 1, "seed {seed}");
+    }
+    assert_eq!(
+        kinds.into_iter().collect::<Vec<_>>(),
+        ["cut", "lost", "whole"]
+    );
 }
 
 #[test]

@@ -11,7 +11,9 @@
 //! real disk may, an unsynced append to a file can partly reach the
 //! platter: its first bytes (a torn write), a block of zeros in its place
 //! (the size was updated, the data was not), or the whole tail with a
-//! zeroed block in the middle.  The choice is made with a seeded
+//! zeroed block in the middle; likewise an unsynced overwrite (`pwrite`
+//! into bytes already durable) can reach it up to some point, or all but
+//! one block, the platter keeping the old bytes there.  The choice is made with a seeded
 //! generator ([`Rng`]), so that a run is reproducible.
 //!
 //! Faults: [`SimDisk::fail_op`] makes the n-th operation fail with
@@ -311,34 +313,84 @@ impl SimDisk {
 
 /// The content of a file after a power loss.
 fn surviving(durable: &[u8], cache: &[u8], rng: &mut Rng) -> Vec<u8> {
-    if cache.len() > durable.len() && cache.starts_with(durable) && rng.chance(1, 2) {
-        let tail = &cache[durable.len()..];
-        let mut out = durable.to_vec();
-        match rng.below(4) {
-            // A torn write: a prefix of the tail.
-            0 => {
-                let k = rng.below(tail.len() as u64 + 1) as usize;
-                out.extend_from_slice(&tail[..k]);
-            }
-            // The size reached the disk, not the data.
-            1 => {
-                let k = 1 + rng.below(tail.len() as u64) as usize;
-                out.extend(std::iter::repeat_n(0u8, k));
-            }
-            // The whole tail, but one block of it zeroed.
-            2 => {
-                let a = rng.below(tail.len() as u64) as usize;
-                let b = a + 1 + rng.below((tail.len() - a) as u64) as usize;
-                let mut t = tail.to_vec();
-                t[a..b].iter_mut().for_each(|x| *x = 0);
-                out.extend_from_slice(&t);
-            }
-            // All of it made it.
-            _ => out.extend_from_slice(tail),
+    if cache.len() > durable.len() && cache.starts_with(durable) {
+        if rng.chance(1, 2) {
+            return surviving_append(durable, &cache[durable.len()..], rng);
         }
-        return out;
+        return durable.to_vec();
+    }
+    if cache.len() >= durable.len() && cache != durable && rng.chance(1, 2) {
+        return surviving_overwrite(durable, cache, rng);
     }
     durable.to_vec()
+}
+
+/// An unsynced append of `tail` after `durable`, partly on the platter.
+fn surviving_append(durable: &[u8], tail: &[u8], rng: &mut Rng) -> Vec<u8> {
+    let mut out = durable.to_vec();
+    match rng.below(4) {
+        // A torn write: a prefix of the tail.
+        0 => {
+            let k = rng.below(tail.len() as u64 + 1) as usize;
+            out.extend_from_slice(&tail[..k]);
+        }
+        // The size reached the disk, not the data.
+        1 => {
+            let k = 1 + rng.below(tail.len() as u64) as usize;
+            out.extend(std::iter::repeat_n(0u8, k));
+        }
+        // The whole tail, but one block of it zeroed.
+        2 => {
+            let a = rng.below(tail.len() as u64) as usize;
+            let b = a + 1 + rng.below((tail.len() - a) as u64) as usize;
+            let mut t = tail.to_vec();
+            t[a..b].iter_mut().for_each(|x| *x = 0);
+            out.extend_from_slice(&t);
+        }
+        // All of it made it.
+        _ => out.extend_from_slice(tail),
+    }
+    out
+}
+
+/// Unsynced writes over durable bytes (and perhaps past their end: `cache`
+/// is not shorter than `durable`), partly on the platter: where a block
+/// did not make it, the platter still holds the old bytes (zeros past the
+/// old end).
+fn surviving_overwrite(durable: &[u8], cache: &[u8], rng: &mut Rng) -> Vec<u8> {
+    let old = |i: usize| durable.get(i).copied().unwrap_or(0);
+    let changed: Vec<usize> = (0..cache.len()).filter(|&i| cache[i] != old(i)).collect();
+    let (Some(&a), Some(&last)) = (changed.first(), changed.last()) else {
+        // Only the size grew, with zeros.
+        return if rng.chance(1, 2) {
+            cache.to_vec()
+        } else {
+            durable.to_vec()
+        };
+    };
+    let b = last + 1;
+    let mut out = cache.to_vec();
+    let revert = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for (i, x) in out.iter_mut().enumerate().take(to).skip(from) {
+            *x = old(i);
+        }
+    };
+    match rng.below(3) {
+        // A torn write: the changes up to some point, then the old bytes.
+        0 => {
+            let k = a + rng.below((b - a) as u64 + 1) as usize;
+            revert(&mut out, k, b);
+        }
+        // All of it, but one block still old.
+        1 => {
+            let x = a + rng.below((b - a) as u64) as usize;
+            let y = x + 1 + rng.below((b - x) as u64) as usize;
+            revert(&mut out, x, y);
+        }
+        // All of it made it.
+        _ => {}
+    }
+    out
 }
 
 #[derive(Debug)]
@@ -360,27 +412,45 @@ impl SimFile {
     }
 }
 
-impl FsFile for SimFile {
-    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+/// Write `bytes` at `offset` of `cache` (zeros fill a gap).
+fn put(cache: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
+    let end = offset + bytes.len();
+    if cache.len() < end {
+        cache.resize(end, 0);
+    }
+    cache[offset..end].copy_from_slice(bytes);
+}
+
+impl SimFile {
+    /// A write at `offset` (`None`: at the end).
+    fn write(&mut self, offset: Option<u64>, bytes: &[u8]) -> io::Result<()> {
         let mut g = self.disk.inner();
         if g.generation != self.generation {
             return Err(io::Error::from_raw_os_error(libc::EBADF));
         }
         let dead = g.crash_after.is_some_and(|n| g.ops >= n);
-        match g.op("write", &self.path) {
-            Ok(()) => {
-                g.inodes[self.inode].cache.extend_from_slice(bytes);
-                Ok(())
-            }
-            Err(e) => {
-                // A failing write (not a dead machine) writes half.
-                if !dead {
-                    let half = &bytes[..bytes.len() / 2];
-                    g.inodes[self.inode].cache.extend_from_slice(half);
-                }
-                Err(e)
-            }
+        let r = g.op("write", &self.path);
+        // A failing write (not a dead machine) writes half.
+        let done = match &r {
+            Ok(()) => bytes,
+            Err(_) if !dead => &bytes[..bytes.len() / 2],
+            Err(_) => &[],
+        };
+        let cache = &mut g.inodes[self.inode].cache;
+        let at = offset.map_or(cache.len(), |o| o as usize);
+        if !done.is_empty() {
+            put(cache, at, done);
         }
+        r
+    }
+}
+
+impl FsFile for SimFile {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.write(None, bytes)
+    }
+    fn write_at(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.write(Some(offset), bytes)
     }
     fn sync_data(&mut self) -> io::Result<()> {
         self.with("fdatasync", |i| i.durable = i.cache.clone())
@@ -485,7 +555,7 @@ impl Fs for SimDisk {
             .collect())
     }
 
-    fn open_append(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
         let mut g = self.inner();
         let inode = match g.names.get(path) {
             Some(&i) => i,

@@ -56,11 +56,11 @@ fn unsynced_appends_are_lost_torn_or_zeroed() {
     for seed in 0..200 {
         let disk = SimDisk::new();
         let p = Path::new("/sim/log");
-        let mut f = disk.open_append(p).unwrap();
-        f.write_all(b"synced\n").unwrap();
+        let mut f = disk.open_write(p).unwrap();
+        f.write_at(0, b"synced\n").unwrap();
         f.sync_data().unwrap();
         disk.sync_dir(Path::new("/sim")).unwrap();
-        f.write_all(b"unsynced\n").unwrap();
+        f.write_at(7, b"unsynced\n").unwrap();
         disk.power_loss(&mut Rng::new(seed));
         let c = disk.contents(p).unwrap();
         assert!(c.starts_with(b"synced\n"), "{c:?}");
@@ -80,6 +80,48 @@ fn unsynced_appends_are_lost_torn_or_zeroed() {
     assert_eq!(
         outcomes.into_iter().collect::<Vec<_>>(),
         ["lost", "torn", "whole", "zeroed"]
+    );
+}
+
+#[test]
+fn unsynced_overwrites_are_lost_torn_or_partial_with_the_old_bytes() {
+    // Preallocated zeros, then an unsynced write over them.
+    let mut outcomes = std::collections::BTreeSet::new();
+    for seed in 0..200 {
+        let disk = SimDisk::new();
+        let p = Path::new("/sim/log");
+        let mut f = disk.open_write(p).unwrap();
+        f.write_at(0, b"synced\n").unwrap();
+        f.write_at(7, &[0u8; 16]).unwrap();
+        f.sync_data().unwrap();
+        disk.sync_dir(Path::new("/sim")).unwrap();
+        f.write_at(7, b"unsynced\n").unwrap();
+        disk.power_loss(&mut Rng::new(seed));
+        let c = disk.contents(p).unwrap();
+        // The size never changes; the old bytes are zeros.
+        assert_eq!(c.len(), 23, "{c:?}");
+        assert!(c.starts_with(b"synced\n"), "{c:?}");
+        let (new, rest) = c[7..].split_at(9);
+        assert!(rest.iter().all(|&b| b == 0), "{c:?}");
+        let kind = if new == [0u8; 9] {
+            "lost"
+        } else if new == b"unsynced\n" {
+            "whole"
+        } else {
+            // Each byte is either the new one or the old zero.
+            assert!(
+                new.iter()
+                    .zip(b"unsynced\n")
+                    .all(|(&got, &want)| got == want || got == 0),
+                "{c:?}"
+            );
+            "partial"
+        };
+        outcomes.insert(kind);
+    }
+    assert_eq!(
+        outcomes.into_iter().collect::<Vec<_>>(),
+        ["lost", "partial", "whole"]
     );
 }
 

@@ -314,10 +314,12 @@ fn read_log(log: &Path) -> String {
     std::fs::read_to_string(log).unwrap_or_default()
 }
 
-/// The persistent eventlog's lines as JSON.
+/// The persistent eventlog's lines as JSON (while the daemon runs the
+/// file ends with preallocated zero bytes: not lines).
 pub fn stored_events(statedir: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(statedir.join("resource.eventlog"))
         .unwrap_or_default()
+        .trim_end_matches('\0')
         .lines()
         .filter(|l| !l.is_empty())
         .map(|l| serde_json::from_str(l).expect("eventlog line is JSON"))
