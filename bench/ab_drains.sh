@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Separate durable drains of two builds side by side, alternated: each
-# round runs the statedir's append+fdatasync floor, then A and B (in turn
-# first), for 1 client and for group commit (16 and 64 clients); prints
+# round runs the statedir's append+fdatasync floor (and, with B's
+# svcbench if it has `fsync --room`, the floor of a line written into
+# preallocated room), then A and B (in turn first), for 1 client and
+# for group commit (16 and 64 clients); prints
 # the medians and the ratios.  A fresh pair of daemons per client count,
 # every rank drained once.
 #
@@ -32,8 +34,8 @@ rate() { grep -o '[0-9]*/s overall' | cut -d/ -f1; }
 echo "## bench/ab_drains.sh ($(date -u '+%F %H:%M') UTC, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "A = $A ${ENV_A:-}; B = $B ${ENV_B:-}; $RUNS rounds of $DRAINS drains"
 echo
-echo "| clients | A (median) | B (median) | B / A | floor (median) | A / floor | B / floor |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
+echo "| clients | A (median) | B (median) | B / A | floor (median) | A / floor | B / floor | room floor (median) | B / room floor |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for c in $CLIENTS; do
   R=$A/roster
   # shellcheck disable=SC2086
@@ -43,9 +45,10 @@ for c in $CLIENTS; do
   # shellcheck disable=SC2086
   ( export ${ENV_B:-_X=1}; start_daemon "b$c" "$WORK/r.toml"; echo "$PID $URI" >"$WORK/b$c.pid" )
   read -r pb ub <"$WORK/b$c.pid"; PIDS+=("$pb")
-  ra=() rb=() fl=()
+  ra=() rb=() fl=() rm_=()
   for i in $(seq 0 $((RUNS - 1))); do
     fl+=("$("$A/svcbench" fsync --dir "$WORK/a$c/state" --n "$DRAINS" | rate)")
+    rm_+=("$("$B/svcbench" fsync --dir "$WORK/a$c/state" --n "$DRAINS" --room 1 2>/dev/null | rate || echo 0)")
     if [ $((i % 2)) = 0 ]; then
       ra+=("$("$A/svcbench" drains --uri "$ua" --ranks "$WORK/set$i.txt" --clients "$c" | rate)")
       rb+=("$("$B/svcbench" drains --uri "$ub" --ranks "$WORK/set$i.txt" --clients "$c" | rate)")
@@ -54,8 +57,8 @@ for c in $CLIENTS; do
       ra+=("$("$A/svcbench" drains --uri "$ua" --ranks "$WORK/set$i.txt" --clients "$c" | rate)")
     fi
   done
-  echo "clients $c: A ${ra[*]} | B ${rb[*]} | floor ${fl[*]}" >&2
+  echo "clients $c: A ${ra[*]} | B ${rb[*]} | floor ${fl[*]} | room floor ${rm_[*]}" >&2
   kill -TERM "$pa" "$pb" 2>/dev/null || true
-  ma=$(printf '%s\n' "${ra[@]}" | med) mb=$(printf '%s\n' "${rb[@]}" | med) mf=$(printf '%s\n' "${fl[@]}" | med)
-  awk -v c="$c" -v a="$ma" -v b="$mb" -v f="$mf" 'BEGIN{printf "| %s | %d/s | %d/s | %.2f | %d/s | %.0f %% | %.0f %% |\n", c, a, b, b / a, f, 100 * a / f, 100 * b / f}'
+  ma=$(printf '%s\n' "${ra[@]}" | med) mb=$(printf '%s\n' "${rb[@]}" | med) mf=$(printf '%s\n' "${fl[@]}" | med) mr=$(printf '%s\n' "${rm_[@]}" | med)
+  awk -v c="$c" -v a="$ma" -v b="$mb" -v f="$mf" -v r="$mr" 'BEGIN{printf "| %s | %d/s | %d/s | %.2f | %d/s | %.0f %% | %.0f %% | %d/s | %s |\n", c, a, b, b / a, f, 100 * a / f, 100 * b / f, r, r > 0 ? sprintf("%.0f %%", 100 * b / r) : "—"}'
 done

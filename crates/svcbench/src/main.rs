@@ -40,10 +40,13 @@
 //!   `LABEL<TAB>median ms` per command: whole-process timings whose
 //!   ratios share the machine's load (bench/floor.sh).  A command that
 //!   fails is not run again: `LABEL<TAB>failed (its exit status)`.
-//! * `fsync --dir DIR [--n 2000] [--warmup 20]`: the floor under durable
-//!   drains, no service: append one drain-event-sized line to a fresh
-//!   file in DIR and `fdatasync` it, N times; the note gives the rate in
-//!   the form `drains` prints (`N/s overall`).
+//! * `fsync --dir DIR [--n 2000] [--warmup 20] [--room 1]`: the floor
+//!   under durable drains, no service: append one drain-event-sized line
+//!   to a fresh file in DIR and `fdatasync` it, N times; the note gives
+//!   the rate in the form `drains` prints (`N/s overall`).  With
+//!   `--room 1` the file is first filled with zeros (synced) and each
+//!   line overwrites them in place, as the service's preallocated
+//!   eventlog does: the floor of that I/O.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -703,16 +706,36 @@ fn cmd_fsync(o: &Opts) -> Result<()> {
     let n = o.num("n", 2000)?.max(1);
     let warmup = o.num("warmup", 20)?;
     let path = dir.join(format!("svcbench-fsync.{}", std::process::id()));
+    // Not O_APPEND (a positioned write there appends): the writes go on
+    // from the file position, which is its end.
     let mut f = std::fs::OpenOptions::new()
         .create_new(true)
-        .append(true)
+        .write(true)
         .open(&path)
         .map_err(io_err(&path))?;
     let line = "{\"timestamp\":1764000000.123456,\"name\":\"drain\",\"context\":{\"idset\":\"12345\",\"nodelist\":\"node12345\",\"reason\":\"reason-17\",\"overwrite\":0}}\n";
+    // --room 1: the file is preallocated with zeros first (as the
+    // service's eventlog is) and each line overwrites them in place.
+    let room = o.num("room", 0)? != 0;
+    if room {
+        let zeros = vec![0u8; (n + warmup) * line.len() + 65536];
+        let r = f.write_all(&zeros).and_then(|()| f.sync_data());
+        if let Err(e) = r {
+            let _ = std::fs::remove_file(&path);
+            return Err(io_err(&path)(e));
+        }
+    }
+    let mut offset = 0u64;
     let mut samples = Vec::with_capacity(n);
     let mut once = || -> std::io::Result<Duration> {
+        use std::os::unix::fs::FileExt;
         let t = Instant::now();
-        f.write_all(line.as_bytes())?;
+        if room {
+            f.write_all_at(line.as_bytes(), offset)?;
+            offset += line.len() as u64;
+        } else {
+            f.write_all(line.as_bytes())?;
+        }
         f.sync_data()?;
         Ok(t.elapsed())
     };
@@ -730,7 +753,11 @@ fn cmd_fsync(o: &Opts) -> Result<()> {
     let total = result.map_err(io_err(&path))?;
     let rate = n as f64 / total.as_secs_f64();
     row(
-        "floor: append one event line + fdatasync",
+        if room {
+            "floor: one event line into preallocated room + fdatasync"
+        } else {
+            "floor: append one event line + fdatasync"
+        },
         samples,
         &format!(
             "{rate:.0}/s overall ({n} in {:.2} s); no service",
