@@ -60,5 +60,5 @@ for c in $CLIENTS; do
   echo "clients $c: A ${ra[*]} | B ${rb[*]} | floor ${fl[*]} | room floor ${rm_[*]}" >&2
   kill -TERM "$pa" "$pb" 2>/dev/null || true
   ma=$(printf '%s\n' "${ra[@]}" | med) mb=$(printf '%s\n' "${rb[@]}" | med) mf=$(printf '%s\n' "${fl[@]}" | med) mr=$(printf '%s\n' "${rm_[@]}" | med)
-  awk -v c="$c" -v a="$ma" -v b="$mb" -v f="$mf" -v r="$mr" 'BEGIN{printf "| %s | %d/s | %d/s | %.2f | %d/s | %.0f %% | %.0f %% | %d/s | %s |\n", c, a, b, b / a, f, 100 * a / f, 100 * b / f, r, r > 0 ? sprintf("%.0f %%", 100 * b / r) : "—"}'
+  awk -v c="$c" -v a="$ma" -v b="$mb" -v f="$mf" -v r="$mr" 'BEGIN{printf "| %s | %d/s | %d/s | %.2f | %d/s | %.0f %% | %.0f %% | %d/s | %s |\n", c, a, b, b / a, f, 100 * a / f, 100 * b / f, r, (r > 0 ? sprintf("%.0f %%", 100 * b / r) : "—")}'
 done
