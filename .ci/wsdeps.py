@@ -19,10 +19,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # agent, store, roster call libc; transport registers its Unix listeners
-# and client its one-shot calls' sockets with tokio (AsyncFd::register);
-# transport and model also in tests and benches (getuid, kill, a counting
-# allocator).
-UNSAFE_OK = {"agent", "store", "roster", "transport", "client", "model"}
+# with tokio (AsyncFd::register); transport and model also in tests and
+# benches (getuid, kill, a counting allocator).
+UNSAFE_OK = {"agent", "store", "roster", "transport", "model"}
 SECTIONS = ("dependencies", "dev-dependencies", "build-dependencies")
 
 

@@ -29,8 +29,7 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Largest non-streaming reply body, and largest single stream line.
 const MAX_REPLY: usize = 1 << 30;
@@ -631,17 +630,18 @@ async fn unix_call(
 ) -> Result<(StatusCode, Option<i32>, Bytes), ClientError> {
     let request = one_shot_request(token, topic, payload)?;
     let connect = async {
-        let s = match connect_unix_now(path) {
-            Some(s) => s?,
-            None => tokio::net::UnixStream::connect(path).await?.into_std()?,
-        };
-        let sent = send_now(s.as_fd(), &request);
-        // Waiting for room to write only when the request did not all go.
-        let interest = match sent {
-            Ok(n) if n == request.len() => Interest::READABLE,
-            _ => Interest::READABLE | Interest::WRITABLE,
-        };
-        Ok((register(s, interest)?, sent))
+        match connect_unix_now(path) {
+            Some(s) => {
+                let s = s?;
+                let sent = send_now(s.as_fd(), &request);
+                Ok((tokio::net::UnixStream::from_std(s)?, sent))
+            }
+            None => {
+                let s = tokio::net::UnixStream::connect(path).await?;
+                let sent = send_now(s.as_fd(), &request);
+                Ok((s, sent))
+            }
+        }
     };
     let (sock, sent) =
         with_connect_timeout(connect)
@@ -651,53 +651,44 @@ async fn unix_call(
                 source,
             })?;
     let replay = match send_rest(&sock, &request, sent).await {
-        Err(e) => (Vec::new(), None, Some(e)),
+        Err(e) => Replay::new(sock, Vec::new(), None, Some(e)),
         Ok(()) => match read_plain(&sock, topic).await? {
             Read::Plain(status, errnum, body) => return Ok((status, errnum, body)),
-            Read::Other(read, read_err) => (read, read_err, None),
+            Read::Other(read, read_err) => Replay::new(sock, read, read_err, None),
         },
     };
-    let sock = tokio::net::UnixStream::from_std(sock.into_inner()).map_err(ClientError::Io)?;
-    let (read, read_err, write_err) = replay;
-    Replay::new(sock, read, read_err, write_err)
-        .call(uri, token, topic, payload)
-        .await
-}
-
-/// A one-shot call's socket, registered with tokio for the readiness it
-/// waits for: a reply (and room to write, when the request did not all
-/// go at once).  Unlike a `tokio::net::UnixStream`, whose registration
-/// also reports every time the socket can be written to again, its
-/// event loop is woken only by the reply: not when the socket is
-/// registered, nor when the service reads the request.
-type OneShotSock = AsyncFd<std::os::unix::net::UnixStream>;
-
-fn register(s: std::os::unix::net::UnixStream, interest: Interest) -> io::Result<OneShotSock> {
-    // SAFETY: the AsyncFd owns the stream, so its fd stays open (and the
-    // same) for as long as it is registered; AsyncFd deregisters it
-    // before closing it or handing it back (`into_inner`).
-    #[allow(unsafe_code)]
-    let r = unsafe { AsyncFd::register_with_interest(s, interest) };
-    r.map_err(Into::into)
+    replay.call(uri, token, topic, payload).await
 }
 
 /// Send what the first send of `request` left.
-async fn send_rest(sock: &OneShotSock, request: &[u8], sent: io::Result<usize>) -> io::Result<()> {
+async fn send_rest(
+    sock: &tokio::net::UnixStream,
+    request: &[u8],
+    sent: io::Result<usize>,
+) -> io::Result<()> {
     let mut written = sent?;
     while written < request.len() {
-        let mut ready = sock.writable().await?;
-        let r = ready.try_io(|s| match send_now(s.as_fd(), &request[written..]) {
-            Ok(0) => Err(io::ErrorKind::WouldBlock.into()),
-            r => r,
+        sock.writable().await?;
+        let r = sock.try_io(tokio::io::Interest::WRITABLE, || {
+            match send_now(sock.as_fd(), &request[written..]) {
+                Ok(0) => Err(io::ErrorKind::WouldBlock.into()),
+                r => r,
+            }
         });
         match r {
-            Ok(Ok(n)) => written += n,
-            Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_would_block) => {}
+            Ok(n) => written += n,
+            Err(e) if retry_io(&e) => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(())
+}
+
+fn retry_io(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
 }
 
 /// What [`read_plain`] read.
@@ -710,22 +701,18 @@ enum Read {
 }
 
 /// Read a one-shot call's reply while it is a plain one.
-async fn read_plain(sock: &OneShotSock, topic: &str) -> Result<Read, ClientError> {
-    use std::io::Read as _;
+async fn read_plain(sock: &tokio::net::UnixStream, topic: &str) -> Result<Read, ClientError> {
     let mut buf = vec![0; 4096];
     let mut len = 0;
     let mut head = Head::Partial;
     loop {
         let r = match sock.readable().await {
-            Ok(mut ready) => match ready.try_io(|s| s.get_ref().read(&mut buf[len..])) {
-                Ok(r) => r,
-                Err(_would_block) => continue,
-            },
+            Ok(()) => sock.try_read(&mut buf[len..]),
             Err(e) => Err(e),
         };
         let n = match r {
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if retry_io(&e) => continue,
             Err(e) => return cut_short(head, buf, len, Some(e)),
         };
         if n == 0 {
