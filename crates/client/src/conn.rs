@@ -5,6 +5,11 @@
 //! future on a runtime, every await here polls it alongside, so nothing
 //! outlives the exchange: dropping an [`Exchange`] (or a [`LineStream`])
 //! closes the socket at once, which is what cancels a streaming request.
+//!
+//! A non-streaming call over a Unix socket ([`call`]) does without hyper:
+//! it writes the bytes hyper would write and reads the reply itself while
+//! the reply is an ordinary one (a complete head with one
+//! `Content-Length`); anything else is handed to hyper as it arrived.
 
 use crate::{ClientError, ReplyStream};
 use bytes::Bytes;
@@ -19,6 +24,8 @@ use rpc::{wire, RpcError};
 use serde_json::Value;
 use std::future::Future;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -33,6 +40,8 @@ enum Stream {
     Unix(tokio::net::UnixStream),
     Tcp(tokio::net::TcpStream),
     Tls(Box<tls::client::TlsStream<tokio::net::TcpStream>>),
+    /// A one-shot call's socket handed to hyper ([`Replay`]).
+    Replay(Box<Replay>),
 }
 
 /// How long a connection (TCP connect and TLS handshake) may take: a
@@ -40,21 +49,26 @@ enum Stream {
 /// server of a list should be tried instead.
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// `connect`, given up after [`CONNECT_TIMEOUT`].
+async fn with_connect_timeout<T>(connect: impl Future<Output = io::Result<T>>) -> io::Result<T> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "no connection within {} s (host down?)",
+                CONNECT_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}
+
 impl Stream {
     async fn connect(
         uri: &Uri,
         tls_config: Option<&Arc<tls::rustls::ClientConfig>>,
     ) -> io::Result<Stream> {
-        match tokio::time::timeout(CONNECT_TIMEOUT, Stream::connect_now(uri, tls_config)).await {
-            Ok(r) => r,
-            Err(_) => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "no connection within {} s (host down?)",
-                    CONNECT_TIMEOUT.as_secs()
-                ),
-            )),
-        }
+        with_connect_timeout(Stream::connect_now(uri, tls_config)).await
     }
 
     async fn connect_now(
@@ -88,23 +102,41 @@ impl Stream {
 /// socket when the server accepts it.  When the listener's backlog is
 /// full, or the path cannot be a socket address, tokio's connect (which
 /// says so, in its words).
-async fn connect_unix(path: &std::path::Path) -> io::Result<tokio::net::UnixStream> {
+async fn connect_unix(path: &Path) -> io::Result<tokio::net::UnixStream> {
+    match connect_unix_now(path) {
+        Some(s) => tokio::net::UnixStream::from_std(s?),
+        None => tokio::net::UnixStream::connect(path).await,
+    }
+}
+
+/// [`connect_unix`]'s immediate connect: `None` when it is tokio's turn.
+fn connect_unix_now(path: &Path) -> Option<io::Result<std::os::unix::net::UnixStream>> {
     use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
-    let Ok(addr) = SocketAddrUnix::new(path) else {
-        return tokio::net::UnixStream::connect(path).await;
-    };
+    let addr = SocketAddrUnix::new(path).ok()?;
     let fd = rustix::net::socket_with(
         AddressFamily::UNIX,
         SocketType::STREAM,
         SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
         None,
-    )?;
+    );
+    let fd = match fd {
+        Ok(fd) => fd,
+        Err(e) => return Some(Err(e.into())),
+    };
     match rustix::net::connect(&fd, &addr) {
-        Ok(()) => tokio::net::UnixStream::from_std(std::os::unix::net::UnixStream::from(fd)),
-        Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INPROGRESS) => {
-            drop(fd);
-            tokio::net::UnixStream::connect(path).await
-        }
+        Ok(()) => Some(Ok(std::os::unix::net::UnixStream::from(fd))),
+        Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INPROGRESS) => None,
+        Err(e) => Some(Err(e.into())),
+    }
+}
+
+/// Send on a socket without waiting (and without `SIGPIPE`): how much it
+/// took, `Ok(0)` when it had no room.
+fn send_now(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    use rustix::net::SendFlags;
+    match rustix::net::send(fd, buf, SendFlags::NOSIGNAL | SendFlags::DONTWAIT) {
+        Ok(n) => Ok(n),
+        Err(rustix::io::Errno::AGAIN) => Ok(0),
         Err(e) => Err(e.into()),
     }
 }
@@ -118,12 +150,9 @@ fn poll_write_unix(
     cx: &mut Context<'_>,
     buf: &[u8],
 ) -> Poll<io::Result<usize>> {
-    use rustix::net::SendFlags;
-    use std::os::fd::AsFd;
-    match rustix::net::send(s.as_fd(), buf, SendFlags::NOSIGNAL | SendFlags::DONTWAIT) {
-        Ok(n) => Poll::Ready(Ok(n)),
-        Err(rustix::io::Errno::AGAIN) => Pin::new(s).poll_write(cx, buf),
-        Err(e) => Poll::Ready(Err(e.into())),
+    match send_now(s.as_fd(), buf) {
+        Ok(0) if !buf.is_empty() => Pin::new(s).poll_write(cx, buf),
+        r => Poll::Ready(r),
     }
 }
 
@@ -137,6 +166,7 @@ impl AsyncRead for Stream {
             Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::Replay(r) => r.poll_read(cx, buf),
         }
     }
 }
@@ -151,6 +181,11 @@ impl AsyncWrite for Stream {
             Stream::Unix(s) => poll_write_unix(s, cx, buf),
             Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            // The request went out before the socket was handed over.
+            Stream::Replay(r) => {
+                r.sent = true;
+                Poll::Ready(r.write_err.take().map_or(Ok(buf.len()), Err))
+            }
         }
     }
 
@@ -159,6 +194,7 @@ impl AsyncWrite for Stream {
             Stream::Unix(s) => Pin::new(s).poll_flush(cx),
             Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::Replay(_) => Poll::Ready(Ok(())),
         }
     }
 
@@ -167,6 +203,7 @@ impl AsyncWrite for Stream {
             Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::Replay(r) => Pin::new(&mut r.sock).poll_shutdown(cx),
         }
     }
 }
@@ -189,7 +226,6 @@ impl std::fmt::Debug for Conn {
 }
 
 impl Conn {
-    /// Await `fut` while driving the connection.
     /// A reply's status, `errnum` header and body (at most `MAX_REPLY`
     /// bytes), read while driving the connection.
     async fn read_reply(
@@ -215,6 +251,21 @@ impl Conn {
         }
     }
 
+    /// Send `req` and wait for its response head.
+    async fn send(
+        &mut self,
+        mut send: SendRequest<Full<Bytes>>,
+        req: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, ClientError> {
+        let resp = self
+            .drive(send.send_request(req))
+            .await
+            .map_err(hyper_err)?;
+        self.send = Some(send);
+        Ok(resp)
+    }
+
+    /// Await `fut` while driving the connection.
     async fn drive<F: Future>(&mut self, fut: F) -> F::Output {
         tokio::pin!(fut);
         loop {
@@ -269,6 +320,11 @@ async fn open(
             uri: uri.clone(),
             source,
         })?;
+    handshake(stream).await
+}
+
+/// The HTTP/1 handshake on a connected stream.
+async fn handshake(stream: Stream) -> Result<(Conn, SendRequest<Full<Bytes>>), ClientError> {
     let (send, driver) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(hyper_err)?;
@@ -279,6 +335,31 @@ async fn open(
     Ok((conn, send))
 }
 
+/// `req` as the only request of its connection: the server closes it
+/// after the reply instead of waiting for a next request that never comes.
+fn closing(mut req: Request<Full<Bytes>>) -> Request<Full<Bytes>> {
+    req.headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    req
+}
+
+/// The error for a topic that is not one.
+fn check_topic(topic: &str) -> Result<(), ClientError> {
+    if wire::topic_of(&wire::path_for(topic)) != Some(topic) {
+        return Err(ClientError::Protocol(format!(
+            "invalid topic '{topic}': expected letters, digits and '.-_'"
+        )));
+    }
+    Ok(())
+}
+
+/// The `Authorization` header's value for a token.
+fn bearer(token: &str) -> Result<HeaderValue, ClientError> {
+    HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+        ClientError::Protocol("the token contains characters not allowed in HTTP headers".into())
+    })
+}
+
 /// The HTTP request of an RPC.
 fn build_request(
     uri: &Uri,
@@ -287,11 +368,7 @@ fn build_request(
     payload: &Value,
     streaming: bool,
 ) -> Result<Request<Full<Bytes>>, ClientError> {
-    if wire::topic_of(&wire::path_for(topic)) != Some(topic) {
-        return Err(ClientError::Protocol(format!(
-            "invalid topic '{topic}': expected letters, digits and '.-_'"
-        )));
-    }
+    check_topic(topic)?;
     let host = match uri {
         Uri::Tcp { .. } => uri.to_string().trim_start_matches("tcp://").to_string(),
         Uri::Tls { .. } => uri.to_string().trim_start_matches("tls://").to_string(),
@@ -309,12 +386,7 @@ fn build_request(
         req = req.header(wire::STREAMING_HEADER, "1");
     }
     if let Some(t) = token {
-        let v = HeaderValue::from_str(&format!("Bearer {t}")).map_err(|_| {
-            ClientError::Protocol(
-                "the token contains characters not allowed in HTTP headers".into(),
-            )
-        })?;
-        req = req.header(wire::AUTH_HEADER, v);
+        req = req.header(wire::AUTH_HEADER, bearer(t)?);
     }
     req.body(Full::new(Bytes::from(body)))
         .map_err(|e| ClientError::Protocol(format!("cannot build a request for {topic}: {e}")))
@@ -359,12 +431,7 @@ impl Connection {
             return Err(ClientError::Protocol("the connection is closed".into()));
         };
         self.conn.drive(send.ready()).await.map_err(hyper_err)?;
-        let resp = self
-            .conn
-            .drive(send.send_request(req))
-            .await
-            .map_err(hyper_err)?;
-        self.conn.send = Some(send);
+        let resp = self.conn.send(send, req).await?;
         let (status, errnum, body) = self.conn.read_reply(resp, topic).await?;
         parse_reply(status, errnum, &body, topic)
     }
@@ -379,17 +446,9 @@ impl Exchange {
         payload: &Value,
         streaming: bool,
     ) -> Result<Exchange, ClientError> {
-        let mut req = build_request(uri, token, topic, payload, streaming)?;
-        // One exchange per connection: the server closes it after the
-        // reply instead of waiting for a next request that never comes.
-        req.headers_mut()
-            .insert(CONNECTION, HeaderValue::from_static("close"));
-        let (mut conn, mut send) = open(uri, tls_config).await?;
-        let resp = conn
-            .drive(send.send_request(req))
-            .await
-            .map_err(hyper_err)?;
-        conn.send = Some(send);
+        let req = closing(build_request(uri, token, topic, payload, streaming)?);
+        let (mut conn, send) = open(uri, tls_config).await?;
+        let resp = conn.send(send, req).await?;
         Ok(Exchange {
             conn,
             resp,
@@ -397,27 +456,21 @@ impl Exchange {
         })
     }
 
-    async fn body(self) -> Result<(StatusCode, Option<i32>, Bytes, String), ClientError> {
+    async fn body(self) -> Result<(StatusCode, Option<i32>, Bytes), ClientError> {
         let Exchange {
             mut conn,
             resp,
             topic,
         } = self;
-        let (status, errnum, body) = conn.read_reply(resp, &topic).await?;
-        Ok((status, errnum, body, topic))
-    }
-
-    /// The single reply of a non-streaming request.
-    pub(crate) async fn reply(self) -> Result<Value, ClientError> {
-        let (status, errnum, body, topic) = self.body().await?;
-        parse_reply(status, errnum, &body, &topic)
+        conn.read_reply(resp, &topic).await
     }
 
     /// Turn a streaming exchange with `uri` into its line stream (or the
     /// error the service answered instead).
     pub(crate) async fn into_stream(self, uri: Uri) -> Result<ReplyStream, ClientError> {
         if self.resp.status() != StatusCode::OK {
-            let (status, errnum, body, topic) = self.body().await?;
+            let topic = self.topic.clone();
+            let (status, errnum, body) = self.body().await?;
             return Err(error_reply(status, errnum, &body, &topic));
         }
         let Exchange { conn, resp, topic } = self;
@@ -434,8 +487,362 @@ impl Exchange {
     }
 }
 
-/// The error of a non-200 reply: the error object of its body, else its
-/// errno header, else a protocol error naming the status.
+/// One non-streaming call: its reply's value (see [`parse_reply`]).
+pub(crate) async fn call(
+    uri: &Uri,
+    tls_config: Option<&Arc<tls::rustls::ClientConfig>>,
+    token: Option<&str>,
+    topic: &str,
+    payload: &Value,
+) -> Result<Value, ClientError> {
+    let (status, errnum, body) = match uri {
+        Uri::Unix(path) => unix_call(uri, path, token, topic, payload).await?,
+        _ => {
+            let ex = Exchange::start(uri, tls_config, token, topic, payload, false).await?;
+            ex.body().await?
+        }
+    };
+    parse_reply(status, errnum, &body, topic)
+}
+
+/// The most of a reply's head read without hyper: a Roster reply's head
+/// is under 200 bytes.
+const ONE_SHOT_HEAD: usize = 16 << 10;
+
+/// The bytes hyper writes for the request of [`build_request`] to a
+/// `unix://` service, made [`closing`]: the same request line and
+/// headers in the same order (`content-type` and `content-length` only
+/// with a body).
+fn one_shot_request(
+    token: Option<&str>,
+    topic: &str,
+    payload: &Value,
+) -> Result<Vec<u8>, ClientError> {
+    use std::io::Write;
+    check_topic(topic)?;
+    let auth = token.map(bearer).transpose()?;
+    let body = wire::body_of(payload);
+    let mut out = Vec::with_capacity(160 + body.len());
+    // Writes to a Vec cannot fail.
+    let _ = write!(
+        out,
+        "POST {}{topic} HTTP/1.1\r\nhost: localhost\r\n",
+        wire::PATH_PREFIX
+    );
+    if !body.is_empty() {
+        let _ = write!(out, "content-type: {}\r\n", wire::JSON);
+    }
+    if let Some(v) = auth {
+        let _ = write!(out, "{}: ", wire::AUTH_HEADER);
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"connection: close\r\n");
+    if !body.is_empty() {
+        let _ = write!(out, "content-length: {}\r\n", body.len());
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body.as_bytes());
+    Ok(out)
+}
+
+/// What the head of a reply says, as far as a one-shot call goes.
+#[derive(Debug, PartialEq, Eq)]
+enum Head {
+    /// Not all in yet.
+    Partial,
+    /// An ordinary reply: `len` bytes of head, then `body` bytes of body.
+    Plain {
+        len: usize,
+        status: StatusCode,
+        errnum: Option<i32>,
+        body: u64,
+    },
+    /// Anything else (an error, 1xx, no body or no length, chunked...):
+    /// hyper's to read.
+    Other,
+}
+
+fn parse_head(bytes: &[u8]) -> Head {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut resp = httparse::Response::new(&mut headers);
+    let len = match resp.parse(bytes) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Head::Partial,
+        Err(_) => return Head::Other,
+    };
+    let Some(status) = resp.code.and_then(|c| StatusCode::from_u16(c).ok()) else {
+        return Head::Other;
+    };
+    // Replies without a body, or not the last of the exchange.
+    if status.is_informational() || matches!(status.as_u16(), 204 | 304) {
+        return Head::Other;
+    }
+    let (mut body, mut errnum) = (None, None);
+    for h in resp.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let digits = !h.value.is_empty() && h.value.iter().all(u8::is_ascii_digit);
+            let n = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.parse().ok());
+            match (body, n) {
+                (None, Some(n)) if digits => body = Some(n),
+                _ => return Head::Other,
+            }
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            return Head::Other;
+        } else if errnum.is_none() && h.name.eq_ignore_ascii_case(wire::ERRNUM_HEADER) {
+            // The first one, as `HeaderMap::get` (and `to_str` takes
+            // visible ASCII only).
+            let visible = h
+                .value
+                .iter()
+                .all(|&b| b == b'\t' || (32..127).contains(&b));
+            errnum = Some(
+                std::str::from_utf8(h.value)
+                    .ok()
+                    .filter(|_| visible)
+                    .and_then(|v| v.trim().parse::<i32>().ok()),
+            );
+        }
+    }
+    match body {
+        Some(body) => Head::Plain {
+            len,
+            status,
+            errnum: errnum.flatten(),
+            body,
+        },
+        None => Head::Other,
+    }
+}
+
+/// A non-streaming call to a `unix://` service without hyper: connect,
+/// send the request at once, read the reply.  A reply that is not
+/// [`Head::Plain`], or cut short, goes to hyper with the bytes read so
+/// far ([`Replay`]), which answers as it always did.
+async fn unix_call(
+    uri: &Uri,
+    path: &Path,
+    token: Option<&str>,
+    topic: &str,
+    payload: &Value,
+) -> Result<(StatusCode, Option<i32>, Bytes), ClientError> {
+    let request = one_shot_request(token, topic, payload)?;
+    let connect = async {
+        match connect_unix_now(path) {
+            Some(s) => {
+                let s = s?;
+                let sent = send_now(s.as_fd(), &request);
+                Ok((tokio::net::UnixStream::from_std(s)?, sent))
+            }
+            None => {
+                let s = tokio::net::UnixStream::connect(path).await?;
+                let sent = send_now(s.as_fd(), &request);
+                Ok((s, sent))
+            }
+        }
+    };
+    let (sock, sent) =
+        with_connect_timeout(connect)
+            .await
+            .map_err(|source| ClientError::Connect {
+                uri: uri.clone(),
+                source,
+            })?;
+    let replay = match send_rest(&sock, &request, sent).await {
+        Err(e) => Replay::new(sock, Vec::new(), None, Some(e)),
+        Ok(()) => match read_plain(&sock, topic).await? {
+            Read::Plain(status, errnum, body) => return Ok((status, errnum, body)),
+            Read::Other(read, read_err) => Replay::new(sock, read, read_err, None),
+        },
+    };
+    replay.call(uri, token, topic, payload).await
+}
+
+/// Send what the first send of `request` left.
+async fn send_rest(
+    sock: &tokio::net::UnixStream,
+    request: &[u8],
+    sent: io::Result<usize>,
+) -> io::Result<()> {
+    let mut written = sent?;
+    while written < request.len() {
+        sock.writable().await?;
+        let r = sock.try_io(tokio::io::Interest::WRITABLE, || {
+            match send_now(sock.as_fd(), &request[written..]) {
+                Ok(0) => Err(io::ErrorKind::WouldBlock.into()),
+                r => r,
+            }
+        });
+        match r {
+            Ok(n) => written += n,
+            Err(e) if retry_io(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn retry_io(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
+}
+
+/// What [`read_plain`] read.
+enum Read {
+    /// A [`Head::Plain`] reply: its status, `errnum` header and body.
+    Plain(StatusCode, Option<i32>, Bytes),
+    /// Another reply, or a head cut short: the bytes read, and the
+    /// error reading met (else the end of the stream, or more to come).
+    Other(Vec<u8>, Option<io::Error>),
+}
+
+/// Read a one-shot call's reply while it is a plain one.
+async fn read_plain(sock: &tokio::net::UnixStream, topic: &str) -> Result<Read, ClientError> {
+    let mut buf = vec![0; 4096];
+    let mut len = 0;
+    let mut head = Head::Partial;
+    loop {
+        let r = match sock.readable().await {
+            Ok(()) => sock.try_read(&mut buf[len..]),
+            Err(e) => Err(e),
+        };
+        let n = match r {
+            Ok(n) => n,
+            Err(e) if retry_io(&e) => continue,
+            Err(e) => return cut_short(head, buf, len, Some(e)),
+        };
+        if n == 0 {
+            return cut_short(head, buf, len, None);
+        }
+        len += n;
+        if head == Head::Partial {
+            head = parse_head(&buf[..len]);
+        }
+        let want = match head {
+            Head::Partial if len < ONE_SHOT_HEAD => ONE_SHOT_HEAD,
+            Head::Partial | Head::Other => {
+                buf.truncate(len);
+                return Ok(Read::Other(buf, None));
+            }
+            Head::Plain { body, .. } if body > MAX_REPLY as u64 => {
+                return Err(ClientError::Protocol(format!(
+                    "reply to {topic}: length limit exceeded"
+                )));
+            }
+            Head::Plain {
+                len: head_len,
+                status,
+                errnum,
+                body,
+            } => {
+                let end = head_len + body as usize;
+                if len >= end {
+                    // Bytes after the body are not looked at (hyper's
+                    // connection closes after its reply too).
+                    buf.truncate(end);
+                    let body = Bytes::from(buf).slice(head_len..);
+                    return Ok(Read::Plain(status, errnum, body));
+                }
+                end
+            }
+        };
+        if len == buf.len() {
+            buf.resize(want.min(2 * len), 0);
+        }
+    }
+}
+
+/// A reply that ended (or failed) at `len` bytes.
+fn cut_short(
+    head: Head,
+    mut buf: Vec<u8>,
+    len: usize,
+    err: Option<io::Error>,
+) -> Result<Read, ClientError> {
+    if let Head::Plain { .. } = head {
+        // A body cut short: what hyper answers when it sees that (the
+        // error of reading a body, of the kind that cut it).
+        let kind = err.map_or(io::ErrorKind::UnexpectedEof, |e| e.kind());
+        return Err(ClientError::Io(io::Error::new(
+            kind,
+            "error reading a body from connection",
+        )));
+    }
+    // A head cut short: hyper says how.
+    buf.truncate(len);
+    Ok(Read::Other(buf, err))
+}
+
+/// A one-shot call's socket as hyper sees it when [`unix_call`] hands it
+/// over: the request already sent (hyper's write goes nowhere, or fails
+/// as sending did), then the bytes of the reply read so far (and the
+/// error reading met), then the rest of the socket.
+#[derive(Debug)]
+struct Replay {
+    /// Whether hyper wrote its request.
+    sent: bool,
+    read: Vec<u8>,
+    at: usize,
+    read_err: Option<io::Error>,
+    write_err: Option<io::Error>,
+    sock: tokio::net::UnixStream,
+}
+
+impl Replay {
+    fn new(
+        sock: tokio::net::UnixStream,
+        read: Vec<u8>,
+        read_err: Option<io::Error>,
+        write_err: Option<io::Error>,
+    ) -> Replay {
+        Replay {
+            sent: false,
+            read,
+            at: 0,
+            read_err,
+            write_err,
+            sock,
+        }
+    }
+
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if !self.sent {
+            // Nothing to read before the request is written: hyper takes
+            // bytes on an idle connection for an unexpected message.
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        if let Some(rest) = self.read.get(self.at..).filter(|r| !r.is_empty()) {
+            let n = rest.len().min(buf.remaining());
+            buf.put_slice(&rest[..n]);
+            self.at += n;
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(e) = self.read_err.take() {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut self.sock).poll_read(cx, buf)
+    }
+
+    /// The exchange, by hyper.
+    async fn call(
+        self,
+        uri: &Uri,
+        token: Option<&str>,
+        topic: &str,
+        payload: &Value,
+    ) -> Result<(StatusCode, Option<i32>, Bytes), ClientError> {
+        let req = closing(build_request(uri, token, topic, payload, false)?);
+        let (mut conn, send) = handshake(Stream::Replay(Box::new(self))).await?;
+        let resp = conn.send(send, req).await?;
+        conn.read_reply(resp, topic).await
+    }
+}
+
 /// The value of a single reply: the error it carries, `null` for an
 /// empty body, else its JSON.
 fn parse_reply(
@@ -454,6 +861,8 @@ fn parse_reply(
         .map_err(|e| ClientError::Protocol(format!("the reply to {topic} is not JSON: {e}")))
 }
 
+/// The error of a non-200 reply: the error object of its body, else its
+/// errno header, else a protocol error naming the status.
 fn error_reply(status: StatusCode, errnum: Option<i32>, body: &[u8], topic: &str) -> ClientError {
     if let Ok(v) = serde_json::from_slice::<Value>(body) {
         if let Some(e) = wire::as_error(&v) {
@@ -609,6 +1018,290 @@ impl LineBuffer {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::io::{Read, Write};
+    use std::time::Duration;
+
+    /// What a test server does with each connection.
+    #[derive(Clone)]
+    enum Serve {
+        /// Read the request, then write these pieces, each after a pause
+        /// of this many ms, then close.
+        Reply(Vec<(u64, Vec<u8>)>),
+        /// Close without reading the request.
+        Drop,
+    }
+
+    /// A Unix socket server for `conns` connections, and the requests
+    /// it read.
+    fn server(
+        path: &Path,
+        request_len: usize,
+        conns: usize,
+        serve: Serve,
+    ) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
+        let l = std::os::unix::net::UnixListener::bind(path).unwrap();
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            for _ in 0..conns {
+                let (mut c, _) = l.accept().unwrap();
+                let Serve::Reply(pieces) = &serve else {
+                    drop(c);
+                    continue;
+                };
+                let mut req = vec![0; request_len];
+                c.read_exact(&mut req).unwrap();
+                got.push(req);
+                for (ms, piece) in pieces {
+                    std::thread::sleep(Duration::from_millis(*ms));
+                    if c.write_all(piece).is_err() {
+                        break;
+                    }
+                }
+            }
+            got
+        })
+    }
+
+    type Reply = Result<(StatusCode, Option<i32>, Bytes), ClientError>;
+
+    async fn by_hyper(uri: &Uri, token: Option<&str>, topic: &str, payload: &Value) -> Reply {
+        let ex = Exchange::start(uri, None, token, topic, payload, false).await?;
+        ex.body().await
+    }
+
+    async fn by_unix_call(uri: &Uri, token: Option<&str>, topic: &str, payload: &Value) -> Reply {
+        let Uri::Unix(path) = uri else { panic!() };
+        unix_call(uri, path, token, topic, payload).await
+    }
+
+    fn outcome(r: &Reply) -> String {
+        match r {
+            Ok((status, errnum, body)) => format!("{status} {errnum:?} {body:?}"),
+            Err(e) => format!("{e:?} / {e} / {}", e.errnum()),
+        }
+    }
+
+    /// The reply `pieces` (written with pauses) read by hyper and by the
+    /// one-shot path: the same outcome.
+    async fn same_as_hyper(serve: Serve) -> Reply {
+        let (ours, hyper) = both(serve).await;
+        assert_eq!(outcome(&ours), outcome(&hyper));
+        ours
+    }
+
+    /// What the one-shot path and hyper make of a server.
+    async fn both(serve: Serve) -> (Reply, Reply) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let uri = Uri::Unix(path.clone());
+        let payload = serde_json::json!({"targets": "1", "reason": "r"});
+        let topic = "resource.drain";
+        let n = one_shot_request(None, topic, &payload).unwrap().len();
+        let srv = server(&path, n, 2, serve);
+        let hyper = by_hyper(&uri, None, topic, &payload).await;
+        let ours = by_unix_call(&uri, None, topic, &payload).await;
+        srv.join().unwrap();
+        (ours, hyper)
+    }
+
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\
+        content-length: 7\r\ndate: Fri, 27 Nov 2026 15:06:58 GMT\r\n\r\n{\"a\":1}";
+
+    fn whole(reply: &[u8]) -> Serve {
+        Serve::Reply(vec![(0, reply.to_vec())])
+    }
+
+    #[test]
+    fn the_one_shot_request_is_what_hyper_writes() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let cases = [
+            (None, "resource.status", Value::Null),
+            (None, "resource.status", serde_json::json!({})),
+            (
+                Some("tok-1"),
+                "resource.drain",
+                serde_json::json!({"targets": "0-3", "reason": "é \"x\""}),
+            ),
+        ];
+        for (token, topic, payload) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("s.sock");
+            let uri = Uri::Unix(path.clone());
+            let ours = one_shot_request(token, topic, &payload).unwrap();
+            let srv = server(&path, ours.len(), 1, whole(OK));
+            let r = rt.block_on(by_hyper(&uri, token, topic, &payload));
+            assert!(r.is_ok(), "{}", outcome(&r));
+            let got = srv.join().unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&got[0]),
+                String::from_utf8_lossy(&ours)
+            );
+        }
+        assert!(one_shot_request(Some("a\nb"), "resource.status", &Value::Null).is_err());
+        assert!(one_shot_request(None, "resource/status", &Value::Null).is_err());
+    }
+
+    #[test]
+    fn ordinary_heads_are_read_here_and_others_left_to_hyper() {
+        let plain = |len, status, errnum, body| Head::Plain {
+            len,
+            status: StatusCode::from_u16(status).unwrap(),
+            errnum,
+            body,
+        };
+        assert_eq!(parse_head(OK), plain(OK.len() - 7, 200, None, 7));
+        assert_eq!(parse_head(&OK[..40]), Head::Partial);
+        let err = b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+            x-roster-errnum: 22\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{}";
+        assert_eq!(parse_head(err), plain(err.len() - 2, 400, Some(22), 2));
+        let text = String::from_utf8_lossy(OK).into_owned();
+        for other in [
+            text.replace("content-length: 7", "transfer-encoding: chunked"),
+            text.replace("content-length: 7", "content-length: +7"),
+            text.replace(
+                "content-length: 7",
+                "content-length: 7\r\ncontent-length: 7",
+            ),
+            text.replace("content-length: 7\r\n", ""),
+            text.replace("200 OK", "100 Continue"),
+            text.replace("200 OK", "204 No Content"),
+            text.replace("HTTP/1.1", "HTTP/2"),
+            // More headers than read here.
+            text.replacen("\r\n", &format!("\r\n{}", "x-a: b\r\n".repeat(40)), 1),
+        ] {
+            assert_eq!(parse_head(other.as_bytes()), Head::Other, "{other}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reply_in_pieces_and_with_pauses() {
+        let r = same_as_hyper(whole(OK)).await.unwrap();
+        assert_eq!(
+            (r.0, r.1, &r.2[..]),
+            (StatusCode::OK, None, &b"{\"a\":1}"[..])
+        );
+        // Cut everywhere, a pause between pieces.
+        for cut in [1, 17, 40, OK.len() - 7, OK.len() - 3] {
+            let pieces = vec![(0, OK[..cut].to_vec()), (20, OK[cut..].to_vec())];
+            let r = same_as_hyper(Serve::Reply(pieces)).await.unwrap();
+            assert_eq!(&r.2[..], b"{\"a\":1}");
+        }
+        let bytes = OK.iter().map(|&b| (1, vec![b])).collect();
+        same_as_hyper(Serve::Reply(bytes)).await.unwrap();
+        // A big body, and bytes after it.
+        let big = "x".repeat(100_000);
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{big}trailing",
+            big.len()
+        );
+        let r = same_as_hyper(whole(reply.as_bytes())).await.unwrap();
+        assert_eq!(r.2.len(), big.len());
+    }
+
+    #[tokio::test]
+    async fn error_replies_and_unusual_ones_as_hyper_reads_them() {
+        let err = b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+            x-roster-errnum: 22\r\nconnection: close\r\ncontent-length: 30\r\n\r\n\
+            {\"errnum\":22,\"errstr\":\"bad x\"}";
+        let r = same_as_hyper(whole(err)).await.unwrap();
+        assert_eq!((r.0.as_u16(), r.1), (400, Some(22)));
+        let text = String::from_utf8_lossy(OK).into_owned();
+        for reply in [
+            text.replace(
+                "content-length: 7",
+                "x-roster-errnum: 5\r\nx-roster-errnum: 6\r\ncontent-length: 7",
+            ),
+            text.replace(
+                "content-length: 7",
+                "x-roster-errnum: x\r\ncontent-length: 7",
+            ),
+            text.replace("content-length: 7", "transfer-encoding: chunked")
+                .replace("{\"a\":1}", "3\r\n{\"a\r\n4\r\n\":1}\r\n0\r\n\r\n"),
+            format!("HTTP/1.1 100 Continue\r\n\r\n{text}"),
+            text.replace("content-length: 7\r\n", ""),
+            text.replace("200 OK", "204 No Content")
+                .replace("content-length: 7\r\n", ""),
+            text.replace("HTTP/1.1", "HTTP/1.0"),
+            text.replace(
+                "content-length: 7",
+                "content-length: 7\r\ncontent-length: 7",
+            ),
+            text.replace(
+                "content-length: 7",
+                "content-length: 7\r\ncontent-length: 8",
+            ),
+            text.replace("content-length: 7", "content-length: +7"),
+            text.replace(
+                "content-length: 7",
+                &format!("x-big: {}\r\ncontent-length: 7", "b".repeat(20_000)),
+            ),
+            "HELLO\r\n\r\n".to_string(),
+            "HTTP/1.1 200 OK\r\ncontent-length: 7\r\n\r\n{\"a\"".to_string(),
+            "HTTP/1.1 200 OK\r\ncontent-le".to_string(),
+            String::new(),
+        ] {
+            same_as_hyper(whole(reply.as_bytes())).await.ok();
+        }
+        let e = same_as_hyper(whole(b"")).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "error talking to the service: connection closed before message completed"
+        );
+        assert_eq!(crate::retry::classify(&e), crate::retry::Failure::Lost);
+        // Whether the request went out before the server closed is a race
+        // (a reset, or a broken pipe): either is a lost connection.
+        let (ours, hyper) = both(Serve::Drop).await;
+        for e in [ours.unwrap_err(), hyper.unwrap_err()] {
+            assert_eq!(
+                crate::retry::classify(&e),
+                crate::retry::Failure::Lost,
+                "{e}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_oversize_reply_is_refused_from_its_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let uri = Uri::Unix(path.clone());
+        let n = one_shot_request(None, "resource.get", &Value::Null)
+            .unwrap()
+            .len();
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{{",
+            MAX_REPLY + 1
+        );
+        let pieces = vec![(0, head.into_bytes()), (10_000, b"}".to_vec())];
+        let srv = server(&path, n, 1, Serve::Reply(pieces));
+        let t = std::time::Instant::now();
+        let e = by_unix_call(&uri, None, "resource.get", &Value::Null)
+            .await
+            .unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(5));
+        assert_eq!(
+            e.to_string(),
+            "reply to resource.get: length limit exceeded"
+        );
+        drop(srv);
+    }
+
+    #[tokio::test]
+    async fn connect_errors_are_as_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = dir.path().join("x".repeat(200));
+        for path in [dir.path().join("none.sock"), long] {
+            let uri = Uri::Unix(path);
+            let payload = Value::Null;
+            let hyper = by_hyper(&uri, None, "resource.status", &payload).await;
+            let ours = by_unix_call(&uri, None, "resource.status", &payload).await;
+            assert!(matches!(ours, Err(ClientError::Connect { .. })));
+            assert_eq!(outcome(&ours), outcome(&hyper));
+        }
+    }
 
     fn lines_of(chunks: &[Vec<u8>]) -> (Vec<Vec<u8>>, Vec<u8>) {
         let mut b = LineBuffer::default();

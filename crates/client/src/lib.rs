@@ -420,33 +420,16 @@ impl Client {
         self.tls.as_ref()
     }
 
-    /// `topic` on the servers ([`Client::failover`]), its answer read by
-    /// `read` from the exchange with the server that took it.
-    async fn request<T, Fut>(
-        &self,
-        topic: &str,
-        payload: Value,
-        streaming: bool,
-        read: impl Fn(Exchange, Uri) -> Fut,
-    ) -> Result<T, ClientError>
-    where
-        Fut: std::future::Future<Output = Result<T, ClientError>>,
-    {
-        let (payload, read) = (&payload, &read);
-        self.failover(retry::is_read_only(topic), |uri| async move {
-            let (tls, token) = (self.tls.as_ref(), self.token.as_deref());
-            let ex = Exchange::start(&uri, tls, token, topic, payload, streaming).await?;
-            read(ex, uri).await
-        })
-        .await
-    }
-
     /// One request, one reply.  `Value::Null` means no payload, both in
     /// the request and in the returned reply.  For the catalogue's topics,
     /// [`Client::call`] is the typed form.
     pub async fn rpc(&self, topic: &str, payload: Value) -> Result<Value, ClientError> {
-        self.request(topic, payload, false, |ex, _| ex.reply())
-            .await
+        let payload = &payload;
+        self.failover(retry::is_read_only(topic), |uri| async move {
+            let (tls, token) = (self.tls.as_ref(), self.token.as_deref());
+            conn::call(&uri, tls, token, topic, payload).await
+        })
+        .await
     }
 
     /// A streaming request.  An error the service answers before the
@@ -454,8 +437,13 @@ impl Client {
     /// afterwards see [`ReplyStream::next`].  For the catalogue's topics,
     /// [`Client::open`] is the typed form.
     pub async fn stream(&self, topic: &str, payload: Value) -> Result<ReplyStream, ClientError> {
-        self.request(topic, payload, true, Exchange::into_stream)
-            .await
+        let payload = &payload;
+        self.failover(retry::is_read_only(topic), |uri| async move {
+            let (tls, token) = (self.tls.as_ref(), self.token.as_deref());
+            let ex = Exchange::start(&uri, tls, token, topic, payload, true).await?;
+            ex.into_stream(uri).await
+        })
+        .await
     }
 
     /// One typed request of the catalogue ([`rpc::catalog`]), one typed
