@@ -74,6 +74,11 @@ pub struct Topic {
     pub flux: bool,
     /// What a request is called in error messages (`agent hello`).
     pub what: &'static str,
+    /// Its one reply may wait for a later state (not given in the batch
+    /// that handles the request): while it waits, the listener watches
+    /// for the client's end and tells the service.  The others are
+    /// answered in their own batch.
+    pub later: bool,
 }
 
 impl Topic {
@@ -88,7 +93,13 @@ impl Topic {
             server: Server::Service,
             flux: true,
             what: name,
+            later: false,
         }
+    }
+
+    const fn later(mut self) -> Topic {
+        self.later = true;
+        self
     }
 
     const fn read_only(mut self) -> Topic {
@@ -194,7 +205,7 @@ topics! {
     JournalCancel = Topic::new("resource.journal-cancel", User, One)
         => msg::CancelRequest, msg::Empty;
     /// `resource.reload {path, xml, force}`.
-    Reload = Topic::new("resource.reload", Admin, One)
+    Reload = Topic::new("resource.reload", Admin, One).later()
         => msg::ReloadRequest, msg::Empty;
     /// `resource.expiration-update {expiration}`.
     ExpirationUpdate = Topic::new("resource.expiration-update", Admin, One)
@@ -207,7 +218,7 @@ topics! {
         => msg::ForceRequest, msg::Empty;
     /// `resource.monitor-waitup {up}`: answered once exactly `up`
     /// targets are online.
-    Waitup = Topic::new("resource.monitor-waitup", User, One).read_only()
+    Waitup = Topic::new("resource.monitor-waitup", User, One).read_only().later()
         => msg::WaitupRequest, msg::Empty;
     /// `resource.acquire {group?}` (RFC 28, both variants), streamed.
     Acquire = Topic::new("resource.acquire", Scheduler, Stream)
@@ -241,7 +252,7 @@ topics! {
     /// `resource.agent-enrol {hostname, csr}` (Roster's): the agent
     /// certificate of a host of R, signed by the service's CA (`[serve]
     /// enrol-ca`), for the holder of the enrolment token.
-    AgentEnrol = Topic::new("resource.agent-enrol", Enrol, One).roster("agent enrol")
+    AgentEnrol = Topic::new("resource.agent-enrol", Enrol, One).roster("agent enrol").later()
         => msg::AgentEnrolRequest, msg::AgentEnrolResponse;
     /// A later line of an agent session: a heartbeat (`{}`), or a relay's
     /// batch (`msg::RelayLine`).  One-way: nothing answers it.

@@ -485,12 +485,12 @@ impl ReplySender {
         }
         if last {
             self.chan.ended.store(true, Ordering::Release);
-            if let Some(d) = self
-                .direct
-                .as_ref()
-                .filter(|_| cost <= crate::quick::DIRECT_MAX)
-            {
-                d.write(&reply);
+            if let Some(d) = &self.direct {
+                if cost <= crate::quick::DIRECT_MAX {
+                    d.write(&reply);
+                } else {
+                    d.too_big(&reply);
+                }
             }
         }
         if self.push(reply) {

@@ -286,11 +286,28 @@ fn take(fd: BorrowedFd<'_>, buf: &mut [u8; PEEK_BYTES], len: usize) -> bool {
 /// reply as the disconnect; a client gone before it (end of stream while
 /// waiting) is told to the service as usual.
 fn dispatch(
-    stream: tokio::net::UnixStream,
+    stream: UnixStream,
     req: rpc::Request,
     ctx: &Ctx,
     hold: (ConnPermit, mpsc::Sender<()>),
 ) {
+    if !rpc::catalog::lookup(&req.topic).is_some_and(|t| t.later) {
+        hand_over(stream, req, ctx, hold);
+        return;
+    }
+    let stream = match tokio::net::UnixStream::from_std(stream) {
+        Ok(s) => s,
+        // Closed unanswered, as a connection that cannot be registered
+        // is on the HTTP path.
+        Err(e) => {
+            tracing::warn!(
+                topic = %req.topic,
+                "cannot serve a connection: {}",
+                crate::io_text(&e)
+            );
+            return;
+        }
+    };
     // Handed over here, before the task is spawned: the loop is woken
     // first thing.
     let handed = hand(stream, req, ctx.loop_tx(), ctx.limits());
@@ -300,6 +317,89 @@ fn dispatch(
         let _hold = hold;
         finish(handed, &tx, timeout).await;
     });
+}
+
+/// Hand a one-shot call answered in its own batch (not a topic whose
+/// reply may wait, `rpc::catalog::Topic::later`) to the service loop
+/// together with its connection: no task, and the socket is never
+/// registered with the runtime.  The loop writes the reply and the
+/// connection closes when the request's sender is dropped, right after
+/// ([`Direct::Owned`]); only the rest of a reply the socket did not take
+/// at once, or a reply too big to write on the loop, goes to a task.
+/// That is the runtime's part of a durable drain down to its accept and
+/// parse: no wake-up of a worker for the reply, no `epoll_ctl` either
+/// way.
+fn hand_over(
+    stream: UnixStream,
+    req: rpc::Request,
+    ctx: &Ctx,
+    hold: (ConnPermit, mpsc::Sender<()>),
+) {
+    let limits = ctx.limits();
+    let queue = crate::limits::OutQueue::new(limits.outbound_bytes(&req.role));
+    let (replies, rx) = crate::limits::ReplySender::new(queue, false);
+    let direct = DirectReply::owned(stream, Box::new(hold), rx, limits.request_timeout);
+    let replies = replies.ending_conn().writing_to(Arc::clone(&direct));
+    if let Err(e) = ctx.loop_tx().request(req, replies) {
+        direct.write(&Err(e.error()));
+    }
+}
+
+/// A connection the service loop owns until its reply is written (see
+/// [`hand_over`]).
+struct Owned {
+    stream: UnixStream,
+    /// The connection's place (its permit, the listener's count of live
+    /// connections): given back when it closes.
+    hold: Box<dyn std::any::Any + Send>,
+    rt: tokio::runtime::Handle,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Owned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Owned")
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
+
+impl Owned {
+    /// Write `out` without blocking; a task writes what the socket did
+    /// not take (within `request-timeout`), else the connection closes
+    /// here.
+    fn write(self, out: Vec<u8>) {
+        let flags = SendFlags::NOSIGNAL | SendFlags::DONTWAIT;
+        let sent = match rustix::net::send(self.stream.as_fd(), &out, flags) {
+            Ok(k) => k,
+            Err(rustix::io::Errno::AGAIN) => 0,
+            // The client is gone.
+            Err(_) => out.len(),
+        };
+        if sent < out.len() {
+            self.later(move |_| out, sent);
+        }
+    }
+
+    /// In a task: make the bytes (`make`, given the date text) and write
+    /// them from `sent` on, within `request-timeout`, then close.
+    fn later(self, make: impl FnOnce(&str) -> Vec<u8> + Send + 'static, sent: usize) {
+        let Owned {
+            stream,
+            hold,
+            rt,
+            timeout,
+            ..
+        } = self;
+        rt.spawn(async move {
+            let _hold = hold;
+            let Ok(s) = tokio::net::UnixStream::from_std(stream) else {
+                return;
+            };
+            let out = make(&response::date_now());
+            write_rest(&s, &out[sent..], timeout).await;
+        });
+    }
 }
 
 /// A one-shot call handed to the service loop (or refused), its reply
@@ -401,12 +501,19 @@ async fn finish(h: Handed, tx: &crate::limits::LoopTx, timeout: Duration) {
 #[derive(Debug)]
 pub(crate) struct DirectReply {
     state: std::sync::Mutex<Direct>,
+    /// A connection the loop owns: the receiving end of its replies, kept
+    /// as long as the sender, so that the reply the loop wrote counts as
+    /// delivered (the service then ends the connection as usual).
+    _rx: Option<crate::limits::ReplyReceiver>,
 }
 
 #[derive(Debug)]
 enum Direct {
     /// No reply yet: the socket to write it on (shared with the task).
     Waiting(Arc<tokio::net::UnixStream>),
+    /// No reply yet, and no task: the connection is the loop's until its
+    /// reply is written ([`hand_over`]).
+    Owned(Box<Owned>),
     /// Written by the loop: what the socket did not take (for the task).
     Written(Vec<u8>),
     /// The task writes the reply, or the client is gone.
@@ -421,7 +528,28 @@ impl DirectReply {
     fn new(stream: Arc<tokio::net::UnixStream>) -> DirectReply {
         DirectReply {
             state: std::sync::Mutex::new(Direct::Waiting(stream)),
+            _rx: None,
         }
+    }
+
+    /// For a connection the service loop owns until its reply is written
+    /// ([`hand_over`]; called within the runtime, which writes what the
+    /// loop cannot).
+    fn owned(
+        stream: UnixStream,
+        hold: Box<dyn std::any::Any + Send>,
+        rx: crate::limits::ReplyReceiver,
+        timeout: Duration,
+    ) -> Arc<DirectReply> {
+        Arc::new(DirectReply {
+            state: std::sync::Mutex::new(Direct::Owned(Box::new(Owned {
+                stream,
+                hold,
+                rt: tokio::runtime::Handle::current(),
+                timeout,
+            }))),
+            _rx: Some(rx),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Direct> {
@@ -432,6 +560,12 @@ impl DirectReply {
     /// blocks: what the socket does not take at once is left to the task.
     pub(crate) fn write(&self, reply: &rpc::Reply) {
         let mut state = self.lock();
+        if matches!(&*state, Direct::Owned(_)) {
+            if let Direct::Owned(o) = std::mem::replace(&mut *state, Direct::Off) {
+                o.write(response::reply_bytes(reply, &response::date_now()));
+            }
+            return;
+        }
         let Direct::Waiting(stream) = &*state else {
             return;
         };
@@ -451,13 +585,40 @@ impl DirectReply {
         *state = Direct::Written(rest);
     }
 
+    /// A reply too big to write on the loop: a connection the loop owns
+    /// has it written by a task (the others by their own task).
+    pub(crate) fn too_big(&self, reply: &rpc::Reply) {
+        let mut state = self.lock();
+        if matches!(&*state, Direct::Owned(_)) {
+            if let Direct::Owned(o) = std::mem::replace(&mut *state, Direct::Off) {
+                let reply = reply.clone();
+                o.later(move |date| response::reply_bytes(&reply, date), 0);
+            }
+        }
+    }
+
     /// For the task: what is left to write of the reply the loop wrote
     /// (`None`: it wrote none, the task writes it); the loop writes
     /// nothing from now on.
     fn take(&self) -> Option<Vec<u8>> {
         match std::mem::replace(&mut *self.lock(), Direct::Off) {
             Direct::Written(rest) => Some(rest),
-            Direct::Waiting(_) | Direct::Off => None,
+            Direct::Waiting(_) | Direct::Owned(_) | Direct::Off => None,
+        }
+    }
+}
+
+impl Drop for DirectReply {
+    /// A connection the loop owned whose request ended without a reply
+    /// (the service stopped): told so, as the task would tell it.
+    fn drop(&mut self) {
+        let state = std::mem::replace(&mut *self.lock(), Direct::Off);
+        if let Direct::Owned(o) = state {
+            let e: rpc::Reply = Err(rpc::RpcError::new(
+                rpc::errno::EIO,
+                "service ended the request without a reply",
+            ));
+            o.write(response::reply_bytes(&e, &response::date_now()));
         }
     }
 }
@@ -491,16 +652,7 @@ pub(crate) fn try_answer(
         Look::NotYet => Answer::NotYet(stream, permit),
         Look::Declined => Answer::Declined(stream, permit),
         Look::Taken(req) => {
-            match tokio::net::UnixStream::from_std(stream) {
-                Ok(s) => dispatch(s, req, ctx, (permit, live.clone())),
-                // Closed unanswered, as a connection that cannot be
-                // registered is on the HTTP path.
-                Err(e) => tracing::warn!(
-                    topic = %req.topic,
-                    "cannot serve a connection: {}",
-                    crate::io_text(&e)
-                ),
-            }
+            dispatch(stream, req, ctx, (permit, live.clone()));
             Answer::Done
         }
     }
@@ -798,6 +950,89 @@ mod tests {
         let got = reader.await.unwrap();
         let want = response::reply_bytes(&reply, "x");
         assert_eq!(undated(&got), undated(std::str::from_utf8(&want).unwrap()));
+    }
+
+    /// A connection the loop owns ([`hand_over`]): the client's end, the
+    /// sender, and the receiving end of the connection's place (closed
+    /// when the connection is given back).
+    fn owned_pair() -> (
+        tokio::net::UnixStream,
+        crate::limits::ReplySender,
+        std::sync::mpsc::Receiver<()>,
+    ) {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        theirs.set_nonblocking(true).unwrap();
+        let (live, gone) = std::sync::mpsc::channel::<()>();
+        let (tx, rx) = crate::limits::ReplySender::unbounded(false);
+        let direct = DirectReply::owned(ours, Box::new(live), rx, Duration::from_secs(10));
+        let tx = tx.ending_conn().writing_to(direct);
+        let theirs = tokio::net::UnixStream::from_std(theirs).unwrap();
+        (theirs, tx, gone)
+    }
+
+    fn given_back(gone: &std::sync::mpsc::Receiver<()>) -> bool {
+        matches!(
+            gone.recv_timeout(Duration::from_secs(10)),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
+        )
+    }
+
+    #[tokio::test]
+    async fn an_owned_connection_is_answered_and_closed_by_the_sender() {
+        let (theirs, tx, gone) = owned_pair();
+        let reply: rpc::Reply = Ok(rpc::Payload::json("{\"a\":1}"));
+        // From another thread, as the service loop does; the sender is
+        // still alive (the loop drops it after), yet the reply is whole
+        // and the connection closed: no task.
+        let sent = reply.clone();
+        let tx = std::thread::spawn(move || {
+            tx.send(sent).unwrap();
+            tx
+        })
+        .join()
+        .unwrap();
+        assert!(given_back(&gone));
+        let got = read_all(theirs).await;
+        let want = response::reply_bytes(&reply, "x");
+        assert_eq!(undated(&got), undated(std::str::from_utf8(&want).unwrap()));
+        drop(tx);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn an_owned_connection_gets_a_big_or_partial_reply_from_a_task() {
+        // Over DIRECT_MAX, and more than a small socket buffer takes.
+        for (size, buffer) in [(DIRECT_MAX + 10, None), (DIRECT_MAX - 200, Some(4096))] {
+            let (theirs, tx, gone) = owned_pair();
+            if let Some(b) = buffer {
+                socket2::SockRef::from(&theirs)
+                    .set_recv_buffer_size(b)
+                    .unwrap();
+            }
+            let body = format!("\"{}\"", "x".repeat(size));
+            let reply: rpc::Reply = Ok(rpc::Payload::json(body.as_str()));
+            let sent = reply.clone();
+            std::thread::spawn(move || tx.send(sent).unwrap())
+                .join()
+                .unwrap();
+            let got = read_all(theirs).await;
+            let want = response::reply_bytes(&reply, "x");
+            assert_eq!(undated(&got), undated(std::str::from_utf8(&want).unwrap()));
+            assert!(given_back(&gone));
+        }
+    }
+
+    #[tokio::test]
+    async fn an_owned_connection_dropped_without_a_reply_is_told_so() {
+        let (theirs, tx, gone) = owned_pair();
+        std::thread::spawn(move || drop(tx)).join().unwrap();
+        assert!(given_back(&gone));
+        let got = read_all(theirs).await;
+        assert!(got.starts_with("HTTP/1.1 500"), "{got}");
+        assert!(
+            got.ends_with(r#"{"errnum":5,"errstr":"service ended the request without a reply"}"#),
+            "{got}"
+        );
     }
 
     #[tokio::test]
