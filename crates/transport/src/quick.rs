@@ -17,11 +17,15 @@
 //!
 //! A one-shot request without a snapshot (a drain, `resource.get`) that
 //! the caller's role may send is taken the same way and handed to the
-//! service loop by the connection's task ([`dispatch`]).  The loop writes
-//! the reply on the socket itself as it sends it, right after the batch's
-//! `fdatasync` ([`DirectReply`]), and the task closes the connection: a
-//! client call costs no HTTP connection either, and no wake-up of another
-//! thread stands between the commit and the client's reply.
+//! service loop with its connection ([`dispatch`], [`hand_over`]): no
+//! task, no registration with the event loop.  The loop writes the reply
+//! on the socket itself as it sends it, right after the batch's
+//! `fdatasync` ([`DirectReply`]), and the connection closes as the
+//! request ends: a client call costs no HTTP connection either, and no
+//! wake-up of another thread stands between the commit and the client's
+//! reply, nor follows it.  A topic whose reply may wait
+//! (`rpc::catalog::Topic::later`) keeps a task that watches for its
+//! client's end meanwhile.
 //!
 //! Anything else is declined *before a byte is consumed*: the request is
 //! only peeked at, so a declined connection goes to the normal HTTP path
