@@ -56,9 +56,27 @@ pub(crate) fn error_bytes(e: &RpcError, date: &str) -> Vec<u8> {
     )
 }
 
-/// The `date` header's value for now.
+/// The `date` header's value for now.  It names whole seconds: each
+/// thread formats it once a second and copies it for the other replies
+/// of that second.
 pub(crate) fn date_now() -> String {
-    httpdate::fmt_http_date(std::time::SystemTime::now())
+    use std::cell::RefCell;
+    use std::time::{SystemTime, UNIX_EPOCH};
+    thread_local! {
+        static LAST: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let now = SystemTime::now();
+    let Ok(since) = now.duration_since(UNIX_EPOCH) else {
+        return httpdate::fmt_http_date(now);
+    };
+    let secs = since.as_secs();
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.0 != secs {
+            *last = (secs, httpdate::fmt_http_date(now));
+        }
+        last.1.clone()
+    })
 }
 
 #[cfg(test)]
@@ -90,6 +108,19 @@ mod tests {
              x-roster-errnum: 22\r\nconnection: close\r\ncontent-length: 28\r\n\
              date: Fri, 27 Nov 2026 15:06:58 GMT\r\n\r\n{\"errnum\":22,\"errstr\":\"bad\"}"
         );
+    }
+
+    #[test]
+    fn the_date_is_the_current_second_formatted_once() {
+        let before = std::time::SystemTime::now();
+        let a = date_now();
+        let b = date_now();
+        let after = std::time::SystemTime::now();
+        let t = httpdate::parse_http_date(&a).unwrap();
+        let second = std::time::Duration::from_secs(1);
+        assert!(t + second > before && t <= after, "{a}");
+        let tb = httpdate::parse_http_date(&b).unwrap();
+        assert!(tb >= t && tb <= after, "{b}");
     }
 
     #[test]
