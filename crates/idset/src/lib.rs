@@ -550,6 +550,15 @@ impl IdSet {
         let (a, b) = (&self.ranges, &other.ranges);
         let (mut i, mut j) = (0, 0);
         while i < a.len() && j < b.len() {
+            // As in `intersection`: far ranges are skipped by galloping.
+            j = skip(b, j, |r| r.1 < a[i].0);
+            if j >= b.len() {
+                break;
+            }
+            i = skip(a, i, |r| r.1 < b[j].0);
+            if i >= a.len() {
+                break;
+            }
             if max(a[i].0, b[j].0) <= min(a[i].1, b[j].1) {
                 return true;
             }
