@@ -10,27 +10,55 @@ use rpc::{wire, Reply, RpcError};
 /// The bytes of a complete response with `body` (JSON, or nothing), and
 /// `x-roster-errnum` for an error; the connection closes after it.
 pub(crate) fn response_bytes(status: u16, errnum: Option<i32>, body: &[u8], date: &str) -> Vec<u8> {
-    use std::io::Write;
     let reason = hyper::StatusCode::from_u16(status)
         .ok()
         .and_then(|s| s.canonical_reason())
         .unwrap_or("");
     let mut out = Vec::with_capacity(body.len() + 160);
-    // Writes to a Vec cannot fail.
-    let _ = write!(out, "HTTP/1.1 {status} {reason}\r\n");
+    // Appended piece by piece (no formatting machinery: the service loop
+    // writes one of these per call).
+    out.extend_from_slice(b"HTTP/1.1 ");
+    push_int(&mut out, i64::from(status));
+    out.push(b' ');
+    out.extend_from_slice(reason.as_bytes());
+    out.extend_from_slice(b"\r\n");
     if !body.is_empty() {
-        let _ = write!(out, "content-type: {}\r\n", wire::JSON);
+        out.extend_from_slice(b"content-type: ");
+        out.extend_from_slice(wire::JSON.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     if let Some(n) = errnum {
-        let _ = write!(out, "{}: {n}\r\n", wire::ERRNUM_HEADER);
+        out.extend_from_slice(wire::ERRNUM_HEADER.as_bytes());
+        out.extend_from_slice(b": ");
+        push_int(&mut out, i64::from(n));
+        out.extend_from_slice(b"\r\n");
     }
-    let _ = write!(
-        out,
-        "connection: close\r\ncontent-length: {}\r\ndate: {date}\r\n\r\n",
-        body.len()
-    );
+    out.extend_from_slice(b"connection: close\r\ncontent-length: ");
+    push_int(&mut out, i64::try_from(body.len()).unwrap_or(i64::MAX));
+    out.extend_from_slice(b"\r\ndate: ");
+    out.extend_from_slice(date.as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
     out.extend_from_slice(body);
     out
+}
+
+/// The decimal digits of `n` (with its sign), as `{n}` formats it.
+fn push_int(out: &mut Vec<u8>, n: i64) {
+    if n < 0 {
+        out.push(b'-');
+    }
+    let mut v = n.unsigned_abs();
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
 }
 
 /// The response for one reply of the service (a payload, or an error
@@ -108,6 +136,15 @@ mod tests {
              x-roster-errnum: 22\r\nconnection: close\r\ncontent-length: 28\r\n\
              date: Fri, 27 Nov 2026 15:06:58 GMT\r\n\r\n{\"errnum\":22,\"errstr\":\"bad\"}"
         );
+    }
+
+    #[test]
+    fn numbers_are_written_as_format_writes_them() {
+        for n in [0, 7, 10, 99, 200, 503, 65535, -1, -22, i64::MAX, i64::MIN] {
+            let mut out = Vec::new();
+            push_int(&mut out, n);
+            assert_eq!(String::from_utf8(out).unwrap(), n.to_string());
+        }
     }
 
     #[test]
