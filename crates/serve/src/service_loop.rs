@@ -114,7 +114,7 @@ fn log_event(ev: &Event) {
             .and_then(|c| c.get(k))
             .and_then(|v| v.as_str())
             .unwrap_or("");
-        bounded(v).into_owned()
+        bounded(v)
     };
     tracing::info!(
         event = %ev.name,
