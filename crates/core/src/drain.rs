@@ -178,7 +178,13 @@ impl DrainTable {
     pub fn check_drain(&self, targets: &IdSet, excluded: &IdSet) -> Result<(), RpcError> {
         let ex = targets.intersection(excluded);
         let mut dr = IdSet::new();
-        for &(lo, hi) in targets.ranges() {
+        // Runs cover drained targets only: none to look at when no
+        // target is drained (a fresh drain).
+        let ranges = match targets.intersects(&self.drained) {
+            true => targets.ranges(),
+            false => &[],
+        };
+        for &(lo, hi) in ranges {
             // The run that starts before `lo` may reach into the range.
             let first = self.runs.range(..lo).next_back().map(|(&k, _)| k);
             let from = first.unwrap_or(lo);
@@ -214,7 +220,15 @@ impl DrainTable {
             return;
         };
         let targets = targets.intersection(&IdSet::from_range(0, last));
-        for &(lo, hi) in targets.ranges() {
+        // Runs cover drained targets only: when no target is drained
+        // (a fresh drain) there is none to split or update, and every
+        // target is fresh.
+        let overlap = targets.intersects(&self.drained);
+        let updated = match overlap {
+            true => targets.ranges(),
+            false => &[],
+        };
+        for &(lo, hi) in updated {
             self.isolate(lo, hi);
             for (_, (_, d)) in self.runs.range_mut(lo..=hi) {
                 if overwrite == 0 && d.reason.is_some() {
@@ -226,7 +240,10 @@ impl DrainTable {
                 }
             }
         }
-        let fresh = targets.difference(&self.drained);
+        let fresh = match overlap {
+            true => targets.difference(&self.drained),
+            false => targets,
+        };
         for &(lo, hi) in fresh.ranges() {
             self.runs.insert(
                 lo,

@@ -206,6 +206,11 @@ impl Journal {
         self.dropped_through
     }
 
+    /// The newest event, if any.
+    pub fn newest(&self) -> Option<&Event> {
+        self.events.back().map(|e| &e.event)
+    }
+
     /// The place of the newest event (the default place when empty).
     pub fn last_place(&self) -> Place {
         self.events.back().map(|e| e.place).unwrap_or_default()

@@ -464,6 +464,17 @@ impl IdSet {
         let mut out = Vec::new();
         let (mut i, mut j) = (0, 0);
         while i < a.len() && j < b.len() {
+            // Ranges wholly below the other side's current one meet
+            // nothing: skipped by galloping, so that a few ids against
+            // thousands of scattered ranges cost a few searches.
+            j = skip(b, j, |r| r.1 < a[i].0);
+            if j >= b.len() {
+                break;
+            }
+            i = skip(a, i, |r| r.1 < b[j].0);
+            if i >= a.len() {
+                break;
+            }
             let lo = max(a[i].0, b[j].0);
             let hi = min(a[i].1, b[j].1);
             if lo <= hi {
@@ -485,10 +496,9 @@ impl IdSet {
         let mut j = 0;
         for &(lo, hi) in &self.ranges {
             let mut cur = lo;
-            // Skip b ranges entirely below this range.
-            while j < b.len() && b[j].1 < cur {
-                j += 1;
-            }
+            // Skip b ranges entirely below this range (galloping: a
+            // few ids against thousands of ranges cost a few searches).
+            j = skip(b, j, |r| r.1 < cur);
             let mut k = j;
             let mut done = false;
             while k < b.len() && b[k].0 <= hi {
@@ -540,6 +550,15 @@ impl IdSet {
         let (a, b) = (&self.ranges, &other.ranges);
         let (mut i, mut j) = (0, 0);
         while i < a.len() && j < b.len() {
+            // As in `intersection`: far ranges are skipped by galloping.
+            j = skip(b, j, |r| r.1 < a[i].0);
+            if j >= b.len() {
+                break;
+            }
+            i = skip(a, i, |r| r.1 < b[j].0);
+            if i >= a.len() {
+                break;
+            }
             if max(a[i].0, b[j].0) <= min(a[i].1, b[j].1) {
                 return true;
             }
@@ -576,6 +595,23 @@ impl IdSet {
             *self = self.difference(other);
         }
     }
+}
+
+/// The first index at or after `j` whose range is not `below` (`below`
+/// holds of a prefix of `ranges[j..]`), found by an exponential search:
+/// O(log k) to skip k ranges, and O(1) when there is none to skip.
+fn skip(ranges: &[(u32, u32)], j: usize, below: impl Fn(&(u32, u32)) -> bool) -> usize {
+    if j >= ranges.len() || !below(&ranges[j]) {
+        return j;
+    }
+    // `below(ranges[lo])` holds; the answer is in `lo + 1 ..= end`.
+    let (mut lo, mut step) = (j, 1);
+    while lo + step < ranges.len() && below(&ranges[lo + step]) {
+        lo += step;
+        step *= 2;
+    }
+    let end = min(lo + step, ranges.len());
+    lo + 1 + ranges[lo + 1..end].partition_point(below)
 }
 
 fn push_u32(s: &mut String, v: u32) {

@@ -47,6 +47,12 @@ pub fn decode<T: DeserializeOwned>(payload: &Value) -> Result<T, DecodeError> {
             });
         }
     };
+    // The plain decoding first: a well-formed payload (nearly every one)
+    // needs no path.  Only a refused one is decoded again, tracking the
+    // path of the key at fault for the message (the same answer).
+    if let Ok(t) = T::deserialize(v) {
+        return Ok(t);
+    }
     serde_path_to_error::deserialize(v).map_err(|e| DecodeError {
         path: e.path().to_string(),
         message: e.into_inner().to_string(),

@@ -98,6 +98,16 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.00002, 2.0, 20))
 }
 
+/// The counter of one (topic, outcome) of `roster_rpc_requests`, and the
+/// topic's `roster_rpc_duration_seconds` once it has one (shared with the
+/// families: the same metrics).
+struct RpcHandles {
+    topic: String,
+    outcome: String,
+    count: Counter,
+    seconds: Option<Histogram>,
+}
+
 /// Every metric of one daemon.
 pub struct Metrics {
     registry: Registry,
@@ -122,6 +132,9 @@ pub struct Metrics {
     tls_expiry: Family<TlsLabel, Gauge>,
     /// Open streaming requests, by topic label (pruned as they end).
     probes: Mutex<Probes>,
+    /// The handles of `rpcs` and `rpc_seconds` already used, by topic
+    /// and outcome: a reply counts without a label built and hashed.
+    rpc_handles: Mutex<Vec<RpcHandles>>,
     ready: AtomicBool,
     last_refresh: Mutex<Option<Instant>>,
     /// A refresh was skipped by the rate limit: the gauges are stale until
@@ -289,6 +302,7 @@ impl Metrics {
             stream_bytes,
             stream_bytes_max,
             probes: Mutex::new(Probes::default()),
+            rpc_handles: Mutex::new(Vec::new()),
             nodes,
             nodes_total,
             agents,
@@ -309,18 +323,42 @@ impl Metrics {
     /// One RPC answered (its last reply sent).  `latency` is `None` for
     /// streams.
     pub fn rpc_done(&self, topic: &str, outcome: &str, latency: Option<Duration>) {
-        self.rpcs
-            .get_or_create(&RpcLabel {
-                topic: topic.to_string(),
-                outcome: outcome.to_string(),
-            })
-            .inc();
-        if let Some(d) = latency {
-            self.rpc_seconds
-                .get_or_create(&TopicLabel {
+        let mut handles = self.rpc_handles.lock().unwrap_or_else(|e| e.into_inner());
+        let i = match handles
+            .iter()
+            .position(|h| h.topic == topic && h.outcome == outcome)
+        {
+            Some(i) => i,
+            None => {
+                let count = self
+                    .rpcs
+                    .get_or_create(&RpcLabel {
+                        topic: topic.to_string(),
+                        outcome: outcome.to_string(),
+                    })
+                    .clone();
+                handles.push(RpcHandles {
                     topic: topic.to_string(),
-                })
-                .observe(d.as_secs_f64());
+                    outcome: outcome.to_string(),
+                    count,
+                    seconds: None,
+                });
+                handles.len() - 1
+            }
+        };
+        let h = &mut handles[i];
+        h.count.inc();
+        if let Some(d) = latency {
+            // Created at the topic's first latency, as before: a topic
+            // with none (streams) shows no histogram.
+            let seconds = h.seconds.get_or_insert_with(|| {
+                self.rpc_seconds
+                    .get_or_create(&TopicLabel {
+                        topic: topic.to_string(),
+                    })
+                    .clone()
+            });
+            seconds.observe(d.as_secs_f64());
         }
     }
 

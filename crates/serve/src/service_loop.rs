@@ -114,7 +114,7 @@ fn log_event(ev: &Event) {
             .and_then(|c| c.get(k))
             .and_then(|v| v.as_str())
             .unwrap_or("");
-        bounded(v).into_owned()
+        bounded(v)
     };
     tracing::info!(
         event = %ev.name,
@@ -184,13 +184,20 @@ pub(crate) enum Backing {
 fn flush_events(
     dir: &mut store::StateDir,
     metrics: &Metrics,
-    pending: &mut Vec<Event>,
+    pending: &mut Vec<&Event>,
 ) -> Result<(), store::StoreError> {
-    if pending.is_empty() {
-        return Ok(());
-    }
+    // One event (a lone client's drain) is appended from the output
+    // itself, without a copy.
+    let copies: Vec<Event> = match pending.as_slice() {
+        [] => return Ok(()),
+        [_] => Vec::new(),
+        many => many.iter().map(|&e| e.clone()).collect(),
+    };
     let start = Instant::now();
-    dir.append(pending)?;
+    match pending.as_slice() {
+        [one] => dir.append(std::slice::from_ref(*one))?,
+        _ => dir.append(&copies)?,
+    }
     metrics.committed(pending.len(), start.elapsed());
     pending.clear();
     Ok(())
@@ -498,10 +505,10 @@ impl Shell {
         else {
             return Ok(());
         };
-        let mut pending: Vec<Event> = Vec::new();
+        let mut pending: Vec<&Event> = Vec::new();
         for o in out {
             match o {
-                Output::Persist(ev) => pending.push(ev.clone()),
+                Output::Persist(ev) => pending.push(ev),
                 Output::WriteR(v) => {
                     flush_events(dir, &self.metrics, &mut pending)?;
                     dir.write_r(&v.to_string())?;

@@ -10,27 +10,55 @@ use rpc::{wire, Reply, RpcError};
 /// The bytes of a complete response with `body` (JSON, or nothing), and
 /// `x-roster-errnum` for an error; the connection closes after it.
 pub(crate) fn response_bytes(status: u16, errnum: Option<i32>, body: &[u8], date: &str) -> Vec<u8> {
-    use std::io::Write;
     let reason = hyper::StatusCode::from_u16(status)
         .ok()
         .and_then(|s| s.canonical_reason())
         .unwrap_or("");
     let mut out = Vec::with_capacity(body.len() + 160);
-    // Writes to a Vec cannot fail.
-    let _ = write!(out, "HTTP/1.1 {status} {reason}\r\n");
+    // Appended piece by piece (no formatting machinery: the service loop
+    // writes one of these per call).
+    out.extend_from_slice(b"HTTP/1.1 ");
+    push_int(&mut out, i64::from(status));
+    out.push(b' ');
+    out.extend_from_slice(reason.as_bytes());
+    out.extend_from_slice(b"\r\n");
     if !body.is_empty() {
-        let _ = write!(out, "content-type: {}\r\n", wire::JSON);
+        out.extend_from_slice(b"content-type: ");
+        out.extend_from_slice(wire::JSON.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     if let Some(n) = errnum {
-        let _ = write!(out, "{}: {n}\r\n", wire::ERRNUM_HEADER);
+        out.extend_from_slice(wire::ERRNUM_HEADER.as_bytes());
+        out.extend_from_slice(b": ");
+        push_int(&mut out, i64::from(n));
+        out.extend_from_slice(b"\r\n");
     }
-    let _ = write!(
-        out,
-        "connection: close\r\ncontent-length: {}\r\ndate: {date}\r\n\r\n",
-        body.len()
-    );
+    out.extend_from_slice(b"connection: close\r\ncontent-length: ");
+    push_int(&mut out, i64::try_from(body.len()).unwrap_or(i64::MAX));
+    out.extend_from_slice(b"\r\ndate: ");
+    out.extend_from_slice(date.as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
     out.extend_from_slice(body);
     out
+}
+
+/// The decimal digits of `n` (with its sign), as `{n}` formats it.
+fn push_int(out: &mut Vec<u8>, n: i64) {
+    if n < 0 {
+        out.push(b'-');
+    }
+    let mut v = n.unsigned_abs();
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
 }
 
 /// The response for one reply of the service (a payload, or an error
@@ -56,9 +84,27 @@ pub(crate) fn error_bytes(e: &RpcError, date: &str) -> Vec<u8> {
     )
 }
 
-/// The `date` header's value for now.
+/// The `date` header's value for now.  It names whole seconds: each
+/// thread formats it once a second and copies it for the other replies
+/// of that second.
 pub(crate) fn date_now() -> String {
-    httpdate::fmt_http_date(std::time::SystemTime::now())
+    use std::cell::RefCell;
+    use std::time::{SystemTime, UNIX_EPOCH};
+    thread_local! {
+        static LAST: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let now = SystemTime::now();
+    let Ok(since) = now.duration_since(UNIX_EPOCH) else {
+        return httpdate::fmt_http_date(now);
+    };
+    let secs = since.as_secs();
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.0 != secs {
+            *last = (secs, httpdate::fmt_http_date(now));
+        }
+        last.1.clone()
+    })
 }
 
 #[cfg(test)]
@@ -90,6 +136,28 @@ mod tests {
              x-roster-errnum: 22\r\nconnection: close\r\ncontent-length: 28\r\n\
              date: Fri, 27 Nov 2026 15:06:58 GMT\r\n\r\n{\"errnum\":22,\"errstr\":\"bad\"}"
         );
+    }
+
+    #[test]
+    fn numbers_are_written_as_format_writes_them() {
+        for n in [0, 7, 10, 99, 200, 503, 65535, -1, -22, i64::MAX, i64::MIN] {
+            let mut out = Vec::new();
+            push_int(&mut out, n);
+            assert_eq!(String::from_utf8(out).unwrap(), n.to_string());
+        }
+    }
+
+    #[test]
+    fn the_date_is_the_current_second_formatted_once() {
+        let before = std::time::SystemTime::now();
+        let a = date_now();
+        let b = date_now();
+        let after = std::time::SystemTime::now();
+        let t = httpdate::parse_http_date(&a).unwrap();
+        let second = std::time::Duration::from_secs(1);
+        assert!(t + second > before && t <= after, "{a}");
+        let tb = httpdate::parse_http_date(&b).unwrap();
+        assert!(tb >= t && tb <= after, "{b}");
     }
 
     #[test]

@@ -59,16 +59,16 @@ impl Service {
     ) {
         let who = requester(req);
         let nodelist = self.state.nodelist_of(ids);
+        let idset = ids.encode();
         out.push(Output::Log {
             level: Level::Info,
             msg: format!(
-                "{name} idset={} nodelist={nodelist} overwrite={} reason={} requester={who}",
-                ids.encode(),
+                "{name} idset={idset} nodelist={nodelist} overwrite={} reason={} requester={who}",
                 mode.overwrite(),
                 reason.unwrap_or(""),
             ),
         });
-        let (idset, overwrite) = (ids.encode(), Some(mode.overwrite()));
+        let overwrite = Some(mode.overwrite());
         let (reason, requester) = (reason.map(str::to_string), Some(who));
         let c = if name == "drain" {
             rfc44::context(&rfc44::Drain {

@@ -83,8 +83,12 @@ impl Service {
                     out.push(Output::Persist(ev.clone()));
                     self.log.persisted(&ev)
                 };
-                let place = self.journal_push(ev.clone(), mark);
-                Some((ev, place))
+                // Published from the journal's copy (no clone of its
+                // context), unless a journal of one event replaces it
+                // with its `truncate` summary at once.
+                let own = (self.journal.max() < 2).then(|| ev.clone());
+                let place = self.journal_push(ev, mark);
+                Some((own, place))
             }
             Err(e) => {
                 out.push(Output::Log {
@@ -97,14 +101,18 @@ impl Service {
         if let Keep::Ack(to) = keep {
             Self::reply(out, to, Ok(Value::Null.into()));
         }
-        if let Some((ev, place)) = recorded {
-            self.publish(&ev, place, out);
+        if let Some((own, place)) = recorded {
+            self.publish(own.as_ref(), place, out);
         }
     }
 
     /// Tell the subscribers about an event (after the requester's reply):
-    /// the acquirers first, then the journal followers.
-    pub(super) fn publish(&mut self, ev: &Event, place: Place, out: &mut Vec<Output>) {
+    /// the acquirers first, then the journal followers.  The event is
+    /// `own`, else the journal's newest (just pushed).
+    fn publish(&mut self, own: Option<&Event>, place: Place, out: &mut Vec<Output>) {
+        let Some(ev) = own.or_else(|| self.journal.newest()) else {
+            return;
+        };
         self.acquire.on_event(ev, &self.state.truth(), out);
         if self.followers.is_empty() {
             return;
