@@ -460,33 +460,9 @@ impl IdSet {
 
     /// `self ∩ other`.
     pub fn intersection(&self, other: &IdSet) -> IdSet {
-        let (a, b) = (&self.ranges, &other.ranges);
-        let mut out = Vec::new();
-        let (mut i, mut j) = (0, 0);
-        while i < a.len() && j < b.len() {
-            // Ranges wholly below the other side's current one meet
-            // nothing: skipped by galloping, so that a few ids against
-            // thousands of scattered ranges cost a few searches.
-            j = skip(b, j, |r| r.1 < a[i].0);
-            if j >= b.len() {
-                break;
-            }
-            i = skip(a, i, |r| r.1 < b[j].0);
-            if i >= a.len() {
-                break;
-            }
-            let lo = max(a[i].0, b[j].0);
-            let hi = min(a[i].1, b[j].1);
-            if lo <= hi {
-                out.push((lo, hi));
-            }
-            if a[i].1 < b[j].1 {
-                i += 1;
-            } else {
-                j += 1;
-            }
+        IdSet {
+            ranges: overlaps(&self.ranges, &other.ranges).collect(),
         }
-        IdSet { ranges: out }
     }
 
     /// `self ∖ other`.
@@ -547,28 +523,7 @@ impl IdSet {
 
     /// True if the sets share at least one id.
     pub fn intersects(&self, other: &IdSet) -> bool {
-        let (a, b) = (&self.ranges, &other.ranges);
-        let (mut i, mut j) = (0, 0);
-        while i < a.len() && j < b.len() {
-            // As in `intersection`: far ranges are skipped by galloping.
-            j = skip(b, j, |r| r.1 < a[i].0);
-            if j >= b.len() {
-                break;
-            }
-            i = skip(a, i, |r| r.1 < b[j].0);
-            if i >= a.len() {
-                break;
-            }
-            if max(a[i].0, b[j].0) <= min(a[i].1, b[j].1) {
-                return true;
-            }
-            if a[i].1 < b[j].1 {
-                i += 1;
-            } else {
-                j += 1;
-            }
-        }
-        false
+        overlaps(&self.ranges, &other.ranges).next().is_some()
     }
 
     /// True if the sets share no id.
@@ -600,6 +555,36 @@ impl IdSet {
 /// The first index at or after `j` whose range is not `below` (`below`
 /// holds of a prefix of `ranges[j..]`), found by an exponential search:
 /// O(log k) to skip k ranges, and O(1) when there is none to skip.
+/// The ranges where two sorted, disjoint range lists overlap, in order.
+/// Ranges wholly below the other side's current one meet nothing: they
+/// are skipped by galloping ([`skip`]), so that a few ids against
+/// thousands of scattered ranges cost a few searches.
+fn overlaps<'a>(a: &'a [(u32, u32)], b: &'a [(u32, u32)]) -> impl Iterator<Item = (u32, u32)> + 'a {
+    let (mut i, mut j) = (0, 0);
+    std::iter::from_fn(move || {
+        while i < a.len() && j < b.len() {
+            j = skip(b, j, |r| r.1 < a[i].0);
+            if j >= b.len() {
+                break;
+            }
+            i = skip(a, i, |r| r.1 < b[j].0);
+            if i >= a.len() {
+                break;
+            }
+            let (lo, hi) = (max(a[i].0, b[j].0), min(a[i].1, b[j].1));
+            if a[i].1 < b[j].1 {
+                i += 1;
+            } else {
+                j += 1;
+            }
+            if lo <= hi {
+                return Some((lo, hi));
+            }
+        }
+        None
+    })
+}
+
 fn skip(ranges: &[(u32, u32)], j: usize, below: impl Fn(&(u32, u32)) -> bool) -> usize {
     if j >= ranges.len() || !below(&ranges[j]) {
         return j;

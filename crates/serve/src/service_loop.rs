@@ -186,18 +186,12 @@ fn flush_events(
     metrics: &Metrics,
     pending: &mut Vec<&Event>,
 ) -> Result<(), store::StoreError> {
-    // One event (a lone client's drain) is appended from the output
-    // itself, without a copy.
-    let copies: Vec<Event> = match pending.as_slice() {
-        [] => return Ok(()),
-        [_] => Vec::new(),
-        many => many.iter().map(|&e| e.clone()).collect(),
-    };
-    let start = Instant::now();
-    match pending.as_slice() {
-        [one] => dir.append(std::slice::from_ref(*one))?,
-        _ => dir.append(&copies)?,
+    if pending.is_empty() {
+        return Ok(());
     }
+    // Appended from the outputs themselves, without copies.
+    let start = Instant::now();
+    dir.append(pending)?;
     metrics.committed(pending.len(), start.elapsed());
     pending.clear();
     Ok(())

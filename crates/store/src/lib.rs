@@ -399,7 +399,10 @@ impl StateDir {
     /// they are on disk.  On error none of them is in the log (a partly
     /// written batch is cut off), except after a failed `fdatasync`, when
     /// their fate is unknown and every later call fails: reopen.
-    pub fn append(&mut self, events: &[Event]) -> Result<(), StoreError> {
+    pub fn append<E: std::borrow::Borrow<Event>>(
+        &mut self,
+        events: &[E],
+    ) -> Result<(), StoreError> {
         match self.log.append_batch(events) {
             Ok(()) => Ok(()),
             Err(e) => {

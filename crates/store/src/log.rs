@@ -38,6 +38,7 @@
 //! * One process writes a given file at a time (the caller's job, e.g. a
 //!   lock on the state directory).
 
+use std::borrow::Borrow;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -193,10 +194,10 @@ pub(crate) fn encode_line(label: &str, e: &Event) -> Result<String, EventLogErro
     })
 }
 
-fn encode_all(label: &str, events: &[Event]) -> Result<String, EventLogError> {
+fn encode_all<E: Borrow<Event>>(label: &str, events: &[E]) -> Result<String, EventLogError> {
     let mut buf = String::new();
     for e in events {
-        buf.push_str(&encode_line(label, e)?);
+        buf.push_str(&encode_line(label, e.borrow())?);
     }
     Ok(buf)
 }
@@ -313,7 +314,7 @@ impl EventLogFile {
 
     /// Queue events for the next commit, without I/O.  Either all of them
     /// are staged or (if one cannot be encoded) none.
-    pub fn stage(&mut self, events: &[Event]) -> Result<(), EventLogError> {
+    pub fn stage<E: Borrow<Event>>(&mut self, events: &[E]) -> Result<(), EventLogError> {
         let buf = encode_all(&self.label, events)?;
         self.staged.push_str(&buf);
         self.staged_count += events.len();
@@ -426,7 +427,7 @@ impl EventLogFile {
 
     /// Stage `events` and commit them (with anything already staged): one
     /// write and one fdatasync for the whole batch.
-    pub fn append_batch(&mut self, events: &[Event]) -> Result<(), EventLogError> {
+    pub fn append_batch<E: Borrow<Event>>(&mut self, events: &[E]) -> Result<(), EventLogError> {
         if self.poisoned {
             return Err(EventLogError::Poisoned {
                 label: self.label.clone(),

@@ -120,7 +120,7 @@ fn append_and_reopen_round_trip() {
         let (mut sd, _) = open(t.path());
         ok(sd.append(std::slice::from_ref(&e1)));
         ok(sd.append(&[e2.clone(), e3.clone()]));
-        ok(sd.append(&[]));
+        ok(sd.append::<Event>(&[]));
         assert_eq!(sd.log.event_count(), 3);
     }
     let (sd, loaded) = open(t.path());

@@ -50,19 +50,27 @@ fn rename_without_directory_fsync_is_lost_at_power_loss() {
     assert_eq!(disk.contents(p).unwrap(), b"new");
 }
 
+/// A file holding `synced\n` and then `room`, synced; `unsynced\n`
+/// written after `synced\n` (over the room) and not synced; a power loss
+/// with `seed`: what the file holds.
+fn unsynced_write_then_power_loss(seed: u64, room: &[u8]) -> Vec<u8> {
+    let disk = SimDisk::new();
+    let p = Path::new("/sim/log");
+    let mut f = disk.open_write(p).unwrap();
+    f.write_at(0, b"synced\n").unwrap();
+    f.write_at(7, room).unwrap();
+    f.sync_data().unwrap();
+    disk.sync_dir(Path::new("/sim")).unwrap();
+    f.write_at(7, b"unsynced\n").unwrap();
+    disk.power_loss(&mut Rng::new(seed));
+    disk.contents(p).unwrap()
+}
+
 #[test]
 fn unsynced_appends_are_lost_torn_or_zeroed() {
     let mut outcomes = std::collections::BTreeSet::new();
     for seed in 0..200 {
-        let disk = SimDisk::new();
-        let p = Path::new("/sim/log");
-        let mut f = disk.open_write(p).unwrap();
-        f.write_at(0, b"synced\n").unwrap();
-        f.sync_data().unwrap();
-        disk.sync_dir(Path::new("/sim")).unwrap();
-        f.write_at(7, b"unsynced\n").unwrap();
-        disk.power_loss(&mut Rng::new(seed));
-        let c = disk.contents(p).unwrap();
+        let c = unsynced_write_then_power_loss(seed, &[]);
         assert!(c.starts_with(b"synced\n"), "{c:?}");
         let tail = &c[7..];
         let kind = if tail.is_empty() {
@@ -88,16 +96,7 @@ fn unsynced_overwrites_are_lost_torn_or_partial_with_the_old_bytes() {
     // Preallocated zeros, then an unsynced write over them.
     let mut outcomes = std::collections::BTreeSet::new();
     for seed in 0..200 {
-        let disk = SimDisk::new();
-        let p = Path::new("/sim/log");
-        let mut f = disk.open_write(p).unwrap();
-        f.write_at(0, b"synced\n").unwrap();
-        f.write_at(7, &[0u8; 16]).unwrap();
-        f.sync_data().unwrap();
-        disk.sync_dir(Path::new("/sim")).unwrap();
-        f.write_at(7, b"unsynced\n").unwrap();
-        disk.power_loss(&mut Rng::new(seed));
-        let c = disk.contents(p).unwrap();
+        let c = unsynced_write_then_power_loss(seed, &[0u8; 16]);
         // The size never changes; the old bytes are zeros.
         assert_eq!(c.len(), 23, "{c:?}");
         assert!(c.starts_with(b"synced\n"), "{c:?}");

@@ -47,18 +47,7 @@ fn push_int(out: &mut Vec<u8>, n: i64) {
     if n < 0 {
         out.push(b'-');
     }
-    let mut v = n.unsigned_abs();
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[i..]);
+    out.extend_from_slice(idset::decimal(n.unsigned_abs(), &mut [0; 20]));
 }
 
 /// The response for one reply of the service (a payload, or an error
